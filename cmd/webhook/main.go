@@ -1,0 +1,137 @@
+// Command webhook is rollout-guard's admission webhook server: it refuses
+// MachineDeployment, KubeadmControlPlane and Cluster edits that break the
+// version-skew or etcd-downgrade policy. Flags only; the work lives in package
+// webhooks.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/rollout-guard/rollout-guard/webhooks"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type options struct {
+	webhookHost   string
+	webhookPort   int
+	certDir       string
+	probeAddr     string
+	metricsAddr   string
+	leaderElect   bool
+	leaderElectNS string
+	printVersion  bool
+	zap           zap.Options
+}
+
+func main() {
+	var o options
+	fs := flag.CommandLine
+	fs.StringVar(&o.webhookHost, "webhook-host", "", "address the admission webhook server listens on (empty: all interfaces)")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhook server (HTTPS)")
+	fs.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key; new files are picked up without a restart")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint (authenticated and authorized through the API server); 0 disables it")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas for background work (admission is served by every replica)")
+	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	o.zap.BindFlags(fs)
+	flag.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nrollout-guard admission webhook server for Cluster API.\n\nFlags:\n", os.Args[0])
+		fs.PrintDefaults()
+	}
+	flag.Parse()
+	if o.printVersion {
+		fmt.Println(version)
+		return
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "rollout-guard webhook stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("setup")
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Metrics: metricsserver.Options{
+			BindAddress:    o.metricsAddr,
+			SecureServing:  true,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    o.webhookHost,
+			Port:    o.webhookPort,
+			CertDir: o.certDir,
+		}),
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "rollout-guard-leader",
+		LeaderElectionNamespace: o.leaderElectNS,
+		Cache: cache.Options{
+			// The guard reads specs and a few status fields; managed fields
+			// are the largest part of most objects and never needed.
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := webhooks.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	// Ready means: the webhook server is serving and the caches the policy
+	// reads are filled, so no request is judged against an empty cluster.
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding the webhook readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		syncCtx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+			return errors.New("caches not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("adding the cache readiness check: %w", err)
+	}
+	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package skew
+
+import (
+	"fmt"
+
+	"github.com/blang/semver/v4"
+)
+
+// History is what a control plane is known to have run: from its running
+// machines, its previous spec and recorded revisions.
+type History struct {
+	// HighestKubernetes is the highest Kubernetes version ever run, "" if unknown.
+	HighestKubernetes string
+	// HighestKubernetesSource is what it came from, e.g. "revision 4" or
+	// "the current spec".
+	HighestKubernetesSource string
+	// HighestEtcd is the highest etcd version ever run (an image tag or a
+	// version), "" if unknown.
+	HighestEtcd string
+	// HighestEtcdSource is what HighestEtcd came from, e.g. "revision 4".
+	HighestEtcdSource string
+}
+
+// Worker is one worker that runs a kubelet against the control plane: a pool
+// (MachineDeployment, MachinePool) or a Machine.
+type Worker struct {
+	// Kind is "MachineDeployment", "MachinePool" or "Machine".
+	Kind string
+	// Name is the object's name.
+	Name string
+	// Version is the pool's spec version or the machine's kubelet version;
+	// "" means unknown: the worker is skipped with no warning.
+	Version string
+}
+
+// ControlPlaneChange is the facts of one change to a control plane's version
+// or etcd: a KubeadmControlPlane update, or a Cluster topology version change.
+type ControlPlaneChange struct {
+	// Kind and Name name the changed object in messages
+	// ("KubeadmControlPlane", "Cluster").
+	Kind, Name string
+	// VersionField is the field path of the version: "spec.version"
+	// (KubeadmControlPlane, the default) or "spec.topology.version" (Cluster).
+	VersionField string
+	// EtcdField is the field path of the etcd image tag, for messages;
+	// default "spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag".
+	EtcdField string
+	// OldVersion is the version before the change ("" on create).
+	OldVersion string
+	// NewVersion is the version after the change.
+	NewVersion string
+	// OldEtcdImageTag is the explicit etcd image tag before the change, ""
+	// when kubeadm's default applies.
+	OldEtcdImageTag string
+	// NewEtcdImageTag is the explicit etcd image tag after the change, ""
+	// when kubeadm's default applies.
+	NewEtcdImageTag string
+	// RunningVersions are the versions the control-plane machines run now
+	// (KubeadmControlPlane status.versions[].version, status.version); may be empty.
+	RunningVersions []string
+	// History is what the control plane is known to have run before.
+	History History
+	// Workers are the workers whose kubelets talk to this control plane.
+	Workers []Worker
+}
+
+// EvaluateControlPlane judges one change to a control plane's Kubernetes
+// version or etcd image tag against rules ControlPlaneDowngrade, EtcdDowngrade,
+// ControlPlaneMinorSkip, ControlPlaneLeavesWorkerNewer,
+// ControlPlaneLeavesWorkerTooOld and InvalidVersion.
+func EvaluateControlPlane(c ControlPlaneChange) Decision {
+	var r verdict
+	obj := object(c.Kind, c.Name)
+	versionField := orDefault(c.VersionField, kcpVersionField)
+	etcdField := orDefault(c.EtcdField, kcpEtcdField)
+
+	newV, newErr := ParseVersion(c.NewVersion)
+	if newErr != nil {
+		r.refuse(invalid(obj, versionField, c.NewVersion, "Kubernetes", "a Kubernetes version such as v1.35.2"))
+	}
+	newTagOK := true
+	if c.NewEtcdImageTag != "" {
+		if _, err := ParseEtcdVersion(c.NewEtcdImageTag); err != nil {
+			newTagOK = false
+			r.refuse(invalid(obj, etcdField, c.NewEtcdImageTag, "etcd", "an etcd image tag such as 3.6.5-0, or leave it empty for kubeadm's default"))
+		}
+	}
+	if newErr != nil {
+		return r.d
+	}
+
+	// What is known of the control plane before the change.
+	var old known
+	oldKnown := false
+	if c.OldVersion != "" {
+		if v, err := ParseVersion(c.OldVersion); err == nil {
+			old, oldKnown = known{v: v}, true
+		} else {
+			r.warn(fmt.Sprintf("%s: the previous %s %q is not a Kubernetes version; the change is judged against the running versions and history only", obj, versionField, c.OldVersion))
+		}
+	}
+	var running []known
+	for _, s := range c.RunningVersions {
+		if v, ok := parseOther(&r, obj+": running control-plane version", s); ok {
+			running = append(running, known{v: v, src: "run by a control-plane machine"})
+		}
+	}
+	var hist []known
+	if c.History.HighestKubernetes != "" {
+		if v, ok := parseOther(&r, obj+": highest Kubernetes version in its history", c.History.HighestKubernetes); ok {
+			hist = append(hist, known{v: v, src: "the highest version it has run, per " + orDefault(c.History.HighestKubernetesSource, "its history")})
+		}
+	}
+
+	checkDowngrade(&r, obj, versionField, c.NewVersion, newV, old, oldKnown, running, hist)
+	if newTagOK {
+		checkEtcd(&r, c, obj, versionField, etcdField, newV, old, oldKnown, running)
+	}
+	checkSkip(&r, obj, versionField, c.NewVersion, newV, old, oldKnown, running)
+	for _, w := range c.Workers {
+		checkWorkerLeft(&r, obj, versionField, c.NewVersion, newV, old, oldKnown, w)
+	}
+	return r.d
+}
+
+// checkDowngrade is rule ControlPlaneDowngrade: the new minor must not be
+// below the highest minor the control plane has run.
+func checkDowngrade(r *verdict, obj, field, value string, newV semver.Version, old known, oldKnown bool, running, hist []known) {
+	var all []known
+	if oldKnown {
+		all = append(all, old)
+	}
+	all = append(all, running...)
+	all = append(all, hist...)
+	top, ok := highest(all)
+	if !ok {
+		return
+	}
+	bad := MinorOf(top.v).minorsAfter(MinorOf(newV))
+	if bad <= 0 {
+		return
+	}
+	from := vs(top.v)
+	if top.src != "" {
+		from += " (" + top.src + ")"
+	}
+	if !worse(bad, oldKnown, MinorOf(top.v).minorsAfter(MinorOf(old.v))) {
+		r.warn(fmt.Sprintf("%s: %s %s stays below %s; allowed because this change does not lower it further", obj, field, vs(newV), from))
+		return
+	}
+	r.refuse(Violation{
+		Rule:    RuleControlPlaneDowngrade,
+		Field:   field,
+		Value:   value,
+		Message: fmt.Sprintf("%s: Kubernetes downgrade from %s to %s is not supported by kubeadm", obj, from, vs(newV)),
+		Remedy:  fmt.Sprintf("keep %s at %s.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup)", field, MinorOf(top.v).v()),
+	})
+}
+
+// checkSkip is rule ControlPlaneMinorSkip: the new minor must be at most one
+// above the lowest of the previous spec and the running machines.
+func checkSkip(r *verdict, obj, field, value string, newV semver.Version, old known, oldKnown bool, running []known) {
+	var all []known
+	if oldKnown {
+		all = append(all, old)
+	}
+	all = append(all, running...)
+	base, ok := lowest(all)
+	if !ok {
+		return
+	}
+	gap := MinorOf(newV).minorsAfter(MinorOf(base.v))
+	bad := gap - 1
+	if bad <= 0 {
+		return
+	}
+	from := vs(base.v)
+	if base.src != "" {
+		from += " (still " + base.src + ")"
+	}
+	if !worse(bad, oldKnown, MinorOf(old.v).minorsAfter(MinorOf(base.v))-1) {
+		r.warn(fmt.Sprintf("%s: %s %s stays more than one minor above %s; allowed because this change does not widen the gap", obj, field, vs(newV), from))
+		return
+	}
+	next := MinorOf(base.v).add(1)
+	r.refuse(Violation{
+		Rule:    RuleControlPlaneMinorSkip,
+		Field:   field,
+		Value:   value,
+		Message: fmt.Sprintf("%s: upgrade from %s to %s skips %s; kubeadm upgrades one minor at a time", obj, from, vs(newV), skipped("v", MinorOf(base.v), MinorOf(newV))),
+		Remedy:  fmt.Sprintf("set %s to a %s.x release first and wait until every control-plane machine runs it, then upgrade to %s", field, next.v(), MinorOf(newV).v()),
+	})
+}
+
+// checkEtcd is rule EtcdDowngrade: the etcd minor the control plane would run
+// must not be below the highest etcd minor it has run.
+func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV semver.Version, old known, oldKnown bool, running []known) {
+	noDefault := func(err error, what string) { r.warn(fmt.Sprintf("%s: %v; %s", obj, err, what)) }
+	newEtcd, newSrc, err := EtcdFor(newV, c.NewEtcdImageTag)
+	if err != nil {
+		noDefault(err, "etcd downgrade not checked")
+		return
+	}
+
+	var seen []known
+	var oldEtcd known
+	oldEtcdKnown := false
+	switch {
+	case c.OldEtcdImageTag != "":
+		if v, err := ParseEtcdVersion(c.OldEtcdImageTag); err == nil {
+			oldEtcd, oldEtcdKnown = known{v: v, src: "imageTag " + c.OldEtcdImageTag}, true
+		} else {
+			r.warn(fmt.Sprintf("%s: ignoring the previous %s %q, which is not an etcd version; it is not checked", obj, etcdField, c.OldEtcdImageTag))
+		}
+	case oldKnown:
+		if v, src, err := EtcdFor(old.v, ""); err == nil {
+			oldEtcd, oldEtcdKnown = known{v: v, src: src}, true
+		} else {
+			noDefault(err, "the etcd of the previous spec is not counted")
+		}
+	}
+	if oldEtcdKnown {
+		seen = append(seen, oldEtcd)
+	}
+	if c.History.HighestEtcd != "" {
+		if v, err := ParseEtcdVersion(c.History.HighestEtcd); err == nil {
+			seen = append(seen, known{v: v, src: orDefault(c.History.HighestEtcdSource, "its history")})
+		} else {
+			r.warn(fmt.Sprintf("%s: ignoring the highest etcd version in its history %q, which is not an etcd version; it is not checked", obj, c.History.HighestEtcd))
+		}
+	}
+	if c.OldEtcdImageTag == "" {
+		// Machines run kubeadm's default only when no tag was pinned; with a
+		// pinned tag they run that tag, counted above.
+		for _, k := range running {
+			if v, src, err := EtcdFor(k.v, ""); err == nil {
+				seen = append(seen, known{v: v, src: src})
+			} else {
+				noDefault(err, "the etcd of that running machine is not counted")
+			}
+		}
+	}
+	top, ok := highest(seen)
+	if !ok {
+		return
+	}
+	topMinor, newMinor := MinorOf(top.v), MinorOf(newEtcd)
+	if up := newMinor.minorsAfter(topMinor); up > 1 {
+		r.warn(fmt.Sprintf("%s: etcd upgrade from %s (%s) to %s (%s) skips %s; etcd upgrades one minor at a time", obj, top.v, top.src, newEtcd, newSrc, skipped("", topMinor, newMinor)))
+	}
+	bad := topMinor.minorsAfter(newMinor)
+	if bad <= 0 {
+		return
+	}
+	if !worse(bad, oldEtcdKnown, topMinor.minorsAfter(MinorOf(oldEtcd.v))) {
+		r.warn(fmt.Sprintf("%s: etcd %s (%s) stays below %s (%s); allowed because this change does not lower it further", obj, newEtcd, newSrc, top.v, top.src))
+		return
+	}
+	field, value := etcdField, c.NewEtcdImageTag
+	if c.NewEtcdImageTag == "" && c.OldEtcdImageTag == "" {
+		// kubeadm's default moved because the version changed.
+		field, value = versionField, c.NewVersion
+	}
+	example := ""
+	if len(top.v.Pre) == 0 {
+		example = fmt.Sprintf(" such as %d.%d.%d-0", top.v.Major, top.v.Minor, top.v.Patch)
+	}
+	r.refuse(Violation{
+		Rule:    RuleEtcdDowngrade,
+		Field:   field,
+		Value:   value,
+		Message: fmt.Sprintf("%s: etcd downgrade from %s (%s) to %s (%s) is not supported; etcd cannot return to an older minor by replacing members", obj, top.v, top.src, newEtcd, newSrc),
+		Remedy:  fmt.Sprintf("keep etcd at %s: set %s to a %s.x tag%s, or downgrade etcd with its own procedure (etcdctl downgrade enable) outside Cluster API first", topMinor, etcdField, topMinor, example),
+	})
+}
+
+// checkWorkerLeft is rules ControlPlaneLeavesWorkerNewer and
+// ControlPlaneLeavesWorkerTooOld for one worker.
+func checkWorkerLeft(r *verdict, obj, field, value string, newV semver.Version, old known, oldKnown bool, w Worker) {
+	if w.Version == "" {
+		return
+	}
+	who := object(w.Kind, w.Name)
+	wv, ok := parseOther(r, obj+": "+who, w.Version)
+	if !ok {
+		return
+	}
+	wm, cpNew, cpOld := MinorOf(wv), MinorOf(newV), MinorOf(old.v)
+
+	if bad := wm.minorsAfter(cpNew); bad > 0 {
+		if !worse(bad, oldKnown, wm.minorsAfter(cpOld)) {
+			r.warn(fmt.Sprintf("%s: %s runs %s, newer than %s; allowed because this change does not widen the gap", obj, who, vs(wv), vs(newV)))
+			return
+		}
+		r.refuse(Violation{
+			Rule:    RuleControlPlaneLeavesWorkerNewer,
+			Field:   field,
+			Value:   value,
+			Message: fmt.Sprintf("%s: %s runs %s, newer than %s; a kubelet must not be newer than the API server", obj, who, vs(wv), vs(newV)),
+			Remedy:  fmt.Sprintf("keep %s at %s.x or later while %s runs %s", field, wm.v(), who, wm.v()),
+		})
+		return
+	}
+	skew := kubeletSkew(wm)
+	gap := cpNew.minorsAfter(wm)
+	if bad := gap - skew; bad > 0 {
+		if !worse(bad, oldKnown, cpOld.minorsAfter(wm)-skew) {
+			r.warn(fmt.Sprintf("%s: %s runs %s, %s older than %s, beyond the kubelet skew; allowed because this change does not widen the gap", obj, who, vs(wv), minors(gap), vs(newV)))
+			return
+		}
+		r.refuse(Violation{
+			Rule:    RuleControlPlaneLeavesWorkerTooOld,
+			Field:   field,
+			Value:   value,
+			Message: fmt.Sprintf("%s: %s runs %s, %s older than %s; %s", obj, who, vs(wv), minors(gap), vs(newV), kubeletRule(wm)),
+			Remedy:  fmt.Sprintf("upgrade %s to %s.x or newer first, then set %s to %s", who, oldestKubeletFor(cpNew).v(), field, vs(newV)),
+		})
+	}
+}

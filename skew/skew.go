@@ -1,0 +1,40 @@
+// Package skew is the rollout policy of the guard: it parses Kubernetes and etcd
+// versions, knows which etcd kubeadm deploys for each Kubernetes version, and
+// decides whether one change to a control plane or a worker pool keeps a
+// Cluster API cluster inside the Kubernetes version-skew policy and never
+// downgrades etcd.
+//
+// The package is pure: it takes the facts of one change and returns a
+// Decision. Gathering those facts (from an admission request, a cache or the
+// CLI's client) is the caller's job, so the guard and the CLI judge every
+// change with the same code.
+package skew
+
+// RuleID names a rule in a stable, machine-readable way. Rule ids appear in
+// refusal messages, metrics and docs/policy.md; never rename one.
+type RuleID string
+
+// The rules of the policy. docs/policy.md explains each one.
+const (
+	// RuleInvalidVersion: a version that does not parse is refused, never passed.
+	RuleInvalidVersion RuleID = "InvalidVersion"
+	// RuleControlPlaneDowngrade: the control plane's Kubernetes minor goes down.
+	RuleControlPlaneDowngrade RuleID = "ControlPlaneDowngrade"
+	// RuleEtcdDowngrade: the etcd minor the control plane would run is lower than
+	// the highest etcd minor it has run.
+	RuleEtcdDowngrade RuleID = "EtcdDowngrade"
+	// RuleControlPlaneMinorSkip: a control-plane upgrade skips a minor.
+	RuleControlPlaneMinorSkip RuleID = "ControlPlaneMinorSkip"
+	// RuleWorkerNewerThanControlPlane: a worker pool is set to a minor newer
+	// than the lowest control-plane version running.
+	RuleWorkerNewerThanControlPlane RuleID = "WorkerNewerThanControlPlane"
+	// RuleWorkerTooOld: a worker pool is set further below the control plane
+	// than the kubelet skew allows.
+	RuleWorkerTooOld RuleID = "WorkerTooOld"
+	// RuleControlPlaneLeavesWorkerNewer: a control-plane change would leave a
+	// running worker newer than the control plane.
+	RuleControlPlaneLeavesWorkerNewer RuleID = "ControlPlaneLeavesWorkerNewer"
+	// RuleControlPlaneLeavesWorkerTooOld: a control-plane change would leave a
+	// running worker older than the kubelet skew allows.
+	RuleControlPlaneLeavesWorkerTooOld RuleID = "ControlPlaneLeavesWorkerTooOld"
+)

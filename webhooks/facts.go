@@ -1,0 +1,189 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/skew"
+)
+
+// ClusterNameField is the cache index, on MachineDeployments, MachinePools and
+// Machines, of spec.clusterName. It lets the guard list one cluster's workers
+// without relying on labels that only Cluster API's defaulting webhook sets.
+const ClusterNameField = "spec.clusterName"
+
+// controlPlaneLabel marks control-plane Machines.
+const controlPlaneLabel = clusterv1.MachineControlPlaneLabel
+
+// clusterNameLabel is the label Cluster API puts on objects of a cluster.
+const clusterNameLabel = clusterv1.ClusterNameLabel
+
+// etcdImageTagField is the field path of a KubeadmControlPlane's explicit etcd version.
+const etcdImageTagField = "spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag"
+
+// factReader gathers, from a cache-backed reader, the facts of a cluster that a
+// change is judged against.
+type factReader struct {
+	reader client.Reader
+	mapper meta.RESTMapper
+}
+
+// controlPlaneOf returns the state of a cluster's control plane. Any control
+// plane following Cluster API's contract (spec.version, status.version) works;
+// KubeadmControlPlane also gives status.versions. It returns nil and a reason
+// when the control plane cannot be found.
+func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName string) (*skew.ControlPlaneState, string, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: clusterName}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("Cluster %s/%s not found", namespace, clusterName), nil
+		}
+		return nil, "", fmt.Errorf("reading Cluster %s/%s: %w", namespace, clusterName, err)
+	}
+	ref := cluster.Spec.ControlPlaneRef
+	if ref.Name == "" {
+		return nil, fmt.Sprintf("Cluster %s/%s has no spec.controlPlaneRef", namespace, clusterName), nil
+	}
+	if ref.APIGroup == controlplanev1.GroupVersion.Group && ref.Kind == "KubeadmControlPlane" {
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, kcp); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Sprintf("KubeadmControlPlane %s/%s of Cluster %s not found", namespace, ref.Name, clusterName), nil
+			}
+			return nil, "", fmt.Errorf("reading KubeadmControlPlane %s/%s: %w", namespace, ref.Name, err)
+		}
+		return &skew.ControlPlaneState{
+			Kind:            "KubeadmControlPlane",
+			Name:            kcp.Name,
+			Version:         kcp.Spec.Version,
+			RunningVersions: kcpRunningVersions(kcp),
+		}, "", nil
+	}
+	return f.contractControlPlane(ctx, namespace, ref)
+}
+
+// contractControlPlane reads a control plane of any provider through the
+// fields of Cluster API's control-plane contract: spec.version and
+// status.version.
+func (f factReader) contractControlPlane(ctx context.Context, namespace string, ref clusterv1.ContractVersionedObjectReference) (*skew.ControlPlaneState, string, error) {
+	id := fmt.Sprintf("%s %s/%s", ref.Kind, namespace, ref.Name)
+	if f.mapper == nil {
+		return nil, fmt.Sprintf("control plane %s cannot be read: no REST mapper", id), nil
+	}
+	mapping, err := f.mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return nil, fmt.Sprintf("control plane %s: kind not served (%v)", id, err), nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("control plane %s not found", id), nil
+		}
+		return nil, "", fmt.Errorf("reading control plane %s: %w", id, err)
+	}
+	version, _, _ := unstructured.NestedString(u.Object, "spec", "version")
+	running, _, _ := unstructured.NestedString(u.Object, "status", "version")
+	return &skew.ControlPlaneState{
+		Kind:            ref.Kind,
+		Name:            ref.Name,
+		Version:         version,
+		RunningVersions: dedupe([]string{running}),
+	}, "", nil
+}
+
+// kcpRunningVersions lists the versions a KubeadmControlPlane's machines run.
+func kcpRunningVersions(kcp *controlplanev1.KubeadmControlPlane) []string {
+	var out []string
+	for _, v := range kcp.Status.Versions {
+		out = append(out, v.Version)
+	}
+	if kcp.Status.Version != "" { //nolint:staticcheck // still the only field on older controllers
+		out = append(out, kcp.Status.Version) //nolint:staticcheck
+	}
+	return dedupe(out)
+}
+
+// workersOf lists every worker of a cluster that runs a kubelet against its
+// control plane: MachineDeployments and MachinePools by their spec version,
+// and worker Machines by the kubelet version their node reports (else their
+// spec version).
+func (f factReader) workersOf(ctx context.Context, namespace, clusterName string) ([]skew.Worker, error) {
+	inCluster := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{ClusterNameField: clusterName}}
+	var workers []skew.Worker
+
+	mds := &clusterv1.MachineDeploymentList{}
+	if err := f.reader.List(ctx, mds, inCluster...); err != nil {
+		return nil, fmt.Errorf("listing MachineDeployments of Cluster %s/%s: %w", namespace, clusterName, err)
+	}
+	for _, md := range mds.Items {
+		workers = append(workers, skew.Worker{Kind: "MachineDeployment", Name: md.Name, Version: md.Spec.Template.Spec.Version})
+	}
+
+	mps := &clusterv1.MachinePoolList{}
+	if err := f.reader.List(ctx, mps, inCluster...); err != nil {
+		return nil, fmt.Errorf("listing MachinePools of Cluster %s/%s: %w", namespace, clusterName, err)
+	}
+	for _, mp := range mps.Items {
+		workers = append(workers, skew.Worker{Kind: "MachinePool", Name: mp.Name, Version: mp.Spec.Template.Spec.Version})
+	}
+
+	machines := &clusterv1.MachineList{}
+	if err := f.reader.List(ctx, machines, inCluster...); err != nil {
+		return nil, fmt.Errorf("listing Machines of Cluster %s/%s: %w", namespace, clusterName, err)
+	}
+	for _, m := range machines.Items {
+		if _, isControlPlane := m.Labels[controlPlaneLabel]; isControlPlane {
+			continue
+		}
+		version := m.Spec.Version
+		if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
+			version = m.Status.NodeInfo.KubeletVersion
+		}
+		workers = append(workers, skew.Worker{Kind: "Machine", Name: m.Name, Version: version})
+	}
+	sort.SliceStable(workers, func(i, j int) bool {
+		if workers[i].Kind != workers[j].Kind {
+			return workers[i].Kind < workers[j].Kind
+		}
+		return workers[i].Name < workers[j].Name
+	})
+	return workers, nil
+}
+
+// clusterNameOf finds the Cluster a control plane belongs to: its
+// cluster-name label, else its owning Cluster.
+func clusterNameOf(obj client.Object) string {
+	if name := obj.GetLabels()[clusterNameLabel]; name != "" {
+		return name
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == "Cluster" && ref.APIVersion != "" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
+}
