@@ -196,7 +196,7 @@ func TestClusterTopology(t *testing.T) {
 		{name: "mid-rollout", cluster: true, old: "v1.35.0", new: "v1.36.0", running: []string{"v1.34.3", "v1.35.0"}, want: []RuleID{skip}},
 		{name: "leaves a worker too old", cluster: true, old: "v1.35.0", new: "v1.36.0", workers: []Worker{md("md-0", "v1.32.4")}, want: []RuleID{tooOld},
 			expect: expect{field: "spec.topology.version", messages: []string{"Cluster demo: MachineDeployment md-0 runs v1.32.4, 4 minors older than v1.36.0"}}},
-		{name: "short version", cluster: true, old: "v1.35.0", new: "v1.36", expect: expect{noWarn: true}},
+		{name: "short version", cluster: true, old: "v1.35.0", new: "v1.36", want: []RuleID{bad}, expect: expect{field: "spec.topology.version", value: str("v1.36")}},
 		{name: "invalid word", cluster: true, old: "v1.35.0", new: "stable", want: []RuleID{bad}, expect: expect{field: "spec.topology.version", value: str("stable")}},
 	})
 }
@@ -214,8 +214,8 @@ func TestInvalidVersions(t *testing.T) {
 		{name: "invalid tag with a downgrade", old: "v1.35.2", new: "v1.34.1", newTag: "x", want: []RuleID{bad, down}},
 		{name: "invalid new with invalid workers", old: "v1.35.0", new: "nope", workers: []Worker{md("md-0", "nope")}, want: []RuleID{bad}},
 		{name: "old invalid warns only", old: "v1.x", new: "v1.35.0", expect: expect{warnings: []string{`previous spec.version "v1.x"`}}},
-		{name: "spaces are tolerated", old: "v1.35.0", new: " v1.35.2 ", expect: expect{noWarn: true}},
-		{name: "short version", old: "v1.35.0", new: "1.36", expect: expect{noWarn: true}},
+		{name: "spaces are refused", old: "v1.35.0", new: " v1.35.2 ", want: []RuleID{bad}},
+		{name: "short version is refused, not guessed", old: "v1.35.0", new: "1.36", want: []RuleID{bad}, expect: expect{value: str("1.36")}},
 		{name: "running all invalid", old: "v1.35.0", new: "v1.36.0", running: []string{"a", "b"}, expect: expect{warnings: []string{`ignoring "a"`, `ignoring "b"`}}},
 	})
 }

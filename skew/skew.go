@@ -8,6 +8,13 @@
 // Decision. Gathering those facts (from an admission request, a cache or the
 // CLI's client) is the caller's job, so the guard and the CLI judge every
 // change with the same code.
+//
+// Rules compare minors; patch versions, pre-releases and build metadata never
+// break one. A rule refuses a change that creates a breach or widens an
+// existing one; a change that leaves an existing breach as it was, or narrows
+// it, is allowed with a warning so that an operator can always repair a
+// cluster that is already out of policy. docs/policy.md describes every rule
+// and quotes its refusal text.
 package skew
 
 // RuleID names a rule in a stable, machine-readable way. Rule ids appear in
@@ -28,8 +35,8 @@ const (
 	// RuleWorkerNewerThanControlPlane: a worker pool is set to a minor newer
 	// than the lowest control-plane version running.
 	RuleWorkerNewerThanControlPlane RuleID = "WorkerNewerThanControlPlane"
-	// RuleWorkerTooOld: a worker pool is set further below the control plane
-	// than the kubelet skew allows.
+	// RuleWorkerTooOld: a worker pool is set further below the newest
+	// control-plane version running than the kubelet skew allows.
 	RuleWorkerTooOld RuleID = "WorkerTooOld"
 	// RuleControlPlaneLeavesWorkerNewer: a control-plane change would leave a
 	// running worker newer than the control plane.

@@ -8,14 +8,15 @@ import (
 )
 
 // ParseVersion parses a Kubernetes version as users write it in Cluster API
-// objects: "v1.35.2", "1.35.2", "v1.35.2+vmware.1", "v1.36.0-rc.1". It is
-// semver's tolerant parser (a leading "v" and a missing patch are accepted).
+// objects: "v1.35.2", "1.35.2", "v1.35.2+vmware.1", "v1.36.0-rc.1". Apart
+// from a leading "v" it must be a full semantic version: "v1.35" is refused,
+// as Cluster API and kubeadm refuse it, rather than guessed to be v1.35.0.
 // The error names the input.
 func ParseVersion(s string) (semver.Version, error) {
 	if strings.TrimSpace(s) == "" {
 		return semver.Version{}, fmt.Errorf("%q is not a Kubernetes version: the version is empty", s)
 	}
-	v, err := semver.ParseTolerant(s)
+	v, err := semver.Parse(strings.TrimPrefix(s, "v"))
 	if err != nil {
 		return semver.Version{}, fmt.Errorf("%q is not a Kubernetes version: %v", s, err)
 	}

@@ -1,0 +1,75 @@
+package skew
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPolicyDocQuotesRefusals keeps docs/policy.md honest: every refusal and
+// warning it quotes is produced, word for word, by the changes below.
+func TestPolicyDocQuotesRefusals(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	require.NoError(t, err)
+	doc := string(raw)
+
+	kcp := func(old, new string) cpCase { return cpCase{old: old, new: new} }
+	with := func(c cpCase, f func(*cpCase)) cpCase { f(&c); return c }
+	cps := []cpCase{
+		kcp("v1.35.0", "v1.3x.0"),
+		with(kcp("v1.35.0", "v1.35.0"), func(c *cpCase) { c.newTag = "latest" }),
+		kcp("v1.35.2", "v1.34.1"),
+		with(kcp("v1.35.0", "v1.34.3"), func(c *cpCase) {
+			c.hist = History{HighestKubernetes: "v1.36.1", HighestKubernetesSource: "revision 4"}
+		}),
+		with(kcp("v1.34.3", "v1.34.3"), func(c *cpCase) { c.newTag = "3.5.24-0" }),
+		with(kcp("v1.36.1", "v1.36.1"), func(c *cpCase) { c.oldTag = "3.7.0-0" }),
+		kcp("v1.34.3", "v1.36.0"),
+		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) { c.running = []string{"v1.34.3", "v1.35.0"} }),
+		with(kcp("v1.35.2", "v1.34.1"), func(c *cpCase) { c.workers = []Worker{md("md-0", "v1.35.2")} }),
+		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) { c.workers = []Worker{md("md-0", "v1.32.4")} }),
+		{cluster: true, old: "v1.34.3", new: "v1.33.5"},
+	}
+	var quoted []string
+	for _, c := range cps {
+		d := EvaluateControlPlane(c.change())
+		require.NotEmpty(t, d.Violations, "%+v", c)
+		for _, v := range d.Violations {
+			quoted = append(quoted, v.String())
+		}
+	}
+	workers := []WorkerChange{
+		{NewVersion: "1.35.x", OldVersion: "v1.30.0", ControlPlane: kcpState("v1.35.0")},
+		{NewVersion: "v1.35.0", OldVersion: "v1.34.3", ControlPlane: kcpState("v1.35.0", "v1.34.3", "v1.35.0")},
+		{NewVersion: "v1.31.0", OldVersion: "v1.34.3", ControlPlane: kcpState("v1.35.0", "v1.34.3", "v1.35.0")},
+		{NewVersion: "v1.24.17", ControlPlane: kcpState("v1.27.0")},
+	}
+	for _, w := range workers {
+		w.Kind, w.Name, w.VersionField = "MachineDeployment", "md-0", "spec.template.spec.version"
+		d := EvaluateWorker(w)
+		require.NotEmpty(t, d.Violations, "%+v", w)
+		for _, v := range d.Violations {
+			quoted = append(quoted, v.String())
+		}
+	}
+	warnings := []Decision{
+		EvaluateControlPlane(kcp("v1.39.0", "v1.40.0").change()),
+		EvaluateControlPlane(with(kcp("v1.36.1", "v1.37.0"), func(c *cpCase) { c.oldTag = "3.5.24-0" }).change()),
+		EvaluateControlPlane(with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) {
+			c.workers = []Worker{{Kind: "MachinePool", Name: "mp-0", Version: "garbage"}}
+		}).change()),
+		EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-0", OldVersion: "v1.30.0", NewVersion: "v1.31.0", ControlPlane: kcpState("v1.35.0")}),
+	}
+	for _, d := range warnings {
+		require.True(t, d.Allowed(), "%v", d.Violations)
+		require.Len(t, d.Warnings, 1)
+		quoted = append(quoted, d.Warnings[0])
+	}
+	for _, q := range quoted {
+		assert.True(t, strings.Contains(doc, q), "docs/policy.md does not quote:\n%s", q)
+	}
+}
