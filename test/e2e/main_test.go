@@ -1,0 +1,45 @@
+// Package e2e proves the guard through a real kube-apiserver: every request
+// goes from a client, through the API server (and Cluster API's conversion
+// webhook for v1beta1), over TLS to bin/webhook registered from
+// config/webhook/manifests.yaml, exactly as in a management cluster.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+// env is the one API server and guard that every test of this package shares.
+var env *framework.Environment
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	logFile, err := os.CreateTemp("", "rollout-guard-e2e-*.log")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating the log file:", err)
+		return 1
+	}
+	defer logFile.Close()
+	fmt.Fprintln(os.Stderr, "guard and API server logs:", logFile.Name())
+	env, err = framework.Start(ctx, framework.Options{StartGuard: true, Log: logFile})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test environment:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}

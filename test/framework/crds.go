@@ -1,0 +1,158 @@
+package framework
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// ContractLabel is the label through which Cluster API learns which API
+// versions of a CRD implement its v1beta2 contract. Cluster API's kustomize
+// configuration adds it to every CRD it ships; the CRD files in the module
+// lack it, so the environment adds it when it loads them.
+const ContractLabel = "cluster.x-k8s.io/v1beta2"
+
+// clusterAPICRDDirs are the directories, relative to the Cluster API module,
+// of the CRDs the environment installs.
+var clusterAPICRDDirs = []string{
+	"core/config/crd/bases",
+	"controlplane/kubeadm/config/crd/bases",
+	"bootstrap/kubeadm/config/crd/bases",
+}
+
+// LoadClusterAPICRDs reads the CRDs of Cluster API's core, kubeadm control
+// plane and kubeadm bootstrap providers from the module directory capiDir and
+// labels each with the contract label (value "v1beta2").
+func LoadClusterAPICRDs(capiDir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var dirs []string
+	for _, rel := range clusterAPICRDDirs {
+		dirs = append(dirs, filepath.Join(capiDir, rel))
+	}
+	crds, err := loadLabelledCRDs(dirs)
+	if err != nil {
+		return nil, fmt.Errorf("%w (module %s)", err, capiDir)
+	}
+	return crds, nil
+}
+
+// loadLabelledCRDs reads every CRD of the YAML files in dirs and labels each
+// with the contract label (value "v1beta2").
+func loadLabelledCRDs(dirs []string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("reading the Cluster API CRD directory: %w", err)
+		}
+		var names []string
+		for _, e := range entries {
+			if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+				names = append(names, e.Name())
+			}
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			loaded, err := readCRDFile(filepath.Join(dir, name))
+			if err != nil {
+				return nil, err
+			}
+			crds = append(crds, loaded...)
+		}
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("no CRDs found in %s", strings.Join(dirs, ", "))
+	}
+	for _, crd := range crds {
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		if _, ok := crd.Labels[ContractLabel]; !ok {
+			crd.Labels[ContractLabel] = "v1beta2"
+		}
+	}
+	return crds, nil
+}
+
+// LoadInfrastructureCRDs reads the CRDs of Cluster API's development
+// infrastructure provider (DevCluster, DevMachine, DevMachineTemplate, and the
+// Docker kinds beside them) from the sigs.k8s.io/cluster-api/test module of
+// the same version as capiDir, downloading it into the module cache when
+// needed. The objects of the tests reference these kinds, and Cluster API's
+// conversion to v1beta1 looks up the referenced kind's CRD for its
+// apiVersion: without them every v1beta1 read of such an object fails.
+func LoadInfrastructureCRDs(capiDir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	_, version, ok := strings.Cut(filepath.Base(capiDir), "@")
+	if !ok {
+		return nil, fmt.Errorf("cannot tell the Cluster API version from %s", capiDir)
+	}
+	dir, err := downloadModule(clusterAPITestModule, version)
+	if err != nil {
+		return nil, err
+	}
+	return loadLabelledCRDs([]string{filepath.Join(dir, "infrastructure/docker/config/crd/bases")})
+}
+
+// readCRDFile decodes every CustomResourceDefinition in a (multi-document)
+// YAML file.
+func readCRDFile(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	docs, err := readYAMLDocuments(path)
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for i, doc := range docs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(doc, crd); err != nil {
+			return nil, fmt.Errorf("decoding document %d of %s: %w", i+1, path, err)
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}
+
+// readYAMLDocuments splits a YAML file into its non-empty documents.
+func readYAMLDocuments(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("splitting %s into YAML documents: %w", path, err)
+		}
+		if isEmptyYAML(doc) {
+			continue
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// isEmptyYAML reports whether a YAML document holds only comments and blank lines.
+func isEmptyYAML(doc []byte) bool {
+	for _, line := range strings.Split(string(doc), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && line != "---" && !strings.HasPrefix(line, "#") {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,14 @@
+// Package framework starts a local Cluster API management cluster for the
+// product's tests and for the sandbox: a real etcd and kube-apiserver (through
+// controller-runtime's envtest), the Cluster API CRDs of the core, kubeadm
+// bootstrap and kubeadm control-plane providers with Cluster API's conversion
+// webhooks served in-process (so v1beta1 and v1beta2 both work), and, on
+// request, the guard (bin/webhook) as its own process, registered with the
+// API server from the project's own config/webhook/manifests.yaml.
+//
+// Cluster API's validating and defaulting admission webhooks are not
+// installed: every refusal a test sees comes from the guard.
+//
+// The binaries etcd, kube-apiserver, kubectl and webhook are taken from the
+// repository's bin/ directory; nothing is downloaded.
+package framework

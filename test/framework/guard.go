@@ -1,0 +1,312 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+const (
+	// GuardUser is the user the guard authenticates as (group system:masters).
+	GuardUser = "rollout-guard"
+	// guardReadyTimeout bounds the wait for the guard's /readyz.
+	guardReadyTimeout = 60 * time.Second
+	// guardRoundTripTimeout bounds the wait for a first admission round trip.
+	guardRoundTripTimeout = 30 * time.Second
+	// guardStopTimeout bounds the guard's graceful stop before a SIGKILL.
+	guardStopTimeout = 30 * time.Second
+	// probeName names the object of the admission round-trip probe.
+	probeName = "rollout-guard-admission-probe"
+)
+
+// guardProcess is a running bin/webhook.
+type guardProcess struct {
+	cmd         *exec.Cmd
+	done        chan struct{} // closed when the process has exited
+	exitErr     error         // the process's exit, valid once done is closed
+	webhookPort int
+	healthPort  int
+}
+
+// exited reports whether the process has exited.
+func (g *guardProcess) exited() bool {
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// GuardURL returns the base URL (https://127.0.0.1:PORT) of the running
+// guard's webhook server, or "" when the guard is not running.
+func (e *Environment) GuardURL() string {
+	e.guardMu.Lock()
+	defer e.guardMu.Unlock()
+	if e.guard == nil {
+		return ""
+	}
+	return "https://" + net.JoinHostPort(localHost, strconv.Itoa(e.guard.webhookPort))
+}
+
+// GuardLogTail returns the last lines the guard process wrote.
+func (e *Environment) GuardLogTail() string { return e.guardTail.String() }
+
+// StartGuard (re)starts BinDir/webhook on new ports, registers (creates or
+// updates) the webhook configurations of RepoRoot/config/webhook/manifests.yaml
+// pointed at it, and returns once its /readyz answers 200 and an admission
+// request made through the API server reaches it. On error the guard is
+// stopped again and the error ends with the last lines of its log.
+func (e *Environment) StartGuard(ctx context.Context) error {
+	if err := e.running(); err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
+	}
+	e.guardMu.Lock()
+	defer e.guardMu.Unlock()
+	if err := e.stopGuardLocked(); err != nil {
+		e.logger.Error(err, "stopping the previous guard")
+	}
+	if err := checkBinary(e.BinDir, "webhook"); err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
+	}
+	if err := e.ensureGuardKubeconfig(); err != nil {
+		return err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
+	}
+	g := &guardProcess{done: make(chan struct{}), webhookPort: ports[0], healthPort: ports[1]}
+	args := append([]string{
+		"--kubeconfig", e.guardKubeconfig,
+		"--webhook-host", localHost,
+		"--webhook-port", strconv.Itoa(g.webhookPort),
+		"--cert-dir", e.testEnv.WebhookInstallOptions.LocalServingCertDir,
+		"--health-probe-bind-address", net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)),
+		"--metrics-bind-address", "0",
+	}, e.opts.GuardArgs...)
+
+	e.guardTail.reset()
+	out := io.MultiWriter(e.log, e.guardTail)
+	g.cmd = exec.Command(filepath.Join(e.BinDir, "webhook"), args...)
+	g.cmd.Dir = e.WorkDir
+	g.cmd.Stdout, g.cmd.Stderr = out, out
+	g.cmd.SysProcAttr = childProcAttr()
+	e.logger.Info("starting the guard", "command", g.cmd.String())
+	if err := g.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", g.cmd.Path, err)
+	}
+	go func() {
+		g.exitErr = g.cmd.Wait()
+		close(g.done)
+	}()
+	e.guard = g
+
+	fail := func(err error) error {
+		if stopErr := e.stopGuardLocked(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return fmt.Errorf("starting the guard: %w\nlast lines of the guard's log:\n%s", err, e.guardTail.String())
+	}
+	if err := waitGuardReady(ctx, g); err != nil {
+		return fail(err)
+	}
+	if err := e.registerGuardWebhooks(ctx, g.webhookPort); err != nil {
+		return fail(err)
+	}
+	if err := e.waitAdmissionRoundTrip(ctx, g); err != nil {
+		return fail(err)
+	}
+	e.logger.Info("guard ready", "pid", g.cmd.Process.Pid, "webhook", net.JoinHostPort(localHost, strconv.Itoa(g.webhookPort)))
+	return nil
+}
+
+// StopGuard stops the guard (SIGTERM to its process group, SIGKILL after
+// 30 s) and waits for it. The webhook configurations stay registered, so
+// the edits they select fail closed while the guard is down. It is a no-op
+// if the guard is not running; it returns an error if the guard had exited
+// by itself with an error.
+func (e *Environment) StopGuard() error {
+	e.guardMu.Lock()
+	defer e.guardMu.Unlock()
+	return e.stopGuardLocked()
+}
+
+func (e *Environment) stopGuardLocked() error {
+	g := e.guard
+	if g == nil {
+		return nil
+	}
+	e.guard = nil
+	pid := g.cmd.Process.Pid
+	if g.exited() {
+		killGroup(pid, syscall.SIGKILL) // anything it left behind
+		if g.exitErr != nil {
+			return fmt.Errorf("the guard (pid %d) had exited by itself: %w", pid, g.exitErr)
+		}
+		return nil
+	}
+	killGroup(pid, syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(guardStopTimeout):
+		e.logger.Info("the guard did not stop after SIGTERM; killing it", "pid", pid, "waited", guardStopTimeout.String())
+		killGroup(pid, syscall.SIGKILL)
+		<-g.done
+	}
+	killGroup(pid, syscall.SIGKILL) // anything it left behind
+	e.logger.Info("guard stopped", "pid", pid, "exit", fmt.Sprint(g.exitErr))
+	return nil
+}
+
+// killGroup signals the process group led by pid, ignoring a group that is gone.
+func killGroup(pid int, sig syscall.Signal) {
+	if err := syscall.Kill(-pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// ensureGuardKubeconfig provisions the guard's user and writes its kubeconfig once.
+func (e *Environment) ensureGuardKubeconfig() error {
+	if e.guardKubeconfig != "" {
+		return nil
+	}
+	user, err := e.testEnv.AddUser(envtest.User{Name: GuardUser, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("provisioning the guard's user: %w", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("making the guard's kubeconfig: %w", err)
+	}
+	path := filepath.Join(e.WorkDir, "guard.kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("writing the guard's kubeconfig: %w", err)
+	}
+	e.guardKubeconfig = path
+	return nil
+}
+
+// freePorts returns n distinct free TCP ports on the local host.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(localHost, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// waitGuardReady polls the guard's /readyz until it answers 200.
+func waitGuardReady(ctx context.Context, g *guardProcess) error {
+	url := "http://" + net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)) + "/readyz"
+	httpClient := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(guardReadyTimeout)
+	last := "no answer yet"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("probing %s: %w", url, err)
+		}
+		resp, err := httpClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-g.done:
+			return fmt.Errorf("the guard exited before it was ready: %v", g.exitErr)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last answer: %s)", url, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer 200 within %s (last answer: %s)", url, guardReadyTimeout, last)
+		}
+	}
+}
+
+// waitAdmissionRoundTrip makes a server-side dry-run create of a
+// MachineDeployment with a version, which the guard's MachineDeployment
+// webhook selects, until the API server reaches the guard: the create is
+// admitted or refused by a webhook, rather than failing to call it (as it
+// does while the registration still names an old port).
+func (e *Environment) waitAdmissionRoundTrip(ctx context.Context, g *guardProcess) error {
+	deadline := time.Now().Add(guardRoundTripTimeout)
+	for {
+		err := e.Client.Create(ctx, admissionProbe(), client.DryRunAll)
+		if err == nil || strings.Contains(err.Error(), "denied the request") {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "failed calling webhook") {
+			return fmt.Errorf("admission round trip: %w", err)
+		}
+		select {
+		case <-g.done:
+			return fmt.Errorf("the guard exited: %v", g.exitErr)
+		case <-ctx.Done():
+			return fmt.Errorf("admission round trip: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no admission round trip within %s: %w", guardRoundTripTimeout, err)
+		}
+	}
+}
+
+// admissionProbe is a valid v1beta2 MachineDeployment with a version set.
+func admissionProbe() *clusterv1.MachineDeployment {
+	labels := map[string]string{"rollout-guard.io/probe": "true"}
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: probeName},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: probeName,
+			Replicas:    ptr.To[int32](0),
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: probeName,
+					Version:     "v1.36.0",
+					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(probeName)},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "infrastructure.cluster.x-k8s.io",
+						Kind:     "ProbeMachineTemplate",
+						Name:     probeName,
+					},
+				},
+			},
+		},
+	}
+}
