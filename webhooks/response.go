@@ -16,7 +16,7 @@ import (
 // returns: warnings, and for a refusal one Invalid error whose causes name
 // each offending field, as Cluster API's own webhooks do. The API server shows
 // it as `<Kind> "<name>" is invalid: <field>: Forbidden: <message>`.
-func toAdmission(gk schema.GroupKind, name string, d skew.Decision, extraWarnings ...string) (admission.Warnings, error) {
+func toAdmission(gk schema.GroupKind, name string, d skew.Decision, extra field.ErrorList, extraWarnings []string) (admission.Warnings, error) {
 	warnings := append(admission.Warnings{}, extraWarnings...)
 	warnings = append(warnings, d.Warnings...)
 	if d.Allowed() {
@@ -34,6 +34,7 @@ func toAdmission(gk schema.GroupKind, name string, d skew.Decision, extraWarning
 		}
 		errs = append(errs, field.Forbidden(path, v.String()))
 	}
+	errs = append(errs, extra...)
 	return warnings, apierrors.NewInvalid(gk, name, errs)
 }
 

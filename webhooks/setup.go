@@ -8,34 +8,60 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rollout-guard/rollout-guard/history"
 )
 
-// SetupWithManager registers the cache indexes the guard reads through and
-// the validating webhooks, at the paths config/webhook/manifests.yaml names:
+// Paths of the mutating webhooks, as config/webhook/manifests.yaml names them.
+const (
+	MutateMachineDeploymentPath   = "/mutate-cluster-x-k8s-io-v1beta2-machinedeployment"
+	MutateKubeadmControlPlanePath = "/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane"
+)
+
+// Options configure the webhooks.
+type Options struct {
+	// OverrideGroups may use the break-glass override annotation.
+	OverrideGroups []string
+	// Recorder writes the revisions the mutating webhooks replace.
+	Recorder *history.Recorder
+}
+
+// SetupWithManager registers the cache indexes the guard reads through, the
+// validating webhooks and the mutating (revision-stamping) webhooks, at the
+// paths config/webhook/manifests.yaml names:
 //
 //	/validate-cluster-x-k8s-io-v1beta2-machinedeployment
 //	/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
 //	/validate-cluster-x-k8s-io-v1beta2-cluster
-func SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+//	/mutate-cluster-x-k8s-io-v1beta2-machinedeployment
+//	/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	facts := factReader{reader: mgr.GetCache(), mapper: mgr.GetRESTMapper()}
+	policy := Policy{facts: factReader{reader: mgr.GetCache(), mapper: mgr.GetRESTMapper()}}
+	overrides := OverrideGroups(opts.OverrideGroups)
+	mdV, kcpV, clusterV := NewValidators(policy, overrides, opts.Recorder)
 
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).
-		WithValidator(&MachineDeploymentValidator{facts: facts}).
-		Complete(); err != nil {
-		return fmt.Errorf("registering the MachineDeployment webhook: %w", err)
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).Complete(); err != nil {
+		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).
-		WithValidator(&KubeadmControlPlaneValidator{facts: facts}).
-		Complete(); err != nil {
-		return fmt.Errorf("registering the KubeadmControlPlane webhook: %w", err)
+	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).Complete(); err != nil {
+		return fmt.Errorf("registering the KubeadmControlPlane validating webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).
-		WithValidator(&ClusterValidator{facts: facts}).
-		Complete(); err != nil {
-		return fmt.Errorf("registering the Cluster webhook: %w", err)
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).Complete(); err != nil {
+		return fmt.Errorf("registering the Cluster validating webhook: %w", err)
+	}
+
+	decoder := admission.NewDecoder(mgr.GetScheme())
+	for path, kind := range map[string]history.Kind{
+		MutateMachineDeploymentPath:   history.MachineDeployment,
+		MutateKubeadmControlPlanePath: history.KubeadmControlPlane,
+	} {
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: policy, Overrides: overrides, Decoder: decoder}
+		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper})
 	}
 	return nil
 }

@@ -117,7 +117,7 @@ func TestKubeadmControlPlaneHandler(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := admission.WithValidator(testScheme(t), &KubeadmControlPlaneValidator{facts: testFacts(t, tc.world...)})
+			h := admission.WithValidator(testScheme(t), kcpValidator(testFacts(t, tc.world...)))
 			oldKCP, newKCP := kcp(tc.from), kcp(tc.to)
 			if tc.world == nil {
 				oldKCP.Labels, newKCP.Labels = nil, nil
@@ -139,7 +139,7 @@ func TestKubeadmControlPlaneHandler(t *testing.T) {
 }
 
 func TestMachineDeploymentHandlerWithoutControlPlane(t *testing.T) {
-	v := &MachineDeploymentValidator{facts: testFacts(t)}
+	v, _, _ := NewValidators(Policy{facts: testFacts(t)}, nil, nil)
 	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md"}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "gone"}}
 	md.Spec.Template.Spec.Version = "v1.35.0"
 	warnings, err := v.ValidateCreate(context.Background(), md)
@@ -156,7 +156,7 @@ func TestMachineDeploymentHandlerWithoutControlPlane(t *testing.T) {
 // KubeadmControlPlane minor upgrade, from the decoded AdmissionRequest to the
 // response, in a cluster with 3 worker pools and 3 worker machines.
 func BenchmarkKubeadmControlPlaneHandler(b *testing.B) {
-	h := admission.WithValidator(testScheme(b), &KubeadmControlPlaneValidator{facts: testFacts(b, cluster("v1.34.2", "v1.34.2", "v1.34.2", "v1.33.5")...)})
+	h := admission.WithValidator(testScheme(b), kcpValidator(testFacts(b, cluster("v1.34.2", "v1.34.2", "v1.34.2", "v1.33.5")...)))
 	req := review(b, "KubeadmControlPlane", kcp("v1.34.2"), kcp("v1.35.0"))
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -170,7 +170,7 @@ func BenchmarkKubeadmControlPlaneHandler(b *testing.B) {
 // BenchmarkMachineDeploymentHandler measures one validating admission of a
 // MachineDeployment version change.
 func BenchmarkMachineDeploymentHandler(b *testing.B) {
-	h := admission.WithValidator(testScheme(b), &MachineDeploymentValidator{facts: testFacts(b, cluster("v1.35.2", "v1.34.2")...)})
+	h := admission.WithValidator(testScheme(b), mdValidator(testFacts(b, cluster("v1.35.2", "v1.34.2")...)))
 	oldMD := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md-0"}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}}
 	oldMD.Spec.Template.Spec.Version = "v1.34.2"
 	newMD := oldMD.DeepCopy()
@@ -184,4 +184,14 @@ func BenchmarkMachineDeploymentHandler(b *testing.B) {
 			b.Fatalf("refused: %v", resp.Result)
 		}
 	}
+}
+
+func kcpValidator(f factReader) *Validator[*controlplanev1.KubeadmControlPlane] {
+	_, v, _ := NewValidators(Policy{facts: f}, nil, nil)
+	return v
+}
+
+func mdValidator(f factReader) *Validator[*clusterv1.MachineDeployment] {
+	v, _, _ := NewValidators(Policy{facts: f}, nil, nil)
+	return v
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
 
@@ -32,15 +35,17 @@ import (
 var version = "dev"
 
 type options struct {
-	webhookHost   string
-	webhookPort   int
-	certDir       string
-	probeAddr     string
-	metricsAddr   string
-	leaderElect   bool
-	leaderElectNS string
-	printVersion  bool
-	zap           zap.Options
+	webhookHost    string
+	webhookPort    int
+	certDir        string
+	probeAddr      string
+	metricsAddr    string
+	leaderElect    bool
+	leaderElectNS  string
+	overrideGroups string
+	historyLimit   int
+	printVersion   bool
+	zap            zap.Options
 }
 
 func main() {
@@ -53,6 +58,8 @@ func main() {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint (authenticated and authorized through the API server); 0 disables it")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas for background work (admission is served by every replica)")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
+	fs.StringVar(&o.overrideGroups, "override-groups", "", "comma-separated groups whose members may let one refused change through with the "+revisions.AnnotationOverride+" annotation (empty: nobody)")
+	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	flag.Usage = func() {
@@ -108,8 +115,18 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := webhooks.SetupWithManager(ctx, mgr); err != nil {
+	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
+		OverrideGroups: splitList(o.overrideGroups),
+		Recorder:       recorder,
+	}); err != nil {
 		return err
+	}
+	for _, kind := range []history.Kind{history.MachineDeployment, history.KubeadmControlPlane} {
+		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
@@ -129,9 +146,21 @@ func run(ctx context.Context, o options) error {
 	}); err != nil {
 		return fmt.Errorf("adding the cache readiness check: %w", err)
 	}
-	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir)
+	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,
+		"overrideGroups", o.overrideGroups, "historyLimit", o.historyLimit)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

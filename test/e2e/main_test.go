@@ -29,7 +29,7 @@ func run(m *testing.M) int {
 	}
 	defer logFile.Close()
 	fmt.Fprintln(os.Stderr, "guard and API server logs:", logFile.Name())
-	env, err = framework.Start(ctx, framework.Options{StartGuard: true, Log: logFile})
+	env, err = framework.Start(ctx, framework.Options{StartGuard: true, Log: logFile, GuardArgs: []string{"--override-groups=" + overrideGroup, "--history-limit=1000"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
 		return 1

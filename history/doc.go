@@ -1,0 +1,9 @@
+// Package history keeps the revision history of MachineDeployments and
+// KubeadmControlPlanes in apps/v1 ControllerRevisions: the Recorder writes one
+// revision (idempotently, keyed by the hash of its content), List reads an
+// object's history with one request, and the Reconciler makes sure the live
+// revision of every object is recorded and prunes old ones.
+//
+// What a revision is, and how it is encoded, is package revisions' job; this
+// package does the API calls.
+package history

@@ -1,0 +1,76 @@
+package history
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// Kind is one kind of object whose history is kept, with what the rest of
+// the guard needs to know about it.
+type Kind struct {
+	// GVK is the kind's v1beta2 group, version and kind.
+	GVK schema.GroupVersionKind
+	// New returns an empty object of the kind.
+	New func() client.Object
+	// Snapshot returns the revision content of an object of the kind.
+	Snapshot func(client.Object) (revisions.Snapshot, error)
+	// RolloutAfter returns the object's rollout.after as RFC3339, "" when unset.
+	RolloutAfter func(client.Object) string
+}
+
+// MachineDeployment is the history kind of MachineDeployments.
+var MachineDeployment = Kind{
+	GVK: clusterv1.GroupVersion.WithKind("MachineDeployment"),
+	New: func() client.Object { return &clusterv1.MachineDeployment{} },
+	Snapshot: func(o client.Object) (revisions.Snapshot, error) {
+		md, ok := o.(*clusterv1.MachineDeployment)
+		if !ok {
+			return revisions.Snapshot{}, fmt.Errorf("expected a MachineDeployment, got %T", o)
+		}
+		return revisions.ForMachineDeployment(md)
+	},
+	RolloutAfter: func(o client.Object) string {
+		md, ok := o.(*clusterv1.MachineDeployment)
+		if !ok || md.Spec.Rollout.After.IsZero() {
+			return ""
+		}
+		return md.Spec.Rollout.After.UTC().Format("2006-01-02T15:04:05Z07:00")
+	},
+}
+
+// KubeadmControlPlane is the history kind of KubeadmControlPlanes.
+var KubeadmControlPlane = Kind{
+	GVK: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"),
+	New: func() client.Object { return &controlplanev1.KubeadmControlPlane{} },
+	Snapshot: func(o client.Object) (revisions.Snapshot, error) {
+		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
+		if !ok {
+			return revisions.Snapshot{}, fmt.Errorf("expected a KubeadmControlPlane, got %T", o)
+		}
+		return revisions.ForKubeadmControlPlane(kcp)
+	},
+	RolloutAfter: func(o client.Object) string {
+		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
+		if !ok || kcp.Spec.Rollout.After.IsZero() {
+			return ""
+		}
+		return kcp.Spec.Rollout.After.UTC().Format("2006-01-02T15:04:05Z07:00")
+	},
+}
+
+// KindOf returns the history kind of obj, false for kinds without history.
+func KindOf(obj client.Object) (Kind, bool) {
+	switch obj.(type) {
+	case *clusterv1.MachineDeployment:
+		return MachineDeployment, true
+	case *controlplanev1.KubeadmControlPlane:
+		return KubeadmControlPlane, true
+	}
+	return Kind{}, false
+}

@@ -1,0 +1,155 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// Recorder writes revisions. It reads with a live reader, never a cache:
+// the guard does not keep ControllerRevisions in memory, and a stale read
+// would only cause a conflict.
+type Recorder struct {
+	// Client writes ControllerRevisions.
+	Client client.Client
+	// Reader reads them; the manager's APIReader.
+	Reader client.Reader
+}
+
+// Record makes sure the ControllerRevision of snap for owner exists and
+// carries rec, merged with what it already records. Recording the same
+// revision twice changes nothing; identical content recorded under two
+// revision numbers is one ControllerRevision listing both.
+func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) error {
+	desired := revisions.ControllerRevision(owner, ownerGVK, snap, rec)
+	what := fmt.Sprintf("revision %d of %s %s/%s (ControllerRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), desired.Name)
+	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		existing := &appsv1.ControllerRevision{}
+		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+		if apierrors.IsNotFound(err) {
+			if err := r.Client.Create(ctx, desired.DeepCopy()); err != nil {
+				return fmt.Errorf("recording %s: %w", what, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", what, err)
+		}
+		old, err := revisions.FromControllerRevision(existing)
+		if err != nil {
+			// A damaged record of the same name: replace it with what is known now.
+			old = revisions.Revision{}
+		}
+		merged := revisions.Merge(old.Record, rec)
+		want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
+		if refused, ok := existing.Annotations[AnnotationRefusedOverrides]; ok {
+			want.Annotations[AnnotationRefusedOverrides] = refused
+		}
+		if existing.Revision == want.Revision && reflect.DeepEqual(existing.Annotations, want.Annotations) &&
+			reflect.DeepEqual(existing.Labels, want.Labels) && string(existing.Data.Raw) == string(want.Data.Raw) {
+			return nil
+		}
+		existing.Revision = want.Revision
+		existing.Annotations = want.Annotations
+		existing.Labels = want.Labels
+		existing.Data = want.Data
+		existing.OwnerReferences = want.OwnerReferences
+		if err := r.Client.Update(ctx, existing); err != nil {
+			return fmt.Errorf("updating %s: %w", what, err)
+		}
+		return nil
+	})
+}
+
+// List returns the recorded history of the object with the given UID in
+// namespace, sorted by revision number, with one List request. Records that
+// cannot be decoded are returned as errors alongside the good ones, so one
+// damaged record never hides the rest.
+func List(ctx context.Context, reader client.Reader, namespace string, ownerUID string) ([]revisions.Revision, []error, error) {
+	list := &appsv1.ControllerRevisionList{}
+	if err := reader.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{revisions.LabelOwnerUID: ownerUID}); err != nil {
+		return nil, nil, fmt.Errorf("listing the ControllerRevisions of %s in %s: %w", ownerUID, namespace, err)
+	}
+	var out []revisions.Revision
+	var bad []error
+	for i := range list.Items {
+		rev, err := revisions.FromControllerRevision(&list.Items[i])
+		if err != nil {
+			bad = append(bad, fmt.Errorf("ControllerRevision %s/%s: %w", namespace, list.Items[i].Name, err))
+			continue
+		}
+		out = append(out, rev)
+	}
+	revisions.Sort(out)
+	return out, bad, nil
+}
+
+// AnnotationRefusedOverrides lists, on the ControllerRevision of the live
+// revision, the break-glass overrides that were asked by users outside the
+// override groups and refused: JSON []RefusedOverride, the most recent
+// MaxRefusedOverrides.
+const AnnotationRefusedOverrides = revisions.Prefix + "refused-overrides"
+
+// MaxRefusedOverrides is how many refused overrides one revision keeps.
+const MaxRefusedOverrides = 10
+
+// RefusedOverride is one refused break-glass override.
+type RefusedOverride struct {
+	// At is when it was asked.
+	At time.Time `json:"at"`
+	// By is the user who asked.
+	By string `json:"by"`
+	// Reason is the reason given.
+	Reason string `json:"reason"`
+	// Rules are the rules that refused the change.
+	Rules []string `json:"rules"`
+}
+
+// RecordRefusedOverride records a refused override on the ControllerRevision
+// of the live revision of owner (recording that revision first if needed).
+func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, refused RefusedOverride) error {
+	if err := r.Record(ctx, owner, ownerGVK, snap, rec); err != nil {
+		return err
+	}
+	name := revisions.Name(owner.GetName(), snap.Hash)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cr := &appsv1.ControllerRevision{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, cr); err != nil {
+			return fmt.Errorf("reading ControllerRevision %s/%s: %w", owner.GetNamespace(), name, err)
+		}
+		var list []RefusedOverride
+		if raw := cr.Annotations[AnnotationRefusedOverrides]; raw != "" {
+			if err := json.Unmarshal([]byte(raw), &list); err != nil {
+				list = nil // a damaged list is replaced rather than blocking the record
+			}
+		}
+		list = append(list, refused)
+		if len(list) > MaxRefusedOverrides {
+			list = list[len(list)-MaxRefusedOverrides:]
+		}
+		data, err := json.Marshal(list)
+		if err != nil {
+			return fmt.Errorf("encoding refused overrides: %w", err)
+		}
+		if cr.Annotations == nil {
+			cr.Annotations = map[string]string{}
+		}
+		cr.Annotations[AnnotationRefusedOverrides] = string(data)
+		if err := r.Client.Update(ctx, cr); err != nil {
+			return fmt.Errorf("recording a refused override on ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,160 @@
+package revisions
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Revision is one recorded revision of an object.
+type Revision struct {
+	// Snapshot is the revision's content.
+	Snapshot Snapshot
+	// Record is who made it live, when and how.
+	Record Record
+	// Name is the name of the ControllerRevision that records it.
+	Name string
+}
+
+// ControllerRevision returns the ControllerRevision that records snap and rec
+// for owner:
+//
+//   - name "<owner name>-<hash>", the owner name trimmed so that the name fits
+//     in 253 characters and stays a DNS subdomain;
+//   - the owner's namespace;
+//   - labels LabelOwnerUID, LabelOwnerKind (ownerGVK.Kind) and LabelHash;
+//   - a controller owner reference to owner (apiVersion and kind from
+//     ownerGVK), so that the garbage collector deletes it with its owner;
+//     BlockOwnerDeletion is left unset, so deleting the owner never waits
+//     for its history;
+//   - Revision rec.Revision and Data snap.Data;
+//   - annotations: rec's non-empty stamps (Record.Annotations),
+//     AnnotationRevisionHistory and, when there are restarts,
+//     AnnotationRestarts.
+func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap Snapshot, rec Record) *appsv1.ControllerRevision {
+	ann := map[string]string{}
+	for k, v := range rec.Annotations() {
+		if v != "" {
+			ann[k] = v
+		}
+	}
+	if h := normalizeHistory(rec.History, rec.Revision); len(h) > 0 {
+		ann[AnnotationRevisionHistory] = formatHistory(h)
+	}
+	if rs := mergeRestarts(nil, rec.Restarts); len(rs) > 0 {
+		raw, err := json.Marshal(rs)
+		if err == nil { // a []Restart always marshals
+			ann[AnnotationRestarts] = string(raw)
+		}
+	}
+	return &appsv1.ControllerRevision{
+		TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "ControllerRevision"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      Name(owner.GetName(), snap.Hash),
+			Namespace: owner.GetNamespace(),
+			Labels: map[string]string{
+				LabelOwnerUID:  string(owner.GetUID()),
+				LabelOwnerKind: ownerGVK.Kind,
+				LabelHash:      snap.Hash,
+			},
+			Annotations: ann,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: ownerGVK.GroupVersion().String(),
+				Kind:       ownerGVK.Kind,
+				Name:       owner.GetName(),
+				UID:        owner.GetUID(),
+				Controller: new(true),
+			}},
+		},
+		Data:     runtime.RawExtension{Raw: slices.Clone(snap.Data)},
+		Revision: rec.Revision,
+	}
+}
+
+// Name returns the name of the ControllerRevision recording the content with
+// the given hash for the object named owner: "<owner>-<hash>", owner trimmed
+// so that the name is at most 253 characters and a valid DNS subdomain.
+func Name(owner, hash string) string {
+	max := validation.DNS1123SubdomainMaxLength - len(hash) - 1
+	if len(owner) > max {
+		owner = owner[:max]
+	}
+	owner = strings.TrimRight(owner, ".-")
+	if owner == "" {
+		return hash
+	}
+	return owner + "-" + hash
+}
+
+// FromControllerRevision decodes a ControllerRevision written by
+// ControllerRevision. The kind comes from LabelOwnerKind; the Data must be a
+// JSON object whose canonical form hashes to LabelHash (Data is
+// re-canonicalized first, so a re-encoding by the API server does not
+// matter); the Record comes from the annotations, with Revision taken from
+// the ControllerRevision's revision field. Any mismatch or malformed
+// annotation is an error naming the ControllerRevision.
+func FromControllerRevision(cr *appsv1.ControllerRevision) (Revision, error) {
+	if cr == nil {
+		return Revision{}, errors.New("decode ControllerRevision: it is nil")
+	}
+	name := cr.Namespace + "/" + cr.Name
+	kind := cr.Labels[LabelOwnerKind]
+	if kind != KindMachineDeployment && kind != KindKubeadmControlPlane {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s or %s", name, LabelOwnerKind, kind, KindMachineDeployment, KindKubeadmControlPlane)
+	}
+	want := cr.Labels[LabelHash]
+	if want == "" {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is missing", name, LabelHash)
+	}
+	raw := cr.Data.Raw
+	if len(raw) == 0 && cr.Data.Object != nil {
+		b, err := json.Marshal(cr.Data.Object)
+		if err != nil {
+			return Revision{}, fmt.Errorf("decode ControllerRevision %s: data: %w", name, err)
+		}
+		raw = b
+	}
+	if len(raw) == 0 {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: data is empty", name)
+	}
+	snap, err := snapshotOf(kind, raw)
+	if err != nil {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: data: %w", name, err)
+	}
+	if snap.Hash != want {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: data hashes to %s, label %s says %s: the data was changed", name, snap.Hash, LabelHash, want)
+	}
+	rec, err := RecordFromAnnotations(cr.Annotations)
+	if err != nil {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: %w", name, err)
+	}
+	if cr.Revision < 0 {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: revision %d is negative", name, cr.Revision)
+	}
+	if cr.Revision > 0 {
+		rec.Revision = cr.Revision
+	}
+	rec.History = normalizeHistory(rec.History, rec.Revision)
+	return Revision{Snapshot: snap, Record: rec, Name: cr.Name}, nil
+}
+
+// Sort orders revisions by Record.Revision ascending (stable).
+func Sort(revs []Revision) {
+	slices.SortStableFunc(revs, func(a, b Revision) int {
+		switch {
+		case a.Record.Revision < b.Record.Revision:
+			return -1
+		case a.Record.Revision > b.Record.Revision:
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,186 @@
+package revisions_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+var (
+	mdGVK  = clusterv1.GroupVersion.WithKind("MachineDeployment")
+	kcpGVK = controlplanev1.GroupVersion.WithKind("KubeadmControlPlane")
+)
+
+func fullRecord() revisions.Record {
+	return revisions.Record{
+		Revision:     4,
+		History:      []int64{1, 4},
+		ChangedBy:    "alice@example.com",
+		ChangedAt:    t0,
+		FieldManager: "rollout",
+		ChangeCause:  "undo to revision 1",
+		ChangeType:   revisions.ChangeRollout,
+		Restarts:     []revisions.Restart{{At: t1, By: "bob", FieldManager: "rollout", After: "2026-03-01T11:00:00Z"}},
+		Override:     &revisions.Override{By: "alice@example.com", Reason: "INC-42", Rules: []string{"EtcdDowngrade"}},
+	}
+}
+
+func TestControllerRevision(t *testing.T) {
+	md := newMD()
+	snap := mdSnap(t, md)
+	cr := revisions.ControllerRevision(md, mdGVK, snap, fullRecord())
+
+	assert.Equal(t, "md-0-"+snap.Hash, cr.Name)
+	assert.Equal(t, "default", cr.Namespace)
+	assert.Equal(t, map[string]string{
+		revisions.LabelOwnerUID:  string(md.UID),
+		revisions.LabelOwnerKind: "MachineDeployment",
+		revisions.LabelHash:      snap.Hash,
+	}, cr.Labels)
+	require.Len(t, cr.OwnerReferences, 1)
+	ref := cr.OwnerReferences[0]
+	assert.Equal(t, "cluster.x-k8s.io/v1beta2", ref.APIVersion)
+	assert.Equal(t, "MachineDeployment", ref.Kind)
+	assert.Equal(t, "md-0", ref.Name)
+	assert.Equal(t, md.UID, ref.UID)
+	require.NotNil(t, ref.Controller)
+	assert.True(t, *ref.Controller)
+	assert.Nil(t, ref.BlockOwnerDeletion)
+	assert.Equal(t, int64(4), cr.Revision)
+	assert.Equal(t, snap.Data, cr.Data.Raw)
+	assert.Equal(t, "1,4", cr.Annotations[revisions.AnnotationRevisionHistory])
+	assert.JSONEq(t, `[{"at":"2026-03-01T11:00:00Z","by":"bob","fieldManager":"rollout","after":"2026-03-01T11:00:00Z"}]`, cr.Annotations[revisions.AnnotationRestarts])
+	assert.Equal(t, "alice@example.com", cr.Annotations[revisions.AnnotationChangedBy])
+	assert.Equal(t, "EtcdDowngrade", cr.Annotations[revisions.AnnotationOverrideRules])
+
+	// Empty stamps are not written on a ControllerRevision.
+	bare := revisions.ControllerRevision(md, mdGVK, snap, revisions.Record{Revision: 2})
+	assert.Equal(t, map[string]string{revisions.AnnotationRevision: "2", revisions.AnnotationRevisionHistory: "2"}, bare.Annotations)
+}
+
+func TestControllerRevisionRoundTrip(t *testing.T) {
+	md, kcp := newMD(), newKCP()
+	cases := []struct {
+		name string
+		snap revisions.Snapshot
+		cr   *appsv1.ControllerRevision
+		rec  revisions.Record
+	}{
+		{"machine deployment", mdSnap(t, md), revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), fullRecord()), fullRecord()},
+		{"control plane", kcpSnap(t, kcp), revisions.ControllerRevision(kcp, kcpGVK, kcpSnap(t, kcp), fullRecord()), fullRecord()},
+		{"bare record", mdSnap(t, md), revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), revisions.Record{Revision: 1}),
+			revisions.Record{Revision: 1, History: []int64{1}}},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := revisions.FromControllerRevision(tt.cr)
+			require.NoError(t, err)
+			assert.Equal(t, revisions.Revision{Snapshot: tt.snap, Record: tt.rec, Name: tt.cr.Name}, got)
+
+			// Through the API server's JSON encoding and back.
+			raw, err := json.Marshal(tt.cr)
+			require.NoError(t, err)
+			var back appsv1.ControllerRevision
+			require.NoError(t, json.Unmarshal(raw, &back))
+			got, err = revisions.FromControllerRevision(&back)
+			require.NoError(t, err)
+			assert.Equal(t, tt.snap, got.Snapshot)
+		})
+	}
+}
+
+// The API server may re-encode Data (whitespace, escaping): the content, not
+// the bytes, is checked.
+func TestFromControllerRevisionReencodedData(t *testing.T) {
+	kcp := newKCP()
+	snap := kcpSnap(t, kcp)
+	cr := revisions.ControllerRevision(kcp, kcpGVK, snap, revisions.Record{Revision: 3})
+	var pretty bytes.Buffer
+	require.NoError(t, json.Indent(&pretty, snap.Data, "", "  "))
+	unescaped := strings.ReplaceAll(pretty.String(), `\u003c`, "<")
+	unescaped = strings.ReplaceAll(unescaped, `\u003e`, ">")
+	require.NotEqual(t, string(snap.Data), unescaped)
+	cr.Data.Raw = []byte(unescaped)
+
+	got, err := revisions.FromControllerRevision(cr)
+	require.NoError(t, err)
+	assert.Equal(t, snap, got.Snapshot)
+}
+
+func TestFromControllerRevisionErrors(t *testing.T) {
+	md := newMD()
+	snap := mdSnap(t, md)
+	tests := []struct {
+		name   string
+		tamper func(*appsv1.ControllerRevision)
+		want   string
+	}{
+		{"tampered data", func(cr *appsv1.ControllerRevision) {
+			cr.Data.Raw = bytes.Replace(cr.Data.Raw, []byte("v1.34.2"), []byte("v1.33.0"), 1)
+		}, "the data was changed"},
+		{"tampered hash label", func(cr *appsv1.ControllerRevision) { cr.Labels[revisions.LabelHash] = "0000000000" }, "the data was changed"},
+		{"missing hash label", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelHash) }, revisions.LabelHash},
+		{"unknown kind", func(cr *appsv1.ControllerRevision) { cr.Labels[revisions.LabelOwnerKind] = "Deployment" }, revisions.LabelOwnerKind},
+		{"empty data", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = nil }, "data is empty"},
+		{"data not JSON", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = []byte("{") }, "not JSON"},
+		{"data not an object", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = []byte(`["a"]`) }, "not a JSON object"},
+		{"trailing data", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = append(cr.Data.Raw, []byte(" {}")...) }, "trailing"},
+		{"malformed stamp", func(cr *appsv1.ControllerRevision) { cr.Annotations[revisions.AnnotationChangedAt] = "noon" }, revisions.AnnotationChangedAt},
+		{"negative revision", func(cr *appsv1.ControllerRevision) { cr.Revision = -1 }, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cr := revisions.ControllerRevision(md, mdGVK, snap, fullRecord())
+			tt.tamper(cr)
+			_, err := revisions.FromControllerRevision(cr)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Contains(t, err.Error(), cr.Name, "the error names the ControllerRevision")
+		})
+	}
+	_, err := revisions.FromControllerRevision(nil)
+	require.Error(t, err)
+}
+
+func TestControllerRevisionName(t *testing.T) {
+	tests := []struct {
+		owner string
+		want  string
+	}{
+		{"md-0", "md-0-0123456789"},
+		{"a.b", "a.b-0123456789"},
+		{strings.Repeat("a", 253), strings.Repeat("a", 242) + "-0123456789"},
+		{strings.Repeat("a", 241) + ".b-c", strings.Repeat("a", 241) + "-0123456789"},
+		{strings.Repeat("a", 240) + "--bc", strings.Repeat("a", 240) + "-0123456789"},
+	}
+	for _, tt := range tests {
+		got := revisions.Name(tt.owner, "0123456789")
+		assert.Equal(t, tt.want, got)
+		assert.LessOrEqual(t, len(got), 253)
+		assert.Empty(t, validation.IsDNS1123Subdomain(got))
+	}
+}
+
+func TestSort(t *testing.T) {
+	revs := []revisions.Revision{
+		{Name: "c", Record: revisions.Record{Revision: 7}},
+		{Name: "a", Record: revisions.Record{Revision: 1}},
+		{Name: "b", Record: revisions.Record{Revision: 4}},
+	}
+	revisions.Sort(revs)
+	var names []string
+	for _, r := range revs {
+		names = append(names, r.Name)
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, names)
+}

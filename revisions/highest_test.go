@@ -1,0 +1,133 @@
+package revisions_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/skew"
+)
+
+func cp(t testing.TB, version, etcdTag string) revisions.Snapshot {
+	t.Helper()
+	return editKCP(t, func(k *controlplanev1.KubeadmControlPlane) {
+		k.Spec.Version = version
+		k.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdTag
+	})
+}
+
+func rev(n int64, s revisions.Snapshot) revisions.Revision {
+	return revisions.Revision{Snapshot: s, Record: revisions.Record{Revision: n, History: []int64{n}}}
+}
+
+func TestRunOf(t *testing.T) {
+	tests := []struct {
+		name          string
+		snap          revisions.Snapshot
+		wantK, wantE  string
+		wantErr       bool
+		wantErrString string
+	}{
+		{"kubeadm default", cp(t, "v1.34.2", ""), "v1.34.2", "3.6.5", false, ""},
+		{"kubeadm default, older patch", cp(t, "v1.33.5", ""), "v1.33.5", "3.5.24", false, ""},
+		{"explicit tag", cp(t, "v1.33.5", "3.6.6-0"), "v1.33.5", "3.6.6", false, ""},
+		{"unknown kubeadm", cp(t, "v1.40.0", ""), "v1.40.0", "", true, "no kubeadm etcd default"},
+		{"bad version", cp(t, "latest", ""), "latest", "", true, "latest"},
+		{"bad tag", cp(t, "v1.34.2", "stable"), "v1.34.2", "", true, "stable"},
+		{"machine deployment", mdSnap(t, newMD()), "", "", true, "MachineDeployment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k, e, err := revisions.RunOf(tt.snap)
+			assert.Equal(t, tt.wantK, k)
+			assert.Equal(t, tt.wantE, e)
+			if tt.wantErr {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErrString)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+func TestHighestOf(t *testing.T) {
+	tests := []struct {
+		name string
+		revs []revisions.Revision
+		want revisions.HighestRun
+	}{
+		{"none", nil, revisions.HighestRun{}},
+		{"upgrade then revert: etcd 3.6 from kubeadm's default of revision 2",
+			[]revisions.Revision{rev(1, cp(t, "v1.33.5", "")), rev(2, cp(t, "v1.34.2", "")), rev(3, cp(t, "v1.33.5", ""))},
+			revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 2, Etcd: "3.6.5", EtcdRevision: 2}},
+		{"in any order",
+			[]revisions.Revision{rev(3, cp(t, "v1.33.5", "")), rev(1, cp(t, "v1.33.5", "")), rev(2, cp(t, "v1.34.2", ""))},
+			revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 2, Etcd: "3.6.5", EtcdRevision: 2}},
+		{"explicit etcd tag above the default",
+			[]revisions.Revision{rev(1, cp(t, "v1.34.2", "")), rev(2, cp(t, "v1.33.5", "3.6.6-0"))},
+			revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 1, Etcd: "3.6.6", EtcdRevision: 2}},
+		{"higher patch of the same minor wins",
+			[]revisions.Revision{rev(1, cp(t, "v1.34.3", "")), rev(2, cp(t, "v1.34.2", ""))},
+			revisions.HighestRun{Kubernetes: "v1.34.3", KubernetesRevision: 1, Etcd: "3.6.5", EtcdRevision: 2}},
+		{"a tie cites the latest revision",
+			[]revisions.Revision{rev(4, cp(t, "v1.34.2", "")), rev(2, cp(t, "v1.34.2", ""))},
+			revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 4, Etcd: "3.6.5", EtcdRevision: 4}},
+		{"unparseable and unknown versions are skipped",
+			[]revisions.Revision{rev(1, cp(t, "v1.33.5", "")), rev(2, cp(t, "latest", "")), rev(3, cp(t, "v1.40.0", "")), rev(4, cp(t, "v1.33.5", "bogus"))},
+			revisions.HighestRun{Kubernetes: "v1.40.0", KubernetesRevision: 3, Etcd: "3.5.24", EtcdRevision: 1}},
+		{"worker revisions are skipped",
+			[]revisions.Revision{rev(1, cp(t, "v1.33.5", "")), rev(9, mdSnap(t, newMD()))},
+			revisions.HighestRun{Kubernetes: "v1.33.5", KubernetesRevision: 1, Etcd: "3.5.24", EtcdRevision: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, revisions.HighestOf(tt.revs))
+		})
+	}
+}
+
+func TestFoldHighest(t *testing.T) {
+	h := revisions.HighestRun{Kubernetes: "v1.35.0", KubernetesRevision: 7, Etcd: "3.6.6", EtcdRevision: 7}
+	assert.Equal(t, h, revisions.FoldHighest(h, cp(t, "v1.34.2", ""), 8), "lower versions do not lower it")
+
+	// A malformed recorded value is replaced.
+	bad := revisions.HighestRun{Kubernetes: "garbage", Etcd: "garbage"}
+	assert.Equal(t, revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 2, Etcd: "3.6.5", EtcdRevision: 2},
+		revisions.FoldHighest(bad, cp(t, "v1.34.2", ""), 2))
+}
+
+func TestHighestRunSkewHistory(t *testing.T) {
+	h := revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 2, Etcd: "3.6.5", EtcdRevision: 4}
+	assert.Equal(t, skew.History{
+		HighestKubernetes: "v1.34.2", HighestKubernetesSource: "revision 2",
+		HighestEtcd: "3.6.5", HighestEtcdSource: "revision 4",
+	}, h.SkewHistory())
+	assert.Equal(t, skew.History{}, revisions.HighestRun{}.SkewHistory())
+
+	// The annotation round-trips through JSON.
+	raw, err := json.Marshal(h)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"kubernetes":"v1.34.2","kubernetesRevision":2,"etcd":"3.6.5","etcdRevision":4}`, string(raw))
+}
+
+// The history makes the policy refuse the etcd downgrade of an undo.
+func TestHighestFeedsSkew(t *testing.T) {
+	revs := []revisions.Revision{rev(1, cp(t, "v1.33.5", "")), rev(2, cp(t, "v1.34.2", "")), rev(3, cp(t, "v1.34.2", "3.6.5-0"))}
+	d := skew.EvaluateControlPlane(skew.ControlPlaneChange{
+		Kind: "KubeadmControlPlane", Name: "dev-control-plane",
+		OldVersion: "v1.34.2", OldEtcdImageTag: "3.6.5-0",
+		NewVersion: "v1.33.5",
+		History:    revisions.HighestOf(revs).SkewHistory(),
+	})
+	require.False(t, d.Allowed())
+	var rules []skew.RuleID
+	for _, v := range d.Violations {
+		rules = append(rules, v.Rule)
+	}
+	assert.Contains(t, rules, skew.RuleControlPlaneDowngrade)
+}

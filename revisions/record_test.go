@@ -1,0 +1,175 @@
+package revisions_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+var (
+	t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	t1 = t0.Add(time.Hour)
+	t2 = t0.Add(2 * time.Hour)
+)
+
+func TestRecordAnnotationsRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  revisions.Record
+	}{
+		{"zero", revisions.Record{}},
+		{"full", revisions.Record{
+			Revision:     7,
+			History:      []int64{7},
+			ChangedBy:    "system:serviceaccount:flux-system:kustomize-controller",
+			ChangedAt:    t0,
+			FieldManager: "kustomize-controller",
+			ChangeCause:  "version v1.34.2 → v1.35.0",
+			ChangeType:   revisions.ChangeRollout,
+			Override:     &revisions.Override{By: "alice", Reason: "INC-42 restore", Rules: []string{"EtcdDowngrade", "ControlPlaneDowngrade"}},
+		}},
+		{"no field manager", revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "bob", ChangedAt: t1, ChangeType: revisions.ChangeCreated}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ann := tt.rec.Annotations()
+			for _, k := range []string{
+				revisions.AnnotationRevision, revisions.AnnotationChangedBy, revisions.AnnotationChangedAt,
+				revisions.AnnotationFieldManager, revisions.AnnotationChangeCause, revisions.AnnotationChangeType,
+				revisions.AnnotationOverriddenBy, revisions.AnnotationOverrideReason, revisions.AnnotationOverrideRules,
+			} {
+				assert.Contains(t, ann, k, "every stamp is set, so that stale stamps are replaced")
+			}
+			got, err := revisions.RecordFromAnnotations(ann)
+			require.NoError(t, err)
+			assert.Equal(t, tt.rec, got)
+		})
+	}
+}
+
+func TestRecordAnnotationsValues(t *testing.T) {
+	ann := revisions.Record{
+		Revision:  12,
+		ChangedAt: time.Date(2026, 3, 1, 11, 0, 0, 0, time.FixedZone("CET", 3600)),
+		Override:  &revisions.Override{By: "alice", Reason: "r", Rules: []string{"A", "B"}},
+	}.Annotations()
+	assert.Equal(t, "12", ann[revisions.AnnotationRevision])
+	assert.Equal(t, "2026-03-01T10:00:00Z", ann[revisions.AnnotationChangedAt])
+	assert.Equal(t, "A,B", ann[revisions.AnnotationOverrideRules])
+	assert.Equal(t, "", ann[revisions.AnnotationFieldManager])
+}
+
+func TestRecordFromAnnotations(t *testing.T) {
+	got, err := revisions.RecordFromAnnotations(map[string]string{
+		revisions.AnnotationRevision:        "4",
+		revisions.AnnotationRevisionHistory: "4, 1,1",
+		revisions.AnnotationChangedAt:       "2026-03-01T10:00:00Z",
+		revisions.AnnotationRestarts:        `[{"at":"2026-03-01T12:00:00Z","by":"bob","after":"2026-03-01T12:00:00Z"},{"at":"2026-03-01T11:00:00Z","by":"alice","fieldManager":"rollout","after":"2026-03-01T11:00:00Z"}]`,
+		revisions.AnnotationOverrideRules:   " EtcdDowngrade ,",
+		"unrelated":                         "x",
+	})
+	require.NoError(t, err)
+	assert.Equal(t, revisions.Record{
+		Revision:  4,
+		History:   []int64{1, 4},
+		ChangedAt: t0,
+		Restarts: []revisions.Restart{
+			{At: t1, By: "alice", FieldManager: "rollout", After: "2026-03-01T11:00:00Z"},
+			{At: t2, By: "bob", After: "2026-03-01T12:00:00Z"},
+		},
+		Override: &revisions.Override{Rules: []string{"EtcdDowngrade"}},
+	}, got)
+
+	got, err = revisions.RecordFromAnnotations(nil)
+	require.NoError(t, err)
+	assert.Equal(t, revisions.Record{}, got)
+}
+
+func TestRecordFromAnnotationsErrors(t *testing.T) {
+	tests := []struct {
+		key, value string
+	}{
+		{revisions.AnnotationRevision, "seven"},
+		{revisions.AnnotationRevision, "-1"},
+		{revisions.AnnotationRevision, "1.5"},
+		{revisions.AnnotationRevisionHistory, "1,x"},
+		{revisions.AnnotationRevisionHistory, "1;2"},
+		{revisions.AnnotationChangedAt, "yesterday"},
+		{revisions.AnnotationChangedAt, "2026-03-01 10:00:00"},
+		{revisions.AnnotationRestarts, "{"},
+		{revisions.AnnotationRestarts, `{"at":"2026-03-01T10:00:00Z"}`},
+		{revisions.AnnotationRestarts, `[{"at":"noon"}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
+			_, err := revisions.RecordFromAnnotations(map[string]string{tt.key: tt.value})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.key, "the error names the annotation")
+		})
+	}
+}
+
+func TestMerge(t *testing.T) {
+	r1 := revisions.Record{
+		Revision: 1, History: []int64{1}, ChangedBy: "alice", ChangedAt: t0, ChangeType: revisions.ChangeCreated,
+		Restarts: []revisions.Restart{{At: t1, By: "alice", After: "2026-03-01T11:00:00Z"}},
+	}
+	r4 := revisions.Record{
+		Revision: 4, History: []int64{4}, ChangedBy: "bob", ChangedAt: t2, FieldManager: "kubectl-edit",
+		ChangeCause: "undo to revision 1", ChangeType: revisions.ChangeRollout,
+		Restarts: []revisions.Restart{
+			{At: t2, By: "bob", After: "2026-03-01T12:00:00Z"},
+			{At: t2, By: "carol", After: "2026-03-01T11:00:00Z"}, // the same restart, recorded again
+		},
+		Override: &revisions.Override{By: "bob", Reason: "r", Rules: []string{"EtcdDowngrade"}},
+	}
+	want := revisions.Record{
+		Revision: 4, History: []int64{1, 4}, ChangedBy: "bob", ChangedAt: t2, FieldManager: "kubectl-edit",
+		ChangeCause: "undo to revision 1", ChangeType: revisions.ChangeRollout,
+		Restarts: []revisions.Restart{
+			{At: t1, By: "alice", After: "2026-03-01T11:00:00Z"},
+			{At: t2, By: "bob", After: "2026-03-01T12:00:00Z"},
+		},
+		Override: &revisions.Override{By: "bob", Reason: "r", Rules: []string{"EtcdDowngrade"}},
+	}
+
+	t.Run("newer wins, union", func(t *testing.T) {
+		assert.Equal(t, want, revisions.Merge(r1, r4))
+	})
+	t.Run("older folded into newer keeps newer stamps", func(t *testing.T) {
+		got := revisions.Merge(r4, r1)
+		assert.Equal(t, want.History, got.History)
+		assert.Equal(t, "bob", got.ChangedBy)
+		assert.Equal(t, int64(4), got.Revision)
+		assert.Len(t, got.Restarts, 2)
+	})
+	t.Run("idempotent", func(t *testing.T) {
+		m := revisions.Merge(r1, r4)
+		assert.Equal(t, m, revisions.Merge(m, r4))
+		assert.Equal(t, m, revisions.Merge(m, r1))
+		assert.Equal(t, r4.Revision, revisions.Merge(r4, r4).Revision)
+		assert.Equal(t, []int64{4}, revisions.Merge(r4, r4).History)
+	})
+	t.Run("same revision: the new record fills in", func(t *testing.T) {
+		adopted := revisions.Record{Revision: 4, ChangeType: revisions.ChangeAdopted}
+		got := revisions.Merge(r4, adopted)
+		assert.Equal(t, revisions.ChangeAdopted, got.ChangeType)
+		assert.Equal(t, "bob", got.ChangedBy, "empty stamps do not erase known ones")
+		assert.Equal(t, []int64{4}, got.History)
+	})
+	t.Run("history without revision", func(t *testing.T) {
+		got := revisions.Merge(revisions.Record{Revision: 2}, revisions.Record{Revision: 6})
+		assert.Equal(t, []int64{2, 6}, got.History)
+	})
+	t.Run("does not alias its inputs", func(t *testing.T) {
+		m := revisions.Merge(r1, r4)
+		m.Override.Rules[0] = "changed"
+		m.History[0] = 99
+		assert.Equal(t, "EtcdDowngrade", r4.Override.Rules[0])
+		assert.Equal(t, int64(1), r1.History[0])
+	})
+}

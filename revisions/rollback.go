@@ -1,0 +1,153 @@
+package revisions
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// RollbackPatch returns a JSON merge patch (RFC 7386, content type
+// application/merge-patch+json) that makes the revision content of live, a
+// *MachineDeployment or *KubeadmControlPlane (v1beta2), equal to target's.
+//
+// The patch sets metadata.resourceVersion to live's resourceVersion, a
+// precondition: if the object changed since live was read, the API server
+// refuses the patch with a conflict instead of overwriting the concurrent
+// change. It touches only the revision fields (spec.template of a
+// MachineDeployment; spec.version, spec.machineTemplate and
+// spec.kubeadmConfigSpec of a KubeadmControlPlane): a field present in live
+// but absent from target is set to null, a field that differs is set to
+// target's value, and equal fields are left out. Replicas, rollout, paused,
+// status and every other part of metadata are left alone, and so are the
+// template's rollout-guard.io/ annotations, which are not revision content.
+//
+// The patch is not empty when the content already matches (it still holds
+// the precondition); callers compare Snapshot hashes first to skip a rollback
+// to the current content.
+func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
+	var (
+		kind    string
+		liveRaw []byte
+		err     error
+	)
+	switch o := live.(type) {
+	case *clusterv1.MachineDeployment:
+		if o == nil {
+			return nil, fmt.Errorf("rollback patch: the live MachineDeployment is nil")
+		}
+		kind = KindMachineDeployment
+		liveRaw, err = json.Marshal(&o.Spec.Template)
+	case *controlplanev1.KubeadmControlPlane:
+		if o == nil {
+			return nil, fmt.Errorf("rollback patch: the live KubeadmControlPlane is nil")
+		}
+		kind = KindKubeadmControlPlane
+		liveRaw, err = json.Marshal(kcpContentOf(o))
+	default:
+		return nil, fmt.Errorf("rollback patch: %T has no revisions; want a *v1beta2 MachineDeployment or KubeadmControlPlane", live)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch: encode the live %s: %w", kind, err)
+	}
+	acc, err := meta.Accessor(live)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch: %w", err)
+	}
+	obj := kind + " " + acc.GetNamespace() + "/" + acc.GetName()
+	if target.Kind != kind {
+		return nil, fmt.Errorf("rollback patch for %s: the target is a %s revision", obj, target.Kind)
+	}
+	rv := acc.GetResourceVersion()
+	if rv == "" {
+		return nil, fmt.Errorf("rollback patch for %s: the live object has no resourceVersion to use as a precondition", obj)
+	}
+	canon, err := snapshotOf(kind, target.Data)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch for %s: target revision %s: %w", obj, target.Hash, err)
+	}
+	if target.Hash != "" && canon.Hash != target.Hash {
+		return nil, fmt.Errorf("rollback patch for %s: target data hashes to %s, not %s", obj, canon.Hash, target.Hash)
+	}
+	liveMap, err := decodeObject(liveRaw)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch for %s: live content: %w", obj, err)
+	}
+	targetMap, err := decodeObject(canon.Data)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch for %s: target content: %w", obj, err)
+	}
+
+	content := mergeDiff(rulesFor(kind), []string{}, liveMap, targetMap)
+	patch := map[string]any{"metadata": map[string]any{"resourceVersion": rv}}
+	if len(content) > 0 {
+		if kind == KindMachineDeployment {
+			patch["spec"] = map[string]any{"template": content}
+		} else {
+			patch["spec"] = content
+		}
+	}
+	out, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch for %s: %w", obj, err)
+	}
+	return out, nil
+}
+
+func decodeObject(raw []byte) (map[string]any, error) {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	return m, nil
+}
+
+// mergeDiff returns the merge patch that turns live into target at path,
+// leaving the template's rollout-guard.io/ annotations alone.
+func mergeDiff(r *kindRules, path []string, live, target map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, lv := range live {
+		if _, ok := target[k]; ok {
+			continue
+		}
+		if equalPath(path, r.annotations) && strings.HasPrefix(k, Prefix) {
+			continue
+		}
+		cp := appendPath(path, k)
+		if lm, ok := lv.(map[string]any); ok && len(cp) <= len(r.annotations) && equalPath(cp, r.annotations[:len(cp)]) {
+			// On the way to the template annotations: null all but ours.
+			if sub := mergeDiff(r, cp, lm, map[string]any{}); len(sub) > 0 {
+				out[k] = sub
+			}
+			continue
+		}
+		out[k] = nil
+	}
+	for k, tv := range target {
+		lv, ok := live[k]
+		if ok {
+			lm, lIsMap := lv.(map[string]any)
+			tm, tIsMap := tv.(map[string]any)
+			if lIsMap && tIsMap {
+				if sub := mergeDiff(r, appendPath(path, k), lm, tm); len(sub) > 0 {
+					out[k] = sub
+				}
+				continue
+			}
+			if reflect.DeepEqual(lv, tv) {
+				continue
+			}
+		}
+		out[k] = tv
+	}
+	return out
+}

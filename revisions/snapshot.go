@@ -1,0 +1,327 @@
+package revisions
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// Snapshot is the content of one revision of one object, in canonical form.
+//
+// Data is a JSON object shaped like the part of the object's spec it comes
+// from:
+//
+//   - MachineDeployment: spec.template, i.e. {"metadata": {...}, "spec": {...}};
+//   - KubeadmControlPlane: {"version": ..., "machineTemplate": {...},
+//     "kubeadmConfigSpec": {...}}, the three revision fields of spec.
+//
+// Canonical form: the typed struct is marshalled to JSON (so Go's omitempty
+// and omitzero apply), then
+//
+//   - object keys are sorted (encoding/json sorts map keys), numbers are kept
+//     as written, strings are escaped as encoding/json escapes them;
+//   - null values are dropped (a nil pointer, slice or map is absent);
+//   - empty objects and empty lists are dropped, because Cluster API treats
+//     them as absent (an empty struct such as "deletion": {}, an empty
+//     extraEnvs list: see dropOmittableFields in Cluster API's KCP filters).
+//     The exception is kubeadmConfigSpec.{init,join}Configuration.
+//     nodeRegistration.taints, where an empty list means "no taints" and
+//     absent means "kubeadm's default taints"; it is kept;
+//   - KubeadmControlPlane only: the defaults Cluster API applies before
+//     comparing two kubeadm configs (ApplyPreviousKubeadmConfigDefaults) are
+//     dropped when they are set to their default value: kubeadmConfigSpec.
+//     format "cloud-config", {init,join}Configuration.nodeRegistration.
+//     imagePullPolicy "IfNotPresent", joinConfiguration.discovery.file.
+//     kubeConfig.user.exec.apiVersion "client.authentication.k8s.io/v1";
+//   - template annotations with the Prefix rollout-guard.io/ are dropped
+//     (MachineDeployment metadata.annotations, KubeadmControlPlane
+//     machineTemplate.metadata.annotations).
+//
+// Everything else is kept, because it may mean something: false booleans
+// (*bool false and absent differ for imagePullSerial or lockPassword, whose
+// default is true), zero numbers, empty strings (a label value or an extra
+// argument value may be ""), and the order of lists (Cluster API compares
+// lists in order). Unknown fields in Data (from a newer Cluster API) are kept.
+type Snapshot struct {
+	// Kind is KindMachineDeployment or KindKubeadmControlPlane.
+	Kind string
+	// Data is the canonical JSON of the revision's content.
+	Data []byte
+	// Hash is the first 10 lowercase hex characters of
+	// sha256(Kind + "\n" + Data).
+	Hash string
+}
+
+// kcpContent is the part of a KubeadmControlPlane's spec a revision is made of.
+type kcpContent struct {
+	Version           string                                            `json:"version,omitempty"`
+	MachineTemplate   controlplanev1.KubeadmControlPlaneMachineTemplate `json:"machineTemplate,omitempty,omitzero"`
+	KubeadmConfigSpec bootstrapv1.KubeadmConfigSpec                     `json:"kubeadmConfigSpec,omitempty,omitzero"`
+}
+
+// ForMachineDeployment returns the Snapshot of md's spec.template.
+func ForMachineDeployment(md *clusterv1.MachineDeployment) (Snapshot, error) {
+	if md == nil {
+		return Snapshot{}, errors.New("snapshot of MachineDeployment: the object is nil")
+	}
+	raw, err := json.Marshal(&md.Spec.Template)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of MachineDeployment %s/%s: %w", md.Namespace, md.Name, err)
+	}
+	s, err := snapshotOf(KindMachineDeployment, raw)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of MachineDeployment %s/%s: %w", md.Namespace, md.Name, err)
+	}
+	return s, nil
+}
+
+// ForKubeadmControlPlane returns the Snapshot of kcp's spec.version,
+// spec.machineTemplate and spec.kubeadmConfigSpec.
+func ForKubeadmControlPlane(kcp *controlplanev1.KubeadmControlPlane) (Snapshot, error) {
+	if kcp == nil {
+		return Snapshot{}, errors.New("snapshot of KubeadmControlPlane: the object is nil")
+	}
+	raw, err := json.Marshal(kcpContentOf(kcp))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of KubeadmControlPlane %s/%s: %w", kcp.Namespace, kcp.Name, err)
+	}
+	s, err := snapshotOf(KindKubeadmControlPlane, raw)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of KubeadmControlPlane %s/%s: %w", kcp.Namespace, kcp.Name, err)
+	}
+	return s, nil
+}
+
+func kcpContentOf(kcp *controlplanev1.KubeadmControlPlane) *kcpContent {
+	return &kcpContent{
+		Version:           kcp.Spec.Version,
+		MachineTemplate:   kcp.Spec.MachineTemplate,
+		KubeadmConfigSpec: kcp.Spec.KubeadmConfigSpec,
+	}
+}
+
+// snapshotOf canonicalizes raw, the JSON of kind's revision content, and
+// hashes it. It is idempotent: the Data of a Snapshot gives the same Snapshot.
+func snapshotOf(kind string, raw []byte) (Snapshot, error) {
+	if kind != KindMachineDeployment && kind != KindKubeadmControlPlane {
+		return Snapshot{}, fmt.Errorf("kind %q has no revisions: want %s or %s", kind, KindMachineDeployment, KindKubeadmControlPlane)
+	}
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("revision content is not JSON: %w", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return Snapshot{}, fmt.Errorf("revision content is not a JSON object")
+	}
+	c, _ := canonicalize(rulesFor(kind), []string{}, obj)
+	data, err := json.Marshal(c)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("encode revision content: %w", err)
+	}
+	return Snapshot{Kind: kind, Data: data, Hash: hashOf(kind, data)}, nil
+}
+
+func hashOf(kind string, data []byte) string {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{'\n'})
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))[:10]
+}
+
+// decodeJSON decodes one JSON value, keeping numbers as written.
+func decodeJSON(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err == nil {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return v, nil
+}
+
+// kindRules are the kind-specific canonicalization rules, by data path.
+type kindRules struct {
+	// annotations is the path of the template annotations.
+	annotations []string
+	// keepEmpty are paths where an empty list differs from an absent one.
+	keepEmpty [][]string
+	// defaults are paths dropped when they hold the given default value.
+	defaults []pathValue
+}
+
+type pathValue struct {
+	path  []string
+	value string
+}
+
+var (
+	mdRules = kindRules{
+		annotations: []string{"metadata", "annotations"},
+	}
+	kcpRules = kindRules{
+		annotations: []string{"machineTemplate", "metadata", "annotations"},
+		keepEmpty: [][]string{
+			{"kubeadmConfigSpec", "initConfiguration", "nodeRegistration", "taints"},
+			{"kubeadmConfigSpec", "joinConfiguration", "nodeRegistration", "taints"},
+		},
+		defaults: []pathValue{
+			{[]string{"kubeadmConfigSpec", "format"}, string(bootstrapv1.CloudConfig)},
+			{[]string{"kubeadmConfigSpec", "initConfiguration", "nodeRegistration", "imagePullPolicy"}, "IfNotPresent"},
+			{[]string{"kubeadmConfigSpec", "joinConfiguration", "nodeRegistration", "imagePullPolicy"}, "IfNotPresent"},
+			{[]string{"kubeadmConfigSpec", "joinConfiguration", "discovery", "file", "kubeConfig", "user", "exec", "apiVersion"}, "client.authentication.k8s.io/v1"},
+		},
+	}
+)
+
+func rulesFor(kind string) *kindRules {
+	if kind == KindKubeadmControlPlane {
+		return &kcpRules
+	}
+	return &mdRules
+}
+
+// canonicalize returns v in canonical form and whether it is kept (false for
+// null, and for empty objects and lists outside keepEmpty paths). path is the
+// path of v from the root of the data (empty, not nil, at the root); nil
+// inside lists, where only the generic rules apply.
+func canonicalize(r *kindRules, path []string, v any) (any, bool) {
+	switch x := v.(type) {
+	case nil:
+		return nil, false
+	case map[string]any:
+		isAnnotations := path != nil && equalPath(path, r.annotations)
+		out := make(map[string]any, len(x))
+		for k, child := range x {
+			if isAnnotations && strings.HasPrefix(k, Prefix) {
+				continue
+			}
+			var childPath []string
+			if path != nil {
+				childPath = append(path[:len(path):len(path)], k)
+				if s, ok := child.(string); ok && r.isDefault(childPath, s) {
+					continue
+				}
+			}
+			if c, keep := canonicalize(r, childPath, child); keep {
+				out[k] = c
+			}
+		}
+		if len(out) == 0 {
+			return out, false
+		}
+		return out, true
+	case []any:
+		out := make([]any, len(x))
+		for i, child := range x {
+			c, _ := canonicalize(r, nil, child)
+			if c == nil {
+				// Keep positions: a null element stays null.
+				out[i] = nil
+				continue
+			}
+			out[i] = c
+		}
+		if len(out) == 0 {
+			return out, path != nil && r.keepsEmpty(path)
+		}
+		return out, true
+	default:
+		return v, true
+	}
+}
+
+func (r *kindRules) keepsEmpty(path []string) bool {
+	for _, p := range r.keepEmpty {
+		if equalPath(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *kindRules) isDefault(path []string, value string) bool {
+	for _, d := range r.defaults {
+		if value == d.value && equalPath(path, d.path) {
+			return true
+		}
+	}
+	return false
+}
+
+func equalPath(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Summary is the gist of a revision, for history tables.
+type Summary struct {
+	// Version is the Kubernetes version.
+	Version string
+	// Infrastructure is the infrastructure template, "Kind/name", e.g.
+	// "DevMachineTemplate/md-1"; "" if none.
+	Infrastructure string
+	// Bootstrap is the MachineDeployment's bootstrap: the config template
+	// "Kind/name" (e.g. "KubeadmConfigTemplate/md-0") or "secret:<name>" for
+	// a data secret; always "" for a KubeadmControlPlane.
+	Bootstrap string
+	// EtcdImageTag is the KubeadmControlPlane's explicit etcd image tag, ""
+	// when kubeadm's default applies (and for a MachineDeployment).
+	EtcdImageTag string
+}
+
+// Summary returns the gist of s for history tables.
+func (s Snapshot) Summary() (Summary, error) {
+	switch s.Kind {
+	case KindMachineDeployment:
+		var t clusterv1.MachineTemplateSpec
+		if err := json.Unmarshal(s.Data, &t); err != nil {
+			return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)
+		}
+		sum := Summary{Version: t.Spec.Version, Infrastructure: refString(t.Spec.InfrastructureRef)}
+		switch {
+		case t.Spec.Bootstrap.ConfigRef.IsDefined():
+			sum.Bootstrap = refString(t.Spec.Bootstrap.ConfigRef)
+		case t.Spec.Bootstrap.DataSecretName != nil:
+			sum.Bootstrap = "secret:" + *t.Spec.Bootstrap.DataSecretName
+		}
+		return sum, nil
+	case KindKubeadmControlPlane:
+		var c kcpContent
+		if err := json.Unmarshal(s.Data, &c); err != nil {
+			return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)
+		}
+		return Summary{
+			Version:        c.Version,
+			Infrastructure: refString(c.MachineTemplate.Spec.InfrastructureRef),
+			EtcdImageTag:   c.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag,
+		}, nil
+	}
+	return Summary{}, fmt.Errorf("summary of revision %s: kind %q has no revisions", s.Hash, s.Kind)
+}
+
+func refString(r clusterv1.ContractVersionedObjectReference) string {
+	if !r.IsDefined() {
+		return ""
+	}
+	return r.Kind + "/" + r.Name
+}

@@ -1,0 +1,180 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/skew"
+)
+
+// Policy gathers the facts of one change from the cache and asks package
+// skew for the decision. The validating webhooks refuse on it; the mutating
+// webhook uses it to record which rules a break-glass override overrode.
+type Policy struct {
+	facts factReader
+}
+
+// Decide judges the change of oldObj (nil on create) into newObj. Besides the
+// decision it returns warnings of the guard's own (facts it could not find).
+func (p Policy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.Decision, []string, error) {
+	switch obj := newObj.(type) {
+	case *clusterv1.MachineDeployment:
+		old, _ := oldObj.(*clusterv1.MachineDeployment)
+		return p.decideMachineDeployment(ctx, old, obj)
+	case *controlplanev1.KubeadmControlPlane:
+		old, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
+		if old == nil {
+			return skew.Decision{}, nil, nil
+		}
+		return p.decideKubeadmControlPlane(ctx, old, obj)
+	case *clusterv1.Cluster:
+		old, _ := oldObj.(*clusterv1.Cluster)
+		if old == nil {
+			return skew.Decision{}, nil, nil
+		}
+		return p.decideCluster(ctx, old, obj)
+	}
+	return skew.Decision{}, nil, fmt.Errorf("rollout-guard has no policy for %T", newObj)
+}
+
+func (p Policy) decideMachineDeployment(ctx context.Context, oldMD, newMD *clusterv1.MachineDeployment) (skew.Decision, []string, error) {
+	change := skew.WorkerChange{
+		Kind:         "MachineDeployment",
+		Name:         newMD.Name,
+		VersionField: machineDeploymentVersionField,
+		NewVersion:   newMD.Spec.Template.Spec.Version,
+	}
+	if oldMD != nil {
+		change.OldVersion = oldMD.Spec.Template.Spec.Version
+		if change.OldVersion == change.NewVersion {
+			return skew.Decision{}, nil, nil
+		}
+	}
+	if change.NewVersion == "" {
+		return skew.Decision{}, nil, nil
+	}
+	cp, reason, err := p.facts.controlPlaneOf(ctx, newMD.Namespace, newMD.Spec.ClusterName)
+	if err != nil {
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of MachineDeployment %s/%s: %w", newMD.Namespace, newMD.Name, err)
+	}
+	if cp == nil {
+		// Without a control plane there is nothing to judge the skew against:
+		// refuse only what is wrong on its own, and say why the rest was not checked.
+		return versionOnly(machineDeploymentVersionField, change.NewVersion),
+			[]string{fmt.Sprintf("rollout-guard: version skew of MachineDeployment %s/%s not checked: %s", newMD.Namespace, newMD.Name, reason)}, nil
+	}
+	change.ControlPlane = cp
+	return skew.EvaluateWorker(change), nil, nil
+}
+
+func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (skew.Decision, []string, error) {
+	change := skew.ControlPlaneChange{
+		Kind:            "KubeadmControlPlane",
+		Name:            newKCP.Name,
+		VersionField:    "spec.version",
+		EtcdField:       etcdImageTagField,
+		OldVersion:      oldKCP.Spec.Version,
+		NewVersion:      newKCP.Spec.Version,
+		OldEtcdImageTag: etcdImageTag(oldKCP),
+		NewEtcdImageTag: etcdImageTag(newKCP),
+		RunningVersions: kcpRunningVersions(oldKCP),
+		History:         highestRunOf(oldKCP, history.KubeadmControlPlane).SkewHistory(),
+	}
+	if change.OldVersion == change.NewVersion && change.OldEtcdImageTag == change.NewEtcdImageTag {
+		return skew.Decision{}, nil, nil
+	}
+	var warnings []string
+	if clusterName := clusterNameOf(newKCP); clusterName == "" {
+		warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s has no %s label or owning Cluster; worker skew not checked", newKCP.Namespace, newKCP.Name, clusterNameLabel))
+	} else {
+		workers, err := p.facts.workersOf(ctx, newKCP.Namespace, clusterName)
+		if err != nil {
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
+		}
+		change.Workers = workers
+	}
+	return skew.EvaluateControlPlane(change), warnings, nil
+}
+
+func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clusterv1.Cluster) (skew.Decision, []string, error) {
+	oldVersion, newVersion := oldCluster.Spec.Topology.Version, newCluster.Spec.Topology.Version
+	if oldVersion == newVersion || newVersion == "" {
+		return skew.Decision{}, nil, nil
+	}
+	change := skew.ControlPlaneChange{
+		Kind:         "Cluster",
+		Name:         newCluster.Name,
+		VersionField: "spec.topology.version",
+		EtcdField:    "KubeadmControlPlane " + etcdImageTagField,
+		OldVersion:   oldVersion,
+		NewVersion:   newVersion,
+	}
+	var warnings []string
+	if _, bypass := newCluster.Annotations[SkipTopologyVersionCheckAnnotation]; bypass {
+		warnings = append(warnings, fmt.Sprintf("rollout-guard: annotation %s skips Cluster API's checks only; rollout-guard's rules still apply", SkipTopologyVersionCheckAnnotation))
+	}
+
+	// The etcd the control plane pins, the versions it runs and the highest
+	// it has run live on its KubeadmControlPlane; the topology controller
+	// keeps the pinned tag.
+	if ref := newCluster.Spec.ControlPlaneRef; ref.Kind == "KubeadmControlPlane" && ref.APIGroup == controlplanev1.GroupVersion.Group {
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		err := p.facts.reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, kcp)
+		switch {
+		case err == nil:
+			change.OldEtcdImageTag = etcdImageTag(kcp)
+			change.NewEtcdImageTag = change.OldEtcdImageTag
+			change.RunningVersions = kcpRunningVersions(kcp)
+			change.History = highestRunOf(kcp, history.KubeadmControlPlane).SkewHistory()
+		case apierrors.IsNotFound(err):
+			warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s of Cluster %s not found; judged on spec.topology.version alone", newCluster.Namespace, ref.Name, newCluster.Name))
+		default:
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read KubeadmControlPlane %s/%s: %w", newCluster.Namespace, ref.Name, err)
+		}
+	}
+
+	workers, err := p.facts.workersOf(ctx, newCluster.Namespace, newCluster.Name)
+	if err != nil {
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of Cluster %s/%s: %w", newCluster.Namespace, newCluster.Name, err)
+	}
+	change.Workers = workers
+	return skew.EvaluateControlPlane(change), warnings, nil
+}
+
+// OverrideGroups are the groups whose members may use the break-glass
+// override annotation.
+type OverrideGroups []string
+
+// Allows reports whether user belongs to one of the groups.
+func (g OverrideGroups) Allows(user authenticationv1.UserInfo) bool {
+	for _, have := range user.Groups {
+		for _, want := range g {
+			if have == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// overrideRequested reports whether this change sets the override
+// annotation (a value the stored object did not carry), and its reason.
+func overrideRequested(oldObj, newObj client.Object) (string, bool) {
+	reason := newObj.GetAnnotations()[revisions.AnnotationOverride]
+	if reason == "" {
+		return "", false
+	}
+	if oldObj != nil && oldObj.GetAnnotations()[revisions.AnnotationOverride] == reason {
+		return "", false
+	}
+	return reason, true
+}

@@ -1,0 +1,294 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/skew"
+)
+
+// Stamper is the mutating webhook of MachineDeployments and
+// KubeadmControlPlanes. On every change of what a rollout is made of it
+// stamps the object with the next revision number, who made the change (from
+// the request, never from the object), when, through which field manager and
+// why; it records the revision being replaced in a ControllerRevision; and it
+// overwrites any stamp a client tried to set itself.
+type Stamper struct {
+	// Kind is the kind this instance stamps.
+	Kind history.Kind
+	// Recorder writes the replaced revision.
+	Recorder *history.Recorder
+	// Policy judges a change when a client asks for an override, so the
+	// override's rules can be recorded.
+	Policy Policy
+	// Overrides says who may use the break-glass override.
+	Overrides OverrideGroups
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Decoder decodes admission requests.
+	Decoder admission.Decoder
+}
+
+var _ admission.Handler = &Stamper{}
+
+// Handle answers one admission request with a JSON patch of the object's annotations.
+func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.Response {
+	newObj := s.Kind.New()
+	if err := s.Decoder.DecodeRaw(req.Object, newObj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard could not decode the %s: %w", s.Kind.GVK.Kind, err))
+	}
+	var oldObj client.Object
+	if req.Operation == admissionv1.Update {
+		oldObj = s.Kind.New()
+		if err := s.Decoder.DecodeRaw(req.OldObject, oldObj); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard could not decode the previous %s: %w", s.Kind.GVK.Kind, err))
+		}
+	}
+	stamps, warnings, err := s.stamps(ctx, req, oldObj, newObj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	patched, err := withAnnotations(req.Object.Raw, stamps)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, patched)
+	resp.Warnings = append(resp.Warnings, warnings...)
+	return resp
+}
+
+// stamps returns the annotations the object must carry after this request:
+// nil values delete a key.
+func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, newObj client.Object) (map[string]*string, []string, error) {
+	kind := s.Kind.GVK.Kind
+	id := fmt.Sprintf("%s %s/%s", kind, newObj.GetNamespace(), newObj.GetName())
+	newSnap, err := s.Kind.Snapshot(newObj)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rollout-guard could not take the revision of %s: %w", id, err)
+	}
+	now := s.now()
+	user := req.UserInfo.Username
+	manager := fieldManagerOf(req)
+	newAnn := newObj.GetAnnotations()
+	var oldAnn map[string]string
+	if oldObj != nil {
+		oldAnn = oldObj.GetAnnotations()
+	}
+	clientCause := ""
+	if c := newAnn[revisions.AnnotationChangeCause]; c != "" && c != oldAnn[revisions.AnnotationChangeCause] {
+		clientCause = c
+	}
+
+	var rec revisions.Record
+	var warnings []string
+	dryRun := req.DryRun != nil && *req.DryRun
+	switch {
+	case oldObj == nil:
+		rec = revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: user, ChangedAt: now, FieldManager: manager,
+			ChangeCause: firstNonEmpty(clientCause, "created"), ChangeType: "created"}
+	default:
+		oldSnap, err := s.Kind.Snapshot(oldObj)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rollout-guard could not take the previous revision of %s: %w", id, err)
+		}
+		oldRec, err := revisions.RecordFromAnnotations(oldAnn)
+		if err != nil {
+			log.FromContext(ctx).Info("ignoring malformed revision stamps on the stored object", "object", id, "error", err.Error())
+			oldRec = revisions.Record{}
+		}
+		if oldRec.Revision == 0 {
+			oldRec = history.Adopted(oldObj)
+		}
+		if oldSnap.Hash == newSnap.Hash {
+			// Not a new revision: keep the stored stamps, whatever the client sent.
+			rec = oldRec
+			if after := s.Kind.RolloutAfter(newObj); after != "" && after != s.Kind.RolloutAfter(oldObj) {
+				restart := oldRec
+				restart.Restarts = []revisions.Restart{{At: now, By: user, FieldManager: manager, After: after}}
+				if !dryRun {
+					if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, restart); err != nil {
+						return nil, nil, fmt.Errorf("rollout-guard could not record the restart of %s: %w", id, err)
+					}
+				}
+			}
+			break
+		}
+		// A new revision: record the one it replaces, then stamp the new one.
+		if !dryRun {
+			if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec); err != nil {
+				return nil, nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
+			}
+		}
+		cause := clientCause
+		if cause == "" {
+			if cause, err = revisions.ChangeCause(oldSnap, newSnap); err != nil {
+				return nil, nil, fmt.Errorf("rollout-guard could not describe the change of %s: %w", id, err)
+			}
+		}
+		changeType := "rollout"
+		if inPlace, err := revisions.IsInPlace(oldSnap, newSnap); err == nil && inPlace {
+			changeType = "in-place"
+		}
+		next := oldRec.Revision + 1
+		rec = revisions.Record{Revision: next, History: []int64{next}, ChangedBy: user, ChangedAt: now, FieldManager: manager,
+			ChangeCause: cause, ChangeType: changeType}
+	}
+
+	// Break-glass: a request that sets the override annotation, from a member
+	// of an override group, is recorded with the rules it overrides.
+	rec.Override = nil
+	if reason, requested := overrideRequested(oldObj, newObj); requested {
+		if s.Overrides.Allows(req.UserInfo) {
+			d, _, err := s.Policy.Decide(ctx, oldObj, newObj)
+			if err != nil {
+				return nil, nil, err
+			}
+			if rules := ruleIDs(d); len(rules) > 0 {
+				rec.Override = &revisions.Override{By: user, Reason: reason, Rules: rules}
+			}
+		}
+	} else if oldObj != nil && rec.Revision == mustRecord(oldAnn).Revision {
+		// Same revision: keep the override that made it, if any.
+		rec.Override = mustRecord(oldAnn).Override
+	}
+
+	out := map[string]*string{}
+	// Forget every stamp the client sent; set exactly ours.
+	for k := range newAnn {
+		if strings.HasPrefix(k, revisions.Prefix) && k != revisions.AnnotationOverride {
+			out[k] = nil
+		}
+	}
+	// An override annotation carried over from the stored object is spent.
+	if oldObj != nil && newAnn[revisions.AnnotationOverride] != "" && newAnn[revisions.AnnotationOverride] == oldAnn[revisions.AnnotationOverride] {
+		out[revisions.AnnotationOverride] = nil
+	}
+	for k, v := range rec.Annotations() {
+		out[k] = strPtr(v)
+	}
+	if s.Kind.GVK.Kind == history.KubeadmControlPlane.GVK.Kind {
+		highest := highestRunOf(oldObj, s.Kind)
+		highest = revisions.FoldHighest(highest, newSnap, rec.Revision)
+		data, err := json.Marshal(highest)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
+		}
+		out[revisions.AnnotationHighestRun] = strPtr(string(data))
+	}
+	return out, warnings, nil
+}
+
+func (s *Stamper) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC().Truncate(time.Second)
+	}
+	return time.Now().UTC().Truncate(time.Second)
+}
+
+// highestRunOf returns the highest versions a stored control plane is known
+// to have run: its stamp, raised by its own content (an object stamped before
+// the guard knew it, or not at all, still counts what it runs).
+func highestRunOf(obj client.Object, kind history.Kind) revisions.HighestRun {
+	if obj == nil {
+		return revisions.HighestRun{}
+	}
+	var h revisions.HighestRun
+	if raw := obj.GetAnnotations()[revisions.AnnotationHighestRun]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			h = revisions.HighestRun{}
+		}
+	}
+	snap, err := kind.Snapshot(obj)
+	if err != nil {
+		return h
+	}
+	return revisions.FoldHighest(h, snap, mustRecord(obj.GetAnnotations()).Revision)
+}
+
+// mustRecord reads stamps, treating malformed ones as absent.
+func mustRecord(ann map[string]string) revisions.Record {
+	rec, err := revisions.RecordFromAnnotations(ann)
+	if err != nil {
+		return revisions.Record{}
+	}
+	return rec
+}
+
+// fieldManagerOf is the field manager a request names in its options.
+func fieldManagerOf(req admission.Request) string {
+	if len(req.Options.Raw) == 0 {
+		return ""
+	}
+	var opts struct {
+		FieldManager string `json:"fieldManager"`
+	}
+	if err := json.Unmarshal(req.Options.Raw, &opts); err != nil {
+		return ""
+	}
+	return opts.FieldManager
+}
+
+// withAnnotations returns raw (a JSON object) with its annotations changed:
+// a nil value removes the key. Everything else is left byte-for-byte alone in
+// meaning, so the patch the API server applies touches annotations only.
+func withAnnotations(raw []byte, changes map[string]*string) ([]byte, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("decoding the object: %w", err)
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		obj["metadata"] = meta
+	}
+	ann, _ := meta["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	for k, v := range changes {
+		if v == nil {
+			delete(ann, k)
+			continue
+		}
+		ann[k] = *v
+	}
+	if len(ann) == 0 {
+		delete(meta, "annotations")
+	} else {
+		meta["annotations"] = ann
+	}
+	return json.Marshal(obj)
+}
+
+func ruleIDs(d skew.Decision) []string {
+	var ids []string
+	for _, v := range d.Violations {
+		if !slices.Contains(ids, string(v.Rule)) {
+			ids = append(ids, string(v.Rule))
+		}
+	}
+	return ids
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func strPtr(s string) *string { return &s }

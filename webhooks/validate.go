@@ -1,0 +1,120 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/skew"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// Validator is the validating webhook of one kind (MachineDeployment,
+// KubeadmControlPlane or Cluster): it refuses what Policy refuses, unless a
+// member of an override group sets the break-glass annotation.
+type Validator[T client.Object] struct {
+	// Policy judges changes.
+	Policy Policy
+	// Overrides says who may use the break-glass override.
+	Overrides OverrideGroups
+	// GroupKind names the kind in refusals.
+	GroupKind schema.GroupKind
+	// Recorder records refused overrides on the live revision; nil skips it.
+	Recorder *history.Recorder
+}
+
+// NewValidators returns the validators of the three kinds the guard polices.
+func NewValidators(p Policy, overrides OverrideGroups, recorder *history.Recorder) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
+	return &Validator[*clusterv1.MachineDeployment]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()},
+		&Validator[*controlplanev1.KubeadmControlPlane]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()},
+		&Validator[*clusterv1.Cluster]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("Cluster").GroupKind()}
+}
+
+// ValidateCreate judges a new object.
+func (v *Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
+	return v.judge(ctx, nil, obj)
+}
+
+// ValidateUpdate judges a change.
+func (v *Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (admission.Warnings, error) {
+	return v.judge(ctx, oldObj, newObj)
+}
+
+// ValidateDelete allows every deletion: removing an object breaks no skew.
+func (v *Validator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T) (admission.Warnings, error) {
+	if oldObj != nil && reflect.ValueOf(oldObj).IsNil() {
+		oldObj = nil
+	}
+	d, warnings, err := v.Policy.Decide(ctx, oldObj, newObj)
+	if err != nil {
+		return nil, err
+	}
+	reason, requested := overrideRequested(oldObj, newObj)
+	if d.Allowed() || !requested {
+		return toAdmission(v.GroupKind, newObj.GetName(), d, nil, warnings)
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rollout-guard could not read the request: %w", err)
+	}
+	if v.Overrides.Allows(req.UserInfo) {
+		warnings = append(warnings, fmt.Sprintf("rollout-guard: override by %s honoured (%s): %s; recorded in the revision history",
+			req.UserInfo.Username, reason, strings.Join(ruleIDs(d), ", ")))
+		return append(admission.Warnings{}, append(warnings, d.Warnings...)...), nil
+	}
+	if err := v.recordRefusedOverride(ctx, req, oldObj, reason, d); err != nil {
+		// The refusal stands either way; a failed record must not turn it into an error.
+		log.FromContext(ctx).Error(err, "could not record a refused override", "user", req.UserInfo.Username)
+	}
+	notHonoured := field.Forbidden(field.NewPath("metadata", "annotations").Key(revisions.AnnotationOverride),
+		fmt.Sprintf("override not honoured: user %s is not in an override group (%s)", req.UserInfo.Username, v.Overrides))
+	return toAdmission(v.GroupKind, newObj.GetName(), d, field.ErrorList{notHonoured}, warnings)
+}
+
+// String lists the groups for messages.
+func (g OverrideGroups) String() string {
+	if len(g) == 0 {
+		return "none configured"
+	}
+	return strings.Join(g, ", ")
+}
+
+// recordRefusedOverride notes a refused override on the live revision of the
+// object (MachineDeployments and KubeadmControlPlanes), except on dry-run.
+func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.Request, oldObj client.Object, reason string, d skew.Decision) error {
+	if v.Recorder == nil || oldObj == nil || (req.DryRun != nil && *req.DryRun) {
+		return nil
+	}
+	kind, ok := history.KindOf(oldObj)
+	if !ok {
+		log.FromContext(ctx).Info("refused override", "user", req.UserInfo.Username, "reason", reason, "rules", ruleIDs(d))
+		return nil
+	}
+	snap, err := kind.Snapshot(oldObj)
+	if err != nil {
+		return err
+	}
+	rec := mustRecord(oldObj.GetAnnotations())
+	if rec.Revision == 0 {
+		rec = history.Adopted(oldObj)
+	}
+	return v.Recorder.RecordRefusedOverride(ctx, oldObj, kind.GVK, snap, rec, history.RefusedOverride{
+		At: time.Now().UTC().Truncate(time.Second), By: req.UserInfo.Username, Reason: reason, Rules: ruleIDs(d),
+	})
+}
