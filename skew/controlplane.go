@@ -108,7 +108,7 @@ func EvaluateControlPlane(c ControlPlaneChange) Decision {
 	var hist []known
 	if c.History.HighestKubernetes != "" {
 		if v, ok := parseOther(&r, obj+": highest Kubernetes version in its history", c.History.HighestKubernetes); ok {
-			hist = append(hist, known{v: v, src: "the highest version it has run, per " + orDefault(c.History.HighestKubernetesSource, "its history")})
+			hist = append(hist, known{v: v, src: "the highest version it has run, per " + orDefault(c.History.HighestKubernetesSource, "its history"), recorded: true})
 		}
 	}
 
@@ -144,7 +144,7 @@ func checkDowngrade(r *verdict, obj, field, value string, newV semver.Version, o
 	if top.src != "" {
 		from += " (" + top.src + ")"
 	}
-	if !worse(bad, oldKnown, MinorOf(top.v).minorsAfter(MinorOf(old.v))) {
+	if tolerated(top, bad, oldKnown, MinorOf(top.v).minorsAfter(MinorOf(old.v))) {
 		r.warn(fmt.Sprintf("%s: %s %s stays below %s; allowed because this change does not lower it further", obj, field, vs(newV), from))
 		return
 	}
@@ -224,7 +224,7 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 	}
 	if c.History.HighestEtcd != "" {
 		if v, err := ParseEtcdVersion(c.History.HighestEtcd); err == nil {
-			seen = append(seen, known{v: v, src: orDefault(c.History.HighestEtcdSource, "its history")})
+			seen = append(seen, known{v: v, src: orDefault(c.History.HighestEtcdSource, "its history"), recorded: true})
 		} else {
 			r.warn(fmt.Sprintf("%s: ignoring the highest etcd version in its history %q, which is not an etcd version; it is not checked", obj, c.History.HighestEtcd))
 		}
@@ -252,7 +252,7 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 	if bad <= 0 {
 		return
 	}
-	if !worse(bad, oldEtcdKnown, topMinor.minorsAfter(MinorOf(oldEtcd.v))) {
+	if tolerated(top, bad, oldEtcdKnown, topMinor.minorsAfter(MinorOf(oldEtcd.v))) {
 		r.warn(fmt.Sprintf("%s: etcd %s (%s) stays below %s (%s); allowed because this change does not lower it further", obj, newEtcd, newSrc, top.v, top.src))
 		return
 	}

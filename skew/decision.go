@@ -66,3 +66,16 @@ func (r *verdict) warn(w string) {
 func worse(bad int, oldKnown bool, oldBad int) bool {
 	return !oldKnown || bad > oldBad
 }
+
+// tolerated reports whether a control plane already below the bar top may
+// make this change anyway. A bar from the object's own spec or its running
+// machines tolerates any change that does not widen the gap. A bar from
+// recorded history is stricter: the control plane really ran that version,
+// so only a change that narrows the gap is tolerated; staying as far below
+// it is refused.
+func tolerated(top known, bad int, oldKnown bool, oldBad int) bool {
+	if top.recorded {
+		return oldKnown && bad < oldBad
+	}
+	return !worse(bad, oldKnown, oldBad)
+}

@@ -17,6 +17,10 @@ const (
 type known struct {
 	v   semver.Version
 	src string // "" for the object's own spec before the change
+	// recorded marks a bar that comes from recorded history. Such a bar is
+	// never relaxed: the control plane really ran that version, whatever the
+	// current object says (it may have been taken below it by an override).
+	recorded bool
 }
 
 // highest returns the newest of vs (the first of equal ones); ok is false

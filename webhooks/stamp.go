@@ -176,6 +176,10 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		out[revisions.AnnotationOverride] = nil
 	}
 	for k, v := range rec.Annotations() {
+		if v == "" {
+			out[k] = nil // an empty stamp says nothing; keep the object tidy
+			continue
+		}
 		out[k] = strPtr(v)
 	}
 	if s.Kind.GVK.Kind == history.KubeadmControlPlane.GVK.Kind {

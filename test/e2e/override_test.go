@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// TestHistoryAwareRulesAndOverride walks a control plane through a revert
+// that only a break-glass override lets through, then checks that history
+// remembers what the control plane ran: a later edit that is not a downgrade
+// of the current object is still refused, naming the revision that raised
+// the bar.
+func TestHistoryAwareRulesAndOverride(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, worldSpec{cpVersion: "v1.33.5", mdVersion: "v1.33.5"})
+
+	// Revision 2: v1.34.2, which runs etcd 3.6.
+	require.NoError(t, edit(t, mergePatch, w.kcp, "v1.34.2", kcpVersion...))
+
+	revert := func(c client.Client, reason string) error {
+		patch := map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{revisions.AnnotationOverride: reason}},
+			"spec":     map[string]any{"version": "v1.33.5"},
+		}
+		data, err := json.Marshal(patch)
+		require.NoError(t, err)
+		return c.Patch(ctx, w.kcp.DeepCopy(), client.RawPatch(types.MergePatchType, data))
+	}
+
+	// Outside the override group: the normal refusal plus a line saying why
+	// the override was not honoured, and the attempt is recorded.
+	mallory, err := env.ClientAs("mallory", "system:masters")
+	require.NoError(t, err)
+	err = revert(mallory, "incident 42: roll back")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "[rule ControlPlaneDowngrade]")
+	assert.Contains(t, err.Error(), "[rule EtcdDowngrade]")
+	assert.Contains(t, err.Error(), `metadata.annotations[rollout-guard.io/override]: Forbidden: override not honoured: user mallory is not in an override group (platform-admins)`)
+	w.refresh(t)
+	assert.Equal(t, "v1.34.2", w.kcp.Spec.Version)
+	refused := refusedOverridesOf(t, w)
+	require.Len(t, refused, 1)
+	assert.Equal(t, "mallory", refused[0].By)
+	assert.Equal(t, "incident 42: roll back", refused[0].Reason)
+	assert.ElementsMatch(t, []string{"ControlPlaneDowngrade", "EtcdDowngrade"}, refused[0].Rules)
+
+	// In the group: let through once, with a warning, and stamped.
+	oncall, err := env.ClientAs("oncall", "system:masters", overrideGroup)
+	require.NoError(t, err)
+	require.NoError(t, revert(oncall, "incident 42: roll back"))
+	w.refresh(t)
+	assert.Equal(t, "v1.33.5", w.kcp.Spec.Version)
+	rec, err := revisions.RecordFromAnnotations(w.kcp.Annotations)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, rec.Revision)
+	require.NotNil(t, rec.Override)
+	assert.Equal(t, "oncall", rec.Override.By)
+	assert.Equal(t, "incident 42: roll back", rec.Override.Reason)
+	assert.ElementsMatch(t, []string{"ControlPlaneDowngrade", "EtcdDowngrade"}, rec.Override.Rules)
+
+	// The override is spent: the same annotation, carried by the next
+	// change, lets nothing through and is removed.
+	err = edit(t, mergePatch, w.kcp, "v1.33.1", kcpVersion...)
+	require.Error(t, err)
+	// History-aware: v1.33.1 is only a patch below the current v1.33.5, but the
+	// control plane ran v1.34.2 and etcd 3.6 in revision 2.
+	assert.Contains(t, err.Error(), "Kubernetes downgrade from v1.34.2 (the highest version it has run, per revision 2) to v1.33.1")
+	assert.Contains(t, err.Error(), "etcd downgrade from 3.6.5 (revision 2)")
+	// The next change that goes through removes the spent override.
+	require.NoError(t, env.Client.Patch(ctx, w.kcp.DeepCopy(), client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"machineTemplate":{"metadata":{"labels":{"tier":"gold"}}}}}`))))
+	w.refresh(t)
+	assert.NotContains(t, w.kcp.Annotations, revisions.AnnotationOverride, "a used override stays on the object")
+	assert.Equal(t, "4", w.kcp.Annotations[revisions.AnnotationRevision])
+	assert.NotContains(t, w.kcp.Annotations, revisions.AnnotationOverriddenBy, "revision 4 used no override")
+
+	// The overridden revision is in history with its override once replaced
+	// (or recorded by the reconciler).
+	require.Eventually(t, func() bool {
+		revs, _, err := history.List(ctx, env.Client, w.ns, string(w.kcp.UID))
+		require.NoError(t, err)
+		for _, r := range revs {
+			if r.Record.Revision == 3 {
+				return r.Record.Override != nil && r.Record.Override.By == "oncall"
+			}
+		}
+		return false
+	}, 20*time.Second, 100*time.Millisecond, "revision 3 and its override were never recorded")
+}
+
+// refusedOverridesOf reads the refused overrides recorded on the live revision of w's control plane.
+func refusedOverridesOf(t *testing.T, w *world) []history.RefusedOverride {
+	t.Helper()
+	snap, err := revisions.ForKubeadmControlPlane(w.kcp)
+	require.NoError(t, err)
+	cr := &appsv1.ControllerRevision{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: revisions.Name(w.kcp.Name, snap.Hash)}, cr))
+	var out []history.RefusedOverride
+	require.NoError(t, json.Unmarshal([]byte(cr.Annotations[history.AnnotationRefusedOverrides]), &out))
+	return out
+}
+
+// TestHistoryStampsComeFromTheRequest checks that a client cannot write its
+// own history: forged stamps are overwritten with the request's user, and a
+// v1beta1 client's change is recorded like a v1beta2 one.
+func TestHistoryStampsComeFromTheRequest(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	eve, err := env.ClientAs("eve", "system:masters")
+	require.NoError(t, err)
+
+	// A forged author on a real change.
+	patch := []byte(`{"metadata":{"annotations":{"rollout-guard.io/changed-by":"someone-else","rollout-guard.io/revision":"99"}},"spec":{"template":{"metadata":{"labels":{"tier":"gold"}}}}}`)
+	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-patch")))
+	w.refresh(t)
+	rec, err := revisions.RecordFromAnnotations(w.md.Annotations)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, rec.Revision)
+	assert.Equal(t, "eve", rec.ChangedBy)
+	assert.Equal(t, "kubectl-patch", rec.FieldManager)
+	assert.Equal(t, "in-place", rec.ChangeType)
+
+	// A forged author alone (no change of the template) is put back.
+	patch = []byte(`{"metadata":{"annotations":{"rollout-guard.io/changed-by":"someone-else"}}}`)
+	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, patch)))
+	w.refresh(t)
+	assert.Equal(t, "eve", w.md.Annotations[revisions.AnnotationChangedBy])
+
+	// A v1beta1 client's change.
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("cluster.x-k8s.io/v1beta1")
+	u.SetKind("MachineDeployment")
+	require.NoError(t, eve.Get(ctx, client.ObjectKeyFromObject(w.md), u))
+	require.NoError(t, unstructured.SetNestedField(u.Object, "tmpl-v1beta1", "spec", "template", "spec", "infrastructureRef", "name"))
+	require.NoError(t, eve.Update(ctx, u, client.FieldOwner("legacy-client")))
+	w.refresh(t)
+	rec, err = revisions.RecordFromAnnotations(w.md.Annotations)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, rec.Revision)
+	assert.Equal(t, "eve", rec.ChangedBy)
+	assert.Equal(t, "legacy-client", rec.FieldManager)
+	assert.Equal(t, "rollout", rec.ChangeType)
+	assert.Contains(t, rec.ChangeCause, "tmpl-v1beta1")
+
+	// Back to revision 2's template: a new number, the same record.
+	revs, _, err := history.List(ctx, env.Client, w.ns, string(w.md.UID))
+	require.NoError(t, err)
+	var rev2 *revisions.Revision
+	for i := range revs {
+		if revs[i].Record.Revision == 2 {
+			rev2 = &revs[i]
+		}
+	}
+	require.NotNil(t, rev2, "revision 2 was not recorded when revision 3 replaced it")
+	rollback, err := revisions.RollbackPatch(w.md, rev2.Snapshot)
+	require.NoError(t, err)
+	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, rollback)))
+	w.refresh(t)
+	assert.Equal(t, "4", w.md.Annotations[revisions.AnnotationRevision])
+	require.Eventually(t, func() bool {
+		revs, _, err = history.List(ctx, env.Client, w.ns, string(w.md.UID))
+		require.NoError(t, err)
+		for _, r := range revs {
+			if r.Snapshot.Hash == rev2.Snapshot.Hash {
+				return assert.ObjectsAreEqual([]int64{2, 4}, r.Record.History)
+			}
+		}
+		return false
+	}, 20*time.Second, 100*time.Millisecond, "revision 2's template should be one record listing revisions 2 and 4")
+	assert.Len(t, revs, 3, "revisions 1, 2+4 and 3: no duplicate record for a template seen twice")
+
+	// A restart is an entry of the live revision, not a new revision.
+	restartAt := metav1.NewTime(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"rollout": map[string]any{"after": restartAt}}})
+	require.NoError(t, err)
+	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, data)))
+	w.refresh(t)
+	assert.Equal(t, "4", w.md.Annotations[revisions.AnnotationRevision], "a restart is not a new revision")
+	revs, _, err = history.List(ctx, env.Client, w.ns, string(w.md.UID))
+	require.NoError(t, err)
+	var restarts []revisions.Restart
+	for _, r := range revs {
+		if r.Record.Revision == 4 {
+			restarts = r.Record.Restarts
+		}
+	}
+	require.Len(t, restarts, 1)
+	assert.Equal(t, "eve", restarts[0].By)
+	assert.Equal(t, "2030-01-02T03:04:05Z", restarts[0].After)
+	assertOwnedBy(t, w.ns, w.md)
+}
