@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"fmt"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,19 +44,4 @@ func fieldPath(dotted string) *field.Path {
 	}
 	parts := strings.Split(dotted, ".")
 	return field.NewPath(parts[0], parts[1:]...)
-}
-
-// versionOnly judges a version on its own, for when the facts to judge it
-// against are missing: an unparseable version is still refused.
-func versionOnly(fieldPath, version string) skew.Decision {
-	if _, err := skew.ParseVersion(version); err != nil {
-		return skew.Decision{Violations: []skew.Violation{{
-			Rule:    skew.RuleInvalidVersion,
-			Field:   fieldPath,
-			Value:   version,
-			Message: fmt.Sprintf("%q is not a Kubernetes version: %v", version, err),
-			Remedy:  "write a semantic version such as v1.35.2",
-		}}}
-	}
-	return skew.Decision{}
 }

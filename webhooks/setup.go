@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/policy"
 )
 
 // Paths of the mutating webhooks, as config/webhook/manifests.yaml names them.
@@ -41,9 +42,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	policy := Policy{facts: factReader{reader: mgr.GetCache(), mapper: mgr.GetRESTMapper()}}
-	overrides := OverrideGroups(opts.OverrideGroups)
-	mdV, kcpV, clusterV := NewValidators(policy, overrides, opts.Recorder)
+	judge := policy.Policy{Reader: mgr.GetCache(), Mapper: mgr.GetRESTMapper(), Indexed: true}
+	overrides := policy.OverrideGroups(opts.OverrideGroups)
+	mdV, kcpV, clusterV := NewValidators(judge, overrides, opts.Recorder)
 
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).Complete(); err != nil {
 		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
@@ -60,7 +61,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		MutateMachineDeploymentPath:   history.MachineDeployment,
 		MutateKubeadmControlPlanePath: history.KubeadmControlPlane,
 	} {
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: policy, Overrides: overrides, Decoder: decoder}
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: judge, Overrides: overrides, Decoder: decoder}
 		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper})
 	}
 	return nil
@@ -81,8 +82,8 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		{&clusterv1.Machine{}, func(o client.Object) []string { return []string{o.(*clusterv1.Machine).Spec.ClusterName} }},
 	}
 	for _, ix := range byCluster {
-		if err := indexer.IndexField(ctx, ix.obj, ClusterNameField, ix.name); err != nil {
-			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ClusterNameField, err)
+		if err := indexer.IndexField(ctx, ix.obj, policy.ClusterNameField, ix.name); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", ix.obj, policy.ClusterNameField, err)
 		}
 	}
 	// Clusters and control planes are read by name; ask for their informers now.

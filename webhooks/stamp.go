@@ -5,18 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
-	"github.com/rollout-guard/rollout-guard/skew"
 )
 
 // Stamper is the mutating webhook of MachineDeployments and
@@ -32,9 +32,9 @@ type Stamper struct {
 	Recorder *history.Recorder
 	// Policy judges a change when a client asks for an override, so the
 	// override's rules can be recorded.
-	Policy Policy
+	Policy policy.Policy
 	// Overrides says who may use the break-glass override.
-	Overrides OverrideGroups
+	Overrides policy.OverrideGroups
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Decoder decodes admission requests.
@@ -149,19 +149,19 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	// Break-glass: a request that sets the override annotation, from a member
 	// of an override group, is recorded with the rules it overrides.
 	rec.Override = nil
-	if reason, requested := overrideRequested(oldObj, newObj); requested {
+	if reason, requested := policy.OverrideRequested(oldObj, newObj); requested {
 		if s.Overrides.Allows(req.UserInfo) {
 			d, _, err := s.Policy.Decide(ctx, oldObj, newObj)
 			if err != nil {
 				return nil, nil, err
 			}
-			if rules := ruleIDs(d); len(rules) > 0 {
+			if rules := policy.RuleIDs(d); len(rules) > 0 {
 				rec.Override = &revisions.Override{By: user, Reason: reason, Rules: rules}
 			}
 		}
-	} else if oldObj != nil && rec.Revision == mustRecord(oldAnn).Revision {
+	} else if oldObj != nil && rec.Revision == policy.StampsOf(oldObj).Revision {
 		// Same revision: keep the override that made it, if any.
-		rec.Override = mustRecord(oldAnn).Override
+		rec.Override = policy.StampsOf(oldObj).Override
 	}
 
 	out := map[string]*string{}
@@ -183,7 +183,8 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		out[k] = strPtr(v)
 	}
 	if s.Kind.GVK.Kind == history.KubeadmControlPlane.GVK.Kind {
-		highest := highestRunOf(oldObj, s.Kind)
+		oldKCP, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
+		highest := policy.HighestRunOf(oldKCP)
 		highest = revisions.FoldHighest(highest, newSnap, rec.Revision)
 		data, err := json.Marshal(highest)
 		if err != nil {
@@ -199,35 +200,6 @@ func (s *Stamper) now() time.Time {
 		return s.Now().UTC().Truncate(time.Second)
 	}
 	return time.Now().UTC().Truncate(time.Second)
-}
-
-// highestRunOf returns the highest versions a stored control plane is known
-// to have run: its stamp, raised by its own content (an object stamped before
-// the guard knew it, or not at all, still counts what it runs).
-func highestRunOf(obj client.Object, kind history.Kind) revisions.HighestRun {
-	if obj == nil {
-		return revisions.HighestRun{}
-	}
-	var h revisions.HighestRun
-	if raw := obj.GetAnnotations()[revisions.AnnotationHighestRun]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &h); err != nil {
-			h = revisions.HighestRun{}
-		}
-	}
-	snap, err := kind.Snapshot(obj)
-	if err != nil {
-		return h
-	}
-	return revisions.FoldHighest(h, snap, mustRecord(obj.GetAnnotations()).Revision)
-}
-
-// mustRecord reads stamps, treating malformed ones as absent.
-func mustRecord(ann map[string]string) revisions.Record {
-	rec, err := revisions.RecordFromAnnotations(ann)
-	if err != nil {
-		return revisions.Record{}
-	}
-	return rec
 }
 
 // fieldManagerOf is the field manager a request names in its options.
@@ -274,16 +246,6 @@ func withAnnotations(raw []byte, changes map[string]*string) ([]byte, error) {
 		meta["annotations"] = ann
 	}
 	return json.Marshal(obj)
-}
-
-func ruleIDs(d skew.Decision) []string {
-	var ids []string
-	for _, v := range d.Violations {
-		if !slices.Contains(ids, string(v.Rule)) {
-			ids = append(ids, string(v.Rule))
-		}
-	}
-	return ids
 }
 
 func firstNonEmpty(s ...string) string {

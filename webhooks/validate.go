@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/skew"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -26,9 +27,9 @@ import (
 // member of an override group sets the break-glass annotation.
 type Validator[T client.Object] struct {
 	// Policy judges changes.
-	Policy Policy
+	Policy policy.Policy
 	// Overrides says who may use the break-glass override.
-	Overrides OverrideGroups
+	Overrides policy.OverrideGroups
 	// GroupKind names the kind in refusals.
 	GroupKind schema.GroupKind
 	// Recorder records refused overrides on the live revision; nil skips it.
@@ -36,7 +37,7 @@ type Validator[T client.Object] struct {
 }
 
 // NewValidators returns the validators of the three kinds the guard polices.
-func NewValidators(p Policy, overrides OverrideGroups, recorder *history.Recorder) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
+func NewValidators(p policy.Policy, overrides policy.OverrideGroups, recorder *history.Recorder) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
 	return &Validator[*clusterv1.MachineDeployment]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()},
 		&Validator[*controlplanev1.KubeadmControlPlane]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()},
 		&Validator[*clusterv1.Cluster]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("Cluster").GroupKind()}
@@ -65,7 +66,7 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 	if err != nil {
 		return nil, err
 	}
-	reason, requested := overrideRequested(oldObj, newObj)
+	reason, requested := policy.OverrideRequested(oldObj, newObj)
 	if d.Allowed() || !requested {
 		return toAdmission(v.GroupKind, newObj.GetName(), d, nil, warnings)
 	}
@@ -75,7 +76,7 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 	}
 	if v.Overrides.Allows(req.UserInfo) {
 		warnings = append(warnings, fmt.Sprintf("rollout-guard: override by %s honoured (%s): %s; recorded in the revision history",
-			req.UserInfo.Username, reason, strings.Join(ruleIDs(d), ", ")))
+			req.UserInfo.Username, reason, strings.Join(policy.RuleIDs(d), ", ")))
 		return append(admission.Warnings{}, append(warnings, d.Warnings...)...), nil
 	}
 	if err := v.recordRefusedOverride(ctx, req, oldObj, reason, d); err != nil {
@@ -87,14 +88,6 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 	return toAdmission(v.GroupKind, newObj.GetName(), d, field.ErrorList{notHonoured}, warnings)
 }
 
-// String lists the groups for messages.
-func (g OverrideGroups) String() string {
-	if len(g) == 0 {
-		return "none configured"
-	}
-	return strings.Join(g, ", ")
-}
-
 // recordRefusedOverride notes a refused override on the live revision of the
 // object (MachineDeployments and KubeadmControlPlanes), except on dry-run.
 func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.Request, oldObj client.Object, reason string, d skew.Decision) error {
@@ -103,18 +96,18 @@ func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.
 	}
 	kind, ok := history.KindOf(oldObj)
 	if !ok {
-		log.FromContext(ctx).Info("refused override", "user", req.UserInfo.Username, "reason", reason, "rules", ruleIDs(d))
+		log.FromContext(ctx).Info("refused override", "user", req.UserInfo.Username, "reason", reason, "rules", policy.RuleIDs(d))
 		return nil
 	}
 	snap, err := kind.Snapshot(oldObj)
 	if err != nil {
 		return err
 	}
-	rec := mustRecord(oldObj.GetAnnotations())
+	rec := policy.StampsOf(oldObj)
 	if rec.Revision == 0 {
 		rec = history.Adopted(oldObj)
 	}
 	return v.Recorder.RecordRefusedOverride(ctx, oldObj, kind.GVK, snap, rec, history.RefusedOverride{
-		At: time.Now().UTC().Truncate(time.Second), By: req.UserInfo.Username, Reason: reason, Rules: ruleIDs(d),
+		At: time.Now().UTC().Truncate(time.Second), By: req.UserInfo.Username, Reason: reason, Rules: policy.RuleIDs(d),
 	})
 }

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rollout-guard/rollout-guard/policy"
 )
 
 // These tests drive the handlers with an in-memory reader standing in for
@@ -62,20 +64,20 @@ func cluster(cpVersion string, mdVersions ...string) []client.Object {
 
 func kcp(version string) *controlplanev1.KubeadmControlPlane {
 	return &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1-cp", Labels: map[string]string{clusterNameLabel: "c1"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1-cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
 		Spec:       controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr.To[int32](3), Version: version},
 		Status:     controlplanev1.KubeadmControlPlaneStatus{Versions: []clusterv1.StatusVersion{{Version: version, Replicas: 3}}},
 	}
 }
 
-func testFacts(t testing.TB, objs ...client.Object) factReader {
+func testFacts(t testing.TB, objs ...client.Object) policy.Policy {
 	s := testScheme(t)
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithIndex(&clusterv1.MachineDeployment{}, ClusterNameField, func(o client.Object) []string { return []string{o.(*clusterv1.MachineDeployment).Spec.ClusterName} }).
-		WithIndex(&clusterv1.MachinePool{}, ClusterNameField, func(o client.Object) []string { return []string{o.(*clusterv1.MachinePool).Spec.ClusterName} }).
-		WithIndex(&clusterv1.Machine{}, ClusterNameField, func(o client.Object) []string { return []string{o.(*clusterv1.Machine).Spec.ClusterName} }).
+		WithIndex(&clusterv1.MachineDeployment{}, policy.ClusterNameField, func(o client.Object) []string { return []string{o.(*clusterv1.MachineDeployment).Spec.ClusterName} }).
+		WithIndex(&clusterv1.MachinePool{}, policy.ClusterNameField, func(o client.Object) []string { return []string{o.(*clusterv1.MachinePool).Spec.ClusterName} }).
+		WithIndex(&clusterv1.Machine{}, policy.ClusterNameField, func(o client.Object) []string { return []string{o.(*clusterv1.Machine).Spec.ClusterName} }).
 		Build()
-	return factReader{reader: c, mapper: c.RESTMapper()}
+	return policy.Policy{Reader: c, Mapper: c.RESTMapper(), Indexed: true}
 }
 
 // review builds the AdmissionRequest the API server sends for an update.
@@ -139,7 +141,7 @@ func TestKubeadmControlPlaneHandler(t *testing.T) {
 }
 
 func TestMachineDeploymentHandlerWithoutControlPlane(t *testing.T) {
-	v, _, _ := NewValidators(Policy{facts: testFacts(t)}, nil, nil)
+	v, _, _ := NewValidators(testFacts(t), nil, nil)
 	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md"}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "gone"}}
 	md.Spec.Template.Spec.Version = "v1.35.0"
 	warnings, err := v.ValidateCreate(context.Background(), md)
@@ -186,12 +188,12 @@ func BenchmarkMachineDeploymentHandler(b *testing.B) {
 	}
 }
 
-func kcpValidator(f factReader) *Validator[*controlplanev1.KubeadmControlPlane] {
-	_, v, _ := NewValidators(Policy{facts: f}, nil, nil)
+func kcpValidator(f policy.Policy) *Validator[*controlplanev1.KubeadmControlPlane] {
+	_, v, _ := NewValidators(f, nil, nil)
 	return v
 }
 
-func mdValidator(f factReader) *Validator[*clusterv1.MachineDeployment] {
-	v, _, _ := NewValidators(Policy{facts: f}, nil, nil)
+func mdValidator(f policy.Policy) *Validator[*clusterv1.MachineDeployment] {
+	v, _, _ := NewValidators(f, nil, nil)
 	return v
 }

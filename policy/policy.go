@@ -1,26 +1,42 @@
-package webhooks
+package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
-// Policy gathers the facts of one change from the cache and asks package
-// skew for the decision. The validating webhooks refuse on it; the mutating
-// webhook uses it to record which rules a break-glass override overrode.
+// Policy gathers the facts of one change and asks package skew for the
+// decision. The guard's validating webhooks refuse on it (reading through the
+// manager's cache), its mutating webhook records which rules a break-glass
+// override overrode, and the CLI checks a change with it before sending
+// (reading through a live client), so all three judge alike.
 type Policy struct {
-	facts factReader
+	// Reader reads Clusters, control planes, worker pools and Machines.
+	Reader client.Reader
+	// Mapper resolves the kinds of control planes other than KubeadmControlPlane.
+	Mapper meta.RESTMapper
+	// Indexed says that Reader serves the ClusterNameField index (the
+	// guard's cache). Without it workers are listed per namespace and
+	// filtered here, as a live API server serves no such field selector.
+	Indexed bool
+}
+
+func (p Policy) facts() factReader {
+	return factReader{reader: p.Reader, mapper: p.Mapper, indexed: p.Indexed}
 }
 
 // Decide judges the change of oldObj (nil on create) into newObj. Besides the
@@ -62,7 +78,7 @@ func (p Policy) decideMachineDeployment(ctx context.Context, oldMD, newMD *clust
 	if change.NewVersion == "" {
 		return skew.Decision{}, nil, nil
 	}
-	cp, reason, err := p.facts.controlPlaneOf(ctx, newMD.Namespace, newMD.Spec.ClusterName)
+	cp, reason, err := p.facts().controlPlaneOf(ctx, newMD.Namespace, newMD.Spec.ClusterName)
 	if err != nil {
 		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of MachineDeployment %s/%s: %w", newMD.Namespace, newMD.Name, err)
 	}
@@ -87,7 +103,7 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 		OldEtcdImageTag: etcdImageTag(oldKCP),
 		NewEtcdImageTag: etcdImageTag(newKCP),
 		RunningVersions: kcpRunningVersions(oldKCP),
-		History:         highestRunOf(oldKCP, history.KubeadmControlPlane).SkewHistory(),
+		History:         HighestRunOf(oldKCP).SkewHistory(),
 	}
 	if change.OldVersion == change.NewVersion && change.OldEtcdImageTag == change.NewEtcdImageTag {
 		return skew.Decision{}, nil, nil
@@ -96,7 +112,7 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 	if clusterName := clusterNameOf(newKCP); clusterName == "" {
 		warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s has no %s label or owning Cluster; worker skew not checked", newKCP.Namespace, newKCP.Name, clusterNameLabel))
 	} else {
-		workers, err := p.facts.workersOf(ctx, newKCP.Namespace, clusterName)
+		workers, err := p.facts().workersOf(ctx, newKCP.Namespace, clusterName)
 		if err != nil {
 			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
 		}
@@ -128,13 +144,13 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	// keeps the pinned tag.
 	if ref := newCluster.Spec.ControlPlaneRef; ref.Kind == "KubeadmControlPlane" && ref.APIGroup == controlplanev1.GroupVersion.Group {
 		kcp := &controlplanev1.KubeadmControlPlane{}
-		err := p.facts.reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, kcp)
+		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, kcp)
 		switch {
 		case err == nil:
 			change.OldEtcdImageTag = etcdImageTag(kcp)
 			change.NewEtcdImageTag = change.OldEtcdImageTag
 			change.RunningVersions = kcpRunningVersions(kcp)
-			change.History = highestRunOf(kcp, history.KubeadmControlPlane).SkewHistory()
+			change.History = HighestRunOf(kcp).SkewHistory()
 		case apierrors.IsNotFound(err):
 			warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s of Cluster %s not found; judged on spec.topology.version alone", newCluster.Namespace, ref.Name, newCluster.Name))
 		default:
@@ -142,7 +158,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 		}
 	}
 
-	workers, err := p.facts.workersOf(ctx, newCluster.Namespace, newCluster.Name)
+	workers, err := p.facts().workersOf(ctx, newCluster.Namespace, newCluster.Name)
 	if err != nil {
 		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of Cluster %s/%s: %w", newCluster.Namespace, newCluster.Name, err)
 	}
@@ -166,9 +182,9 @@ func (g OverrideGroups) Allows(user authenticationv1.UserInfo) bool {
 	return false
 }
 
-// overrideRequested reports whether this change sets the override
+// OverrideRequested reports whether this change sets the override
 // annotation (a value the stored object did not carry), and its reason.
-func overrideRequested(oldObj, newObj client.Object) (string, bool) {
+func OverrideRequested(oldObj, newObj client.Object) (string, bool) {
 	reason := newObj.GetAnnotations()[revisions.AnnotationOverride]
 	if reason == "" {
 		return "", false
@@ -177,4 +193,69 @@ func overrideRequested(oldObj, newObj client.Object) (string, bool) {
 		return "", false
 	}
 	return reason, true
+}
+
+// String lists the groups for messages.
+func (g OverrideGroups) String() string {
+	if len(g) == 0 {
+		return "none configured"
+	}
+	return strings.Join(g, ", ")
+}
+
+// versionOnly judges a version on its own, for when the facts to judge it
+// against are missing: an unparseable version is still refused.
+func versionOnly(fieldPath, version string) skew.Decision {
+	if _, err := skew.ParseVersion(version); err != nil {
+		return skew.Decision{Violations: []skew.Violation{{
+			Rule:    skew.RuleInvalidVersion,
+			Field:   fieldPath,
+			Value:   version,
+			Message: fmt.Sprintf("%q is not a Kubernetes version: %v", version, err),
+			Remedy:  "write a semantic version such as v1.35.2",
+		}}}
+	}
+	return skew.Decision{}
+}
+
+// HighestRunOf returns the highest versions a stored control plane is known
+// to have run: its stamp, raised by its own content (an object stamped before
+// the guard knew it, or not at all, still counts what it runs). nil gives
+// the zero value.
+func HighestRunOf(kcp *controlplanev1.KubeadmControlPlane) revisions.HighestRun {
+	if kcp == nil {
+		return revisions.HighestRun{}
+	}
+	var h revisions.HighestRun
+	if raw := kcp.GetAnnotations()[revisions.AnnotationHighestRun]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			h = revisions.HighestRun{}
+		}
+	}
+	snap, err := revisions.ForKubeadmControlPlane(kcp)
+	if err != nil {
+		return h
+	}
+	return revisions.FoldHighest(h, snap, StampsOf(kcp).Revision)
+}
+
+// StampsOf reads the revision stamps of an object, treating malformed ones
+// as absent (the guard overwrites them on the next change).
+func StampsOf(obj client.Object) revisions.Record {
+	rec, err := revisions.RecordFromAnnotations(obj.GetAnnotations())
+	if err != nil {
+		return revisions.Record{}
+	}
+	return rec
+}
+
+// RuleIDs lists the ids of the rules a decision breaks, once each.
+func RuleIDs(d skew.Decision) []string {
+	var ids []string
+	for _, v := range d.Violations {
+		if !slices.Contains(ids, string(v.Rule)) {
+			ids = append(ids, string(v.Rule))
+		}
+	}
+	return ids
 }

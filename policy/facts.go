@@ -1,4 +1,4 @@
-package webhooks
+package policy
 
 import (
 	"context"
@@ -34,8 +34,9 @@ const etcdImageTagField = "spec.kubeadmConfigSpec.clusterConfiguration.etcd.loca
 // factReader gathers, from a cache-backed reader, the facts of a cluster that a
 // change is judged against.
 type factReader struct {
-	reader client.Reader
-	mapper meta.RESTMapper
+	reader  client.Reader
+	mapper  meta.RESTMapper
+	indexed bool
 }
 
 // controlPlaneOf returns the state of a cluster's control plane. Any control
@@ -119,7 +120,10 @@ func kcpRunningVersions(kcp *controlplanev1.KubeadmControlPlane) []string {
 // and worker Machines by the kubelet version their node reports (else their
 // spec version).
 func (f factReader) workersOf(ctx context.Context, namespace, clusterName string) ([]skew.Worker, error) {
-	inCluster := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{ClusterNameField: clusterName}}
+	inCluster := []client.ListOption{client.InNamespace(namespace)}
+	if f.indexed {
+		inCluster = append(inCluster, client.MatchingFields{ClusterNameField: clusterName})
+	}
 	var workers []skew.Worker
 
 	mds := &clusterv1.MachineDeploymentList{}
@@ -127,6 +131,9 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		return nil, fmt.Errorf("listing MachineDeployments of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
 	for _, md := range mds.Items {
+		if md.Spec.ClusterName != clusterName {
+			continue
+		}
 		workers = append(workers, skew.Worker{Kind: "MachineDeployment", Name: md.Name, Version: md.Spec.Template.Spec.Version})
 	}
 
@@ -135,6 +142,9 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		return nil, fmt.Errorf("listing MachinePools of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
 	for _, mp := range mps.Items {
+		if mp.Spec.ClusterName != clusterName {
+			continue
+		}
 		workers = append(workers, skew.Worker{Kind: "MachinePool", Name: mp.Name, Version: mp.Spec.Template.Spec.Version})
 	}
 
@@ -143,6 +153,9 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		return nil, fmt.Errorf("listing Machines of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
 	for _, m := range machines.Items {
+		if m.Spec.ClusterName != clusterName {
+			continue
+		}
 		if _, isControlPlane := m.Labels[controlPlaneLabel]; isControlPlane {
 			continue
 		}

@@ -1,4 +1,4 @@
-package webhooks
+package policy
 
 import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
