@@ -83,6 +83,9 @@ func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, s
 // the given hash for the object named owner: "<owner>-<hash>", owner trimmed
 // so that the name is at most 253 characters and a valid DNS subdomain.
 func Name(owner, hash string) string {
+	if hash == "" {
+		return owner
+	}
 	max := validation.DNS1123SubdomainMaxLength - len(hash) - 1
 	if len(owner) > max {
 		owner = owner[:max]

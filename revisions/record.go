@@ -67,7 +67,11 @@ const (
 
 // The kinds a revision can belong to (Snapshot.Kind, LabelOwnerKind).
 const (
-	KindMachineDeployment   = "MachineDeployment"
+	// KindMachineDeployment is a Cluster API MachineDeployment: a revision is
+	// its spec.template.
+	KindMachineDeployment = "MachineDeployment"
+	// KindKubeadmControlPlane is a Cluster API KubeadmControlPlane: a revision
+	// is its spec.version, spec.machineTemplate and spec.kubeadmConfigSpec.
 	KindKubeadmControlPlane = "KubeadmControlPlane"
 )
 

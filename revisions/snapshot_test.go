@@ -55,7 +55,9 @@ func TestMachineDeploymentEquivalent(t *testing.T) {
 			md.Spec.Rollout.Strategy.Type = clusterv1.OnDeleteMachineDeploymentStrategyType
 		}},
 		{"paused", func(md *clusterv1.MachineDeployment) { md.Spec.Paused = new(true) }},
-		{"status", func(md *clusterv1.MachineDeployment) { md.Status = clusterv1.MachineDeploymentStatus{Phase: "ScalingUp"} }},
+		{"status", func(md *clusterv1.MachineDeployment) {
+			md.Status = clusterv1.MachineDeploymentStatus{Phase: "ScalingUp"}
+		}},
 		{"object metadata", func(md *clusterv1.MachineDeployment) {
 			md.ResourceVersion, md.Generation = "9999", 99
 			md.Labels["x"] = "y"
