@@ -90,7 +90,7 @@ func Adopted(obj client.Object) revisions.Record {
 		History:     []int64{1},
 		ChangedAt:   obj.GetCreationTimestamp().Time,
 		ChangeCause: "recorded by rollout-guard (made before it was installed)",
-		ChangeType:  "adopted",
+		ChangeType:  revisions.ChangeAdopted,
 	}
 }
 

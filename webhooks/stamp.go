@@ -97,7 +97,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	switch {
 	case oldObj == nil:
 		rec = revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: user, ChangedAt: now, FieldManager: manager,
-			ChangeCause: firstNonEmpty(clientCause, "created"), ChangeType: "created"}
+			ChangeCause: firstNonEmpty(clientCause, "created"), ChangeType: revisions.ChangeCreated}
 	default:
 		oldSnap, err := s.Kind.Snapshot(oldObj)
 		if err != nil {
@@ -137,9 +137,9 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 				return nil, nil, fmt.Errorf("rollout-guard could not describe the change of %s: %w", id, err)
 			}
 		}
-		changeType := "rollout"
+		changeType := revisions.ChangeRollout
 		if inPlace, err := revisions.IsInPlace(oldSnap, newSnap); err == nil && inPlace {
-			changeType = "in-place"
+			changeType = revisions.ChangeInPlace
 		}
 		next := oldRec.Revision + 1
 		rec = revisions.Record{Revision: next, History: []int64{next}, ChangedBy: user, ChangedAt: now, FieldManager: manager,
