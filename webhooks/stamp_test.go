@@ -1,0 +1,158 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// These tests drive the stamper with an in-memory client standing in for the
+// API server; test/e2e drives it through a real one.
+
+func machineDeployment(infra string, ann map[string]string) *clusterv1.MachineDeployment {
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md-0", UID: "uid-1", Annotations: ann},
+		Spec:       clusterv1.MachineDeploymentSpec{ClusterName: "c1", Replicas: ptr.To[int32](3)},
+	}
+	md.Spec.Template.Spec.Version = "v1.35.2"
+	md.Spec.Template.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: infra}
+	return md
+}
+
+func stamper(t testing.TB) (*Stamper, client.Client) {
+	s := testScheme(t)
+	require.NoError(t, appsv1.AddToScheme(s))
+	c := fake.NewClientBuilder().WithScheme(s).Build()
+	return &Stamper{
+		Kind:     history.MachineDeployment,
+		Recorder: &history.Recorder{Client: c, Reader: c},
+		Policy:   testFacts(t),
+		Decoder:  admission.NewDecoder(s),
+	}, c
+}
+
+func updateRequest(t testing.TB, oldObj, newObj runtime.Object, user string, dryRun bool) admission.Request {
+	oldRaw, err := json.Marshal(oldObj)
+	require.NoError(t, err)
+	newRaw, err := json.Marshal(newObj)
+	require.NoError(t, err)
+	opts, err := json.Marshal(metav1.PatchOptions{FieldManager: "kubectl-patch"})
+	require.NoError(t, err)
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "1", Operation: admissionv1.Update, Namespace: "ns", Name: "md-0",
+		Kind:      metav1.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"},
+		UserInfo:  authenticationv1.UserInfo{Username: user},
+		Object:    runtime.RawExtension{Raw: newRaw},
+		OldObject: runtime.RawExtension{Raw: oldRaw},
+		Options:   runtime.RawExtension{Raw: opts},
+		DryRun:    ptr.To(dryRun),
+	}}
+}
+
+// applyResponse applies the stamper's JSON patch to the request's object.
+func applyResponse(t testing.TB, req admission.Request, resp admission.Response) map[string]string {
+	require.True(t, resp.Allowed, "%v", resp.Result)
+	ops, err := json.Marshal(resp.Patches)
+	require.NoError(t, err)
+	patch, err := jsonpatch.DecodePatch(ops)
+	require.NoError(t, err)
+	out, err := patch.Apply(req.Object.Raw)
+	require.NoError(t, err)
+	var obj metav1.PartialObjectMetadata
+	require.NoError(t, json.Unmarshal(out, &obj))
+	return obj.Annotations
+}
+
+func TestStamperNewRevisionOverwritesForgedStamps(t *testing.T) {
+	s, c := stamper(t)
+	oldMD := machineDeployment("tmpl-a", map[string]string{revisions.AnnotationRevision: "4", revisions.AnnotationChangedBy: "alice"})
+	newMD := machineDeployment("tmpl-b", map[string]string{revisions.AnnotationRevision: "99", revisions.AnnotationChangedBy: "forged", revisions.AnnotationOverriddenBy: "forged"})
+	req := updateRequest(t, oldMD, newMD, "bob", false)
+	ann := applyResponse(t, req, s.Handle(context.Background(), req))
+
+	assert.Equal(t, "5", ann[revisions.AnnotationRevision])
+	assert.Equal(t, "bob", ann[revisions.AnnotationChangedBy])
+	assert.Equal(t, "kubectl-patch", ann[revisions.AnnotationFieldManager])
+	assert.Equal(t, revisions.ChangeRollout, ann[revisions.AnnotationChangeType])
+	assert.Contains(t, ann[revisions.AnnotationChangeCause], "tmpl-a")
+	assert.NotContains(t, ann, revisions.AnnotationOverriddenBy, "a forged override stamp survived")
+
+	// The replaced revision 4 is recorded, owned by the MachineDeployment.
+	list := &appsv1.ControllerRevisionList{}
+	require.NoError(t, c.List(context.Background(), list))
+	require.Len(t, list.Items, 1)
+	rev, err := revisions.FromControllerRevision(&list.Items[0])
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, rev.Record.Revision)
+	assert.Equal(t, "alice", rev.Record.ChangedBy)
+	assert.Equal(t, "uid-1", string(list.Items[0].OwnerReferences[0].UID))
+}
+
+func TestStamperDryRunRecordsNothing(t *testing.T) {
+	s, c := stamper(t)
+	req := updateRequest(t, machineDeployment("tmpl-a", nil), machineDeployment("tmpl-b", nil), "bob", true)
+	ann := applyResponse(t, req, s.Handle(context.Background(), req))
+	assert.Equal(t, "2", ann[revisions.AnnotationRevision], "a dry-run still shows the stamps it would get")
+	list := &appsv1.ControllerRevisionList{}
+	require.NoError(t, c.List(context.Background(), list))
+	assert.Empty(t, list.Items, "a dry-run recorded a revision")
+}
+
+func TestStamperKeepsStampsWhenContentIsUnchanged(t *testing.T) {
+	s, _ := stamper(t)
+	stored := map[string]string{revisions.AnnotationRevision: "7", revisions.AnnotationChangedBy: "alice", revisions.AnnotationChangeCause: "upgrade"}
+	newMD := machineDeployment("tmpl-a", map[string]string{revisions.AnnotationRevision: "8", revisions.AnnotationChangedBy: "mallory"})
+	newMD.Spec.Replicas = ptr.To[int32](5) // not part of a revision
+	req := updateRequest(t, machineDeployment("tmpl-a", stored), newMD, "mallory", false)
+	ann := applyResponse(t, req, s.Handle(context.Background(), req))
+	assert.Equal(t, "7", ann[revisions.AnnotationRevision])
+	assert.Equal(t, "alice", ann[revisions.AnnotationChangedBy])
+	assert.Equal(t, "upgrade", ann[revisions.AnnotationChangeCause])
+}
+
+// BenchmarkStamperNewRevision measures one mutating admission that makes a
+// new revision: decode both objects, snapshot and hash them, record the
+// replaced revision (against an in-memory client), build the patch.
+func BenchmarkStamperNewRevision(b *testing.B) {
+	s, _ := stamper(b)
+	req := updateRequest(b, machineDeployment("tmpl-a", map[string]string{revisions.AnnotationRevision: "4"}), machineDeployment("tmpl-b", nil), "bob", false)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := s.Handle(ctx, req); !resp.Allowed {
+			b.Fatal(resp.Result)
+		}
+	}
+}
+
+// BenchmarkStamperUnchangedContent measures a mutating admission that
+// changes no revision (stamps are kept as stored).
+func BenchmarkStamperUnchangedContent(b *testing.B) {
+	s, _ := stamper(b)
+	ann := map[string]string{revisions.AnnotationRevision: "4", revisions.AnnotationChangedBy: "alice"}
+	req := updateRequest(b, machineDeployment("tmpl-a", ann), machineDeployment("tmpl-a", ann), "bob", false)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := s.Handle(ctx, req); !resp.Allowed {
+			b.Fatal(resp.Result)
+		}
+	}
+}
