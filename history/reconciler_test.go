@@ -1,0 +1,95 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// The reconciler's pruning is pure bookkeeping over a list of records: these
+// tests run it against an in-memory client. test/e2e checks recording against
+// a real API server.
+
+func kcpAt(version string, revision int) *controlplanev1.KubeadmControlPlane {
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp", UID: types.UID("uid-cp"),
+			Annotations: map[string]string{revisions.AnnotationRevision: fmt.Sprint(revision)}},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{Version: version},
+	}
+	return kcp
+}
+
+func TestReconcilerRecordsLiveAndPrunes(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, clusterv1.AddToScheme(s))
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, appsv1.AddToScheme(s))
+
+	// History: 25 revisions; revision 3 ran v1.36 (the highest), the others v1.35.x.
+	var objs []runtime.Object
+	for i := 1; i <= 25; i++ {
+		version := fmt.Sprintf("v1.35.%d", i)
+		if i == 3 {
+			version = "v1.36.0"
+		}
+		old := kcpAt(version, i)
+		snap, err := revisions.ForKubeadmControlPlane(old)
+		require.NoError(t, err)
+		objs = append(objs, revisions.ControllerRevision(old, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
+	}
+	live := kcpAt("v1.35.99", 26)
+	objs = append(objs, live)
+	c := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(objs...).Build()
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane, Limit: 10}
+
+	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
+	require.NoError(t, err)
+
+	revs, bad, err := List(context.Background(), c, "ns", "uid-cp")
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	var numbers []int64
+	for _, rev := range revs {
+		numbers = append(numbers, rev.Record.Revision)
+	}
+	// Kept: the live revision 26, revision 3 (highest Kubernetes and etcd run),
+	// and the newest others up to the limit of 10.
+	assert.Equal(t, []int64{3, 18, 19, 20, 21, 22, 23, 24, 25, 26}, numbers)
+}
+
+func TestReconcilerAdoptsAnUnstampedObject(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, appsv1.AddToScheme(s))
+	kcp := kcpAt("v1.35.1", 0)
+	kcp.Annotations = nil
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(kcp).Build()
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane}
+	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
+	require.NoError(t, err)
+	revs, _, err := List(context.Background(), c, "ns", "uid-cp")
+	require.NoError(t, err)
+	require.Len(t, revs, 1)
+	assert.EqualValues(t, 1, revs[0].Record.Revision)
+	assert.Equal(t, revisions.ChangeAdopted, revs[0].Record.ChangeType)
+
+	// Reconciling again changes nothing.
+	_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
+	require.NoError(t, err)
+	again, _, err := List(context.Background(), c, "ns", "uid-cp")
+	require.NoError(t, err)
+	assert.Equal(t, revs, again)
+}
