@@ -121,6 +121,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 					if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, restart); err != nil {
 						return nil, nil, fmt.Errorf("rollout-guard could not record the restart of %s: %w", id, err)
 					}
+					revisionsRecordedTotal.WithLabelValues(kind).Inc()
 				}
 			}
 			break
@@ -130,6 +131,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 			if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec); err != nil {
 				return nil, nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
 			}
+			revisionsRecordedTotal.WithLabelValues(kind).Inc()
 		}
 		cause := clientCause
 		if cause == "" {

@@ -62,12 +62,19 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 	if oldObj != nil && reflect.ValueOf(oldObj).IsNil() {
 		oldObj = nil
 	}
+	kind := v.GroupKind.Kind
 	d, warnings, err := v.Policy.Decide(ctx, oldObj, newObj)
 	if err != nil {
+		countDecision(kind, outcomeError, d, 0)
 		return nil, err
 	}
 	reason, requested := policy.OverrideRequested(oldObj, newObj)
-	if d.Allowed() || !requested {
+	if d.Allowed() {
+		countDecision(kind, outcomeAllowed, d, len(warnings)+len(d.Warnings))
+		return toAdmission(v.GroupKind, newObj.GetName(), d, nil, warnings)
+	}
+	if !requested {
+		countDecision(kind, outcomeRefused, d, 0)
 		return toAdmission(v.GroupKind, newObj.GetName(), d, nil, warnings)
 	}
 	req, err := admission.RequestFromContext(ctx)
@@ -75,10 +82,12 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 		return nil, fmt.Errorf("rollout-guard could not read the request: %w", err)
 	}
 	if v.Overrides.Allows(req.UserInfo) {
+		countDecision(kind, outcomeOverridden, d, 1)
 		warnings = append(warnings, fmt.Sprintf("rollout-guard: override by %s honoured (%s): %s; recorded in the revision history",
 			req.UserInfo.Username, reason, strings.Join(policy.RuleIDs(d), ", ")))
 		return append(admission.Warnings{}, append(warnings, d.Warnings...)...), nil
 	}
+	countDecision(kind, outcomeRefused, d, 0)
 	if err := v.recordRefusedOverride(ctx, req, oldObj, reason, d); err != nil {
 		// The refusal stands either way; a failed record must not turn it into an error.
 		log.FromContext(ctx).Error(err, "could not record a refused override", "user", req.UserInfo.Username)
