@@ -342,18 +342,24 @@ func TestGuardStopAndRestart(t *testing.T) {
 		}
 	})
 
+	// Every MachineDeployment create reaches the guard (its mutating webhook
+	// stamps new objects): make one while the guard runs.
+	unpoliced := machineDeployment("unpoliced", "")
+	require.NoError(t, env.Client.Create(ctx, unpoliced))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), unpoliced) })
+
 	require.NoError(t, env.StopGuard())
 	require.NoError(t, env.StopGuard(), "stopping a stopped guard is a no-op")
 	assert.Empty(t, env.GuardURL())
 
 	// The registration stays: an edit the guard polices fails closed, one
-	// its match conditions leave out still goes through.
+	// its match conditions leave out (a label, as Cluster API's controllers
+	// set) still goes through.
 	err := env.Client.Create(ctx, machineDeployment("while-down", "v1.36.0"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "failed calling webhook")
-	unpoliced := machineDeployment("unpoliced", "")
-	require.NoError(t, env.Client.Create(ctx, unpoliced))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), unpoliced) })
+	unpoliced.Labels = map[string]string{"example.com/touched": "while-the-guard-is-down"}
+	require.NoError(t, env.Client.Update(ctx, unpoliced))
 
 	require.NoError(t, env.StartGuard(ctx))
 	secondURL := env.GuardURL()
