@@ -232,7 +232,12 @@ func HighestRunOf(kcp *controlplanev1.KubeadmControlPlane) revisions.HighestRun 
 			h = revisions.HighestRun{}
 		}
 	}
-	snap, err := revisions.ForKubeadmControlPlane(kcp)
+	// Only the version and the etcd image tag say what a control plane runs:
+	// fold a snapshot of just those, not of the whole (large) kubeadmConfigSpec.
+	runs := &controlplanev1.KubeadmControlPlane{}
+	runs.Spec.Version = kcp.Spec.Version
+	runs.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdImageTag(kcp)
+	snap, err := revisions.ForKubeadmControlPlane(runs)
 	if err != nil {
 		return h
 	}

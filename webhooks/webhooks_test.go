@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,12 +64,23 @@ func cluster(cpVersion string, mdVersions ...string) []client.Object {
 	return objs
 }
 
+// kcp returns a KubeadmControlPlane at version, with a kubeadmConfigSpec of
+// the size real ones have (API server flags, files, commands, kubelet flags).
 func kcp(version string) *controlplanev1.KubeadmControlPlane {
-	return &controlplanev1.KubeadmControlPlane{
+	k := &controlplanev1.KubeadmControlPlane{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1-cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
 		Spec:       controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr.To[int32](3), Version: version},
 		Status:     controlplanev1.KubeadmControlPlaneStatus{Versions: []clusterv1.StatusVersion{{Version: version, Replicas: 3}}},
 	}
+	k.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "c1-cp"}
+	cfg := &k.Spec.KubeadmConfigSpec
+	for i := range 8 {
+		cfg.ClusterConfiguration.APIServer.ExtraArgs = append(cfg.ClusterConfiguration.APIServer.ExtraArgs, bootstrapv1.Arg{Name: fmt.Sprintf("flag-%d", i), Value: ptr.To(fmt.Sprintf("value-%d", i))})
+		cfg.InitConfiguration.NodeRegistration.KubeletExtraArgs = append(cfg.InitConfiguration.NodeRegistration.KubeletExtraArgs, bootstrapv1.Arg{Name: fmt.Sprintf("kubelet-flag-%d", i), Value: ptr.To("x")})
+		cfg.Files = append(cfg.Files, bootstrapv1.File{Path: fmt.Sprintf("/etc/kubernetes/extra-%d.yaml", i), Content: strings.Repeat("key: value\n", 20), Permissions: "0600"})
+		cfg.PreKubeadmCommands = append(cfg.PreKubeadmCommands, fmt.Sprintf("echo step %d", i))
+	}
+	return k
 }
 
 func testFacts(t testing.TB, objs ...client.Object) policy.Policy {
