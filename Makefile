@@ -39,7 +39,25 @@ e2e: tools build ## End-to-end tests through a real kube-apiserver and the guard
 	cd test && go test $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test
-test: lint unit e2e ## Everything CI checks: lint, unit and end-to-end tests.
+test: lint unit fuzz-smoke e2e ## Everything CI checks: lint, unit tests, a short run of every fuzz target, end-to-end tests.
+
+# Fuzz targets of the product module, as package:target.
+FUZZ_TARGETS := ./skew:FuzzParseVersion ./revisions:FuzzFromControllerRevision \
+	./webhooks:FuzzKubeadmControlPlaneAdmission ./webhooks:FuzzStamper
+FUZZ_SMOKE_TIME ?= 10s
+FUZZ_TIME ?= 5m
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Run every fuzz target for $(FUZZ_SMOKE_TIME) (part of make test).
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$fn ($$pkg, $(FUZZ_SMOKE_TIME))"; \
+	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZ_SMOKE_TIME) -parallel 1 $$pkg || exit 1; done
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for $(FUZZ_TIME); new failing inputs land in testdata/fuzz of their package.
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$fn ($$pkg, $(FUZZ_TIME))"; \
+	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; done
 
 .PHONY: bench
 bench: ## Go benchmarks (benchstat-friendly output in bench.txt).
@@ -57,3 +75,30 @@ clean: ## Remove build outputs (keeps bin/ tools; use clean-tools for those).
 .PHONY: clean-tools
 clean-tools:
 	rm -rf $(BIN)
+
+# Container image and install manifests. docker-build needs a container
+# engine (Docker with BuildKit, or Podman: DOCKER=podman), which not every
+# machine that builds this project has; manifests needs only bin/kubectl.
+IMG ?= rollout-guard/webhook:dev
+DOCKER ?= docker
+
+.PHONY: docker-build
+docker-build: ## Build the guard's container image $(IMG) (VERSION is baked in as with build).
+	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: manifests
+manifests: tools ## Render config/default with image $(IMG) into bin/install.yaml.
+	rm -rf $(BIN)/manifests && mkdir -p $(BIN)/manifests
+	@img='$(IMG)'; name="$$img"; tag=latest; \
+	  case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
+	  printf '%s\n' \
+	    'apiVersion: kustomize.config.k8s.io/v1beta1' \
+	    'kind: Kustomization' \
+	    'resources: [../../config/default]' \
+	    'images:' \
+	    '  - name: rollout-guard/webhook' \
+	    "    newName: $$name" \
+	    "    newTag: \"$$tag\"" > $(BIN)/manifests/kustomization.yaml
+	$(BIN)/kubectl kustomize $(BIN)/manifests > $(BIN)/install.yaml
+	rm -r $(BIN)/manifests
+	@echo "wrote $(BIN)/install.yaml (image $(IMG))"
