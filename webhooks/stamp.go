@@ -56,7 +56,7 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard could not decode the previous %s: %w", s.Kind.GVK.Kind, err))
 		}
 	}
-	stamps, warnings, err := s.stamps(ctx, req, oldObj, newObj)
+	stamps, err := s.stamps(ctx, req, oldObj, newObj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -64,19 +64,17 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	resp := admission.PatchResponseFromRaw(req.Object.Raw, patched)
-	resp.Warnings = append(resp.Warnings, warnings...)
-	return resp
+	return admission.PatchResponseFromRaw(req.Object.Raw, patched)
 }
 
 // stamps returns the annotations the object must carry after this request:
 // nil values delete a key.
-func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, newObj client.Object) (map[string]*string, []string, error) {
+func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, newObj client.Object) (map[string]*string, error) {
 	kind := s.Kind.GVK.Kind
 	id := fmt.Sprintf("%s %s/%s", kind, newObj.GetNamespace(), newObj.GetName())
 	newSnap, err := s.Kind.Snapshot(newObj)
 	if err != nil {
-		return nil, nil, fmt.Errorf("rollout-guard could not take the revision of %s: %w", id, err)
+		return nil, fmt.Errorf("rollout-guard could not take the revision of %s: %w", id, err)
 	}
 	now := s.now()
 	user := req.UserInfo.Username
@@ -92,7 +90,6 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	}
 
 	var rec revisions.Record
-	var warnings []string
 	dryRun := req.DryRun != nil && *req.DryRun
 	switch {
 	case oldObj == nil:
@@ -101,7 +98,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	default:
 		oldSnap, err := s.Kind.Snapshot(oldObj)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rollout-guard could not take the previous revision of %s: %w", id, err)
+			return nil, fmt.Errorf("rollout-guard could not take the previous revision of %s: %w", id, err)
 		}
 		oldRec, err := revisions.RecordFromAnnotations(oldAnn)
 		if err != nil {
@@ -119,7 +116,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 				restart.Restarts = []revisions.Restart{{At: now, By: user, FieldManager: manager, After: after}}
 				if !dryRun {
 					if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, restart); err != nil {
-						return nil, nil, fmt.Errorf("rollout-guard could not record the restart of %s: %w", id, err)
+						return nil, fmt.Errorf("rollout-guard could not record the restart of %s: %w", id, err)
 					}
 					revisionsRecordedTotal.WithLabelValues(kind).Inc()
 				}
@@ -129,14 +126,14 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		// A new revision: record the one it replaces, then stamp the new one.
 		if !dryRun {
 			if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec); err != nil {
-				return nil, nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
+				return nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
 			}
 			revisionsRecordedTotal.WithLabelValues(kind).Inc()
 		}
 		cause := clientCause
 		if cause == "" {
 			if cause, err = revisions.ChangeCause(oldSnap, newSnap); err != nil {
-				return nil, nil, fmt.Errorf("rollout-guard could not describe the change of %s: %w", id, err)
+				return nil, fmt.Errorf("rollout-guard could not describe the change of %s: %w", id, err)
 			}
 		}
 		changeType := revisions.ChangeRollout
@@ -155,7 +152,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		if s.Overrides.Allows(req.UserInfo) {
 			d, _, err := s.Policy.Decide(ctx, oldObj, newObj)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			if rules := policy.RuleIDs(d); len(rules) > 0 {
 				rec.Override = &revisions.Override{By: user, Reason: reason, Rules: rules}
@@ -190,11 +187,11 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		highest = revisions.FoldHighest(highest, newSnap, rec.Revision)
 		data, err := json.Marshal(highest)
 		if err != nil {
-			return nil, nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
+			return nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
 		}
 		out[revisions.AnnotationHighestRun] = strPtr(string(data))
 	}
-	return out, warnings, nil
+	return out, nil
 }
 
 func (s *Stamper) now() time.Time {
