@@ -23,6 +23,7 @@ tools: ## Build kube-apiserver, etcd and kubectl from source into bin/ (skipped 
 .PHONY: build
 build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/rollout ./cmd/rollout
 
 .PHONY: lint
 lint: ## gofmt and go vet over every module.

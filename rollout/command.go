@@ -1,0 +1,375 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FieldManager is the field manager of every write the CLI makes; the guard
+// records it as the VIA of a revision.
+const FieldManager = "rollout"
+
+// Exit codes of the CLI.
+const (
+	// ExitOK: the command did what was asked, or there was nothing to do
+	// ("already paused", "skipped rollback: already at revision N").
+	ExitOK = 0
+	// ExitError: anything else: a bad argument, an object or template not
+	// found, a paused or topology-managed object, a refusal by the policy
+	// or the guard, a conflict that could not be resolved, a denied
+	// permission, an unreachable API server.
+	ExitError = 1
+)
+
+// exitCodesHelp documents the exit codes in every command's help.
+const exitCodesHelp = `Exit status:
+  0  success, including "nothing to do" (already paused, already at that revision)
+  1  error: bad arguments, object or template not found, paused or topology-managed
+     object, refused by rollout-guard's policy or by the guard, conflict, permission
+     denied, API server unreachable`
+
+// Options configure the command tree.
+type Options struct {
+	// IOStreams are where the commands read and write.
+	IOStreams genericiooptions.IOStreams
+	// ConfigFlags are the kubectl connection flags (--kubeconfig, --context,
+	// -n, ...). Default: genericclioptions.NewConfigFlags(true).
+	ConfigFlags *genericclioptions.ConfigFlags
+	// Now is the clock: restart times and the AGE of history. Default:
+	// time.Now.
+	Now func() time.Time
+	// Version is printed by `rollout version`.
+	Version string
+	// DisplayName is the command's name in help and in the default
+	// change-cause, e.g. "kubectl capi rollout" when run as a kubectl
+	// plugin. Default: "rollout".
+	DisplayName string
+	// BeforeWrite, when set, is called with the object read from the API
+	// server just before each write is sent, after every check. It lets
+	// tests interleave a concurrent change; an error stops the write.
+	BeforeWrite func(ctx context.Context, obj client.Object) error
+}
+
+// cli is the state shared by the commands of one invocation.
+type cli struct {
+	Options
+	// args is the command line (without the program name), for the default
+	// change-cause.
+	args []string
+
+	once    sync.Once
+	cls     *clients
+	clsErr  error
+	warnOut io.Writer
+}
+
+// clients are the API clients of one invocation.
+type clients struct {
+	// client reads and writes the typed objects; its RESTMapper is mapper.
+	client client.Client
+	// mapper resolves kinds through the API server's discovery.
+	mapper meta.RESTMapper
+	// namespace is the namespace of the command (-n or the kubeconfig's).
+	namespace string
+}
+
+// Scheme holds the types the CLI reads and writes: client-go's (apps/v1
+// ControllerRevisions), Cluster API v1beta2 core and kubeadm control plane.
+var Scheme = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("building the scheme: %v", err))
+		}
+	}
+	return s
+})
+
+// clients connects to the API server once per invocation.
+func (c *cli) clients() (*clients, error) {
+	c.once.Do(func() {
+		cfg, err := c.ConfigFlags.ToRESTConfig()
+		if err != nil {
+			c.clsErr = fmt.Errorf("reading the kubeconfig: %w", err)
+			return
+		}
+		cfg = rest.CopyConfig(cfg)
+		cfg.WarningHandler = rest.NewWarningWriter(c.IOStreams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
+		cfg.UserAgent = "rollout-guard-cli"
+		mapper, err := c.ConfigFlags.ToRESTMapper()
+		if err != nil {
+			c.clsErr = fmt.Errorf("discovering the API server's kinds: %w", err)
+			return
+		}
+		cl, err := client.New(cfg, client.Options{Scheme: Scheme(), Mapper: mapper})
+		if err != nil {
+			c.clsErr = fmt.Errorf("connecting to the API server: %w", err)
+			return
+		}
+		ns, _, err := c.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+		if err != nil {
+			c.clsErr = fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+			return
+		}
+		c.cls = &clients{client: cl, mapper: mapper, namespace: ns}
+	})
+	return c.cls, c.clsErr
+}
+
+func (c *cli) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// warnf prints a warning to stderr, as kubectl prints the API server's.
+func (c *cli) warnf(format string, args ...any) {
+	fmt.Fprintf(c.IOStreams.ErrOut, "Warning: "+format+"\n", args...)
+}
+
+// notef prints a line of information to stderr.
+func (c *cli) notef(format string, args ...any) {
+	fmt.Fprintf(c.IOStreams.ErrOut, format+"\n", args...)
+}
+
+func (c *cli) name() string {
+	if c.DisplayName != "" {
+		return c.DisplayName
+	}
+	return "rollout"
+}
+
+// NewCommand returns the `rollout` command tree. Execute runs it.
+func NewCommand(o Options) *cobra.Command {
+	return newRoot(&cli{Options: o})
+}
+
+func newRoot(c *cli) *cobra.Command {
+	if c.ConfigFlags == nil {
+		c.ConfigFlags = genericclioptions.NewConfigFlags(true)
+	}
+	if c.IOStreams.Out == nil {
+		c.IOStreams.Out = io.Discard
+	}
+	if c.IOStreams.ErrOut == nil {
+		c.IOStreams.ErrOut = io.Discard
+	}
+	root := newSwitchCommand(c)
+	root.SetUsageTemplate(usageTemplate)
+	root.SuggestionsMinimumDistance = 2
+	root.SilenceErrors = true
+	root.SilenceUsage = true
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetOut(c.IOStreams.Out)
+	root.SetErr(c.IOStreams.ErrOut)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{cmd: cmd, err: err}
+	})
+	c.ConfigFlags.AddFlags(root.PersistentFlags())
+	root.AddCommand(
+		newRestartCommand(c),
+		newPauseCommand(c),
+		newResumeCommand(c),
+		newHistoryCommand(c),
+		newUndoCommand(c),
+		newVersionCommand(c),
+	)
+	if c.DisplayName != "" {
+		// Run as a kubectl plugin: help names the command as it was typed.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: c.DisplayName}
+		for _, cmd := range append(root.Commands(), root) {
+			cmd.Example = strings.ReplaceAll(cmd.Example, "  rollout ", "  "+c.DisplayName+" ")
+		}
+	}
+	return root
+}
+
+// usageTemplate is cobra's, with the command's own flags apart from the
+// connection flags every command shares (kubectl's --kubeconfig, -n, ...).
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .LocalNonPersistentFlags.HasAvailableFlags}}
+
+Flags:
+{{.LocalNonPersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if not .HasParent}}
+
+Connection Flags:
+{{.PersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{else if .HasAvailableInheritedFlags}}
+
+Connection Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+// usageError is a mistake on the command line; its message points to --help.
+type usageError struct {
+	cmd *cobra.Command
+	err error
+}
+
+// Error is the mistake and a pointer to --help.
+func (e usageError) Error() string {
+	return fmt.Sprintf("%v\nSee '%s --help' for usage.", e.err, e.cmd.CommandPath())
+}
+
+// Unwrap returns the mistake.
+func (e usageError) Unwrap() error { return e.err }
+
+// Execute runs the command line args (without the program name) and returns
+// the exit code; errors are printed to o.IOStreams.ErrOut as "error: ...".
+func Execute(ctx context.Context, o Options, args []string) int {
+	// client-go logs some failures through klog as well as returning them;
+	// the CLI reports every error itself, once.
+	klog.SetLogger(logr.Discard())
+	c := &cli{Options: o, args: args}
+	root := newRoot(c)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintf(c.IOStreams.ErrOut, "error: %v\n", err)
+	}
+	return ExitCode(err)
+}
+
+// ExitCode maps the error of a command to the CLI's exit code: ExitOK for
+// nil, ExitError otherwise.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	return ExitError
+}
+
+// PluginDisplayName returns the name a kubectl plugin is invoked by, from
+// the name of its executable: "kubectl-capi-rollout" is `kubectl capi
+// rollout`, "kubectl-capi_rollout" is `kubectl capi-rollout` (kubectl reads
+// "-" as a space and "_" as a dash). It returns "" for any other name.
+func PluginDisplayName(executable string) string {
+	base := filepath.Base(executable)
+	rest, ok := strings.CutPrefix(base, "kubectl-")
+	if !ok || rest == "" {
+		return ""
+	}
+	words := strings.Split(rest, "-")
+	for i, w := range words {
+		words[i] = strings.ReplaceAll(w, "_", "-")
+	}
+	return "kubectl " + strings.Join(words, " ")
+}
+
+// changeCause is the change-cause a write carries: --change-cause when
+// given, else the command line without its connection flags (--kubeconfig,
+// --context, -n, --token, --as, ...), which say nothing about the change and
+// may hold secrets.
+func (c *cli) changeCause(cmd *cobra.Command, explicit string) string {
+	if cmd.Flags().Changed("change-cause") {
+		return explicit
+	}
+	args := c.args
+	if args == nil && len(os.Args) > 1 {
+		args = os.Args[1:]
+	}
+	conn := pflag.NewFlagSet("connection", pflag.ContinueOnError)
+	genericclioptions.NewConfigFlags(false).AddFlags(conn)
+	words := []string{c.name()}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			words = append(words, quoteAll(args[i:])...)
+			break
+		}
+		if f, inline, ok := connectionFlag(conn, a); ok {
+			if !inline && f.Value.Type() != "bool" && i+1 < len(args) {
+				i++ // its value
+			}
+			continue
+		}
+		words = append(words, quote(a))
+	}
+	return strings.Join(words, " ")
+}
+
+// connectionFlag reports whether arg is a flag of set, and whether its value
+// is in arg itself.
+func connectionFlag(set *pflag.FlagSet, arg string) (*pflag.Flag, bool, bool) {
+	switch {
+	case strings.HasPrefix(arg, "--"):
+		name, _, inline := strings.Cut(arg[2:], "=")
+		if f := set.Lookup(name); f != nil {
+			return f, inline, true
+		}
+	case strings.HasPrefix(arg, "-") && len(arg) >= 2:
+		if f := set.ShorthandLookup(arg[1:2]); f != nil {
+			return f, len(arg) > 2, true
+		}
+	}
+	return nil, false, false
+}
+
+func quoteAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = quote(a)
+	}
+	return out
+}
+
+// quote writes an argument so that a shell reads it back as one word.
+func quote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func newVersionCommand(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of the rollout CLI",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := c.Version
+			if v == "" {
+				v = "dev"
+			}
+			_, err := fmt.Fprintln(c.IOStreams.Out, v)
+			return err
+		},
+	}
+}

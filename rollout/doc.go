@@ -1,0 +1,17 @@
+// Package rollout is the `rollout` command line: restart, pause, resume,
+// history, undo and the template switch for Cluster API MachineDeployments
+// and KubeadmControlPlanes (and restart for a whole Cluster), shaped like
+// `kubectl rollout`.
+//
+// Every command is an Options struct with Complete, Validate and Run, as in
+// kubectl; the switch over kinds lives in exactly one place per verb. The
+// commands read the guard's revision history (package history), judge a
+// change with the guard's own policy (package policy) before sending it, and
+// write with one request carrying a resourceVersion precondition, the
+// change-cause annotation and, when asked, the break-glass override
+// annotation, so the guard records who changed what and why.
+//
+// NewCommand builds the cobra command tree; Execute runs it and maps its
+// error to an exit code (ExitCode), so cmd/rollout stays a thin main and
+// tests drive the same path in-process.
+package rollout

@@ -1,0 +1,206 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// PauseOptions are the options of `rollout pause` and `rollout resume`.
+type PauseOptions struct {
+	c *cli
+	// PrintFlags is -o/--output.
+	PrintFlags *PrintFlags
+	// Selector selects objects by label (-l).
+	Selector string
+	// AllNamespaces selects in every namespace (-A).
+	AllNamespaces bool
+	// ChangeCause is --change-cause.
+	ChangeCause string
+	// Resume is true for `rollout resume`.
+	Resume bool
+
+	targets Targets
+	cause   string
+}
+
+func newPauseCommand(c *cli) *cobra.Command {
+	o := &PauseOptions{c: c, PrintFlags: NewPrintFlags()}
+	cmd := &cobra.Command{
+		Use:   "pause (KIND/NAME ... | KIND -l SELECTOR)",
+		Short: "Stop rollouts of a worker pool or control plane",
+		Long: `Pause a MachineDeployment (spec.paused) or a KubeadmControlPlane (annotation
+cluster.x-k8s.io/paused): Cluster API stops rolling it out until it is resumed; changes
+made meanwhile roll out on resume. Pausing an object that is already paused does nothing
+and succeeds.
+
+Pausing a KubeadmControlPlane stops all of its reconciliation, remediation of unhealthy
+control-plane machines included.
+
+An object managed by a Cluster's topology (label topology.cluster.x-k8s.io/owned) is
+refused: pause its Cluster (spec.paused) instead.
+
+` + exitCodesHelp,
+		Example: `  # Hold a worker pool while its template is changed
+  rollout pause machinedeployment/md-0
+
+  # Every worker pool labelled pool=gpu
+  rollout pause md -l pool=gpu`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.execute(cmd, args)
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func (o *PauseOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): act on every object of the KIND it matches.")
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
+	addChangeCauseFlag(cmd, &o.ChangeCause)
+	o.PrintFlags.AddFlags(cmd)
+}
+
+func (o *PauseOptions) execute(cmd *cobra.Command, args []string) error {
+	if err := o.Complete(cmd, args); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return o.Run(cmd.Context())
+}
+
+func (o *PauseOptions) verb() string {
+	if o.Resume {
+		return "resume"
+	}
+	return "pause"
+}
+
+// Complete reads the arguments.
+func (o *PauseOptions) Complete(cmd *cobra.Command, args []string) error {
+	t, err := ParseTargets(o.verb(), args, cmd.Flags().Changed("selector"))
+	if err != nil {
+		return err
+	}
+	o.targets = t
+	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	return nil
+}
+
+// Validate checks the flags.
+func (o *PauseOptions) Validate() error {
+	if o.AllNamespaces && o.targets.Kind == nil {
+		return fmt.Errorf("-A/--all-namespaces works with -l/--selector only")
+	}
+	return o.PrintFlags.Validate()
+}
+
+// Run pauses or resumes every object.
+func (o *PauseOptions) Run(ctx context.Context) error {
+	cl, err := o.c.clients()
+	if err != nil {
+		return err
+	}
+	objs, err := o.c.resolve(ctx, cl, o.targets, o.Selector, o.AllNamespaces, o.verb())
+	if err != nil {
+		return err
+	}
+	return o.c.forEach(o.verb(), objs, o.Selector, func(obj client.Object) error {
+		purpose := o.verb() + " " + describe(obj, kindOf(obj))
+		for attempt := 1; ; attempt++ {
+			err := o.one(ctx, cl, obj)
+			if !isConflict(err) || attempt == maxAttempts {
+				return err
+			}
+			o.c.notef("conflict: %s changed while this command ran; reading it again", describe(obj, kindOf(obj)))
+			if obj, err = o.c.reread(ctx, cl, obj, purpose); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// one pauses or resumes one object as read: the switch over kinds of both
+// verbs. A conflict is returned as is; Run reads the object again and
+// decides anew.
+func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) error {
+	var (
+		spec        map[string]any
+		annotations = causeAnnotations(o.cause)
+		done        string // non-empty: nothing to do
+	)
+	if annotations == nil {
+		annotations = map[string]any{}
+	}
+	switch obj := obj.(type) {
+	case *clusterv1.MachineDeployment:
+		if !o.Resume && topologyOwned(obj) {
+			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.Namespace+` --type merge -p '{"spec":{"paused":true}}'`)
+		}
+		how := pausedBy(obj)
+		switch {
+		case !o.Resume && how != "":
+			done = "already paused"
+		case !o.Resume:
+			spec = map[string]any{"paused": true}
+		case how == "":
+			done = "already resumed"
+		default:
+			spec = map[string]any{"paused": false}
+			if _, ok := obj.Annotations[clusterv1.PausedAnnotation]; ok {
+				annotations[clusterv1.PausedAnnotation] = nil
+			}
+		}
+	case *controlplanev1.KubeadmControlPlane:
+		if !o.Resume && topologyOwned(obj) {
+			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.Namespace+` --type merge -p '{"spec":{"paused":true}}'`)
+		}
+		_, paused := obj.Annotations[clusterv1.PausedAnnotation]
+		switch {
+		case !o.Resume && paused:
+			done = "already paused"
+		case !o.Resume:
+			annotations[clusterv1.PausedAnnotation] = "true"
+			o.c.warnf("pausing KubeadmControlPlane %s/%s also stops its remediation of unhealthy control-plane machines, and all of its other reconciliation, until it is resumed", obj.Namespace, obj.Name)
+		case !paused:
+			done = "already resumed"
+		default:
+			annotations[clusterv1.PausedAnnotation] = nil
+		}
+	case *clusterv1.Cluster:
+		return fmt.Errorf("cannot %s Cluster %s/%s: %s works on machinedeployment and kubeadmcontrolplane objects; to %s a whole cluster, set its spec.paused (kubectl patch cluster %s -n %s --type merge -p '{\"spec\":{\"paused\":%t}}')",
+			o.verb(), obj.Namespace, obj.Name, o.verb(), o.verb(), obj.Name, obj.Namespace, !o.Resume)
+	default:
+		return fmt.Errorf("%s does not work on %T", o.verb(), obj)
+	}
+	if done != "" {
+		return o.print(obj, done)
+	}
+	purpose := o.verb() + " " + describe(obj, kindOf(obj))
+	data, err := patchOf(obj.GetResourceVersion(), annotations, spec)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	if err := o.c.send(ctx, cl, obj, types.MergePatchType, data, dryRunNone, purpose); err != nil {
+		return err
+	}
+	if o.Resume {
+		return o.print(obj, "resumed")
+	}
+	return o.print(obj, "paused")
+}
+
+func (o *PauseOptions) print(obj client.Object, op string) error {
+	p, err := o.PrintFlags.ToPrinter(op)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(obj, o.c.IOStreams.Out)
+}

@@ -1,0 +1,82 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/skew"
+)
+
+// policyRefusal is a change the policy refuses, found before sending it.
+type policyRefusal struct {
+	// text is the refusal as the guard words it (without the API server's
+	// `admission webhook "..." denied the request: ` prefix).
+	text string
+	// hint is the way out, on its own line.
+	hint string
+	// rules are the ids of the rules broken.
+	rules []string
+}
+
+// Error is the refusal, with the way out on its own line.
+func (e *policyRefusal) Error() string {
+	s := "rollout-guard's policy refuses this change (checked before sending; nothing was changed): " + e.text
+	if e.hint != "" {
+		s += "\n" + e.hint
+	}
+	return s
+}
+
+// checkPolicy judges the change of oldObj into newObj with the guard's own
+// policy, reading the cluster through the CLI's live client. A refusal is a
+// *policyRefusal with the guard's exact text; when the facts cannot be read
+// (no permission to list the cluster's workers, a kind not served) it warns
+// and lets the guard decide. Warnings of the decision are printed only when
+// verbose (a client dry-run): otherwise the guard returns them itself.
+func (c *cli) checkPolicy(ctx context.Context, cl *clients, oldObj, newObj client.Object, hint string, verbose bool) error {
+	p := policy.Policy{Reader: cl.client, Mapper: cl.mapper, Indexed: false}
+	d, warnings, err := p.Decide(ctx, oldObj, newObj)
+	if err != nil {
+		c.warnf("could not check rollout-guard's policy before sending (%v); the guard decides", err)
+		return nil
+	}
+	if verbose {
+		for _, w := range append(warnings, d.Warnings...) {
+			c.warnf("%s", w)
+		}
+	}
+	if d.Allowed() {
+		return nil
+	}
+	return &policyRefusal{text: refusalText(kindOf(newObj), newObj.GetName(), d), hint: hint, rules: policy.RuleIDs(d)}
+}
+
+// refusalText renders a refused decision exactly as the guard's validating
+// webhook does (webhooks.toAdmission): one field error per violation inside
+// one Invalid error, as Cluster API's own webhooks answer.
+func refusalText(kind Kind, name string, d skew.Decision) string {
+	errs := make(field.ErrorList, 0, len(d.Violations))
+	for _, v := range d.Violations {
+		path := fieldPath(v.Field)
+		if v.Rule == skew.RuleInvalidVersion {
+			errs = append(errs, field.Invalid(path, v.Value, v.String()))
+			continue
+		}
+		errs = append(errs, field.Forbidden(path, v.String()))
+	}
+	return apierrors.NewInvalid(kind.GVK.GroupKind(), name, errs).Error()
+}
+
+// fieldPath turns "spec.template.spec.version" into a field.Path.
+func fieldPath(dotted string) *field.Path {
+	if dotted == "" {
+		return field.NewPath("spec")
+	}
+	parts := strings.Split(dotted, ".")
+	return field.NewPath(parts[0], parts[1:]...)
+}

@@ -1,0 +1,299 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// RestartOptions are the options of `rollout restart`.
+type RestartOptions struct {
+	c *cli
+	// PrintFlags is -o/--output.
+	PrintFlags *PrintFlags
+	// Selector selects objects by label (-l).
+	Selector string
+	// AllNamespaces selects in every namespace (-A).
+	AllNamespaces bool
+	// At is the --at time, RFC 3339; "" is now.
+	At string
+	// ChangeCause is --change-cause.
+	ChangeCause string
+
+	targets Targets
+	at      time.Time
+	cause   string
+}
+
+func newRestartCommand(c *cli) *cobra.Command {
+	o := &RestartOptions{c: c, PrintFlags: NewPrintFlags()}
+	cmd := &cobra.Command{
+		Use:   "restart (KIND/NAME ... | KIND -l SELECTOR)",
+		Short: "Replace every machine of a worker pool or control plane, or of a whole cluster",
+		Long: `Restart a MachineDeployment or KubeadmControlPlane: set its spec.rollout.after to now
+(or to --at TIME), so Cluster API replaces every machine created before that time.
+
+A paused object is refused (resume it first). An object managed by a Cluster's topology
+(label topology.cluster.x-k8s.io/owned) is restarted through its Cluster:
+spec.topology.controlPlane.rollout.after or
+spec.topology.workers.machineDeployments[].rollout.after, which the topology controller
+carries out; a direct edit would be reverted.
+
+cluster/NAME restarts the cluster's control plane first, then every MachineDeployment of
+the cluster.
+
+` + exitCodesHelp,
+		Example: `  # Replace every machine of a worker pool now
+  rollout restart machinedeployment/md-0
+
+  # Replace the control plane's machines after a given time
+  rollout restart kcp/my-cluster-control-plane --at 2030-01-02T03:00:00Z
+
+  # The control plane, then every worker pool of a cluster
+  rollout restart cluster/my-cluster
+
+  # Every worker pool labelled pool=gpu
+  rollout restart md -l pool=gpu`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): restart every object of the KIND it matches.")
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
+	cmd.Flags().StringVar(&o.At, "at", "", "Restart at this time (RFC 3339, e.g. 2030-01-02T03:00:00Z) instead of now.")
+	addChangeCauseFlag(cmd, &o.ChangeCause)
+	o.PrintFlags.AddFlags(cmd)
+	return cmd
+}
+
+// addChangeCauseFlag registers --change-cause.
+func addChangeCauseFlag(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "change-cause", "", "Why this change is made, recorded by rollout-guard in the revision history (default: the command line, without connection flags).")
+}
+
+// Complete reads the arguments and the time.
+func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
+	t, err := ParseTargets("restart", args, cmd.Flags().Changed("selector"))
+	if err != nil {
+		return err
+	}
+	o.targets = t
+	if o.At != "" {
+		at, err := time.Parse(time.RFC3339, o.At)
+		if err != nil {
+			return fmt.Errorf("--at %q is not an RFC 3339 time such as 2030-01-02T03:00:00Z: %w", o.At, err)
+		}
+		o.at = at.UTC().Truncate(time.Second)
+	}
+	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	return nil
+}
+
+// Validate checks the flags.
+func (o *RestartOptions) Validate() error {
+	if o.AllNamespaces && o.targets.Kind == nil {
+		return fmt.Errorf("-A/--all-namespaces works with -l/--selector only")
+	}
+	return o.PrintFlags.Validate()
+}
+
+// Run restarts every object.
+func (o *RestartOptions) Run(ctx context.Context) error {
+	cl, err := o.c.clients()
+	if err != nil {
+		return err
+	}
+	objs, err := o.c.resolve(ctx, cl, o.targets, o.Selector, o.AllNamespaces, "restart")
+	if err != nil {
+		return err
+	}
+	return o.c.forEach("restart", objs, o.Selector, func(obj client.Object) error {
+		switch obj := obj.(type) {
+		case *clusterv1.MachineDeployment, *controlplanev1.KubeadmControlPlane:
+			return o.restart(ctx, cl, obj)
+		case *clusterv1.Cluster:
+			return o.restartCluster(ctx, cl, obj)
+		}
+		return fmt.Errorf("restart does not work on %T", obj)
+	})
+}
+
+// when is the restart time: --at, or now.
+func (o *RestartOptions) when() time.Time {
+	if !o.at.IsZero() {
+		return o.at
+	}
+	return o.c.now().UTC().Truncate(time.Second)
+}
+
+// restart restarts one MachineDeployment or KubeadmControlPlane.
+func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Object) error {
+	if topologyOwned(obj) {
+		return o.restartTopologyOwned(ctx, cl, obj)
+	}
+	kind := kindOf(obj)
+	purpose := "restart " + describe(obj, kind)
+	at := o.when()
+	for attempt := 1; ; attempt++ {
+		if how := pausedBy(obj); how != "" {
+			return o.c.pausedError("restart", obj, how)
+		}
+		if current := rolloutAfter(obj); current.Equal(at) {
+			return o.print(obj, fmt.Sprintf("already restarted (spec.rollout.after is %s)", at.Format(time.RFC3339)))
+		}
+		data, err := patchOf(obj.GetResourceVersion(), causeAnnotations(o.cause),
+			map[string]any{"rollout": map[string]any{"after": metav1.NewTime(at)}})
+		if err != nil {
+			return fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+		err = o.c.send(ctx, cl, obj, types.MergePatchType, data, dryRunNone, purpose)
+		if err == nil {
+			break
+		}
+		if !isConflict(err) || attempt == maxAttempts {
+			return err
+		}
+		o.c.notef("conflict: %s changed while restarting; reading it again", describe(obj, kind))
+		if obj, err = o.c.reread(ctx, cl, obj, purpose); err != nil {
+			return err
+		}
+	}
+	op := "restarted"
+	if at.After(o.c.now()) {
+		op = "restart scheduled at " + at.Format(time.RFC3339)
+	}
+	return o.print(obj, op)
+}
+
+// restartTopologyOwned restarts a topology-managed object through its Cluster.
+func (o *RestartOptions) restartTopologyOwned(ctx context.Context, cl *clients, obj client.Object) error {
+	cluster := clusterNameOf(obj)
+	if cluster == "" {
+		return fmt.Errorf("cannot restart %s: it is managed by a Cluster topology (label %s) but names no Cluster (label %s)", describe(obj, kindOf(obj)), clusterv1.ClusterTopologyOwnedLabel, clusterv1.ClusterNameLabel)
+	}
+	r := topologyRestart{cluster: cluster}
+	switch obj.(type) {
+	case *controlplanev1.KubeadmControlPlane:
+		r.controlPlane = true
+	case *clusterv1.MachineDeployment:
+		name := topologyName(obj)
+		if name == "" {
+			return fmt.Errorf("cannot restart %s: it is managed by the topology of Cluster %s but has no label %s naming its place in spec.topology.workers.machineDeployments", describe(obj, MachineDeployment), cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel)
+		}
+		r.workers = []string{name}
+	}
+	u, fields, err := o.c.restartThroughCluster(ctx, cl, obj.GetNamespace(), r, o.when(), o.cause)
+	if err != nil {
+		return err
+	}
+	if o.PrintFlags.Data() {
+		return o.print(u, "")
+	}
+	_, err = fmt.Fprintf(o.c.IOStreams.Out, "%s restarted through Cluster %s/%s (%s)\n", operationName(obj), obj.GetNamespace(), cluster, fields[0])
+	return err
+}
+
+// restartCluster restarts a cluster's control plane, then its worker pools.
+func (o *RestartOptions) restartCluster(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) error {
+	ns := cluster.Namespace
+	mds := &clusterv1.MachineDeploymentList{}
+	if err := cl.client.List(ctx, mds, client.InNamespace(ns)); err != nil {
+		return call{verb: "list", gr: MachineDeployment.GroupResource(), kind: "MachineDeployment", namespace: ns, purpose: "restart Cluster " + ns + "/" + cluster.Name}.explain(err)
+	}
+	var workers []client.Object
+	for i := range mds.Items {
+		if mds.Items[i].Spec.ClusterName == cluster.Name {
+			workers = append(workers, &mds.Items[i])
+		}
+	}
+	sort.Slice(workers, func(i, j int) bool { return workers[i].GetName() < workers[j].GetName() })
+
+	if cluster.Spec.Topology.IsDefined() {
+		// One write to the Cluster restarts the control plane and every
+		// topology pool; pools outside the topology are restarted directly.
+		u, fields, err := o.c.restartThroughCluster(ctx, cl, ns, topologyRestart{cluster: cluster.Name, controlPlane: true, allWorkers: true}, o.when(), o.cause)
+		if err != nil {
+			return err
+		}
+		if o.PrintFlags.Data() {
+			if err := o.print(u, ""); err != nil {
+				return err
+			}
+		} else {
+			for _, f := range fields {
+				fmt.Fprintf(o.c.IOStreams.Out, "cluster.cluster.x-k8s.io/%s restarted (%s)\n", cluster.Name, f)
+			}
+		}
+		var direct []client.Object
+		for _, w := range workers {
+			if !topologyOwned(w) {
+				direct = append(direct, w)
+			}
+		}
+		return o.restartAll(ctx, cl, direct)
+	}
+
+	ref := cluster.Spec.ControlPlaneRef
+	if !ref.IsDefined() {
+		return fmt.Errorf("cannot restart Cluster %s/%s: it has no spec.controlPlaneRef", ns, cluster.Name)
+	}
+	if ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group {
+		return fmt.Errorf("cannot restart Cluster %s/%s: its control plane is a %s.%s; rollout restarts KubeadmControlPlanes only", ns, cluster.Name, ref.Kind, ref.APIGroup)
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := cl.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kcp); err != nil {
+		return call{verb: "get", gr: KubeadmControlPlane.GroupResource(), kind: "KubeadmControlPlane", namespace: ns, name: ref.Name, purpose: "restart Cluster " + ns + "/" + cluster.Name}.explain(err)
+	}
+	if err := o.restart(ctx, cl, kcp); err != nil {
+		return fmt.Errorf("%w\nthe control plane restarts first: its worker pools were not restarted", err)
+	}
+	return o.restartAll(ctx, cl, workers)
+}
+
+// restartAll restarts each object, printing each error and returning a summary.
+func (o *RestartOptions) restartAll(ctx context.Context, cl *clients, objs []client.Object) error {
+	failed := 0
+	for _, obj := range objs {
+		if err := o.restart(ctx, cl, obj); err != nil {
+			failed++
+			fmt.Fprintf(o.c.IOStreams.ErrOut, "error: %v\n", err)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("restart failed for %d of %d worker pools", failed, len(objs))
+	}
+	return nil
+}
+
+func (o *RestartOptions) print(obj client.Object, op string) error {
+	p, err := o.PrintFlags.ToPrinter(op)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(obj, o.c.IOStreams.Out)
+}
+
+// rolloutAfter is the object's spec.rollout.after, zero when unset.
+func rolloutAfter(obj client.Object) time.Time {
+	switch o := obj.(type) {
+	case *clusterv1.MachineDeployment:
+		return o.Spec.Rollout.After.Time
+	case *controlplanev1.KubeadmControlPlane:
+		return o.Spec.Rollout.After.Time
+	}
+	return time.Time{}
+}

@@ -1,0 +1,122 @@
+package rollout
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/webhooks"
+)
+
+func TestParseKind(t *testing.T) {
+	for in, want := range map[string]Kind{
+		"md":                                  MachineDeployment,
+		"MachineDeployment":                   MachineDeployment,
+		"machinedeployments":                  MachineDeployment,
+		"machinedeployments.cluster.x-k8s.io": MachineDeployment,
+		"kcp":                                 KubeadmControlPlane,
+		"KubeadmControlPlane":                 KubeadmControlPlane,
+		"kubeadmcontrolplanes":                KubeadmControlPlane,
+		"cluster":                             Cluster,
+		"Clusters":                            Cluster,
+	} {
+		got, err := ParseKind(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want.GVK, got.GVK, in)
+	}
+	_, err := ParseKind("deploy")
+	assert.EqualError(t, err, `unknown resource kind "deploy": use machinedeployment (md), kubeadmcontrolplane (kcp) or cluster`)
+	_, err = ParseKind("md.apps")
+	assert.Error(t, err, "a kind of another group")
+}
+
+func TestParseTargets(t *testing.T) {
+	got, err := ParseTargets("pause", []string{"md/a", "KCP/b"}, false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"machinedeployment/a", "kubeadmcontrolplane/b"}, []string{got.Refs[0].String(), got.Refs[1].String()})
+	got, err = ParseTargets("pause", []string{"md", "a", "b"}, false)
+	require.NoError(t, err)
+	assert.Len(t, got.Refs, 2)
+	got, err = ParseTargets("pause", []string{"md"}, true)
+	require.NoError(t, err)
+	assert.Equal(t, MachineDeployment.GVK, got.Kind.GVK)
+	_, err = ParseTargets("pause", []string{"md/"}, false)
+	assert.EqualError(t, err, `resource "md/" has no valid name: write machinedeployment/NAME`)
+}
+
+func TestChangeCause(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"undo", "md/a", "--to-revision", "2", "-n", "prod", "--kubeconfig=/home/me/.kube/config"}, "rollout undo md/a --to-revision 2"},
+		{[]string{"--token", "s3cret", "--as=admin", "--as-group", "g", "restart", "md/a", "-nprod", "--insecure-skip-tls-verify", "--context", "c"}, "rollout restart md/a"},
+		{[]string{"md/a", "--template", "devmachinetemplate/x", "--change-cause-x"}, "rollout md/a --template devmachinetemplate/x --change-cause-x"},
+		{[]string{"undo", "md/a", "--force", "--reason", "INC-1: it's down"}, `rollout undo md/a --force --reason 'INC-1: it'\''s down'`},
+	}
+	for _, tc := range cases {
+		c := &cli{Options: Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}, args: tc.args}
+		root := newRoot(c)
+		undo, _, err := root.Find([]string{"undo"})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.changeCause(undo, ""), "%q", tc.args)
+	}
+	c := &cli{Options: Options{DisplayName: "kubectl capi rollout"}, args: []string{"pause", "md/a"}}
+	root := newRoot(c)
+	require.NoError(t, root.ParseFlags(nil))
+	assert.Equal(t, "kubectl capi rollout pause md/a", c.changeCause(root, ""))
+	require.NoError(t, root.Flags().Set("change-cause", "why"))
+	assert.Equal(t, "why", c.changeCause(root, "why"))
+}
+
+func TestPluginDisplayName(t *testing.T) {
+	assert.Equal(t, "kubectl capi rollout", PluginDisplayName("/usr/local/bin/kubectl-capi-rollout"))
+	assert.Equal(t, "kubectl capi-rollout", PluginDisplayName("kubectl-capi_rollout"))
+	assert.Equal(t, "", PluginDisplayName("/work/bin/rollout"))
+}
+
+// TestRefusalTextIsTheGuards checks that a refusal found before sending
+// reads exactly as the guard's validating webhook words it.
+func TestRefusalTextIsTheGuards(t *testing.T) {
+	s := Scheme()
+	live := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
+		Spec:       controlplanev1.KubeadmControlPlaneSpec{Version: "v1.34.2"},
+	}
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md"}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}}
+	md.Spec.Template.Spec.Version = "v1.34.2"
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(live, md).Build()
+	p := policy.Policy{Reader: c, Mapper: c.RESTMapper()}
+	next := live.DeepCopy()
+	next.Spec.Version = "v1.32.0"
+
+	d, _, err := p.Decide(context.Background(), live, next)
+	require.NoError(t, err)
+	require.False(t, d.Allowed())
+	_, kcpV, _ := webhooks.NewValidators(p, nil, nil)
+	_, guardErr := kcpV.ValidateUpdate(context.Background(), live, next)
+	require.Error(t, guardErr)
+	assert.Equal(t, guardErr.Error(), refusalText(KubeadmControlPlane, "cp", d))
+
+	cl := &clients{client: c, mapper: c.RESTMapper()}
+	r := &cli{Options: Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}}
+	refusal := r.checkPolicy(context.Background(), cl, live, next, "hint", false)
+	require.Error(t, refusal)
+	assert.Equal(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+guardErr.Error()+"\nhint", refusal.Error())
+	assert.NoError(t, r.checkPolicy(context.Background(), cl, live, live.DeepCopyObject().(client.Object), "hint", false))
+}
+
+func TestQuote(t *testing.T) {
+	assert.Equal(t, "md/a", quote("md/a"))
+	assert.Equal(t, "''", quote(""))
+	assert.Equal(t, "'a b'", quote("a b"))
+}

@@ -1,0 +1,357 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// Group suffixes of Cluster API's provider contracts: an infrastructure
+// machine template lives in a group ending in infrastructure.cluster.x-k8s.io,
+// a bootstrap config template in one ending in bootstrap.cluster.x-k8s.io.
+const (
+	infrastructureGroupSuffix = "infrastructure.cluster.x-k8s.io"
+	bootstrapGroupSuffix      = "bootstrap.cluster.x-k8s.io"
+)
+
+// SwitchOptions are the options of `rollout KIND/NAME --template ...`: the
+// template switch, and with no flag a restart.
+type SwitchOptions struct {
+	c *cli
+	// PrintFlags is -o/--output.
+	PrintFlags *PrintFlags
+	// Template is --template KIND/NAME: the infrastructure machine template.
+	Template string
+	// BootstrapTemplate is --bootstrap-template KIND/NAME (MachineDeployment).
+	BootstrapTemplate string
+	// Version is --version: the Kubernetes version.
+	Version string
+	// DryRun is --dry-run: none, client or server.
+	DryRun string
+	// ChangeCause is --change-cause.
+	ChangeCause string
+
+	ref   Ref
+	dry   dryRun
+	cause string
+}
+
+func newSwitchCommand(c *cli) *cobra.Command {
+	o := &SwitchOptions{c: c, PrintFlags: NewPrintFlags()}
+	cmd := &cobra.Command{
+		Use:   "rollout KIND/NAME [--template KIND/NAME] [--bootstrap-template KIND/NAME] [--version vX.Y.Z]",
+		Short: "Safe, recorded rollouts of Cluster API worker pools and control planes",
+		Long: `rollout rolls out Cluster API MachineDeployments (machinedeployment, md) and
+KubeadmControlPlanes (kubeadmcontrolplane, kcp), and restarts whole Clusters (cluster):
+restart, pause, resume, history and undo, shaped like kubectl rollout. Every change goes
+through rollout-guard, which refuses version-skew and etcd-downgrade mistakes and records
+who changed what, when and why.
+
+rollout KIND/NAME --template KIND/NAME switches the object to another infrastructure machine
+template (and --bootstrap-template to another bootstrap config template, --version to
+another Kubernetes version): the templates must exist in the object's namespace and be of an
+infrastructure (bootstrap) template kind; the change is checked against rollout-guard's
+policy before it is sent. For a KubeadmControlPlane it sets
+spec.machineTemplate.spec.infrastructureRef and spec.version. A paused object takes the
+change and rolls it out when resumed. Objects managed by a Cluster's topology are refused:
+change the ClusterClass or the Cluster's topology instead.
+
+rollout KIND/NAME with none of these flags rolls the object out now, like restart.
+
+Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
+
+` + exitCodesHelp,
+		Example: `  # Roll a worker pool out to a new machine template
+  rollout machinedeployment/md-0 --template devmachinetemplate/md-0-rev-1
+
+  # A new Kubernetes version and machine template for the control plane
+  rollout kcp/my-cluster-control-plane --template devmachinetemplate/cp-rev-2 --version v1.35.2
+
+  # Roll out now (the same as rollout restart)
+  rollout machinedeployment/md-0`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && cmd.Flags().NFlag() == 0 {
+				return cmd.Help()
+			}
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if o.Template == "" && o.BootstrapTemplate == "" && o.Version == "" {
+				return o.restart(cmd)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.Template, "template", "", "The infrastructure machine template to roll out to, KIND/NAME (e.g. devmachinetemplate/md-0-rev-1), in the object's namespace.")
+	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "The bootstrap config template to roll out to, KIND/NAME (e.g. kubeadmconfigtemplate/md-0-rev-1); MachineDeployment only.")
+	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2.")
+	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll out; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
+	addChangeCauseFlag(cmd, &o.ChangeCause)
+	o.PrintFlags.AddFlags(cmd)
+	return cmd
+}
+
+// Complete reads the argument and flags.
+func (o *SwitchOptions) Complete(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 && !strings.Contains(args[0], "/") {
+		if _, err := ParseKind(args[0]); err != nil {
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				return fmt.Errorf("unknown command %q for %q; did you mean %q?", args[0], cmd.CommandPath(), s[0])
+			}
+			return fmt.Errorf("unknown command or resource %q: commands are %s; resources are KIND/NAME (%s)", args[0], subcommandNames(cmd), kindsHelp)
+		}
+	}
+	ref, err := parseOne(o.c.name(), args)
+	if err != nil {
+		return err
+	}
+	o.ref = ref
+	if o.dry, err = parseDryRun(o.DryRun); err != nil {
+		return err
+	}
+	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	return nil
+}
+
+func subcommandNames(cmd *cobra.Command) string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// Validate checks the flags.
+func (o *SwitchOptions) Validate() error {
+	switching := o.Template != "" || o.BootstrapTemplate != "" || o.Version != ""
+	if o.ref.Kind.GVK == Cluster.GVK && switching {
+		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s", o.ref)
+	}
+	if o.BootstrapTemplate != "" && o.ref.Kind.GVK == KubeadmControlPlane.GVK {
+		return fmt.Errorf("--bootstrap-template works on machinedeployments only: a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec")
+	}
+	if !switching && o.dry != dryRunNone {
+		return fmt.Errorf("--dry-run goes with --template, --bootstrap-template or --version")
+	}
+	return o.PrintFlags.Validate()
+}
+
+// restart is `rollout KIND/NAME` with no flag: a restart now.
+func (o *SwitchOptions) restart(cmd *cobra.Command) error {
+	r := &RestartOptions{c: o.c, PrintFlags: o.PrintFlags, targets: Targets{Refs: []Ref{o.ref}}, cause: o.cause}
+	return r.Run(cmd.Context())
+}
+
+// Run switches the templates and version.
+func (o *SwitchOptions) Run(ctx context.Context) error {
+	cl, err := o.c.clients()
+	if err != nil {
+		return err
+	}
+	purpose := "roll out " + o.ref.String()
+	obj, err := o.c.get(ctx, cl, o.ref, purpose)
+	if err != nil {
+		return err
+	}
+	var infra, bootstrap *clusterv1.ContractVersionedObjectReference
+	if o.Template != "" {
+		if infra, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, infrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
+			return err
+		}
+	}
+	if o.BootstrapTemplate != "" {
+		if bootstrap, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, bootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
+			return err
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		err := o.switchOnce(ctx, cl, obj, infra, bootstrap)
+		if !isConflict(err) {
+			return err
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was changed: %w", purpose, attempt, err)
+		}
+		o.c.notef("conflict: %s changed after it was read; reading it again and checking again", describe(obj, o.ref.Kind))
+		if obj, err = o.c.reread(ctx, cl, obj, purpose); err != nil {
+			return err
+		}
+	}
+}
+
+// switchOnce makes one attempt on obj as read; a conflict is returned as is.
+func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference) error {
+	id := describe(obj, o.ref.Kind)
+	purpose := "roll out " + id
+	ref := func(r *clusterv1.ContractVersionedObjectReference) map[string]any {
+		return map[string]any{"apiGroup": r.APIGroup, "kind": r.Kind, "name": r.Name}
+	}
+	var spec map[string]any
+	switch obj.(type) {
+	case *clusterv1.MachineDeployment:
+		if topologyOwned(obj) {
+			return topologyError("switch the templates of", obj, "change the templates of its worker class in the ClusterClass of Cluster CLUSTER, or the class and version in the Cluster's topology ("+topologyPath(obj)+", spec.topology.version)")
+		}
+		tspec := map[string]any{}
+		if infra != nil {
+			tspec["infrastructureRef"] = ref(infra)
+		}
+		if bootstrap != nil {
+			tspec["bootstrap"] = map[string]any{"configRef": ref(bootstrap)}
+		}
+		if o.Version != "" {
+			tspec["version"] = o.Version
+		}
+		spec = map[string]any{"template": map[string]any{"spec": tspec}}
+	case *controlplanev1.KubeadmControlPlane:
+		if topologyOwned(obj) {
+			return topologyError("switch the template of", obj, "change the control plane's machine infrastructure template in the ClusterClass of Cluster CLUSTER (spec.controlPlane.machineInfrastructure), or spec.topology.version of the Cluster")
+		}
+		spec = map[string]any{}
+		if infra != nil {
+			spec["machineTemplate"] = map[string]any{"spec": map[string]any{"infrastructureRef": ref(infra)}}
+		}
+		if o.Version != "" {
+			spec["version"] = o.Version
+		}
+	default:
+		return fmt.Errorf("the template switch does not work on %T", obj)
+	}
+	patch, err := patchOf(obj.GetResourceVersion(), causeAnnotations(o.cause), spec)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	newObj, err := applyMergePatch(obj, patch)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	oldSnap, newSnap, err := snapshots(obj, newObj)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	if oldSnap.Hash == newSnap.Hash {
+		return o.print(obj, "unchanged: it already uses these templates and version")
+	}
+	if how := pausedBy(obj); how != "" {
+		o.c.warnf("%s is paused (%s): the change is stored now and rolls out when it is resumed", id, how)
+	}
+	if o.dry == dryRunClient && !o.PrintFlags.Data() {
+		changes, err := revisions.Diff(oldSnap, newSnap)
+		if err != nil {
+			return fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+		fmt.Fprintf(o.c.IOStreams.Out, "%s: would roll out (dry run: nothing sent)\n", id)
+		if err := writeChanges(o.c.IOStreams.Out, changes, "LIVE", "AFTER"); err != nil {
+			return err
+		}
+	}
+	if o.dry != dryRunServer {
+		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, "To ask the guard itself, add --dry-run=server.", o.dry == dryRunClient); refusal != nil {
+			return refusal
+		}
+	}
+	cause, err := revisions.ChangeCause(oldSnap, newSnap)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	if o.dry == dryRunClient {
+		if o.PrintFlags.Data() {
+			return o.print(newObj, "")
+		}
+		return o.print(obj, "rolling out (dry run): "+cause)
+	}
+	if err := o.c.send(ctx, cl, obj, types.MergePatchType, patch, o.dry, purpose); err != nil {
+		return err
+	}
+	op := "rolling out: " + cause
+	if o.dry == dryRunServer {
+		op = "rolling out (server dry run): " + cause
+	}
+	return o.print(obj, op)
+}
+
+func (o *SwitchOptions) print(obj client.Object, op string) error {
+	p, err := o.PrintFlags.ToPrinter(op)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(obj, o.c.IOStreams.Out)
+}
+
+// snapshots returns the revision content of an object before and after a change.
+func snapshots(oldObj, newObj client.Object) (revisions.Snapshot, revisions.Snapshot, error) {
+	switch o := oldObj.(type) {
+	case *clusterv1.MachineDeployment:
+		a, err := revisions.ForMachineDeployment(o)
+		if err != nil {
+			return a, a, err
+		}
+		b, err := revisions.ForMachineDeployment(newObj.(*clusterv1.MachineDeployment))
+		return a, b, err
+	case *controlplanev1.KubeadmControlPlane:
+		a, err := revisions.ForKubeadmControlPlane(o)
+		if err != nil {
+			return a, a, err
+		}
+		b, err := revisions.ForKubeadmControlPlane(newObj.(*controlplanev1.KubeadmControlPlane))
+		return a, b, err
+	}
+	return revisions.Snapshot{}, revisions.Snapshot{}, fmt.Errorf("%T has no revisions", oldObj)
+}
+
+// resolveTemplate resolves a --template value, KIND/NAME, through the API
+// server's discovery, and checks that it is a template of the right
+// provider contract (its group ends in groupSuffix, its kind in "Template")
+// that exists in namespace.
+func (c *cli) resolveTemplate(ctx context.Context, cl *clients, namespace, flag, value, groupSuffix, what, example string) (*clusterv1.ContractVersionedObjectReference, error) {
+	kindArg, name, ok := strings.Cut(value, "/")
+	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("%s %q is not KIND/NAME: write e.g. %s %s/NAME", flag, value, flag, strings.ToLower(example))
+	}
+	gvr, gr := schema.ParseResourceArg(kindArg)
+	var gvk schema.GroupVersionKind
+	var err error
+	if gvr != nil {
+		gvk, err = cl.mapper.KindFor(*gvr)
+	}
+	if gvr == nil || err != nil {
+		gvk, err = cl.mapper.KindFor(gr.WithVersion(""))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: the API server knows no kind %q (%v); write the kind of %s, e.g. %s/NAME", flag, value, kindArg, err, what, strings.ToLower(example))
+	}
+	if !strings.HasSuffix(gvk.Group, groupSuffix) || !strings.HasSuffix(gvk.Kind, "Template") {
+		return nil, fmt.Errorf("%s %s: %s is not %s: want a kind of an API group ending in %s whose name ends in Template, e.g. %s", flag, value, gvk.GroupKind().String(), what, groupSuffix, example)
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(gvk)
+	if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, meta); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, fmt.Errorf("%s %s: %s %q not found in namespace %q: create it first (an object references templates in its own namespace)", flag, value, gvk.Kind, name, namespace)
+		}
+		mapping, merr := cl.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}
+		if merr == nil {
+			gr = mapping.Resource.GroupResource()
+		}
+		return nil, call{verb: "get", gr: gr, kind: gvk.Kind, namespace: namespace, name: name, purpose: "check " + flag + " " + value}.explain(err)
+	}
+	return &clusterv1.ContractVersionedObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: name}, nil
+}

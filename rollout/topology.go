@@ -1,0 +1,138 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// topologyRestart is a restart through a Cluster's topology: the control
+// plane and/or worker pools by their topology names.
+type topologyRestart struct {
+	// cluster is the Cluster's name.
+	cluster string
+	// controlPlane restarts spec.topology.controlPlane.
+	controlPlane bool
+	// workers are names in spec.topology.workers.machineDeployments; nil
+	// with allWorkers restarts every one.
+	workers    []string
+	allWorkers bool
+}
+
+// jsonPatchOp is one RFC 6902 operation.
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// restartThroughCluster sets rollout.after = at in the Cluster's topology
+// with one JSON patch that carries the Cluster's resourceVersion as a
+// precondition, names each pool it touches (a "test" of its name at its
+// index) and the change-cause; on a conflict it reads the Cluster again and
+// rebuilds the patch. It returns the patched Cluster and the fields set.
+func (c *cli) restartThroughCluster(ctx context.Context, cl *clients, namespace string, r topologyRestart, at time.Time, cause string) (*unstructured.Unstructured, []string, error) {
+	purpose := fmt.Sprintf("restart through Cluster %s/%s", namespace, r.cluster)
+	var lastErr error
+	for range maxAttempts {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(Cluster.GVK)
+		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.cluster}, u); err != nil {
+			return nil, nil, call{verb: "get", gr: Cluster.GroupResource(), kind: "Cluster", namespace: namespace, name: r.cluster, purpose: purpose}.explain(err)
+		}
+		ops, fields, err := topologyRestartOps(u, r, at.UTC().Format(time.RFC3339), cause)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+		data, err := json.Marshal(ops)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot %s: encoding the patch: %w", purpose, err)
+		}
+		err = c.send(ctx, cl, u, types.JSONPatchType, data, dryRunNone, purpose)
+		if err == nil {
+			return u, fields, nil
+		}
+		if !isConflict(err) {
+			return nil, nil, err
+		}
+		lastErr = err
+		c.notef("conflict: Cluster %s/%s changed while restarting; reading it again", namespace, r.cluster)
+	}
+	return nil, nil, fmt.Errorf("cannot %s: it kept changing (%d conflicts): %w", purpose, maxAttempts, lastErr)
+}
+
+// topologyRestartOps builds the JSON patch of a topology restart of u.
+func topologyRestartOps(u *unstructured.Unstructured, r topologyRestart, after, cause string) ([]jsonPatchOp, []string, error) {
+	ops := []jsonPatchOp{{Op: "replace", Path: "/metadata/resourceVersion", Value: u.GetResourceVersion()}}
+	if cause != "" {
+		if u.GetAnnotations() == nil {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]any{revisions.AnnotationChangeCause: cause}})
+		} else {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations/" + pointerEscape(revisions.AnnotationChangeCause), Value: cause})
+		}
+	}
+	topology, ok, _ := unstructured.NestedMap(u.Object, "spec", "topology")
+	if !ok {
+		return nil, nil, fmt.Errorf("Cluster %s/%s has no spec.topology", u.GetNamespace(), u.GetName())
+	}
+	var fields []string
+	if r.controlPlane {
+		cp, _, _ := unstructured.NestedMap(topology, "controlPlane")
+		ops = append(ops, setAfter("/spec/topology/controlPlane", cp, after)...)
+		fields = append(fields, "spec.topology.controlPlane.rollout.after")
+	}
+	mds, _, _ := unstructured.NestedSlice(topology, "workers", "machineDeployments")
+	found := map[string]bool{}
+	for i, item := range mds {
+		md, _ := item.(map[string]any)
+		name, _ := md["name"].(string)
+		if !r.allWorkers && !contains(r.workers, name) {
+			continue
+		}
+		found[name] = true
+		base := fmt.Sprintf("/spec/topology/workers/machineDeployments/%d", i)
+		ops = append(ops, jsonPatchOp{Op: "test", Path: base + "/name", Value: name})
+		ops = append(ops, setAfter(base, md, after)...)
+		fields = append(fields, fmt.Sprintf("spec.topology.workers.machineDeployments[name=%s].rollout.after", name))
+	}
+	for _, w := range r.workers {
+		if !found[w] {
+			return nil, nil, fmt.Errorf("Cluster %s/%s has no spec.topology.workers.machineDeployments[name=%s]", u.GetNamespace(), u.GetName(), w)
+		}
+	}
+	return ops, fields, nil
+}
+
+// setAfter sets rollout.after under the object at path (which may lack
+// rollout or be absent itself), keeping its other fields.
+func setAfter(path string, obj map[string]any, after string) []jsonPatchOp {
+	switch {
+	case obj == nil:
+		return []jsonPatchOp{{Op: "add", Path: path, Value: map[string]any{"rollout": map[string]any{"after": after}}}}
+	case obj["rollout"] == nil:
+		return []jsonPatchOp{{Op: "add", Path: path + "/rollout", Value: map[string]any{"after": after}}}
+	}
+	return []jsonPatchOp{{Op: "add", Path: path + "/rollout/after", Value: after}}
+}
+
+// pointerEscape escapes one JSON pointer segment (RFC 6901).
+func pointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

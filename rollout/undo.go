@@ -1,0 +1,350 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// UndoOptions are the options of `rollout undo`.
+type UndoOptions struct {
+	c *cli
+	// PrintFlags is -o/--output.
+	PrintFlags *PrintFlags
+	// ToRevision is --to-revision; 0 is the previous revision.
+	ToRevision int64
+	// DryRun is --dry-run: none, client or server.
+	DryRun string
+	// Force is --force: send rollout-guard's override annotation.
+	Force bool
+	// Reason is --reason, the override's reason.
+	Reason string
+	// ChangeCause is --change-cause.
+	ChangeCause string
+
+	ref   Ref
+	dry   dryRun
+	cause string
+}
+
+func newUndoCommand(c *cli) *cobra.Command {
+	o := &UndoOptions{c: c, PrintFlags: NewPrintFlags()}
+	cmd := &cobra.Command{
+		Use:   "undo KIND/NAME [--to-revision N]",
+		Short: "Roll a worker pool or control plane back to an earlier revision",
+		Long: `Roll a MachineDeployment or KubeadmControlPlane back to an earlier revision of its
+history (see rollout history): by default the previous one, or --to-revision N.
+
+Before sending anything, undo checks that
+  - the object is not paused and not managed by a Cluster's topology;
+  - every template the revision references (infrastructureRef, bootstrap configRef) still
+    exists;
+  - rollout-guard's policy allows the change, judged as the guard judges it (version skew,
+    etcd downgrades, the highest versions the control plane has run); a refusal is printed
+    with the guard's own text.
+When the revision's content is already live it does nothing ("skipped rollback: already
+at revision N") and succeeds.
+
+The rollback is one patch with a resourceVersion precondition. If the object changed in the
+meantime (a conflict), undo reads it again and decides anew: it reports "skipped rollback"
+if the revision is now live, stops if "the previous revision" no longer means the same
+thing, and otherwise checks everything again; it never overwrites a change it has not seen.
+
+--dry-run=client prints what would change and the local verdict; --dry-run=server asks the
+API server and the guard, changing nothing. --force --reason TEXT sends rollout-guard's
+break-glass override annotation: the guard lets a refused change through only for members
+of its override groups, and records the override, its reason and its user in the history.
+
+` + exitCodesHelp,
+		Example: `  # Back to the previous revision
+  rollout undo machinedeployment/md-0
+
+  # Back to revision 3, showing first what would change
+  rollout undo kcp/my-cluster-control-plane --to-revision 3 --dry-run=client
+
+  # Ask the guard without changing anything
+  rollout undo kcp/my-cluster-control-plane --to-revision 3 --dry-run=server
+
+  # Break glass (members of the guard's override groups only; recorded)
+  rollout undo kcp/my-cluster-control-plane --to-revision 3 --force --reason "INC-42: restore from backup follows"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "The revision to roll back to (default: the previous revision).")
+	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll back; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
+	cmd.Flags().BoolVar(&o.Force, "force", false, "Send rollout-guard's override annotation (needs --reason): the guard lets a refused change through for members of its override groups, and records it.")
+	cmd.Flags().StringVar(&o.Reason, "reason", "", "The reason of a --force override, recorded in the history.")
+	addChangeCauseFlag(cmd, &o.ChangeCause)
+	o.PrintFlags.AddFlags(cmd)
+	return cmd
+}
+
+// Complete reads the argument and flags.
+func (o *UndoOptions) Complete(cmd *cobra.Command, args []string) error {
+	ref, err := parseOne("undo", args)
+	if err != nil {
+		return err
+	}
+	o.ref = ref
+	if o.dry, err = parseDryRun(o.DryRun); err != nil {
+		return err
+	}
+	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	return nil
+}
+
+// Validate checks the flags.
+func (o *UndoOptions) Validate() error {
+	if o.ref.Kind.GVK == Cluster.GVK {
+		return fmt.Errorf("undo works on machinedeployment and kubeadmcontrolplane objects, not %s: undo the cluster's control plane or one of its worker pools", o.ref)
+	}
+	if o.ToRevision < 0 {
+		return fmt.Errorf("--to-revision %d: revision numbers start at 1", o.ToRevision)
+	}
+	switch {
+	case o.Force && strings.TrimSpace(o.Reason) == "":
+		return fmt.Errorf("--force needs --reason TEXT: the reason is recorded with the override in the revision history")
+	case !o.Force && o.Reason != "":
+		return fmt.Errorf("--reason goes with --force: it is the reason of an override")
+	}
+	return o.PrintFlags.Validate()
+}
+
+// undoState is what one undo decided on its first read.
+type undoState struct {
+	// target is the revision rolled back to.
+	target *revisions.Revision
+	// readHash is the live content's hash when the target was chosen.
+	readHash string
+}
+
+// Run rolls back, deciding anew after every conflict.
+func (o *UndoOptions) Run(ctx context.Context) error {
+	cl, err := o.c.clients()
+	if err != nil {
+		return err
+	}
+	purpose := "undo " + o.ref.String()
+	obj, err := o.c.get(ctx, cl, o.ref, purpose)
+	if err != nil {
+		return err
+	}
+	purpose = "undo " + describe(obj, o.ref.Kind)
+	st := &undoState{}
+	for attempt := 1; ; attempt++ {
+		err := o.undo(ctx, cl, obj, st)
+		if !isConflict(err) {
+			return err
+		}
+		fresh, rerr := o.c.reread(ctx, cl, obj, purpose)
+		if rerr != nil {
+			return rerr
+		}
+		obj = fresh
+		rec := policy.StampsOf(fresh)
+		freshHash, herr := snapshotHash(fresh)
+		if herr != nil {
+			return fmt.Errorf("cannot %s: %w", purpose, herr)
+		}
+		what := fmt.Sprintf("%s changed after it was read", describe(fresh, o.ref.Kind))
+		switch {
+		case freshHash == st.readHash:
+			o.c.notef("conflict: %s (not its revision: still revision %d); reading it again and checking again", what, rec.Revision)
+		case freshHash == st.target.Snapshot.Hash:
+			o.c.notef("conflict: %s: it is now at revision %d, made by %s via %s; reading it again", what, rec.Revision, orUnknown(rec.ChangedBy), orDash(rec.FieldManager))
+		case o.ToRevision == 0:
+			return fmt.Errorf("cannot %s: it changed while this command ran: it is now at revision %d, made by %s via %s (%s); \"the previous revision\" no longer means %s, so nothing was rolled back: run %s undo again to decide on the new state, or name the revision with --to-revision",
+				purpose, rec.Revision, orUnknown(rec.ChangedBy), orDash(rec.FieldManager), orNone(rec.ChangeCause), label(*st.target), o.c.name())
+		default:
+			o.c.notef("conflict: %s: it is now at revision %d, made by %s via %s; checking revision %d against it again", what, rec.Revision, orUnknown(rec.ChangedBy), orDash(rec.FieldManager), o.ToRevision)
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was rolled back: %w", purpose, attempt, err)
+		}
+	}
+}
+
+// undo makes one attempt on obj as read; a conflict is returned as is.
+func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, st *undoState) error {
+	kind := kindOf(obj)
+	id := describe(obj, kind)
+	purpose := "undo " + id
+	switch obj.(type) {
+	case *clusterv1.MachineDeployment:
+		if topologyOwned(obj) {
+			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, the class of "+topologyPath(obj)+", or that worker class's templates in the ClusterClass")
+		}
+	case *controlplanev1.KubeadmControlPlane:
+		if topologyOwned(obj) {
+			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, or the control plane's templates in the ClusterClass (spec.controlPlane)")
+		}
+	default:
+		return fmt.Errorf("undo does not work on %T", obj)
+	}
+	if how := pausedBy(obj); how != "" {
+		return o.c.pausedError("undo", obj, how)
+	}
+	set, err := o.c.loadHistory(ctx, cl, obj, purpose)
+	if err != nil {
+		return err
+	}
+	for _, bad := range set.bad {
+		o.c.warnf("skipping a damaged revision record: %v", bad)
+	}
+	if !set.recorded() {
+		return fmt.Errorf("cannot %s: rollout-guard recorded no history for it (no ControllerRevisions, no %s stamps), so there is nothing to roll back to; is the guard installed? See %s history %s",
+			purpose, revisions.Prefix, o.c.name(), o.ref)
+	}
+	if st.target == nil {
+		var target revisions.Revision
+		var ok bool
+		if o.ToRevision > 0 {
+			if target, ok = set.find(o.ToRevision); !ok {
+				return fmt.Errorf("cannot %s: it has no revision %d; recorded revisions: %s (see %s history %s)", purpose, o.ToRevision, set.numbers(), o.c.name(), o.ref)
+			}
+		} else if target, ok = set.previous(); !ok {
+			return fmt.Errorf("cannot %s: it has no earlier revision to roll back to; recorded revisions: %s", purpose, set.numbers())
+		}
+		st.target, st.readHash = &target, set.live.Hash
+	}
+	target := *st.target
+	want := o.ToRevision
+	if want == 0 {
+		want = target.Record.Revision
+	}
+	if set.live.Hash == target.Snapshot.Hash {
+		op := fmt.Sprintf("skipped rollback: already at revision %d", want)
+		if n := set.liveNumber(); n != want && n > 0 {
+			op += fmt.Sprintf(" (its content is live as revision %d)", n)
+		}
+		return o.print(obj, op)
+	}
+
+	patch, err := o.patch(obj, target)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	newObj, err := applyMergePatch(obj, patch)
+	if err != nil {
+		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	if o.dry == dryRunClient && !o.PrintFlags.Data() {
+		title := fmt.Sprintf("%s: would roll back from %s to %s (dry run: nothing sent)", id, liveLabel(set), label(target))
+		if err := printDiff(o.c.IOStreams.Out, set, target, title); err != nil {
+			return err
+		}
+	}
+	wayOut := fmt.Sprintf("recreate it, or pick another revision with --to-revision (see %s history %s)", o.c.name(), o.ref)
+	if err := o.c.checkTemplates(ctx, cl, obj.GetNamespace(), templateRefsOf(newObj), fmt.Sprintf("undo %s to %s", id, label(target)), wayOut); err != nil {
+		return err
+	}
+	if o.dry != dryRunServer {
+		hint := "To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT."
+		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, hint, o.dry == dryRunClient); refusal != nil {
+			if !o.Force {
+				return refusal
+			}
+			o.c.warnf("rollout-guard's policy refuses this change (%s); sending it with the override (--force): the guard decides whether you may", strings.Join(refusal.(*policyRefusal).rules, ", "))
+		}
+	}
+	if o.dry == dryRunClient {
+		if o.PrintFlags.Data() {
+			return o.print(newObj, "")
+		}
+		return o.print(obj, fmt.Sprintf("rolled back to revision %d (dry run)", want))
+	}
+	if err := o.c.send(ctx, cl, obj, types.MergePatchType, patch, o.dry, purpose); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("rolled back to revision %d", want)
+	if o.dry == dryRunServer {
+		op += " (server dry run)"
+	} else if n := policy.StampsOf(obj).Revision; n > 0 {
+		op += fmt.Sprintf(" (now revision %d)", n)
+	}
+	return o.print(obj, op)
+}
+
+// patch is the rollback: revisions.RollbackPatch (the content and the
+// resourceVersion precondition) with the change-cause and, with --force,
+// the override annotation, in one merge patch.
+func (o *UndoOptions) patch(obj client.Object, target revisions.Revision) ([]byte, error) {
+	raw, err := revisions.RollbackPatch(obj, target.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	var p map[string]any
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fmt.Errorf("decoding the rollback patch: %w", err)
+	}
+	ann := causeAnnotations(o.cause)
+	if o.Force {
+		if obj.GetAnnotations()[revisions.AnnotationOverride] == o.Reason {
+			return nil, fmt.Errorf("the object still carries the override reason %q from an earlier override, which the guard treats as spent: give a different --reason", o.Reason)
+		}
+		if ann == nil {
+			ann = map[string]any{}
+		}
+		ann[revisions.AnnotationOverride] = o.Reason
+	}
+	if len(ann) > 0 {
+		md, _ := p["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			p["metadata"] = md
+		}
+		md["annotations"] = ann
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the rollback patch: %w", err)
+	}
+	return out, nil
+}
+
+func (o *UndoOptions) print(obj client.Object, op string) error {
+	p, err := o.PrintFlags.ToPrinter(op)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(obj, o.c.IOStreams.Out)
+}
+
+// liveLabel names the live revision in messages.
+func liveLabel(set *revisionSet) string {
+	if r, ok := set.current(); ok {
+		return label(r)
+	}
+	return "the live content"
+}
+
+// snapshotHash is the hash of an object's revision content.
+func snapshotHash(obj client.Object) (string, error) {
+	switch o := obj.(type) {
+	case *clusterv1.MachineDeployment:
+		s, err := revisions.ForMachineDeployment(o)
+		return s.Hash, err
+	case *controlplanev1.KubeadmControlPlane:
+		s, err := revisions.ForKubeadmControlPlane(o)
+		return s.Hash, err
+	}
+	return "", fmt.Errorf("%T has no revisions", obj)
+}
