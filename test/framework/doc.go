@@ -6,6 +6,14 @@
 // request, the guard (bin/webhook) as its own process, registered with the
 // API server from the project's own config/webhook/manifests.yaml.
 //
+// The guard runs as it does when installed: as its ServiceAccount
+// (GuardServiceAccount, impersonated by the admin) with only the rights of
+// the project's own config/rbac, so a right missing there fails the tests
+// (Options.GuardAsAdmin runs it as system:masters instead). It serves a
+// certificate from a directory of its own (GuardCertDir), which tests may
+// replace together with the CA bundle of its webhook configurations
+// (WriteGuardServingCert, SetGuardCABundle).
+//
 // Cluster API's validating and defaulting admission webhooks are not
 // installed: every refusal a test sees comes from the guard.
 //

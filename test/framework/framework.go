@@ -48,14 +48,24 @@ type Options struct {
 	// RepoRoot/config/webhook/manifests.yaml, pointed at it.
 	StartGuard bool
 	// GuardArgs are extra flags for bin/webhook, after the ones the
-	// environment sets.
+	// environment sets (a later flag wins).
 	GuardArgs []string
+	// GuardAsAdmin runs the guard as a user in group system:masters. By
+	// default the guard runs as its ServiceAccount (GuardServiceAccount)
+	// with only the rights config/rbac gives it, so a missing verb fails.
+	GuardAsAdmin bool
+	// GuardMetrics serves the guard's metrics endpoint on a free local port
+	// (GuardMetricsURL). By default the guard serves no metrics.
+	GuardMetrics bool
+	// GuardStopTimeout is how long StopGuard (and a restart) waits for the
+	// guard to exit after SIGTERM before it sends SIGKILL. Default: 30s.
+	GuardStopTimeout time.Duration
 	// Log receives the guard's output and the environment's own (the
 	// conversion webhook server's). Default: WorkDir/environment.log.
 	Log io.Writer
 	// WorkDir holds the environment's files: the admin kubeconfig
-	// ("kubeconfig"), the guard's kubeconfig, the logs of etcd and
-	// kube-apiserver (etcd.log, kube-apiserver.log). Default: a new
+	// ("kubeconfig"), the guard's kubeconfig and cert directory, the logs
+	// of etcd and kube-apiserver (etcd.log, kube-apiserver.log). Default: a new
 	// temporary directory, removed by Stop when Log was given (otherwise it
 	// holds the only copy of the log and is kept) and kept after a failed
 	// Start.
@@ -98,6 +108,9 @@ type Environment struct {
 	guardMu         sync.Mutex
 	guard           *guardProcess
 	guardKubeconfig string
+	guardConfig     *rest.Config
+	guardCertDir    string
+	guardCABundle   []byte
 	guardTail       *tailWriter
 
 	stopOnce sync.Once

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -199,8 +200,9 @@ func TestClusterAPICRDsServedInBothVersions(t *testing.T) {
 // API-version lookups after a second one has come and gone.
 func TestStartStopsEverythingWhenTheGuardFails(t *testing.T) {
 	before := childProcesses(t)
+	// As system:masters, so this start also takes the GuardAsAdmin path.
 	_, err := framework.Start(t.Context(), framework.Options{
-		BinDir: env.BinDir, StartGuard: true, GuardArgs: []string{"--no-such-flag"}, Log: os.Stderr, WorkDir: t.TempDir(),
+		BinDir: env.BinDir, StartGuard: true, GuardAsAdmin: true, GuardArgs: []string{"--no-such-flag"}, Log: os.Stderr, WorkDir: t.TempDir(),
 	})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the guard exited before it was ready")
@@ -393,6 +395,44 @@ func TestGuardStopAndRestart(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, created), "the stand-in admits everything")
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), created) })
 	assert.Contains(t, env.GuardLogTail(), "admitting")
+}
+
+// TestGuardIdentityAndCertificates: the guard runs as its ServiceAccount,
+// with the rights of config/rbac alone, and serves from a cert directory of
+// its own whose CA the webhook configurations trust.
+func TestGuardIdentityAndCertificates(t *testing.T) {
+	ctx := t.Context()
+	cfg := env.GuardConfig()
+	require.NotNil(t, cfg)
+	guard, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	review := &authenticationv1.SelfSubjectReview{}
+	require.NoError(t, guard.Create(ctx, review))
+	assert.Equal(t, framework.GuardServiceAccount, review.Status.UserInfo.Username)
+	assert.ElementsMatch(t, framework.GuardGroups(), review.Status.UserInfo.Groups)
+	err = guard.List(ctx, &corev1.SecretList{})
+	assert.True(t, apierrors.IsForbidden(err), "the guard may not list Secrets: %v", err)
+	var sa corev1.ServiceAccount
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: framework.GuardNamespace, Name: framework.GuardServiceAccountName}, &sa))
+
+	dir := env.GuardCertDir()
+	require.NotEmpty(t, dir)
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err)
+	}
+	var cfgs admissionregistrationv1.ValidatingWebhookConfigurationList
+	require.NoError(t, env.Client.List(ctx, &cfgs))
+	found := false
+	for _, c := range cfgs.Items {
+		for _, w := range c.Webhooks {
+			if strings.HasSuffix(w.Name, ".rollout-guard.io") {
+				found = true
+				assert.Equal(t, env.GuardCABundle(), w.ClientConfig.CABundle, "webhook %s", w.Name)
+			}
+		}
+	}
+	assert.True(t, found)
 }
 
 func TestClientAsImpersonates(t *testing.T) {

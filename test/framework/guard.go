@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,18 +18,16 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 const (
-	// GuardUser is the user the guard authenticates as (group system:masters).
-	GuardUser = "rollout-guard"
 	// guardReadyTimeout bounds the wait for the guard's /readyz.
 	guardReadyTimeout = 60 * time.Second
 	// guardRoundTripTimeout bounds the wait for a first admission round trip.
 	guardRoundTripTimeout = 30 * time.Second
-	// guardStopTimeout bounds the guard's graceful stop before a SIGKILL.
-	guardStopTimeout = 30 * time.Second
+	// defaultGuardStopTimeout bounds the guard's graceful stop before a
+	// SIGKILL, unless Options.GuardStopTimeout says otherwise.
+	defaultGuardStopTimeout = 30 * time.Second
 	// probeName names the object of the admission round-trip probe.
 	probeName = "rollout-guard-admission-probe"
 )
@@ -42,6 +39,7 @@ type guardProcess struct {
 	exitErr     error         // the process's exit, valid once done is closed
 	webhookPort int
 	healthPort  int
+	metricsPort int // 0 when metrics are off
 }
 
 // exited reports whether the process has exited.
@@ -65,6 +63,20 @@ func (e *Environment) GuardURL() string {
 	return "https://" + net.JoinHostPort(localHost, strconv.Itoa(e.guard.webhookPort))
 }
 
+// GuardMetricsURL returns the URL (https://127.0.0.1:PORT/metrics) of the
+// running guard's metrics endpoint, or "" when the guard is not running or
+// Options.GuardMetrics is off. The endpoint authenticates callers with the
+// API server (TokenReview) and authorizes them (SubjectAccessReview for get
+// on the non-resource URL /metrics); its certificate is self-signed.
+func (e *Environment) GuardMetricsURL() string {
+	e.guardMu.Lock()
+	defer e.guardMu.Unlock()
+	if e.guard == nil || e.guard.metricsPort == 0 {
+		return ""
+	}
+	return "https://" + net.JoinHostPort(localHost, strconv.Itoa(e.guard.metricsPort)) + "/metrics"
+}
+
 // GuardLogTail returns the last lines the guard process wrote.
 func (e *Environment) GuardLogTail() string { return e.guardTail.String() }
 
@@ -73,6 +85,16 @@ func (e *Environment) GuardLogTail() string { return e.guardTail.String() }
 // pointed at it, and returns once its /readyz answers 200 and an admission
 // request made through the API server reaches it. On error the guard is
 // stopped again and the error ends with the last lines of its log.
+//
+// The first call sets up what every later one reuses:
+//   - the guard's identity: unless Options.GuardAsAdmin, the RBAC objects of
+//     config/rbac (InstallGuardRBAC) and a kubeconfig in which the admin
+//     impersonates GuardServiceAccount, so the guard has exactly the rights
+//     the shipped ClusterRoles and Role give it (GuardConfig);
+//   - its cert directory (GuardCertDir) with a serving certificate for
+//     127.0.0.1, and the CA bundle the webhook configurations trust
+//     (GuardCABundle); WriteGuardServingCert and SetGuardCABundle replace
+//     them, and a restarted guard keeps the replacements.
 func (e *Environment) StartGuard(ctx context.Context) error {
 	if err := e.running(); err != nil {
 		return fmt.Errorf("starting the guard: %w", err)
@@ -85,21 +107,29 @@ func (e *Environment) StartGuard(ctx context.Context) error {
 	if err := checkBinary(e.BinDir, "webhook"); err != nil {
 		return fmt.Errorf("starting the guard: %w", err)
 	}
-	if err := e.ensureGuardKubeconfig(); err != nil {
-		return err
+	if err := e.ensureGuardIdentity(ctx); err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
 	}
-	ports, err := freePorts(2)
+	if err := e.ensureGuardCertDir(); err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
+	}
+	ports, err := freePorts(3)
 	if err != nil {
 		return fmt.Errorf("starting the guard: %w", err)
 	}
 	g := &guardProcess{done: make(chan struct{}), webhookPort: ports[0], healthPort: ports[1]}
+	metricsAddr := "0"
+	if e.opts.GuardMetrics {
+		g.metricsPort = ports[2]
+		metricsAddr = net.JoinHostPort(localHost, strconv.Itoa(g.metricsPort))
+	}
 	args := append([]string{
 		"--kubeconfig", e.guardKubeconfig,
 		"--webhook-host", localHost,
 		"--webhook-port", strconv.Itoa(g.webhookPort),
-		"--cert-dir", e.testEnv.WebhookInstallOptions.LocalServingCertDir,
+		"--cert-dir", e.guardCertDir,
 		"--health-probe-bind-address", net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)),
-		"--metrics-bind-address", "0",
+		"--metrics-bind-address", metricsAddr,
 	}, e.opts.GuardArgs...)
 
 	e.guardTail.reset()
@@ -138,10 +168,10 @@ func (e *Environment) StartGuard(ctx context.Context) error {
 }
 
 // StopGuard stops the guard (SIGTERM to its process group, SIGKILL after
-// 30 s) and waits for it. The webhook configurations stay registered, so
-// the edits they select fail closed while the guard is down. It is a no-op
-// if the guard is not running; it returns an error if the guard had exited
-// by itself with an error.
+// Options.GuardStopTimeout) and waits for it. The webhook configurations
+// stay registered, so the edits they select fail closed while the guard is
+// down. It is a no-op if the guard is not running; it returns an error if
+// the guard had exited by itself with an error.
 func (e *Environment) StopGuard() error {
 	e.guardMu.Lock()
 	defer e.guardMu.Unlock()
@@ -162,11 +192,15 @@ func (e *Environment) stopGuardLocked() error {
 		}
 		return nil
 	}
+	stopTimeout := e.opts.GuardStopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = defaultGuardStopTimeout
+	}
 	killGroup(pid, syscall.SIGTERM)
 	select {
 	case <-g.done:
-	case <-time.After(guardStopTimeout):
-		e.logger.Info("the guard did not stop after SIGTERM; killing it", "pid", pid, "waited", guardStopTimeout.String())
+	case <-time.After(stopTimeout):
+		e.logger.Info("the guard did not stop after SIGTERM; killing it", "pid", pid, "waited", stopTimeout.String())
 		killGroup(pid, syscall.SIGKILL)
 		<-g.done
 	}
@@ -180,27 +214,6 @@ func killGroup(pid int, sig syscall.Signal) {
 	if err := syscall.Kill(-pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		_ = syscall.Kill(pid, sig)
 	}
-}
-
-// ensureGuardKubeconfig provisions the guard's user and writes its kubeconfig once.
-func (e *Environment) ensureGuardKubeconfig() error {
-	if e.guardKubeconfig != "" {
-		return nil
-	}
-	user, err := e.testEnv.AddUser(envtest.User{Name: GuardUser, Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("provisioning the guard's user: %w", err)
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("making the guard's kubeconfig: %w", err)
-	}
-	path := filepath.Join(e.WorkDir, "guard.kubeconfig")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return fmt.Errorf("writing the guard's kubeconfig: %w", err)
-	}
-	e.guardKubeconfig = path
-	return nil
 }
 
 // freePorts returns n distinct free TCP ports on the local host.

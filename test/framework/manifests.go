@@ -98,10 +98,11 @@ func localClientConfig(cc *admissionregistrationv1.WebhookClientConfig, baseURL 
 }
 
 // registerGuardWebhooks creates or updates the guard's webhook
-// configurations, pointed at the guard on port.
+// configurations, pointed at the guard on port and trusting the guard's CA
+// bundle. The caller holds guardMu.
 func (e *Environment) registerGuardWebhooks(ctx context.Context, port int) error {
 	base := "https://" + net.JoinHostPort(localHost, strconv.Itoa(port))
-	objs, err := LocalWebhookConfigurations(e.GuardManifests(), base, e.testEnv.WebhookInstallOptions.LocalServingCAData)
+	objs, err := LocalWebhookConfigurations(e.GuardManifests(), base, e.guardCABundle)
 	if err != nil {
 		return fmt.Errorf("reading the guard's webhook configurations: %w", err)
 	}

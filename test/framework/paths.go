@@ -90,6 +90,14 @@ func modulePath(data []byte) string {
 	return ""
 }
 
+// ModuleDir makes sure module@version is in the module cache (through the
+// Go module proxy, as `go mod download` does) and returns its directory. It
+// is how tests reach files that ship inside a module but not in this
+// module's dependencies, such as cert-manager's CRDs.
+func ModuleDir(module, version string) (string, error) {
+	return downloadModule(module, version)
+}
+
 // downloadModule makes sure module@version is in the module cache (through
 // the Go module proxy) and returns its directory.
 func downloadModule(module, version string) (string, error) {

@@ -1,0 +1,111 @@
+// Package install proves that rollout-guard installs as it ships: the
+// kustomize bases under config/ build and every object they make is accepted
+// by a real kube-apiserver (with cert-manager's CRDs installed); the guard
+// runs with nothing but the shipped RBAC (as its ServiceAccount) and uses
+// every right it is given for what it is given for; its metrics answer only
+// authorized callers; and its serving certificate and the CA bundle of its
+// webhook configurations can be replaced while it runs, without a restart
+// and without one failed admission request.
+package install
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+// cert-manager's module, whose zip ships its CRDs in deploy/crds.
+const (
+	certManagerModule  = "github.com/cert-manager/cert-manager"
+	certManagerVersion = "v1.21.2"
+)
+
+// env is the package's one API server, with the guard running as its
+// ServiceAccount, leader election on and metrics served.
+var env *framework.Environment
+
+// TestMain starts the package's environment, installs cert-manager's CRDs,
+// runs the tests and stops everything again.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	logFile, err := os.CreateTemp("", "rollout-guard-install-*.log")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating the log file:", err)
+		return 1
+	}
+	defer logFile.Close()
+	fmt.Fprintln(os.Stderr, "guard and API server logs:", logFile.Name())
+	// The clients' own log (API server warnings, for one) goes there too.
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder()))
+	begin := time.Now()
+	env, err = framework.Start(ctx, framework.Options{
+		StartGuard:   true,
+		GuardMetrics: true,
+		GuardArgs:    []string{"--leader-elect", "--leader-election-namespace=" + framework.GuardNamespace},
+		// As the Deployment's terminationGracePeriodSeconds.
+		GuardStopTimeout: 10 * time.Second,
+		Log:              logFile,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
+		return 1
+	}
+	code := func() int {
+		if err := installCertManagerCRDs(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "environment with the guard and cert-manager's CRDs ready in %s\n", time.Since(begin).Round(time.Millisecond))
+		return m.Run()
+	}()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test environment:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// installCertManagerCRDs installs the CRDs of cert-manager's module
+// (downloaded through the Go module proxy if needed) and waits until they
+// are served.
+func installCertManagerCRDs() error {
+	dir, err := framework.ModuleDir(certManagerModule, certManagerVersion)
+	if err != nil {
+		return fmt.Errorf("finding cert-manager's CRDs: %w", err)
+	}
+	crdDir := filepath.Join(dir, "deploy", "crds")
+	crds, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths:              []string{crdDir},
+		ErrorIfPathMissing: true,
+		Scheme:             env.Scheme,
+	})
+	if err != nil {
+		return fmt.Errorf("installing cert-manager's CRDs from %s: %w", crdDir, err)
+	}
+	if len(crds) == 0 {
+		return fmt.Errorf("no CRD in %s", crdDir)
+	}
+	return nil
+}
+
+// repoPath returns path (slash-separated, relative to the repository root)
+// as an absolute path.
+func repoPath(path string) string {
+	return filepath.Join(env.RepoRoot, filepath.FromSlash(path))
+}

@@ -1,0 +1,270 @@
+package install
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+// The rules config/rbac ships. Changing them means changing these, the
+// comments in config/rbac and the RBAC section of docs/install.md.
+var (
+	// guardRules: read the Cluster API objects the policy judges against,
+	// keep history in ControllerRevisions, authenticate and authorize
+	// metrics callers.
+	guardRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "machinedeployments", "machinepools", "machines"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}
+	// leaderElectionRules: in the guard's namespace only.
+	leaderElectionRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+	metricsReaderRules = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	// aggregationLabel selects the ClusterRoles whose rules are added to
+	// rollout-guard-control-planes.
+	aggregationLabel = map[string]string{"rollout-guard.io/aggregate-to-control-planes": "true"}
+	// writableResources are the only resources any shipped rule may write.
+	writableResources = []string{"controllerrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews"}
+)
+
+// TestShippedRBACIsLeastPrivilege pins every rule config/rbac ships and
+// checks the invariants behind them: no wildcard, no Secret, writes only to
+// the guard's history, its lease and events, and the two review APIs.
+func TestShippedRBACIsLeastPrivilege(t *testing.T) {
+	m := build(t, "config/rbac")
+	assert.Equal(t, guardRules, as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard")).Rules)
+	assert.Equal(t, leaderElectionRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-leader-election")).Rules)
+	assert.Equal(t, metricsReaderRules, as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-metrics-reader")).Rules)
+	aggregated := as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-control-planes"))
+	assert.Empty(t, aggregated.Rules, "kube-controller-manager fills the aggregated role")
+	require.NotNil(t, aggregated.AggregationRule)
+	assert.Equal(t, []metav1.LabelSelector{{MatchLabels: aggregationLabel}}, aggregated.AggregationRule.ClusterRoleSelectors)
+
+	var rules []rbacv1.PolicyRule
+	for _, u := range m.ofKind("ClusterRole") {
+		rules = append(rules, as[rbacv1.ClusterRole](t, u).Rules...)
+	}
+	for _, u := range m.ofKind("Role") {
+		rules = append(rules, as[rbacv1.Role](t, u).Rules...)
+	}
+	for _, r := range rules {
+		for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames, r.NonResourceURLs} {
+			assert.NotContains(t, list, "*", "no wildcard: %v", r)
+		}
+		assert.NotContains(t, r.Resources, "secrets")
+		if slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+			for _, res := range r.Resources {
+				assert.Contains(t, writableResources, res, "write access in %v", r)
+			}
+		}
+	}
+}
+
+// TestGuardRunsAsItsServiceAccount asks the API server who the guard is and
+// what it may do, through the guard's own client configuration.
+func TestGuardRunsAsItsServiceAccount(t *testing.T) {
+	ctx := t.Context()
+	cfg := env.GuardConfig()
+	require.NotNil(t, cfg)
+	guard, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	review := &authenticationv1.SelfSubjectReview{}
+	require.NoError(t, guard.Create(ctx, review))
+	assert.Equal(t, framework.GuardServiceAccount, review.Status.UserInfo.Username)
+	assert.ElementsMatch(t, framework.GuardGroups(), review.Status.UserInfo.Groups)
+
+	cases := []struct {
+		verb, group, resource, subresource, namespace string
+		allowed                                       bool
+	}{
+		{"list", "cluster.x-k8s.io", "machines", "", "", true},
+		{"watch", "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes", "", "", true},
+		{"create", "apps", "controllerrevisions", "", "team-a", true},
+		{"delete", "apps", "controllerrevisions", "", "team-a", true},
+		{"create", "authentication.k8s.io", "tokenreviews", "", "", true},
+		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
+		{"update", "coordination.k8s.io", "leases", "", framework.GuardNamespace, true},
+		{"create", "", "events", "", framework.GuardNamespace, true},
+		// Not a right more.
+		{"get", "", "secrets", "", framework.GuardNamespace, false},
+		{"list", "", "secrets", "", "", false},
+		{"update", "cluster.x-k8s.io", "machinedeployments", "", "team-a", false},
+		{"patch", "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes", "", "team-a", false},
+		{"update", "cluster.x-k8s.io", "machinedeployments", "status", "team-a", false},
+		{"delete", "cluster.x-k8s.io", "clusters", "", "team-a", false},
+		{"list", "controlplane.cluster.x-k8s.io", "talosclontrolplanes", "", "", false},
+		{"list", "apps", "deployments", "", "", false},
+		{"create", "coordination.k8s.io", "leases", "", "kube-system", false},
+		{"create", "", "events", "", "team-a", false},
+		{"create", "", "configmaps", "", framework.GuardNamespace, false},
+		{"escalate", "rbac.authorization.k8s.io", "clusterroles", "", "", false},
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s %s/%s", c.verb, c.group, c.resource)
+		if c.subresource != "" {
+			name += "/" + c.subresource
+		}
+		if c.namespace != "" {
+			name += " in " + c.namespace
+		}
+		t.Run(name, func(t *testing.T) {
+			sar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.subresource, Namespace: c.namespace,
+				},
+			}}
+			require.NoError(t, guard.Create(ctx, sar))
+			assert.Equal(t, c.allowed, sar.Status.Allowed, "reason: %s", sar.Status.Reason)
+		})
+	}
+}
+
+// TestLeaderElectionWithTheShippedRole: the guard, started with
+// --leader-elect, takes its Lease and announces it with an Event, both in
+// its namespace, through the leader-election Role.
+func TestLeaderElectionWithTheShippedRole(t *testing.T) {
+	ctx := t.Context()
+	lease := &coordinationv1.Lease{}
+	require.Eventually(t, func() bool {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: framework.GuardNamespace, Name: "rollout-guard-leader"}, lease)
+		return err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != ""
+	}, 30*time.Second, 200*time.Millisecond, "the guard holds lease %s/rollout-guard-leader", framework.GuardNamespace)
+
+	require.Eventually(t, func() bool {
+		events := &corev1.EventList{}
+		if err := env.Client.List(ctx, events, client.InNamespace(framework.GuardNamespace)); err != nil {
+			return false
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == "rollout-guard-leader" && e.Reason == "LeaderElection" {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "the guard recorded its leadership in an Event")
+}
+
+// TestAMissingRightStopsTheGuard takes Machines out of the live ClusterRole
+// and restarts the guard: it never becomes ready, because its cache of
+// Machines cannot fill, and its log says why. (One verb alone is not enough
+// to show this at start-up: against this API server the informers fill
+// through a watch with initial events, and fall back to a list, so neither
+// list nor watch alone keeps the cache from syncing. A missing watch leaves
+// the cache stale instead, which the end-to-end tests, run with nothing
+// but the shipped RBAC, catch.) Such a guard also ignores SIGTERM, as it
+// waits for its caches; it is killed after the grace period, as the
+// kubelet would.
+func TestAMissingRightStopsTheGuard(t *testing.T) {
+	ctx := t.Context()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		require.NoError(t, env.InstallGuardRBAC(ctx))
+		if env.GuardURL() == "" {
+			require.NoError(t, env.StartGuard(ctx))
+		}
+	})
+	role := &rbacv1.ClusterRole{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "rollout-guard"}, role))
+	for i, r := range role.Rules {
+		role.Rules[i].Resources = slices.DeleteFunc(slices.Clone(r.Resources), func(s string) bool { return s == "machines" })
+	}
+	require.NoError(t, env.Client.Update(ctx, role))
+
+	// A guard with its rights is ready in well under a second.
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := env.StartGuard(startCtx)
+	require.Error(t, err, "the guard must not become ready without rights on machines")
+	assert.Contains(t, err.Error(), "/readyz")
+	assert.Regexp(t, `cannot (list|watch) resource \\?"machines\\?" in API group \\?"cluster.x-k8s.io\\?"`, err.Error())
+	assert.Empty(t, env.GuardURL(), "the failed guard was stopped")
+
+	require.NoError(t, env.InstallGuardRBAC(ctx))
+	require.NoError(t, env.StartGuard(ctx), "with the shipped role again")
+}
+
+// TestMetricsAnswerOnlyAuthorizedCallers: the guard's metrics endpoint
+// checks a caller's token with a TokenReview and its right to get /metrics
+// with a SubjectAccessReview, both made with the shipped ClusterRole; the
+// shipped metrics-reader ClusterRole is the right.
+func TestMetricsAnswerOnlyAuthorizedCallers(t *testing.T) {
+	ctx := t.Context()
+	url := env.GuardMetricsURL()
+	require.NotEmpty(t, url)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "install-metrics"}}
+	require.NoError(t, env.Client.Create(ctx, ns))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+
+	token := func(name string) string {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name}}
+		require.NoError(t, env.Client.Create(ctx, sa))
+		tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+		require.NoError(t, env.Client.SubResource("token").Create(ctx, sa, tr))
+		require.NotEmpty(t, tr.Status.Token)
+		return tr.Status.Token
+	}
+	scraper, stranger := token("scraper"), token("stranger")
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "install-test-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rollout-guard-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: "scraper"}},
+	}
+	require.NoError(t, env.Client.Create(ctx, binding))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
+
+	// The endpoint's certificate is self-signed; what is tested here is who
+	// may read it.
+	httpClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed local endpoint
+	}}
+	get := func(token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := httpClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, body := get(scraper)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "controller_runtime_webhook_requests_total")
+	code, _ = get(stranger)
+	assert.Equal(t, http.StatusForbidden, code, "a valid token without the metrics-reader role")
+	code, _ = get("")
+	assert.Equal(t, http.StatusUnauthorized, code, "no token")
+	// controller-runtime answers 500 ("Authentication failed") when the
+	// TokenReview says the token is invalid; what matters is the refusal.
+	code, body = get("not-a-token")
+	assert.NotEqual(t, http.StatusOK, code, "a token the API server does not know")
+	assert.NotContains(t, body, "controller_runtime_webhook_requests_total")
+	assert.False(t, strings.Contains(env.GuardLogTail(), "is forbidden"), "the guard made every review it needed:\n%s", env.GuardLogTail())
+}
