@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,15 @@ import (
 // Machines, of spec.clusterName. It lets the guard list one cluster's workers
 // without relying on labels that only Cluster API's defaulting webhook sets.
 const ClusterNameField = "spec.clusterName"
+
+// ContractReadTimeout bounds the read of a control plane other than
+// KubeadmControlPlane, so a kind the guard may not read costs one warning,
+// not an admission timeout.
+const ContractReadTimeout = 2 * time.Second
+
+// AggregateToControlPlanesLabel is the label of ClusterRoles whose rules the
+// guard's rollout-guard-control-planes ClusterRole aggregates (config/rbac).
+const AggregateToControlPlanesLabel = "rollout-guard.io/aggregate-to-control-planes"
 
 // controlPlaneLabel marks control-plane Machines.
 const controlPlaneLabel = clusterv1.MachineControlPlaneLabel
@@ -87,9 +97,19 @@ func (f factReader) contractControlPlane(ctx context.Context, namespace string, 
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, u); err != nil {
-		if apierrors.IsNotFound(err) {
+	// Reading a provider's control plane through the cache starts an informer
+	// for its kind on first use; without read access to that kind it would
+	// never fill and the read would wait for the whole admission timeout.
+	// Bound the wait and say what is missing instead.
+	readCtx, cancel := context.WithTimeout(ctx, ContractReadTimeout)
+	defer cancel()
+	if err := f.reader.Get(readCtx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, u); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
 			return nil, fmt.Sprintf("control plane %s not found", id), nil
+		case readCtx.Err() != nil && ctx.Err() == nil, apierrors.IsForbidden(err):
+			return nil, fmt.Sprintf("control plane %s could not be read within %s (%v); grant rollout-guard read access to %s through a ClusterRole labelled %s",
+				id, ContractReadTimeout, err, mapping.Resource.GroupResource(), AggregateToControlPlanesLabel+"=true"), nil
 		}
 		return nil, "", fmt.Errorf("reading control plane %s: %w", id, err)
 	}

@@ -3,11 +3,14 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -93,4 +96,31 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		}
 	}
 	return nil
+}
+
+// bootKinds are the kinds whose informers the guard starts with the manager
+// and needs before it can judge anything.
+func bootKinds() []client.Object {
+	return []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{},
+		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}}
+}
+
+// CachesReady is the readiness check of the guard: the informers of the
+// kinds it always reads have filled. It deliberately ignores informers
+// started later for other providers' control planes: one such kind the guard
+// may not read must cost a warning on that cluster's edits, not the
+// readiness of every replica (and so every policed edit everywhere).
+func CachesReady(mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		for _, obj := range bootKinds() {
+			informer, err := mgr.GetCache().GetInformer(req.Context(), obj, cache.BlockUntilSynced(false))
+			if err != nil {
+				return fmt.Errorf("informer of %T: %w", obj, err)
+			}
+			if !informer.HasSynced() {
+				return fmt.Errorf("cache of %T not filled yet", obj)
+			}
+		}
+		return nil
+	}
 }

@@ -6,13 +6,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -136,14 +133,7 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
-		syncCtx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-			return errors.New("caches not synced yet")
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.AddReadyzCheck("caches", webhooks.CachesReady(mgr)); err != nil {
 		return fmt.Errorf("adding the cache readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,

@@ -63,6 +63,17 @@ func (e *Environment) GuardURL() string {
 	return "https://" + net.JoinHostPort(localHost, strconv.Itoa(e.guard.webhookPort))
 }
 
+// GuardReadyzURL returns the URL (http://127.0.0.1:PORT/readyz) of the
+// running guard's readiness endpoint, or "" when the guard is not running.
+func (e *Environment) GuardReadyzURL() string {
+	e.guardMu.Lock()
+	defer e.guardMu.Unlock()
+	if e.guard == nil {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(localHost, strconv.Itoa(e.guard.healthPort)) + "/readyz"
+}
+
 // GuardMetricsURL returns the URL (https://127.0.0.1:PORT/metrics) of the
 // running guard's metrics endpoint, or "" when the guard is not running or
 // Options.GuardMetrics is off. The endpoint authenticates callers with the

@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestControlPlaneTheGuardMayNotRead points a Cluster at a control-plane
+// kind outside the guard's ClusterRole. An edit of that cluster's worker
+// pool must be allowed with a warning that says which right is missing —
+// within seconds, not at the admission timeout — and the guard must stay
+// ready and keep judging every other cluster.
+func TestControlPlaneTheGuardMayNotRead(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-unreadable"}}
+	require.NoError(t, env.Client.Create(ctx, ns))
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "other"},
+		Spec: clusterv1.ClusterSpec{
+			// A kind the guard's ClusterRole does not grant (any served kind will do).
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: "other-cp"},
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, cluster))
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "other-md"},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: "other", Replicas: ptr.To[int32](1),
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": "a"}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: "other", Version: "v1.34.2",
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "other"},
+				},
+			},
+		},
+	}
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, c.Create(ctx, md), "an edit of a cluster whose control plane the guard cannot read is allowed")
+	assert.Less(t, time.Since(start), 4*time.Second, "the guard waited for an informer that can never fill")
+	require.Len(t, warnings.texts, 1)
+	assert.Contains(t, warnings.texts[0], "rollout-guard: version skew of MachineDeployment e2e-unreadable/other-md not checked: control plane DevCluster e2e-unreadable/other-cp could not be read within 2s")
+	assert.Contains(t, warnings.texts[0], "grant rollout-guard read access to devclusters.infrastructure.cluster.x-k8s.io through a ClusterRole labelled rollout-guard.io/aggregate-to-control-planes=true")
+
+	// The guard stays ready, and still refuses what it should elsewhere.
+	resp, err := http.Get(env.GuardReadyzURL())
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "one unreadable control plane made the guard unready")
+	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	err = edit(t, mergePatch, w.md, "v1.35.0", mdVersion...)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "[rule WorkerNewerThanControlPlane]")
+}
+
+// warningRecorder keeps the warnings the API server returns.
+type warningRecorder struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.texts = append(w.texts, text)
+}
