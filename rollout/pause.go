@@ -20,13 +20,10 @@ type PauseOptions struct {
 	Selector string
 	// AllNamespaces selects in every namespace (-A).
 	AllNamespaces bool
-	// ChangeCause is --change-cause.
-	ChangeCause string
 	// Resume is true for `rollout resume`.
 	Resume bool
 
 	targets Targets
-	cause   string
 }
 
 func newPauseCommand(c *cli) *cobra.Command {
@@ -62,7 +59,10 @@ refused: pause its Cluster (spec.paused) instead.
 func (o *PauseOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): act on every object of the KIND it matches.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
-	addChangeCauseFlag(cmd, &o.ChangeCause)
+	// No --change-cause: pausing changes no revision, so the guard records
+	// nothing for it; and a pause must go through while the guard is down
+	// (an incident is when it is needed most), which it does only while it
+	// carries no rollout-guard.io/ annotation for the guard's webhook to match.
 	o.PrintFlags.AddFlags(cmd)
 }
 
@@ -90,7 +90,6 @@ func (o *PauseOptions) Complete(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	o.targets = t
-	o.cause = o.c.changeCause(cmd, o.ChangeCause)
 	return nil
 }
 
@@ -133,7 +132,7 @@ func (o *PauseOptions) Run(ctx context.Context) error {
 func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) error {
 	var (
 		spec        map[string]any
-		annotations = causeAnnotations(o.cause)
+		annotations map[string]any
 		done        string // non-empty: nothing to do
 	)
 	if annotations == nil {

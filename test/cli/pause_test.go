@@ -95,3 +95,24 @@ func TestSelectorAndCluster(t *testing.T) {
 	r.fails(t, "cannot restart KubeadmControlPlane cli-selector/c1-control-plane: it is paused (annotation cluster.x-k8s.io/paused), so Cluster API would not roll it out; resume it first with: rollout resume kubeadmcontrolplane/c1-control-plane -n cli-selector\nthe control plane restarts first: its worker pools were not restarted")
 	assert.Empty(t, r.stdout)
 }
+
+// TestPauseWhileTheGuardIsDown pauses and resumes with the guard stopped but
+// still registered (failurePolicy Fail): a pause sends nothing the guard's
+// webhooks match, so it works when an incident may need it most.
+func TestPauseWhileTheGuardIsDown(t *testing.T) {
+	w := newWorld(t, "cli-pause-guard-down", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	require.NoError(t, env.StopGuard())
+	t.Cleanup(func() {
+		if err := env.StartGuard(context.Background()); err != nil {
+			t.Fatalf("starting the guard again: %v", err)
+		}
+	})
+	for _, res := range []string{"machinedeployment/" + mdName, "kubeadmcontrolplane/" + kcpName} {
+		rolloutCmd(t, "pause", res, "-n", w.ns).ok(t)
+		rolloutCmd(t, "resume", res, "-n", w.ns).ok(t)
+	}
+	// A restart is recorded by the guard, so it fails closed.
+	r := rolloutCmd(t, "restart", "machinedeployment/"+mdName, "-n", w.ns)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, `failed calling webhook "stamp.machinedeployment.rollout-guard.io"`)
+}
