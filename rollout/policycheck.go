@@ -2,10 +2,7 @@ package rollout
 
 import (
 	"context"
-	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/policy"
@@ -57,26 +54,10 @@ func (c *cli) checkPolicy(ctx context.Context, cl *clients, oldObj, newObj clien
 }
 
 // refusalText renders a refused decision exactly as the guard's validating
-// webhook does (webhooks.toAdmission): one field error per violation inside
-// one Invalid error, as Cluster API's own webhooks answer.
+// webhook does (policy.Refusal).
 func refusalText(kind Kind, name string, d skew.Decision) string {
-	errs := make(field.ErrorList, 0, len(d.Violations))
-	for _, v := range d.Violations {
-		path := fieldPath(v.Field)
-		if v.Rule == skew.RuleInvalidVersion {
-			errs = append(errs, field.Invalid(path, v.Value, v.String()))
-			continue
-		}
-		errs = append(errs, field.Forbidden(path, v.String()))
+	if err := policy.Refusal(kind.GVK.GroupKind(), name, d, nil); err != nil {
+		return err.Error()
 	}
-	return apierrors.NewInvalid(kind.GVK.GroupKind(), name, errs).Error()
-}
-
-// fieldPath turns "spec.template.spec.version" into a field.Path.
-func fieldPath(dotted string) *field.Path {
-	if dotted == "" {
-		return field.NewPath("spec")
-	}
-	parts := strings.Split(dotted, ".")
-	return field.NewPath(parts[0], parts[1:]...)
+	return ""
 }
