@@ -70,8 +70,8 @@ bench: ## Go benchmarks (benchstat-friendly output in bench.txt).
 	go test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
 
 .PHONY: run
-run: tools build ## Start a local API server with the CAPI CRDs and the guard; Ctrl-C stops it.
-	cd test && go run ./cmd/sandbox --dir $(ROOT)/.sandbox --bin-dir $(BIN)
+run: tools build ## Start the sandbox: a management cluster with demo clusters, the CAPI controllers and the guard (SANDBOX_FLAGS="--clusters 2"); Ctrl-C stops it.
+	cd test && go run ./cmd/sandbox --dir $(ROOT)/.sandbox --bin-dir $(BIN) $(SANDBOX_FLAGS)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps bin/ tools; use clean-tools for those).

@@ -1,9 +1,13 @@
-// Command sandbox runs a local Cluster API management cluster with the guard:
-// etcd and kube-apiserver from the repository's bin/, the Cluster API CRDs
-// with their conversion webhooks, and bin/webhook registered from
-// config/webhook/manifests.yaml. It writes an admin kubeconfig to
-// <dir>/kubeconfig, logs to <dir>/sandbox.log, and runs until SIGINT or
-// SIGTERM, then stops everything it started.
+// Command sandbox runs a local Cluster API management cluster with the guard
+// and demo clusters whose machines are simulated in memory (package
+// test/sandbox): etcd and kube-apiserver from the repository's bin/, the
+// Cluster API CRDs with their conversion webhooks, bin/webhook registered
+// from config/webhook/manifests.yaml, the Cluster API controllers and the
+// in-memory infrastructure provider in this process, and a demo cluster
+// "demo" (plus "demo-2"… with --clusters). It writes an admin kubeconfig to
+// <dir>/kubeconfig, logs to <dir>/sandbox.log, prints a tour of commands to
+// try once every machine is ready, and runs until SIGINT or SIGTERM, then
+// stops everything it started.
 package main
 
 import (
@@ -11,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
+	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
 func main() {
@@ -35,13 +41,24 @@ func main() {
 func run() (retErr error) {
 	dir := flag.String("dir", ".sandbox", "state directory: kubeconfig, logs")
 	binDir := flag.String("bin-dir", "", "directory holding etcd, kube-apiserver, kubectl and webhook (default: the repository's bin/)")
+	clusters := flag.Int("clusters", 1, `number of demo clusters: "demo", then "demo-2", "demo-3"…`)
+	cpMachines := flag.Int("control-plane-machines", sandbox.DefaultControlPlaneMachines, "control-plane machines of each demo cluster")
+	workerMachines := flag.Int("worker-machines", sandbox.DefaultWorkerMachines, "worker machines of each demo cluster")
+	startup := flag.Duration("machine-startup", sandbox.DefaultMachineStartup, "how long each simulated start-up step of a machine takes (VM, node, API server, etcd)")
+	readyTimeout := flag.Duration("ready-timeout", sandbox.DefaultReadyTimeout, "how long to wait for every demo machine to be ready")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nRuns a local Cluster API management cluster with rollout-guard until interrupted.\n\nFlags:\n", os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nRuns a local Cluster API management cluster with rollout-guard and demo clusters until interrupted.\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", flag.Args())
+	}
+	if *clusters < 1 || *cpMachines < 1 || *workerMachines < 1 {
+		return errors.New("--clusters, --control-plane-machines and --worker-machines must be at least 1")
+	}
+	if *startup <= 0 {
+		return errors.New("--machine-startup must be positive")
 	}
 
 	stateDir, err := filepath.Abs(*dir)
@@ -64,6 +81,8 @@ func run() (retErr error) {
 	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger.WithName("klog"))
+	// The in-memory workload clusters' API servers log through the standard logger.
+	log.SetOutput(logFile)
 
 	// Signals are caught until the end, so a second Ctrl-C cannot cut the
 	// stop short and leave etcd or kube-apiserver behind.
@@ -72,11 +91,20 @@ func run() (retErr error) {
 
 	fmt.Printf("starting the sandbox in %s (log: %s)\n", stateDir, logPath)
 	begin := time.Now()
-	env, err := framework.Start(ctx, framework.Options{
-		BinDir:     *binDir,
-		StartGuard: true,
-		Log:        logFile,
-		WorkDir:    stateDir,
+	sb, err := sandbox.Start(ctx, sandbox.Options{
+		Environment: framework.Options{
+			BinDir:  *binDir,
+			Log:     logFile,
+			WorkDir: stateDir,
+		},
+		Clusters:             *clusters,
+		ControlPlaneMachines: int32(*cpMachines),
+		WorkerMachines:       int32(*workerMachines),
+		MachineStartup:       *startup,
+		ReadyTimeout:         *readyTimeout,
+		Progress: func(s sandbox.ClusterState) {
+			fmt.Printf("  %5.1fs  %s: %s\n", time.Since(begin).Seconds(), s.Name, s.Summary())
+		},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -86,42 +114,86 @@ func run() (retErr error) {
 	}
 	defer func() {
 		fmt.Println("stopping the sandbox...")
-		if err := env.Stop(); err != nil {
+		if err := sb.Stop(); err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("stopping: %w", err))
 			return
 		}
-		fmt.Println("sandbox stopped: etcd, kube-apiserver and the guard are down")
+		fmt.Println("sandbox stopped: the controllers, etcd, kube-apiserver and the guard are down")
 	}()
 
-	kubectl := displayPath(filepath.Join(env.BinDir, "kubectl"))
-	fmt.Printf(`sandbox ready in %s: a Cluster API management cluster with rollout-guard.
-
-  export KUBECONFIG=%s
-  %s get crds | grep cluster.x-k8s.io
-  %s get validatingwebhookconfigurations
-  %s api-resources --api-group=cluster.x-k8s.io
-
-Guard webhook: %s (its output and the environment's: %s)
-API server and etcd logs: %s, %s
-Press Ctrl-C to stop.
-`,
-		time.Since(begin).Round(100*time.Millisecond), env.Kubeconfig, kubectl, kubectl, kubectl,
-		env.GuardURL(), logPath,
-		filepath.Join(stateDir, "kube-apiserver.log"), filepath.Join(stateDir, "etcd.log"))
-
+	printTour(sb, time.Since(begin), logPath, stateDir)
 	<-ctx.Done()
 	fmt.Println()
 	return nil
 }
 
-// displayPath returns path relative to the working directory when it lies
-// below it, else path.
-func displayPath(path string) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		return path
+// printTour prints what runs and a few commands to try, with paths
+// relative to the repository's root, where a user types them.
+func printTour(sb *sandbox.Sandbox, took time.Duration, logPath, stateDir string) {
+	root := sb.Env.RepoRoot
+	demo := sb.Clusters[0]
+	var names []string
+	for _, c := range sb.Clusters {
+		names = append(names, c.Name)
 	}
-	rel, err := filepath.Rel(wd, path)
+	tour := strings.NewReplacer(
+		"{took}", took.Round(100*time.Millisecond).String(),
+		"{envTook}", sb.EnvironmentReadyAfter.Round(100*time.Millisecond).String(),
+		"{clusters}", fmt.Sprintf("%d cluster(s): %s", len(sb.Clusters), strings.Join(names, ", ")),
+		"{cp}", fmt.Sprint(demo.ControlPlaneMachines),
+		"{workers}", fmt.Sprint(demo.WorkerMachines),
+		"{version}", demo.KubernetesVersion,
+		"{root}", root,
+		"{kubeconfig}", sb.Kubeconfig,
+		"{kubectl}", relativeTo(root, filepath.Join(sb.Env.BinDir, "kubectl")),
+		"{rollout}", relativeTo(root, filepath.Join(sb.Env.BinDir, "rollout")),
+		"{md}", demo.MachineDeploymentName(),
+		"{spare}", demo.SpareWorkerTemplate(),
+		"{kcp}", demo.ControlPlaneName(),
+		"{cluster}", demo.Name,
+		"{workloadKubeconfig}", relativeTo(root, filepath.Join(stateDir, demo.Name+".kubeconfig")),
+		"{log}", logPath,
+		"{apiserverLog}", filepath.Join(stateDir, "kube-apiserver.log"),
+		"{etcdLog}", filepath.Join(stateDir, "etcd.log"),
+	)
+	fmt.Print(tour.Replace(`
+sandbox ready in {took}: {clusters}, each with {cp} control-plane and {workers} worker
+machines at {version}, the Cluster API controllers, the in-memory infrastructure and
+rollout-guard (API server and guard were up after {envTook}).
+
+Try, in another shell, from {root}:
+
+  export KUBECONFIG={kubeconfig}
+  {kubectl} get cluster,kcp,md,machines -A
+
+  # Roll the workers to the spare template and watch every machine being replaced:
+  {kubectl} patch md {md} --type merge -p '{"spec":{"template":{"spec":{"infrastructureRef":{"name":"{spare}"}}}}}'
+  {kubectl} get machines -w
+
+  # Upgrade the control plane by one minor; its machines are replaced one by one:
+  {kubectl} patch kcp {kcp} --type merge -p '{"spec":{"version":"v1.36.1"}}'
+
+  # A downgrade is refused by the guard, naming the rule and the way out:
+  {kubectl} patch kcp {kcp} --type merge -p '{"spec":{"version":"v1.34.2"}}'
+
+  # Who changed what, and when: the guard's stamps and its recorded revisions
+  {kubectl} get md {md} -o jsonpath='{.metadata.annotations}'; echo
+  {kubectl} get controllerrevisions
+  {rollout} history kcp/{kcp}
+
+  # The simulated workload cluster itself (nodes and control-plane pods, in memory):
+  {kubectl} get secret {cluster}-kubeconfig -o jsonpath='{.data.value}' | base64 -d > {workloadKubeconfig}
+  {kubectl} --kubeconfig {workloadKubeconfig} get nodes
+
+Logs: {log} (controllers and guard),
+      {apiserverLog}, {etcdLog}
+Press Ctrl-C to stop.
+`))
+}
+
+// relativeTo returns path relative to dir when it lies below dir, else path.
+func relativeTo(dir, path string) string {
+	rel, err := filepath.Rel(dir, path)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return path
 	}

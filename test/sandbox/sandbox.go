@@ -1,0 +1,222 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+const (
+	// DefaultNamespace is the namespace of the demo clusters.
+	DefaultNamespace = "default"
+	// DefaultKubernetesVersion is the version the demo clusters start at.
+	DefaultKubernetesVersion = "v1.35.2"
+	// DefaultControlPlaneMachines is the default size of a demo control plane.
+	DefaultControlPlaneMachines = 3
+	// DefaultWorkerMachines is the default size of a demo worker pool.
+	DefaultWorkerMachines = 3
+	// DefaultMachineStartup is how long each simulated start-up step of a
+	// machine takes by default (VM, node, API server, etcd member).
+	DefaultMachineStartup = time.Second
+	// DefaultReadyTimeout bounds the wait for the demo clusters by default.
+	DefaultReadyTimeout = 10 * time.Minute
+)
+
+// Options configures Start.
+type Options struct {
+	// Environment configures the underlying test environment (paths, log,
+	// the guard's flags). Start always starts the guard.
+	Environment framework.Options
+	// Clusters is how many demo clusters to create: "demo", then "demo-2",
+	// "demo-3"… Default 1; a negative number creates none.
+	Clusters int
+	// Namespace of the demo clusters. Default DefaultNamespace.
+	Namespace string
+	// ControlPlaneMachines is the number of control-plane machines of each
+	// demo cluster. Default DefaultControlPlaneMachines.
+	ControlPlaneMachines int32
+	// WorkerMachines is the number of machines of each demo cluster's
+	// MachineDeployment. Default DefaultWorkerMachines.
+	WorkerMachines int32
+	// KubernetesVersion of the demo clusters. Default DefaultKubernetesVersion.
+	KubernetesVersion string
+	// MachineStartup is how long each simulated start-up step of a machine
+	// takes (the VM, the node, the API server, the etcd member). Default
+	// DefaultMachineStartup.
+	MachineStartup time.Duration
+	// ReadyTimeout bounds the wait until every demo machine is ready.
+	// Default DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// Progress, if set, is called from Start while it waits, each time the
+	// state of a demo cluster changes.
+	Progress func(ClusterState)
+}
+
+// withDefaults returns opts with every unset field defaulted.
+func (opts Options) withDefaults() Options {
+	if opts.Clusters == 0 {
+		opts.Clusters = 1
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.ControlPlaneMachines == 0 {
+		opts.ControlPlaneMachines = DefaultControlPlaneMachines
+	}
+	if opts.WorkerMachines == 0 {
+		opts.WorkerMachines = DefaultWorkerMachines
+	}
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if opts.MachineStartup == 0 {
+		opts.MachineStartup = DefaultMachineStartup
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = DefaultReadyTimeout
+	}
+	opts.Environment.StartGuard = true
+	return opts
+}
+
+// Sandbox is a running local management cluster: the test environment with
+// the guard, the Cluster API and in-memory infrastructure controllers, and
+// the demo clusters.
+type Sandbox struct {
+	// Env is the underlying environment: etcd, kube-apiserver, the
+	// conversion webhooks and the guard. Its Client and Scheme do not know
+	// the development infrastructure kinds; use the Sandbox's.
+	Env *framework.Environment
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Scheme holds the environment's types and the development
+	// infrastructure types (DevCluster, DevMachine, DevMachineTemplate…).
+	Scheme *runtime.Scheme
+	// Client is an admin client with Scheme.
+	Client client.Client
+	// Kubeconfig is the path of an admin kubeconfig file.
+	Kubeconfig string
+	// Clusters are the demo clusters created by Start and CreateCluster, in order.
+	Clusters []ClusterSpec
+	// EnvironmentReadyAfter is how long the start of the environment (API
+	// server, conversion webhooks, guard) took.
+	EnvironmentReadyAfter time.Duration
+	// ReadyAfter is how long Start took until every demo machine was ready.
+	ReadyAfter time.Duration
+
+	ctrls    *controllers
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts the environment with the guard, the controllers and the demo
+// clusters, and returns when every demo machine is ready. ctx bounds the
+// start only: the sandbox runs until Stop. On any error (or panic)
+// everything started so far is stopped.
+func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
+	begin := time.Now()
+	opts = opts.withDefaults()
+	s := &Sandbox{}
+	defer func() {
+		if r := recover(); r != nil {
+			_ = s.Stop()
+			panic(r)
+		}
+		if retErr != nil {
+			if err := s.Stop(); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("stopping what had started: %w", err))
+			}
+		}
+	}()
+
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	s.Scheme = scheme
+	env, err := framework.Start(ctx, opts.Environment)
+	if err != nil {
+		return nil, fmt.Errorf("starting the environment: %w", err)
+	}
+	s.Env = env
+	s.Config = env.Config
+	s.Kubeconfig = env.Kubeconfig
+	s.EnvironmentReadyAfter = time.Since(begin)
+	if s.Client, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		return nil, fmt.Errorf("creating the admin client: %w", err)
+	}
+
+	if s.ctrls, err = startControllers(ctx, env.Config, scheme); err != nil {
+		return nil, err
+	}
+
+	for i := range max(opts.Clusters, 0) {
+		name := "demo"
+		if i > 0 {
+			name = fmt.Sprintf("demo-%d", i+1)
+		}
+		spec := ClusterSpec{
+			Name:                 name,
+			Namespace:            opts.Namespace,
+			ControlPlaneMachines: opts.ControlPlaneMachines,
+			WorkerMachines:       opts.WorkerMachines,
+			KubernetesVersion:    opts.KubernetesVersion,
+			MachineStartup:       opts.MachineStartup,
+		}
+		if err := s.CreateCluster(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
+
+	waitCtx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
+	defer cancel()
+	for _, spec := range s.Clusters {
+		if _, err := s.WaitClusterReady(waitCtx, spec.Namespace, spec.Name, opts.Progress); err != nil {
+			return nil, err
+		}
+	}
+	s.ReadyAfter = time.Since(begin)
+	return s, nil
+}
+
+// Stop stops the controllers, then the environment (the guard,
+// kube-apiserver and etcd). It is idempotent: later calls return the first
+// call's result.
+func (s *Sandbox) Stop() error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if s.ctrls != nil {
+			if err := s.ctrls.stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if s.Env != nil {
+			if err := s.Env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping the environment: %w", err))
+			}
+		}
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// ClientAs returns a client with Scheme that impersonates user in groups
+// (the API server adds system:authenticated); pass system:masters among
+// groups for full rights.
+func (s *Sandbox) ClientAs(user string, groups ...string) (client.Client, error) {
+	cfg := rest.CopyConfig(s.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	c, err := client.New(cfg, client.Options{Scheme: s.Scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client for user %q: %w", user, err)
+	}
+	return c, nil
+}
