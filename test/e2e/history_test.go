@@ -282,9 +282,11 @@ func writeChanges(ctx context.Context, c client.Client, wr writer, obj client.Ob
 	out := obj.DeepCopyObject().(client.Object)
 	switch wr.mode {
 	case typedV1beta2:
-		// Three writers contend for one object: retry as long as a real
-		// controller would, not the five tries of retry.DefaultRetry.
-		backoff := wait.Backoff{Steps: 100, Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.5, Cap: 200 * time.Millisecond}
+		// Three writers contend for one object, and the two patch writers
+		// are retried by the API server itself: retry as long as a real
+		// controller would, not the five tries of retry.DefaultRetry. (No
+		// Cap: reaching it ends a wait.Backoff's steps.)
+		backoff := wait.Backoff{Steps: 1000, Duration: 10 * time.Millisecond, Factor: 1, Jitter: 1}
 		err := retry.RetryOnConflict(backoff, func() error {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), out); err != nil {
 				return err
