@@ -194,6 +194,7 @@ func newRoot(c *cli) *cobra.Command {
 		newResumeCommand(c),
 		newHistoryCommand(c),
 		newUndoCommand(c),
+		newStatusCommand(c),
 		newVersionCommand(c),
 	)
 	if c.DisplayName != "" {

@@ -1,0 +1,790 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// Exit codes of `rollout status`, besides ExitOK and ExitError.
+const (
+	// ExitTimeout: --timeout elapsed before the rollout was done.
+	ExitTimeout = 2
+	// ExitStalled: the rollout made no progress for --progress-deadline.
+	ExitStalled = 3
+	// ExitPaused: the object is paused, so it would never roll out.
+	ExitPaused = 4
+)
+
+// Phases of a status report.
+const (
+	// PhaseProgressing: the rollout is not complete.
+	PhaseProgressing = "Progressing"
+	// PhaseConfirming: the rollout looks complete and must stay so for the
+	// grace period.
+	PhaseConfirming = "Confirming"
+	// PhaseRolledOut: the rollout is complete and stayed so for the grace
+	// period (or, with --watch=false, is complete on the one read).
+	PhaseRolledOut = "RolledOut"
+	// PhasePaused: the object is paused.
+	PhasePaused = "Paused"
+	// PhaseStalled: nothing moved for the progress deadline.
+	PhaseStalled = "Stalled"
+	// PhaseTimedOut: --timeout elapsed.
+	PhaseTimedOut = "TimedOut"
+)
+
+const statusExitCodesHelp = `Exit status:
+  0  rolled out (with --watch=false: complete on that one read)
+  1  error: bad arguments, object not found, API server unreachable;
+     with --watch=false: not complete
+  2  timeout: --timeout elapsed before the rollout was done
+  3  stalled: no progress for --progress-deadline; the blocking machines are listed
+  4  paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)`
+
+// StatusOptions are the options of `rollout status`.
+type StatusOptions struct {
+	c *cli
+	// Output is -o: "" (lines for people) or "json" (one JSON object per change).
+	Output string
+	// Watch is --watch: false prints the state once.
+	Watch bool
+	// Timeout is --timeout; 0 waits forever.
+	Timeout time.Duration
+	// Grace is --grace: how long a complete state must hold.
+	Grace time.Duration
+	// ProgressDeadline is --progress-deadline: how long the rollout may
+	// make no progress before it is reported stalled.
+	ProgressDeadline time.Duration
+
+	ref Ref
+}
+
+func newStatusCommand(c *cli) *cobra.Command {
+	o := &StatusOptions{c: c, Watch: true, Grace: 15 * time.Second, ProgressDeadline: 10 * time.Minute}
+	cmd := &cobra.Command{
+		Use:   "status KIND/NAME",
+		Short: "Watch a rollout until it is done, stalled or paused",
+		Long: `Watch the rollout of a MachineDeployment or KubeadmControlPlane until it is done, and
+exit with a verdict. The object and its Machines are watched (no polling); every change
+is printed on one line, and a line is printed only when it changed: a summary such as
+"machinedeployment/md-0: 1 of 3 machines up to date, 2 available (2 old machines pending
+deletion)", and for each machine that is not ready its phase and the reason and message
+of its Ready condition.
+
+A rollout is done when the controller observed the latest generation,
+spec.replicas = status.replicas = upToDateReplicas = availableReplicas, the RollingOut
+condition is not True, and there are exactly spec.replicas machines, all ready, up to date
+and not being deleted; and all of this held for --grace (Cluster API counts new machines
+only some seconds after creating them, so one early read is never trusted).
+
+cluster/NAME watches the cluster's control plane, then each of its MachineDeployments, in
+turn, within one --timeout.
+
+-o json prints one JSON object per change: {"time", "object", "phase" (Progressing,
+Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "available",
+"ready", "machines": [{"name", "phase", "upToDate", "ready", "deleting", "reason",
+"message"}], "done"}.
+
+` + statusExitCodesHelp,
+		Example: `  # Wait for a worker pool to roll out
+  rollout status machinedeployment/md-0
+
+  # Give up after 20 minutes; report a stall after 5 minutes without progress
+  rollout status kcp/my-cluster-control-plane --timeout 20m --progress-deadline 5m
+
+  # The control plane, then every worker pool of a cluster, as JSON events
+  rollout status cluster/my-cluster -o json
+
+  # One report, no waiting: exit 0 if rolled out
+  rollout status md/md-0 --watch=false`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json (one JSON object per change); default: one line per change.")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", true, "Watch until the rollout is done; with --watch=false, report the current state once.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "Give up after this long (e.g. 10m) and exit 2; 0 waits forever.")
+	cmd.Flags().DurationVar(&o.Grace, "grace", o.Grace, "How long a complete state must hold before the rollout is declared done.")
+	cmd.Flags().DurationVar(&o.ProgressDeadline, "progress-deadline", o.ProgressDeadline, "Exit 2 (stalled) when the rollout makes no progress for this long.")
+	return cmd
+}
+
+// Complete reads the argument.
+func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
+	ref, err := parseOne("status", args)
+	if err != nil {
+		return err
+	}
+	o.ref = ref
+	return nil
+}
+
+// Validate checks the flags.
+func (o *StatusOptions) Validate() error {
+	switch strings.ToLower(o.Output) {
+	case "", "json":
+	default:
+		return fmt.Errorf("unknown output format %q: status supports -o json only", o.Output)
+	}
+	if o.Timeout < 0 || o.Grace < 0 || o.ProgressDeadline <= 0 {
+		return fmt.Errorf("--timeout and --grace must not be negative, --progress-deadline must be positive")
+	}
+	return nil
+}
+
+// Run watches the object (or the objects of a cluster, in turn).
+func (o *StatusOptions) Run(ctx context.Context) error {
+	cl, err := o.c.clients()
+	if err != nil {
+		return err
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	obj, err := o.c.get(ctx, cl, o.ref, "status "+o.ref.String())
+	if err != nil {
+		return o.timedOut(ctx, err)
+	}
+	objs := []client.Object{obj}
+	if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		if objs, err = o.clusterObjects(ctx, cl, cluster); err != nil {
+			return o.timedOut(ctx, err)
+		}
+	}
+	p := &statusPrinter{out: o.c.IOStreams.Out, json: strings.EqualFold(o.Output, "json"), last: map[string]string{}}
+	if !o.Watch {
+		failed := 0
+		for _, obj := range objs {
+			ms, err := o.listMachines(ctx, cl, obj)
+			if err != nil {
+				return err
+			}
+			s := EvaluateStatus(obj, ms)
+			s.Phase = PhaseProgressing
+			if s.Complete {
+				s.Phase, s.Done = PhaseRolledOut, true
+			} else {
+				failed++
+			}
+			if s.Paused != "" {
+				s.Phase = PhasePaused
+			}
+			if err := p.print(s, time.Now()); err != nil {
+				return err
+			}
+		}
+		if failed > 0 {
+			return statusError{code: ExitError, msg: fmt.Sprintf("%d of %d objects not rolled out", failed, len(objs))}
+		}
+		return nil
+	}
+	ww, err := o.watchClient(cl)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := o.watchOne(ctx, ww, cl, obj, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timedOut turns an error caused by the --timeout into the timeout message.
+func (o *StatusOptions) timedOut(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return statusError{code: ExitTimeout, msg: fmt.Sprintf("timed out waiting for %s to roll out (--timeout %s)", o.ref, o.Timeout)}
+	}
+	return err
+}
+
+// clusterObjects returns a Cluster's control plane, then its
+// MachineDeployments sorted by name.
+func (o *StatusOptions) clusterObjects(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]client.Object, error) {
+	ns := cluster.Namespace
+	var objs []client.Object
+	if ref := cluster.Spec.ControlPlaneRef; ref.IsDefined() {
+		if ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group {
+			return nil, fmt.Errorf("cannot watch Cluster %s/%s: its control plane is a %s.%s; status watches KubeadmControlPlanes only", ns, cluster.Name, ref.Kind, ref.APIGroup)
+		}
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kcp); err != nil {
+			return nil, call{verb: "get", gr: KubeadmControlPlane.GroupResource(), kind: "KubeadmControlPlane", namespace: ns, name: ref.Name, purpose: "status Cluster " + ns + "/" + cluster.Name}.explain(err)
+		}
+		objs = append(objs, kcp)
+	}
+	mds := &clusterv1.MachineDeploymentList{}
+	if err := cl.client.List(ctx, mds, client.InNamespace(ns)); err != nil {
+		return nil, call{verb: "list", gr: MachineDeployment.GroupResource(), kind: "MachineDeployment", namespace: ns, purpose: "status Cluster " + ns + "/" + cluster.Name}.explain(err)
+	}
+	sort.Slice(mds.Items, func(i, j int) bool { return mds.Items[i].Name < mds.Items[j].Name })
+	for i := range mds.Items {
+		if mds.Items[i].Spec.ClusterName == cluster.Name {
+			objs = append(objs, &mds.Items[i])
+		}
+	}
+	return objs, nil
+}
+
+// machineLabels selects the Machines of a MachineDeployment or
+// KubeadmControlPlane.
+func machineLabels(obj client.Object) client.MatchingLabels {
+	if _, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
+		return client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: obj.GetName()}
+	}
+	return client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: obj.GetName()}
+}
+
+// listMachines reads the Machines of obj.
+func (o *StatusOptions) listMachines(ctx context.Context, cl *clients, obj client.Object) ([]clusterv1.Machine, error) {
+	list := &clusterv1.MachineList{}
+	if err := cl.client.List(ctx, list, client.InNamespace(obj.GetNamespace()), machineLabels(obj)); err != nil {
+		return nil, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: obj.GetNamespace(), purpose: "status " + describe(obj, kindOf(obj))}.explain(err)
+	}
+	return list.Items, nil
+}
+
+// watchClient returns a client that can watch, on the invocation's connection.
+func (o *StatusOptions) watchClient(cl *clients) (client.WithWatch, error) {
+	cfg, err := o.c.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "rollout-guard-cli"
+	ww, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme(), Mapper: cl.mapper})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the API server: %w", err)
+	}
+	return ww, nil
+}
+
+// watchOne watches one MachineDeployment or KubeadmControlPlane and its
+// Machines until a verdict. A watch that ends is resumed by listing and
+// watching again; the tracker (and so the verdict) carries over.
+func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *clients, obj client.Object, p *statusPrinter) error {
+	kind := kindOf(obj)
+	purpose := "status " + describe(obj, kind)
+	tr := &StatusTracker{Grace: o.Grace, ProgressDeadline: o.ProgressDeadline}
+	key := client.ObjectKeyFromObject(obj)
+	for {
+		// List, then watch from the lists' resourceVersions.
+		objList := kind.NewList()
+		nameSel := client.MatchingFields{"metadata.name": key.Name}
+		if err := ww.List(ctx, objList, client.InNamespace(key.Namespace), nameSel); err != nil {
+			return o.timedOut(ctx, call{verb: "list", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: key.Namespace, purpose: purpose}.explain(err))
+		}
+		items, err := apimeta.ExtractList(objList)
+		if err != nil {
+			return err
+		}
+		if len(items) == 0 {
+			return call{verb: "get", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: key.Namespace, name: key.Name, purpose: purpose}.explain(notFound(kind, key.Name))
+		}
+		current := items[0].(client.Object)
+		machineList := &clusterv1.MachineList{}
+		if err := ww.List(ctx, machineList, client.InNamespace(key.Namespace), machineLabels(obj)); err != nil {
+			return o.timedOut(ctx, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: key.Namespace, purpose: purpose}.explain(err))
+		}
+		machines := map[string]clusterv1.Machine{}
+		for _, m := range machineList.Items {
+			machines[m.Name] = m
+		}
+		objW, err := ww.Watch(ctx, kind.NewList(), client.InNamespace(key.Namespace), nameSel, fromVersion(objList.(metav1.ListInterface).GetResourceVersion()))
+		if err != nil {
+			return o.timedOut(ctx, call{verb: "watch", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: key.Namespace, purpose: purpose}.explain(err))
+		}
+		mW, err := ww.Watch(ctx, &clusterv1.MachineList{}, client.InNamespace(key.Namespace), machineLabels(obj), fromVersion(machineList.ResourceVersion))
+		if err != nil {
+			objW.Stop()
+			return o.timedOut(ctx, call{verb: "watch", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: key.Namespace, purpose: purpose}.explain(err))
+		}
+		done, err := o.follow(ctx, tr, current, machines, objW, mW, p)
+		objW.Stop()
+		mW.Stop()
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// fromVersion starts a watch at a list's resourceVersion.
+func fromVersion(rv string) client.ListOption {
+	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}}
+}
+
+// follow consumes the two watches, recomputing the state on every event and
+// at the tracker's deadlines. It returns done true with the verdict's error,
+// or done false when a watch ended and must be resumed.
+func (o *StatusOptions) follow(ctx context.Context, tr *StatusTracker, obj client.Object, machines map[string]clusterv1.Machine, objW, mW watch.Interface, p *statusPrinter) (bool, error) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		list := make([]clusterv1.Machine, 0, len(machines))
+		for _, m := range machines {
+			list = append(list, m)
+		}
+		now := time.Now()
+		s := EvaluateStatus(obj, list)
+		v := tr.Observe(s, now)
+		s.Phase, s.Done = v.Phase, v.Phase == PhaseRolledOut
+		if !s.Done || p.json {
+			if err := p.print(s, now); err != nil {
+				return true, err
+			}
+		}
+		switch v.Phase {
+		case PhaseRolledOut:
+			if !p.json {
+				_, err := fmt.Fprintf(p.out, "%s successfully rolled out%s\n", s.Object, revisionSuffix(obj))
+				return true, err
+			}
+			return true, nil
+		case PhasePaused:
+			return true, statusError{code: ExitPaused, msg: fmt.Sprintf("%s is paused (%s): it will not roll out until resumed", s.Object, s.Paused)}
+		case PhaseStalled:
+			return true, statusError{code: ExitStalled, msg: fmt.Sprintf("%s made no progress for %s (--progress-deadline)%s", s.Object, o.ProgressDeadline, blocking(s))}
+		}
+		if !v.Wake.IsZero() {
+			timer.Reset(max(time.Until(v.Wake), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				if p.json {
+					s.Phase = PhaseTimedOut
+					_ = p.print(s, time.Now())
+				}
+				return true, statusError{code: ExitTimeout, msg: fmt.Sprintf("timed out waiting for %s to roll out (--timeout %s); last state: %s%s", s.Object, o.Timeout, s.Summary(), blocking(s))}
+			}
+			return true, ctx.Err()
+		case <-timer.C:
+		case ev, ok := <-objW.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if fresh, ok := ev.Object.(client.Object); ok {
+					obj = fresh
+				}
+			case watch.Deleted:
+				return true, fmt.Errorf("%s was deleted while its rollout was watched", s.Object)
+			case watch.Error:
+				return false, nil
+			}
+		case ev, ok := <-mW.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if m, ok := ev.Object.(*clusterv1.Machine); ok {
+					machines[m.Name] = *m
+				}
+			case watch.Deleted:
+				if m, ok := ev.Object.(*clusterv1.Machine); ok {
+					delete(machines, m.Name)
+				}
+			case watch.Error:
+				return false, nil
+			}
+		}
+	}
+}
+
+// notFound is the API's NotFound for name.
+func notFound(kind Kind, name string) error {
+	return apierrors.NewNotFound(kind.GroupResource(), name)
+}
+
+// revisionSuffix is " (revision N)" from the guard's or Cluster API's
+// revision annotation, or "".
+func revisionSuffix(obj client.Object) string {
+	ann := obj.GetAnnotations()
+	for _, k := range []string{revisions.AnnotationRevision, clusterv1.RevisionAnnotation} {
+		if r := ann[k]; r != "" {
+			return " (revision " + r + ")"
+		}
+	}
+	return ""
+}
+
+// blocking lists the machines that hold a rollout back, one per line.
+func blocking(s StatusReport) string {
+	var b strings.Builder
+	for _, m := range s.Machines {
+		if m.Ready && m.UpToDate && !m.Deleting {
+			continue
+		}
+		b.WriteString("\n  " + m.line())
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "; blocked by:" + b.String()
+}
+
+// statusError is a verdict other than done, with its exit code.
+type statusError struct {
+	code int
+	msg  string
+}
+
+// Error is the verdict's message.
+func (e statusError) Error() string { return e.msg }
+
+// ExitCode is the verdict's exit code.
+func (e statusError) ExitCode() int { return e.code }
+
+// MachineStatus is what `rollout status` reports about one Machine.
+type MachineStatus struct {
+	// Name is the Machine's name.
+	Name string `json:"name"`
+	// Phase is status.phase.
+	Phase string `json:"phase"`
+	// UpToDate reports the UpToDate condition is True.
+	UpToDate bool `json:"upToDate"`
+	// Ready reports the Ready condition is True.
+	Ready bool `json:"ready"`
+	// Deleting reports the Machine is being deleted.
+	Deleting bool `json:"deleting"`
+	// Reason and Message say why the Machine is not ready (its Ready
+	// condition), or else not up to date (its UpToDate condition).
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+
+	// old: the Machine is being deleted or its UpToDate condition is
+	// False (a new Machine has no UpToDate condition for a while).
+	old bool
+}
+
+// line is the machine's line: "machine NAME: PHASE, not ready: Reason: message",
+// or "machine NAME: PHASE, being deleted".
+func (m MachineStatus) line() string {
+	s := fmt.Sprintf("machine %s: %s", m.Name, m.Phase)
+	if m.Deleting {
+		return s + ", being deleted"
+	}
+	var what []string
+	if !m.Ready {
+		what = append(what, "not ready")
+	}
+	if !m.UpToDate {
+		what = append(what, "not up to date")
+	}
+	if len(what) > 0 {
+		s += ", " + strings.Join(what, ", ")
+	}
+	if why := strings.TrimPrefix(strings.TrimSuffix(m.Reason+": "+m.Message, ": "), ": "); why != "" {
+		s += ": " + why
+	}
+	return s
+}
+
+// lineKey is what must change for the machine's line to be printed again:
+// its line without the message, which Cluster API rewrites often.
+func (m MachineStatus) lineKey() string {
+	m.Message = ""
+	return m.line()
+}
+
+// StatusReport is the state of one rollout at one moment; -o json prints it.
+type StatusReport struct {
+	// Time is when the state was read.
+	Time time.Time `json:"time"`
+	// Object is "machinedeployment/NAME" or "kubeadmcontrolplane/NAME".
+	Object string `json:"object"`
+	// Phase is one of the Phase constants.
+	Phase string `json:"phase"`
+	// Replicas is spec.replicas; UpToDate, Available and Ready are the
+	// status counts.
+	Replicas  int32 `json:"replicas"`
+	UpToDate  int32 `json:"upToDate"`
+	Available int32 `json:"available"`
+	Ready     int32 `json:"ready"`
+	// Machines are the object's Machines, by name.
+	Machines []MachineStatus `json:"machines"`
+	// Done is true once the rollout is declared done.
+	Done bool `json:"done"`
+
+	// Current is status.replicas.
+	Current int32 `json:"-"`
+	// Observed reports that observedGeneration caught up with generation.
+	Observed bool `json:"-"`
+	// Generation is metadata.generation.
+	Generation int64 `json:"-"`
+	// RollingOut reports the RollingOut condition is True.
+	RollingOut bool `json:"-"`
+	// Paused says how the object is paused, "" when it is not.
+	Paused string `json:"-"`
+	// Complete reports that every condition of a finished rollout holds on
+	// this read (see Complete in the command's help).
+	Complete bool `json:"-"`
+}
+
+// EvaluateStatus computes the state of the rollout of obj (a
+// MachineDeployment or KubeadmControlPlane) from it and its Machines.
+func EvaluateStatus(obj client.Object, machines []clusterv1.Machine) StatusReport {
+	kind := kindOf(obj)
+	s := StatusReport{Object: kind.Singular() + "/" + obj.GetName(), Generation: obj.GetGeneration(), Paused: pausedBy(obj)}
+	var (
+		desired, current, upToDate, available, ready *int32
+		observed                                     int64
+		conds                                        []metav1.Condition
+	)
+	switch o := obj.(type) {
+	case *clusterv1.MachineDeployment:
+		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
+		observed, conds = o.Status.ObservedGeneration, o.Status.Conditions
+	case *controlplanev1.KubeadmControlPlane:
+		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
+		observed, conds = o.Status.ObservedGeneration, o.Status.Conditions
+	}
+	s.Replicas = ptr.Deref(desired, 1)
+	s.Current, s.UpToDate, s.Available, s.Ready = ptr.Deref(current, 0), ptr.Deref(upToDate, 0), ptr.Deref(available, 0), ptr.Deref(ready, 0)
+	s.Observed = observed >= s.Generation
+	s.RollingOut = apimeta.IsStatusConditionTrue(conds, clusterv1.RollingOutCondition)
+
+	sorted := append([]clusterv1.Machine(nil), machines...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	allGood := true
+	for i := range sorted {
+		m := &sorted[i]
+		readyC := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
+		upC := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
+		ms := MachineStatus{
+			Name:     m.Name,
+			Phase:    m.Status.Phase,
+			Ready:    readyC != nil && readyC.Status == metav1.ConditionTrue,
+			UpToDate: upC != nil && upC.Status == metav1.ConditionTrue,
+			Deleting: !m.DeletionTimestamp.IsZero(),
+		}
+		ms.old = ms.Deleting || (upC != nil && upC.Status == metav1.ConditionFalse)
+		if ms.Phase == "" {
+			ms.Phase = "Pending"
+		}
+		switch {
+		case !ms.Ready && readyC != nil:
+			ms.Reason, ms.Message = readyC.Reason, conditionLine(readyC.Message)
+		case !ms.Ready:
+			ms.Reason = "NoReadyCondition"
+		case !ms.UpToDate && upC != nil:
+			ms.Reason, ms.Message = upC.Reason, conditionLine(upC.Message)
+		}
+		if !ms.Ready || !ms.UpToDate || ms.Deleting {
+			allGood = false
+		}
+		s.Machines = append(s.Machines, ms)
+	}
+	if s.Machines == nil {
+		s.Machines = []MachineStatus{}
+	}
+	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
+		!s.RollingOut && allGood && int32(len(s.Machines)) == s.Replicas
+	return s
+}
+
+// conditionLine joins a multi-line condition message into one line.
+func conditionLine(msg string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(msg), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// Summary is the state on one line, without the object's name, e.g. "1 of
+// 3 machines up to date, 2 available (2 old machines pending deletion)".
+func (s StatusReport) Summary() string {
+	if s.Paused != "" {
+		return "paused (" + s.Paused + ")"
+	}
+	if !s.Observed {
+		return fmt.Sprintf("waiting for generation %d to be observed", s.Generation)
+	}
+	line := fmt.Sprintf("%d of %d machines up to date, %d available", s.UpToDate, s.Replicas, s.Available)
+	old := 0
+	for _, m := range s.Machines {
+		if m.old {
+			old++
+		}
+	}
+	var extra []string
+	if old > 0 {
+		extra = append(extra, fmt.Sprintf("%d old %s pending deletion", old, plural(old, "machine", "machines")))
+	}
+	if n := len(s.Machines); n != int(s.Replicas) {
+		extra = append(extra, fmt.Sprintf("%d %s", n, plural(n, "machine exists", "machines exist")))
+	}
+	if s.Complete && s.Phase == PhaseConfirming {
+		extra = append(extra, "complete, confirming")
+	} else if !s.Complete && s.RollingOut {
+		extra = append(extra, "rolling out")
+	}
+	if len(extra) > 0 {
+		line += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return line
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// StatusVerdict is what a StatusTracker concludes from a state.
+type StatusVerdict struct {
+	// Phase is Progressing, Confirming, RolledOut, Paused or Stalled.
+	Phase string
+	// Wake is when the verdict may change without a new event (the end
+	// of the grace period or of the progress deadline); zero for a final
+	// verdict.
+	Wake time.Time
+}
+
+// StatusTracker turns successive states of one rollout into a verdict: done
+// only when a complete state held for Grace; stalled when the state did not
+// change for ProgressDeadline; paused at once.
+type StatusTracker struct {
+	// Grace is how long a complete state must hold.
+	Grace time.Duration
+	// ProgressDeadline is how long the state may stay the same.
+	ProgressDeadline time.Duration
+
+	completeSince time.Time
+	lastProgress  time.Time
+	lastKey       string
+}
+
+// Observe records the state s read at now and returns the verdict.
+func (t *StatusTracker) Observe(s StatusReport, now time.Time) StatusVerdict {
+	if s.Paused != "" {
+		return StatusVerdict{Phase: PhasePaused}
+	}
+	if key := progressKey(s); key != t.lastKey || t.lastProgress.IsZero() {
+		t.lastKey, t.lastProgress = key, now
+	}
+	if !s.Complete {
+		t.completeSince = time.Time{}
+		stall := t.lastProgress.Add(t.ProgressDeadline)
+		if !now.Before(stall) {
+			return StatusVerdict{Phase: PhaseStalled}
+		}
+		return StatusVerdict{Phase: PhaseProgressing, Wake: stall}
+	}
+	if t.completeSince.IsZero() {
+		t.completeSince = now
+	}
+	if end := t.completeSince.Add(t.Grace); now.Before(end) {
+		return StatusVerdict{Phase: PhaseConfirming, Wake: end}
+	}
+	return StatusVerdict{Phase: PhaseRolledOut}
+}
+
+// progressKey is what must change for a rollout to count as progressing:
+// the counts and each machine's phase and conditions.
+func progressKey(s StatusReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%t %d %d %d %d %d %d|", s.Observed, s.Generation, s.Current, s.UpToDate, s.Available, s.Ready, len(s.Machines))
+	for _, m := range s.Machines {
+		fmt.Fprintf(&b, "%s %s %t %t %t %s;", m.Name, m.Phase, m.Ready, m.UpToDate, m.Deleting, m.Reason)
+	}
+	return b.String()
+}
+
+// statusPrinter prints the states of rollouts, each line only when it
+// changed.
+type statusPrinter struct {
+	out  io.Writer
+	json bool
+	// last is the last line printed per key (the object's summary, each
+	// machine), so that no line is printed twice in a row.
+	last map[string]string
+}
+
+// print writes what changed in s.
+func (p *statusPrinter) print(s StatusReport, now time.Time) error {
+	if p.json {
+		s.Time = time.Time{}
+		key, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		if p.last[s.Object] == string(key) {
+			return nil
+		}
+		p.last[s.Object] = string(key)
+		s.Time = now.UTC().Truncate(time.Millisecond)
+		data, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.out, "%s\n", data)
+		return err
+	}
+	var lines []string
+	if line := s.Object + ": " + s.Summary(); p.last[s.Object] != line {
+		p.last[s.Object] = line
+		lines = append(lines, line)
+	}
+	for _, m := range s.Machines {
+		k := s.Object + " " + m.Name
+		key, line := "", ""
+		if !m.Ready {
+			key, line = m.lineKey(), "  "+m.line()
+		}
+		if p.last[k] != key {
+			p.last[k] = key
+			if line != "" {
+				lines = append(lines, line)
+			}
+		}
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(p.out, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
