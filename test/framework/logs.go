@@ -14,6 +14,7 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
+// Write writes p to the shared writer, one caller at a time.
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -30,6 +31,7 @@ type tailWriter struct {
 
 func newTailWriter(max int) *tailWriter { return &tailWriter{max: max} }
 
+// Write keeps the complete lines of p, dropping the oldest beyond max.
 func (t *tailWriter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
