@@ -374,3 +374,24 @@ func newVersionCommand(c *cli) *cobra.Command {
 		},
 	}
 }
+
+// options is the kubectl pattern every verb follows: read the arguments,
+// check the flags, then act.
+type options interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// runE runs o's three steps as a cobra command's RunE.
+func runE(o options) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+}

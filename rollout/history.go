@@ -73,15 +73,7 @@ a MachineDeployment's MachineSets.
   rollout history kcp/my-cluster-control-plane --revision 3
   rollout history md/md-0 --diff
   rollout history md/md-0 -o yaml`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Print this revision in full.")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print how the revision (--revision, default: the previous one) differs from the live object.")

@@ -48,9 +48,7 @@ refused: pause its Cluster (spec.paused) instead.
 
   # Every worker pool labelled pool=gpu
   rollout pause md -l pool=gpu`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.execute(cmd, args)
-		},
+		RunE: runE(o),
 	}
 	o.addFlags(cmd)
 	return cmd
@@ -64,16 +62,6 @@ func (o *PauseOptions) addFlags(cmd *cobra.Command) {
 	// (an incident is when it is needed most), which it does only while it
 	// carries no rollout-guard.io/ annotation for the guard's webhook to match.
 	o.PrintFlags.AddFlags(cmd)
-}
-
-func (o *PauseOptions) execute(cmd *cobra.Command, args []string) error {
-	if err := o.Complete(cmd, args); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	return o.Run(cmd.Context())
 }
 
 func (o *PauseOptions) verb() string {

@@ -62,15 +62,7 @@ the cluster.
 
   # Every worker pool labelled pool=gpu
   rollout restart md -l pool=gpu`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): restart every object of the KIND it matches.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")

@@ -20,9 +20,7 @@ succeeds.
 ` + exitCodesHelp,
 		Example: `  rollout resume machinedeployment/md-0
   rollout resume kcp/my-cluster-control-plane`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.execute(cmd, args)
-		},
+		RunE: runE(o),
 	}
 	o.addFlags(cmd)
 	return cmd

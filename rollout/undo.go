@@ -77,15 +77,7 @@ of its override groups, and records the override, its reason and its user in the
 
   # Break glass (members of the guard's override groups only; recorded)
   rollout undo kcp/my-cluster-control-plane --to-revision 3 --force --reason "INC-42: restore from backup follows"`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "The revision to roll back to (default: the previous revision).")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll back; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
