@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -159,51 +158,10 @@ func stamps(t *testing.T, obj client.Object) revisions.Record {
 }
 
 // waitForGuardCache waits until the guard judges the world's objects with
-// all of them in its cache: a MachineDeployment above the control plane and
-// a control plane that would leave the MachineDeployment too old are refused.
+// all of them in its cache (see framework.WaitGuardSees).
 func waitForGuardCache(t *testing.T, w *world) {
 	t.Helper()
-	ctx := context.Background()
-	waitRefused(t, "Cluster and control plane in the guard's cache", func() error {
-		fresh := w.md.DeepCopy()
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh); err != nil {
-			return err
-		}
-		fresh.Spec.Template.Spec.Version = "v1.99.0"
-		return env.Client.Update(ctx, fresh, client.DryRunAll)
-	}, "[rule WorkerNewerThanControlPlane]")
-	waitRefused(t, "workers in the guard's cache", func() error {
-		fresh := w.kcp.DeepCopy()
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh); err != nil {
-			return err
-		}
-		fresh.Spec.Version = "v1.99.0"
-		return env.Client.Update(ctx, fresh, client.DryRunAll)
-	}, "MachineDeployment "+mdName+" runs")
-}
-
-// waitRefused retries do until its error contains every want.
-func waitRefused(t *testing.T, what string, do func() error, wants ...string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		last = do()
-		if last != nil && containsAll(last.Error(), wants) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("waiting for %s: last answer %v", what, last)
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
+	require.NoError(t, env.WaitGuardSees(context.Background(), w.md, w.kcp))
 }
 
 // waitRecorded waits until the guard has recorded obj's live revision in a

@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -230,56 +228,13 @@ func getString(t *testing.T, obj client.Object, path ...string) string {
 	return v
 }
 
-// waitForGuardCache waits until the guard's cache holds w: a dry-run edit
-// that only a guard seeing the whole world refuses for the right reasons.
+// waitForGuardCache waits until the guard's cache holds w (see
+// framework.WaitGuardSees).
 func waitForGuardCache(t *testing.T, w *world) {
 	t.Helper()
-	ctx := context.Background()
-	// The MachineDeployment probe needs the Cluster and its control plane.
-	waitRefused(t, "Cluster and control plane in the guard's cache", func() error {
-		fresh := w.md.DeepCopy()
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh); err != nil {
-			return err
-		}
-		fresh.Spec.Template.Spec.Version = "v1.99.0"
-		return env.Client.Update(ctx, fresh, client.DryRunAll)
-	}, "[rule WorkerNewerThanControlPlane]")
-
-	// The control-plane probe needs every worker: each must be named as left too old.
-	wants := []string{"MachineDeployment c1-md-0 runs"}
+	var machines []string
 	for i := range w.spec.workerKubelt {
-		wants = append(wants, fmt.Sprintf("Machine c1-worker-%d runs", i))
+		machines = append(machines, fmt.Sprintf("c1-worker-%d", i))
 	}
-	waitRefused(t, "workers in the guard's cache", func() error {
-		fresh := w.kcp.DeepCopy()
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh); err != nil {
-			return err
-		}
-		fresh.Spec.Version = "v1.99.0"
-		return env.Client.Update(ctx, fresh, client.DryRunAll)
-	}, wants...)
-}
-
-// waitRefused retries do until its error contains every want.
-func waitRefused(t *testing.T, what string, do func() error, wants ...string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		last = do()
-		if last != nil && containsAll(last.Error(), wants) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("waiting for %s: last answer %v", what, last)
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
+	require.NoError(t, env.WaitGuardSees(context.Background(), w.md, w.kcp, machines...))
 }
