@@ -17,7 +17,6 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -106,11 +105,10 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "rollout-guard-leader",
 		LeaderElectionNamespace: o.leaderElectNS,
-		Cache: cache.Options{
-			// The guard reads specs and a few status fields; managed fields
-			// are the largest part of most objects and never needed.
-			DefaultTransform: cache.TransformStripManagedFields(),
-		},
+		// The cache holds only what the guard reads; ControllerRevisions
+		// are read live, never cached.
+		Cache:  webhooks.CacheOptions(),
+		Client: webhooks.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

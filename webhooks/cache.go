@@ -1,0 +1,174 @@
+package webhooks
+
+import (
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// CacheOptions returns the cache options of the guard's manager. The guard
+// holds in memory every Cluster, control plane, worker pool and Machine of
+// the management cluster, so each kind keeps only what some reader of the
+// cache reads (a management cluster with thousands of clusters must not cost
+// gigabytes):
+//
+//   - Cluster: spec.controlPlaneRef (the policy finds the control plane
+//     through it); topology, variables, status and annotations are dropped.
+//   - KubeadmControlPlane: the whole spec (the history reconciler hashes it
+//     into the live revision), status.version and status.versions (the
+//     versions it runs), the project's own annotations (revision stamps and
+//     the highest versions run), labels and owner references (revisions
+//     are owned by the object).
+//   - MachineDeployment: the whole spec (hashed into its revision), the
+//     project's annotations, labels and owner references; no status.
+//   - MachinePool: spec.clusterName and spec.template.spec.version.
+//   - Machine: spec.clusterName, spec.version, status.nodeInfo.kubeletVersion
+//     and the control-plane label; the rest (bootstrap, infrastructure,
+//     addresses, conditions) is dropped, which is most of a Machine.
+//
+// Every kind loses its managed fields. Other kinds (control planes of other
+// providers, read as unstructured through the contract) keep their content
+// minus managed fields. ControllerRevisions are never cached: see ClientOptions.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&clusterv1.Cluster{}:                  {Transform: TrimCluster},
+			&controlplanev1.KubeadmControlPlane{}: {Transform: TrimKubeadmControlPlane},
+			&clusterv1.MachineDeployment{}:        {Transform: TrimMachineDeployment},
+			&clusterv1.MachinePool{}:              {Transform: TrimMachinePool},
+			&clusterv1.Machine{}:                  {Transform: TrimMachine},
+		},
+	}
+}
+
+// ClientOptions returns the client options of the guard's manager: reads of
+// ControllerRevisions always go to the API server. History is read live (it
+// must not miss a revision written a moment ago by another replica), and a
+// cached copy of every revision of every object would be the largest thing
+// the guard holds.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&appsv1.ControllerRevision{}}}}
+}
+
+// trimMeta keeps the object metadata an informer and the guard's readers
+// need, dropping managed fields and the annotations and labels of others
+// (keepLabel says which labels stay; nil keeps none).
+func trimMeta(m *metav1.ObjectMeta, keepOwners bool, keepLabel func(string) bool) {
+	m.ManagedFields = nil
+	m.Finalizers = nil
+	if !keepOwners {
+		m.OwnerReferences = nil
+	}
+	m.Annotations = ours(m.Annotations)
+	m.Labels = filtered(m.Labels, keepLabel)
+}
+
+// ours keeps the annotations the project owns (revision stamps, highest
+// versions run, the override).
+func ours(in map[string]string) map[string]string {
+	return filtered(in, func(k string) bool { return strings.HasPrefix(k, revisions.Prefix) })
+}
+
+func filtered(in map[string]string, keep func(string) bool) map[string]string {
+	if keep == nil {
+		return nil
+	}
+	var out map[string]string
+	for k, v := range in {
+		if keep(k) {
+			if out == nil {
+				out = make(map[string]string, 1)
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TrimCluster is the cache transform of Clusters (see CacheOptions).
+// Objects of other types are returned unchanged.
+func TrimCluster(obj any) (any, error) {
+	c, ok := obj.(*clusterv1.Cluster)
+	if !ok {
+		return obj, nil
+	}
+	trimMeta(&c.ObjectMeta, false, nil)
+	c.Spec = clusterv1.ClusterSpec{ControlPlaneRef: c.Spec.ControlPlaneRef}
+	c.Status = clusterv1.ClusterStatus{}
+	return c, nil
+}
+
+// TrimKubeadmControlPlane is the cache transform of KubeadmControlPlanes
+// (see CacheOptions). Objects of other types are returned unchanged.
+func TrimKubeadmControlPlane(obj any) (any, error) {
+	kcp, ok := obj.(*controlplanev1.KubeadmControlPlane)
+	if !ok {
+		return obj, nil
+	}
+	trimMeta(&kcp.ObjectMeta, true, allLabels)
+	kcp.Status = controlplanev1.KubeadmControlPlaneStatus{
+		Version:  kcp.Status.Version, //nolint:staticcheck // read by the policy on older controllers
+		Versions: kcp.Status.Versions,
+	}
+	return kcp, nil
+}
+
+// TrimMachineDeployment is the cache transform of MachineDeployments (see
+// CacheOptions). Objects of other types are returned unchanged.
+func TrimMachineDeployment(obj any) (any, error) {
+	md, ok := obj.(*clusterv1.MachineDeployment)
+	if !ok {
+		return obj, nil
+	}
+	trimMeta(&md.ObjectMeta, true, allLabels)
+	md.Status = clusterv1.MachineDeploymentStatus{}
+	return md, nil
+}
+
+// TrimMachinePool is the cache transform of MachinePools (see
+// CacheOptions). Objects of other types are returned unchanged.
+func TrimMachinePool(obj any) (any, error) {
+	mp, ok := obj.(*clusterv1.MachinePool)
+	if !ok {
+		return obj, nil
+	}
+	trimMeta(&mp.ObjectMeta, false, nil)
+	spec := clusterv1.MachinePoolSpec{ClusterName: mp.Spec.ClusterName}
+	spec.Template.Spec.Version = mp.Spec.Template.Spec.Version
+	mp.Spec = spec
+	mp.Status = clusterv1.MachinePoolStatus{}
+	return mp, nil
+}
+
+// TrimMachine is the cache transform of Machines (see CacheOptions). Objects
+// of other types are returned unchanged.
+func TrimMachine(obj any) (any, error) {
+	m, ok := obj.(*clusterv1.Machine)
+	if !ok {
+		return obj, nil
+	}
+	trimMeta(&m.ObjectMeta, false, func(k string) bool { return k == clusterv1.MachineControlPlaneLabel })
+	m.Spec = clusterv1.MachineSpec{ClusterName: m.Spec.ClusterName, Version: m.Spec.Version}
+	var status clusterv1.MachineStatus
+	if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
+		status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: m.Status.NodeInfo.KubeletVersion}
+	}
+	m.Status = status
+	return m, nil
+}
+
+// allLabels keeps every label: few and small on worker pools and control
+// planes, and the cluster-name label names a control plane's Cluster.
+func allLabels(string) bool { return true }
+
+var _ toolscache.TransformFunc = TrimMachine

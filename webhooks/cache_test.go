@@ -1,0 +1,254 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// fullWorld is a cluster whose objects carry everything a real management
+// cluster puts on them that the guard never reads: managed fields, other
+// controllers' annotations and finalizers, conditions, addresses, topology.
+// Worker Machine md-1-m runs (per its node) v1.31.0 while its spec says
+// v1.34.2, so only a cache that kept status.nodeInfo sees the skew.
+func fullWorld() []client.Object {
+	world := cluster("v1.34.2", "v1.34.2", "v1.34.2")
+	managed := []metav1.ManagedFieldsEntry{{Manager: "capi-controller", APIVersion: "cluster.x-k8s.io/v1beta2", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}}
+	decorate := func(m *metav1.ObjectMeta) {
+		m.ManagedFields = managed
+		m.Finalizers = []string{"cluster.cluster.x-k8s.io"}
+		m.UID = types.UID("uid-" + m.Name)
+		m.CreationTimestamp = metav1.Date(2026, 1, 2, 3, 4, 5, 0, metav1.Now().Location())
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = `{"a":"large blob"}`
+		m.Annotations["cluster.x-k8s.io/paused"] = ""
+		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "c1", UID: "uid-c1"}}
+	}
+	conditions := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "all good"}}
+	for _, obj := range world {
+		switch o := obj.(type) {
+		case *clusterv1.Cluster:
+			decorate(&o.ObjectMeta)
+			o.Spec.Topology = clusterv1.Topology{Version: "v1.34.2", ClassRef: clusterv1.ClusterClassRef{Name: "quick-start"},
+				Variables: []clusterv1.ClusterVariable{{Name: "imageRepository", Value: apiextensionsv1.JSON{Raw: []byte(`"registry.example/images"`)}}}}
+			o.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: "c1"}
+			o.Status.Conditions = conditions
+		case *controlplanev1.KubeadmControlPlane:
+			decorate(&o.ObjectMeta)
+			o.Annotations[revisions.AnnotationRevision] = "3"
+			o.Annotations[revisions.AnnotationHighestRun] = `{"kubernetes":"v1.34.2","kubernetesRevision":2}`
+			o.Status.Conditions = conditions
+			o.Status.Replicas = ptr.To[int32](3)
+			o.Status.Version = "v1.34.2" //nolint:staticcheck // the field older controllers set
+		case *clusterv1.MachineDeployment:
+			decorate(&o.ObjectMeta)
+			o.Annotations[revisions.AnnotationRevision] = "2"
+			o.Spec.Template.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: o.Name}
+			o.Spec.Template.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: o.Name}
+			o.Status.Conditions = conditions
+			o.Status.Replicas = ptr.To[int32](3)
+		case *clusterv1.Machine:
+			decorate(&o.ObjectMeta)
+			o.Spec.ProviderID = "dev://" + o.Name
+			o.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachine", Name: o.Name}
+			o.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineInternalIP, Address: "10.0.0.1"}}
+			o.Status.Conditions = conditions
+			if o.Name == "md-1-m" {
+				o.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: "v1.31.0", OSImage: "Ubuntu", KernelVersion: "6.8"}
+			}
+		}
+	}
+	world = append(world,
+		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-0", Labels: map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.ClusterNameLabel: "c1"}},
+			Spec: clusterv1.MachineSpec{ClusterName: "c1", Version: "v1.30.0"}},
+		&clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mp-0", Annotations: map[string]string{"other": "x"}},
+			Spec: clusterv1.MachinePoolSpec{ClusterName: "c1", Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.31.5",
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{Kind: "DevMachinePool", Name: "mp-0"}}}}},
+	)
+	return world
+}
+
+// trimmed returns deep copies of objs passed through the transforms of
+// CacheOptions, as the guard's cache would hold them.
+func trimmed(t *testing.T, objs []client.Object) []client.Object {
+	t.Helper()
+	opts := CacheOptions()
+	var out []client.Object
+	for _, obj := range objs {
+		var transform func(any) (any, error)
+		for key, by := range opts.ByObject {
+			if fmt.Sprintf("%T", key) == fmt.Sprintf("%T", obj) {
+				transform = by.Transform
+			}
+		}
+		require.NotNil(t, transform, "no cache transform for %T", obj)
+		got, err := transform(obj.DeepCopyObject())
+		require.NoError(t, err)
+		out = append(out, got.(client.Object))
+	}
+	return out
+}
+
+// TestCacheTransformsKeepWhatThePolicyReads judges the same changes against
+// the full objects and against the trimmed ones the guard caches: every
+// decision and warning must be the same. Each change is refused for a reason
+// that needs a field the transforms must keep, so a transform that drops
+// one changes a decision.
+func TestCacheTransformsKeepWhatThePolicyReads(t *testing.T) {
+	md := func(version string) *clusterv1.MachineDeployment {
+		m := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md-0"}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}}
+		m.Spec.Template.Spec.Version = version
+		return m
+	}
+	topology := func(version string) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}}
+		c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: "c1-cp"}
+		c.Spec.Topology.Version = version
+		return c
+	}
+	cases := []struct {
+		name       string
+		old, new   client.Object
+		wantInRule string
+		wantNames  []string
+	}{
+		// Needs the Cluster's controlPlaneRef and the KCP's spec.version.
+		{name: "worker newer than its control plane", old: md("v1.34.2"), new: md("v1.35.0"), wantInRule: "WorkerNewerThanControlPlane"},
+		// Needs pools' versions, the pool of a MachinePool, Machines' node
+		// versions and the control-plane label (cp-0 at v1.30.0 is not a worker).
+		{name: "control plane upgrade leaves workers too old", old: kcp("v1.34.2"), new: kcp("v1.35.0"), wantInRule: "ControlPlaneLeavesWorkerTooOld",
+			wantNames: []string{"Machine md-1-m runs v1.31.0", "MachinePool mp-0 runs v1.31.5"}},
+		// Needs the KCP's running versions and highest-run stamp from the cache.
+		{name: "topology downgrade", old: topology("v1.34.2"), new: topology("v1.33.0"), wantInRule: "ControlPlaneDowngrade"},
+		{name: "topology upgrade past the workers", old: topology("v1.34.2"), new: topology("v1.35.0"), wantInRule: "ControlPlaneLeavesWorkerTooOld",
+			wantNames: []string{"Machine md-1-m runs v1.31.0"}},
+	}
+	full, cached := testFacts(t, fullWorld()...), testFacts(t, trimmed(t, fullWorld())...)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			want, wantWarnings, err := full.Decide(ctx, tc.old, tc.new)
+			require.NoError(t, err)
+			got, gotWarnings, err := cached.Decide(ctx, tc.old, tc.new)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+			assert.Equal(t, wantWarnings, gotWarnings)
+			refusal := policy.RuleIDs(got)
+			require.Contains(t, refusal, tc.wantInRule, "the case must exercise the cached facts: %+v", got)
+			text, _ := json.Marshal(got)
+			for _, name := range tc.wantNames {
+				assert.Contains(t, string(text), name)
+			}
+		})
+	}
+}
+
+// TestCacheTransformsKeepWhatHistoryReads checks that the history
+// reconciler, which reads MachineDeployments and KubeadmControlPlanes from
+// the cache, records the same revision from a trimmed object: same content
+// hash, stamps, highest versions run, owner and creation time.
+func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
+	world := fullWorld()
+	small := trimmed(t, world)
+	for i, obj := range world {
+		kind, ok := history.KindOf(obj)
+		if !ok {
+			continue
+		}
+		t.Run(kind.GVK.Kind+"/"+obj.GetName(), func(t *testing.T) {
+			want, err := kind.Snapshot(obj)
+			require.NoError(t, err)
+			got, err := kind.Snapshot(small[i])
+			require.NoError(t, err)
+			assert.Equal(t, want.Hash, got.Hash)
+			assert.Equal(t, policy.StampsOf(obj), policy.StampsOf(small[i]))
+			assert.NotZero(t, policy.StampsOf(small[i]).Revision)
+			assert.Equal(t, obj.GetUID(), small[i].GetUID())
+			assert.Equal(t, obj.GetOwnerReferences(), small[i].GetOwnerReferences())
+			assert.Equal(t, obj.GetCreationTimestamp(), small[i].GetCreationTimestamp())
+			assert.Equal(t, obj.GetLabels(), small[i].GetLabels())
+			assert.Equal(t, obj.GetGeneration(), small[i].GetGeneration())
+			if k, isKCP := obj.(*controlplanev1.KubeadmControlPlane); isKCP {
+				assert.Equal(t, policy.HighestRunOf(k), policy.HighestRunOf(small[i].(*controlplanev1.KubeadmControlPlane)))
+			}
+		})
+	}
+}
+
+// TestCacheTransformsDrop checks that what the guard never reads is gone,
+// which is the point of the transforms.
+func TestCacheTransformsDrop(t *testing.T) {
+	small := trimmed(t, fullWorld())
+	for _, obj := range small {
+		t.Run(fmt.Sprintf("%T/%s", obj, obj.GetName()), func(t *testing.T) {
+			assert.Empty(t, obj.GetManagedFields())
+			assert.Empty(t, obj.GetFinalizers())
+			for k := range obj.GetAnnotations() {
+				assert.Contains(t, k, revisions.Prefix, "annotation %s is not the guard's", k)
+			}
+			switch o := obj.(type) {
+			case *clusterv1.Cluster:
+				assert.Equal(t, clusterv1.ClusterSpec{ControlPlaneRef: o.Spec.ControlPlaneRef}, o.Spec)
+				assert.NotEmpty(t, o.Spec.ControlPlaneRef.Name)
+				assert.Empty(t, o.Status.Conditions)
+			case *controlplanev1.KubeadmControlPlane:
+				assert.Empty(t, o.Status.Conditions)
+				assert.Nil(t, o.Status.Replicas)
+			case *clusterv1.MachineDeployment:
+				assert.Equal(t, clusterv1.MachineDeploymentStatus{}, o.Status)
+			case *clusterv1.MachinePool:
+				assert.Empty(t, o.Spec.Template.Spec.InfrastructureRef.Name)
+			case *clusterv1.Machine:
+				assert.Empty(t, o.Spec.ProviderID)
+				assert.Empty(t, o.Spec.InfrastructureRef.Name)
+				assert.Empty(t, o.Status.Addresses)
+				assert.Empty(t, o.Status.Conditions)
+				assert.Empty(t, o.OwnerReferences)
+				if o.Status.NodeInfo != nil {
+					assert.Equal(t, corev1.NodeSystemInfo{KubeletVersion: o.Status.NodeInfo.KubeletVersion}, *o.Status.NodeInfo)
+				}
+			}
+		})
+	}
+}
+
+// TestCacheTransformsPassOtherTypes: a transform given an object of another
+// type (a deletion tombstone) returns it unchanged rather than failing.
+func TestCacheTransformsPassOtherTypes(t *testing.T) {
+	tombstone := struct{ Key string }{Key: "ns/c1"}
+	for key, by := range CacheOptions().ByObject {
+		got, err := by.Transform(tombstone)
+		require.NoError(t, err, "%T", key)
+		assert.Equal(t, tombstone, got, "%T", key)
+	}
+}
+
+// TestControllerRevisionsAreNeverCached: history reads them live.
+func TestControllerRevisionsAreNeverCached(t *testing.T) {
+	opts := ClientOptions()
+	require.NotNil(t, opts.Cache)
+	require.Len(t, opts.Cache.DisableFor, 1)
+	assert.Equal(t, "*v1.ControllerRevision", fmt.Sprintf("%T", opts.Cache.DisableFor[0]))
+	for key := range CacheOptions().ByObject {
+		assert.NotEqual(t, "*v1.ControllerRevision", fmt.Sprintf("%T", key))
+	}
+}
