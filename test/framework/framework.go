@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -112,6 +113,14 @@ type Environment struct {
 	guardCertDir    string
 	guardCABundle   []byte
 	guardTail       *tailWriter
+
+	// apiServerMu guards apiServerCmd and apiServerDone: the kube-apiserver
+	// RestartAPIServer started (nil until then) and its exit.
+	apiServerMu   sync.Mutex
+	apiServerCmd  *exec.Cmd
+	apiServerDone chan struct{}
+	// replicas is the running set of guard replicas, if any.
+	replicas *GuardReplicas
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -382,6 +391,11 @@ func (e *Environment) Stop() error {
 
 func (e *Environment) stop() error {
 	var errs []error
+	if r := e.currentReplicas(); r != nil {
+		if err := r.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	e.guardMu.Lock()
 	if err := e.stopGuardLocked(); err != nil {
 		errs = append(errs, err)
@@ -401,6 +415,9 @@ func (e *Environment) stop() error {
 	}
 	if e.removeCRDReader != nil {
 		e.removeCRDReader()
+	}
+	if err := e.stopRestartedAPIServer(); err != nil {
+		errs = append(errs, err)
 	}
 	if e.testEnv != nil {
 		if err := e.testEnv.Stop(); err != nil {
