@@ -46,7 +46,7 @@ test: lint unit fuzz-smoke e2e ## Everything CI checks: lint, unit tests, a shor
 
 # Fuzz targets of the product module, as package:target.
 FUZZ_TARGETS := ./skew:FuzzParseVersion ./revisions:FuzzFromControllerRevision \
-	./webhooks:FuzzKubeadmControlPlaneAdmission ./webhooks:FuzzStamper
+	./webhooks:FuzzKubeadmControlPlaneAdmission ./webhooks:FuzzStamper ./webhooks:FuzzAdmissionReview
 # make test bounds each target by a number of executions, not by time: on a
 # busy machine a time-bounded run can end inside a slow worker start and
 # report "context deadline exceeded" without any input failing.

@@ -45,6 +45,17 @@ var _ admission.Handler = &Stamper{}
 
 // Handle answers one admission request with a JSON patch of the object's annotations.
 func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.Response {
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+	case admissionv1.Delete, admissionv1.Connect:
+		// Nothing to stamp; the guard is registered for neither.
+		return admission.Allowed("")
+	default:
+		// Treating an operation it does not know as a create would stamp a
+		// revision 1 on an object that has a history.
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard cannot stamp %s %s/%s: operation %q is not CREATE or UPDATE",
+			s.Kind.GVK.Kind, req.Namespace, req.Name, req.Operation))
+	}
 	newObj := s.Kind.New()
 	if err := s.Decoder.DecodeRaw(req.Object, newObj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard could not decode the %s: %w", s.Kind.GVK.Kind, err))
