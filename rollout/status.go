@@ -74,12 +74,17 @@ type StatusOptions struct {
 	// ProgressDeadline is --progress-deadline: how long the rollout may
 	// make no progress before it is reported stalled.
 	ProgressDeadline time.Duration
+	// Revision is --revision: wait for this revision (rollout-guard's
+	// stamp) to be the one rolled out; 0 waits for whatever is live.
+	Revision int64
 
 	ref Ref
+	// live draws the live view: stdout is a terminal and -o is not json.
+	live *liveTerminal
 }
 
 func newStatusCommand(c *cli) *cobra.Command {
-	o := &StatusOptions{c: c, Watch: true, Grace: 15 * time.Second, ProgressDeadline: 10 * time.Minute}
+	o := &StatusOptions{c: c, Watch: true, ProgressDeadline: 10 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME",
 		Short: "Watch a rollout until it is done, stalled or paused",
@@ -121,7 +126,8 @@ Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "avai
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json (one JSON object per change); default: one line per change.")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", true, "Watch until the rollout is done; with --watch=false, report the current state once.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "Give up after this long (e.g. 10m) and exit 2; 0 waits forever.")
-	cmd.Flags().DurationVar(&o.Grace, "grace", o.Grace, "How long a complete state must hold before the rollout is declared done.")
+	cmd.Flags().DurationVar(&o.Grace, "grace", o.Grace, "How long a complete state must hold before the rollout is declared done (0: done on the first read where it is complete; see above).")
+	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Wait for this revision (rollout history) to be rolled out; exit 5 if the object is already past it. Not with cluster/NAME.")
 	cmd.Flags().DurationVar(&o.ProgressDeadline, "progress-deadline", o.ProgressDeadline, "Exit 3 (stalled) when the rollout makes no progress for this long.")
 	return cmd
 }
@@ -145,6 +151,12 @@ func (o *StatusOptions) Validate() error {
 	}
 	if o.Timeout < 0 || o.Grace < 0 || o.ProgressDeadline <= 0 {
 		return fmt.Errorf("--timeout and --grace must not be negative, --progress-deadline must be positive")
+	}
+	if o.Revision < 0 {
+		return fmt.Errorf("--revision %d: a revision is a positive number (rollout history lists them)", o.Revision)
+	}
+	if o.Revision > 0 && o.ref.Kind.GVK == Cluster.GVK {
+		return fmt.Errorf("--revision applies to one machinedeployment/NAME or kubeadmcontrolplane/NAME, not to %s: its control plane and pools have revisions of their own", o.ref)
 	}
 	return nil
 }
@@ -171,6 +183,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		}
 	}
 	p := &statusPrinter{out: o.c.IOStreams.Out, json: strings.EqualFold(o.Output, "json"), last: map[string]string{}}
+	if !p.json && o.Watch {
+		p.live = newLiveTerminal(o.c.IOStreams.Out, time.Now())
+	}
 	if !o.Watch {
 		failed := 0
 		for _, obj := range objs {
@@ -178,8 +193,16 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			s := EvaluateStatus(obj, ms)
+			sets, err := o.listMachineSets(ctx, cl, obj)
+			if err != nil {
+				return err
+			}
+			s, verdict := o.evaluate(obj, ms, sets)
 			s.Phase = PhaseProgressing
+			if verdict != nil {
+				_ = p.print(s, time.Now())
+				return verdict
+			}
 			if s.Complete {
 				s.Phase, s.Done = PhaseRolledOut, true
 			} else {
@@ -263,6 +286,49 @@ func (o *StatusOptions) listMachines(ctx context.Context, cl *clients, obj clien
 	return list.Items, nil
 }
 
+// machineSetLabels selects the MachineSets of a MachineDeployment; nil for
+// a KubeadmControlPlane, which has none.
+func machineSetLabels(obj client.Object) client.MatchingLabels {
+	if _, ok := obj.(*clusterv1.MachineDeployment); !ok {
+		return nil
+	}
+	return client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: obj.GetName()}
+}
+
+// listMachineSets reads the MachineSets of a MachineDeployment; nil for a
+// KubeadmControlPlane.
+func (o *StatusOptions) listMachineSets(ctx context.Context, cl *clients, obj client.Object) ([]clusterv1.MachineSet, error) {
+	labels := machineSetLabels(obj)
+	if labels == nil {
+		return nil, nil
+	}
+	list := &clusterv1.MachineSetList{}
+	if err := cl.client.List(ctx, list, client.InNamespace(obj.GetNamespace()), labels); err != nil {
+		return nil, machineSetCall(obj, "list").explain(err)
+	}
+	return list.Items, nil
+}
+
+// machineSetCall describes a read of obj's MachineSets for error messages.
+func machineSetCall(obj client.Object, verb string) call {
+	return call{verb: verb, gr: clusterv1.GroupVersion.WithResource("machinesets").GroupResource(), kind: "MachineSet", namespace: obj.GetNamespace(), purpose: "status " + describe(obj, kindOf(obj))}
+}
+
+// evaluate computes the state of obj's rollout and applies --revision: a
+// revision not live yet keeps the rollout from being complete; one past
+// it is the superseded verdict, returned as the error with the state.
+func (o *StatusOptions) evaluate(obj client.Object, machines []clusterv1.Machine, sets []clusterv1.MachineSet) (StatusReport, error) {
+	s := EvaluateStatus(obj, machines, sets)
+	rw, err := checkRevision(obj, o.Revision)
+	if err != nil {
+		return s, err
+	}
+	if rw.waiting {
+		s.Complete, s.WaitRevision = false, o.Revision
+	}
+	return s, nil
+}
+
 // watchClient returns a client that can watch, on the invocation's connection.
 func (o *StatusOptions) watchClient(cl *clients) (client.WithWatch, error) {
 	cfg, err := o.c.ConfigFlags.ToRESTConfig()
@@ -278,9 +344,10 @@ func (o *StatusOptions) watchClient(cl *clients) (client.WithWatch, error) {
 	return ww, nil
 }
 
-// watchOne watches one MachineDeployment or KubeadmControlPlane and its
-// Machines until a verdict. A watch that ends is resumed by listing and
-// watching again; the tracker (and so the verdict) carries over.
+// watchOne watches one MachineDeployment or KubeadmControlPlane, its
+// Machines and (a MachineDeployment's) MachineSets until a verdict. A watch
+// that ends is resumed by listing and watching again; the tracker (and so
+// the verdict) carries over.
 func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *clients, obj client.Object, p *statusPrinter) error {
 	kind := kindOf(obj)
 	purpose := "status " + describe(obj, kind)
@@ -300,14 +367,24 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 		if len(items) == 0 {
 			return call{verb: "get", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: key.Namespace, name: key.Name, purpose: purpose}.explain(notFound(kind, key.Name))
 		}
-		current := items[0].(client.Object)
+		st := &watchState{obj: items[0].(client.Object), machines: map[string]clusterv1.Machine{}}
 		machineList := &clusterv1.MachineList{}
 		if err := ww.List(ctx, machineList, client.InNamespace(key.Namespace), machineLabels(obj)); err != nil {
 			return o.timedOut(ctx, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: key.Namespace, purpose: purpose}.explain(err))
 		}
-		machines := map[string]clusterv1.Machine{}
 		for _, m := range machineList.Items {
-			machines[m.Name] = m
+			st.machines[m.Name] = m
+		}
+		setLabels := machineSetLabels(obj)
+		setList := &clusterv1.MachineSetList{}
+		if setLabels != nil {
+			st.sets = map[string]clusterv1.MachineSet{}
+			if err := ww.List(ctx, setList, client.InNamespace(key.Namespace), setLabels); err != nil {
+				return o.timedOut(ctx, machineSetCall(obj, "list").explain(err))
+			}
+			for _, ms := range setList.Items {
+				st.sets[ms.Name] = ms
+			}
 		}
 		objW, err := ww.Watch(ctx, kind.NewList(), client.InNamespace(key.Namespace), nameSel, fromVersion(objList.(metav1.ListInterface).GetResourceVersion()))
 		if err != nil {
@@ -318,13 +395,81 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 			objW.Stop()
 			return o.timedOut(ctx, call{verb: "watch", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: key.Namespace, purpose: purpose}.explain(err))
 		}
-		done, err := o.follow(ctx, tr, current, machines, objW, mW, p)
+		// A KubeadmControlPlane has no MachineSets: a nil channel never
+		// delivers.
+		var setEvents <-chan watch.Event
+		var setW watch.Interface
+		if setLabels != nil {
+			if setW, err = ww.Watch(ctx, &clusterv1.MachineSetList{}, client.InNamespace(key.Namespace), setLabels, fromVersion(setList.ResourceVersion)); err != nil {
+				objW.Stop()
+				mW.Stop()
+				return o.timedOut(ctx, machineSetCall(obj, "watch").explain(err))
+			}
+			setEvents = setW.ResultChan()
+		}
+		done, err := o.follow(ctx, tr, st, objW.ResultChan(), mW.ResultChan(), setEvents, p)
 		objW.Stop()
 		mW.Stop()
+		if setW != nil {
+			setW.Stop()
+		}
 		if done || err != nil {
 			return err
 		}
 	}
+}
+
+// watchState is the latest object, Machines and MachineSets seen.
+type watchState struct {
+	obj      client.Object
+	machines map[string]clusterv1.Machine
+	// sets is nil for a KubeadmControlPlane.
+	sets map[string]clusterv1.MachineSet
+}
+
+// apply records one watch event; it returns false when the watch must be
+// resumed (an error event), and an error when the object was deleted.
+func (w *watchState) apply(ev watch.Event, object string) (bool, error) {
+	switch ev.Type {
+	case watch.Error:
+		return false, nil
+	case watch.Bookmark:
+		return true, nil
+	}
+	deleted := ev.Type == watch.Deleted
+	switch o := ev.Object.(type) {
+	case *clusterv1.Machine:
+		if deleted {
+			delete(w.machines, o.Name)
+		} else {
+			w.machines[o.Name] = *o
+		}
+	case *clusterv1.MachineSet:
+		if deleted {
+			delete(w.sets, o.Name)
+		} else {
+			w.sets[o.Name] = *o
+		}
+	case client.Object:
+		if deleted {
+			return true, fmt.Errorf("%s was deleted while its rollout was watched", object)
+		}
+		w.obj = o
+	}
+	return true, nil
+}
+
+// lists returns the Machines and MachineSets as slices.
+func (w *watchState) lists() ([]clusterv1.Machine, []clusterv1.MachineSet) {
+	ms := make([]clusterv1.Machine, 0, len(w.machines))
+	for _, m := range w.machines {
+		ms = append(ms, m)
+	}
+	var sets []clusterv1.MachineSet
+	for _, set := range w.sets {
+		sets = append(sets, set)
+	}
+	return ms, sets
 }
 
 // fromVersion starts a watch at a list's resourceVersion.
@@ -332,22 +477,31 @@ func fromVersion(rv string) client.ListOption {
 	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}}
 }
 
-// follow consumes the two watches, recomputing the state on every event and
-// at the tracker's deadlines. It returns done true with the verdict's error,
-// or done false when a watch ended and must be resumed.
-func (o *StatusOptions) follow(ctx context.Context, tr *StatusTracker, obj client.Object, machines map[string]clusterv1.Machine, objW, mW watch.Interface, p *statusPrinter) (bool, error) {
+// follow consumes the watches, recomputing the state on every event and
+// at the tracker's deadlines (and, for the live view, redrawing the elapsed
+// time every second). It returns done true with the verdict's error, or
+// done false when a watch ended and must be resumed.
+func (o *StatusOptions) follow(ctx context.Context, tr *StatusTracker, st *watchState, objEvents, machineEvents, setEvents <-chan watch.Event, p *statusPrinter) (bool, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var tick <-chan time.Time
+	if p.live != nil {
+		ticker := time.NewTicker(time.Second)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	for {
-		list := make([]clusterv1.Machine, 0, len(machines))
-		for _, m := range machines {
-			list = append(list, m)
-		}
+		machines, sets := st.lists()
 		now := time.Now()
-		s := EvaluateStatus(obj, list)
+		s, verdict := o.evaluate(st.obj, machines, sets)
+		if verdict != nil {
+			s.Phase = PhaseProgressing
+			_ = p.print(s, now)
+			return true, verdict
+		}
 		v := tr.Observe(s, now)
 		s.Phase, s.Done = v.Phase, v.Phase == PhaseRolledOut
-		if !s.Done || p.json {
+		if !s.Done || p.json || p.live != nil {
 			if err := p.print(s, now); err != nil {
 				return true, err
 			}
@@ -355,7 +509,7 @@ func (o *StatusOptions) follow(ctx context.Context, tr *StatusTracker, obj clien
 		switch v.Phase {
 		case PhaseRolledOut:
 			if !p.json {
-				_, err := fmt.Fprintf(p.out, "%s successfully rolled out%s\n", s.Object, revisionSuffix(obj))
+				_, err := fmt.Fprintf(p.out, "%s successfully rolled out%s\n", s.Object, revisionSuffix(st.obj))
 				return true, err
 			}
 			return true, nil
@@ -367,47 +521,41 @@ func (o *StatusOptions) follow(ctx context.Context, tr *StatusTracker, obj clien
 		if !v.Wake.IsZero() {
 			timer.Reset(max(time.Until(v.Wake), time.Millisecond))
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				if p.json {
-					s.Phase = PhaseTimedOut
-					_ = p.print(s, time.Now())
+		for redraw := false; !redraw; {
+			var (
+				ev watch.Event
+				ok bool
+			)
+			select {
+			case <-ctx.Done():
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					if p.json || p.live != nil {
+						s.Phase = PhaseTimedOut
+						_ = p.print(s, time.Now())
+					}
+					return true, statusError{code: ExitTimeout, msg: fmt.Sprintf("timed out waiting for %s to roll out (--timeout %s); last state: %s%s", s.Object, o.Timeout, s.Summary(), blocking(s))}
 				}
-				return true, statusError{code: ExitTimeout, msg: fmt.Sprintf("timed out waiting for %s to roll out (--timeout %s); last state: %s%s", s.Object, o.Timeout, s.Summary(), blocking(s))}
+				return true, ctx.Err()
+			case now := <-tick:
+				if err := p.live.tick(now); err != nil {
+					return true, err
+				}
+				continue
+			case <-timer.C:
+				redraw = true
+				continue
+			case ev, ok = <-objEvents:
+			case ev, ok = <-machineEvents:
+			case ev, ok = <-setEvents:
 			}
-			return true, ctx.Err()
-		case <-timer.C:
-		case ev, ok := <-objW.ResultChan():
 			if !ok {
 				return false, nil
 			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				if fresh, ok := ev.Object.(client.Object); ok {
-					obj = fresh
-				}
-			case watch.Deleted:
-				return true, fmt.Errorf("%s was deleted while its rollout was watched", s.Object)
-			case watch.Error:
-				return false, nil
+			keep, err := st.apply(ev, s.Object)
+			if err != nil || !keep {
+				return err != nil, err
 			}
-		case ev, ok := <-mW.ResultChan():
-			if !ok {
-				return false, nil
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				if m, ok := ev.Object.(*clusterv1.Machine); ok {
-					machines[m.Name] = *m
-				}
-			case watch.Deleted:
-				if m, ok := ev.Object.(*clusterv1.Machine); ok {
-					delete(machines, m.Name)
-				}
-			case watch.Error:
-				return false, nil
-			}
+			redraw = true
 		}
 	}
 }
@@ -420,10 +568,19 @@ func notFound(kind Kind, name string) error {
 // revisionSuffix is " (revision N)" from the guard's or Cluster API's
 // revision annotation, or "".
 func revisionSuffix(obj client.Object) string {
+	if r := revisionOf(obj); r != "" {
+		return " (revision " + r + ")"
+	}
+	return ""
+}
+
+// revisionOf is the guard's revision annotation of obj, else Cluster API's,
+// else "".
+func revisionOf(obj client.Object) string {
 	ann := obj.GetAnnotations()
 	for _, k := range []string{revisions.AnnotationRevision, clusterv1.RevisionAnnotation} {
 		if r := ann[k]; r != "" {
-			return " (revision " + r + ")"
+			return r
 		}
 	}
 	return ""
@@ -473,9 +630,13 @@ type MachineStatus struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 
-	// old: the Machine is being deleted or its UpToDate condition is
-	// False (a new Machine has no UpToDate condition for a while).
+	// old: the Machine is being deleted, or belongs to a MachineSet other
+	// than its MachineDeployment's current one, or (control plane, or
+	// MachineSets not known) its UpToDate condition is False (a new
+	// Machine has no UpToDate condition for a while).
 	old bool
+	// machineSet is the MachineSet that owns a worker Machine.
+	machineSet string
 }
 
 // line is the machine's line: "machine NAME: PHASE, not ready: Reason: message",
@@ -540,13 +701,32 @@ type StatusReport struct {
 	// Complete reports that every condition of a finished rollout holds on
 	// this read (see Complete in the command's help).
 	Complete bool `json:"-"`
+	// Revision is the object's revision: rollout-guard's, else Cluster
+	// API's MachineDeployment revision; "" when it has none.
+	Revision string `json:"-"`
+	// MachineSets are a MachineDeployment's MachineSets, the current one
+	// first.
+	MachineSets []MachineSetStatus `json:"-"`
+	// WaitRevision is the --revision not live yet, 0 when none is awaited.
+	WaitRevision int64 `json:"-"`
 }
 
 // EvaluateStatus computes the state of the rollout of obj (a
-// MachineDeployment or KubeadmControlPlane) from it and its Machines.
-func EvaluateStatus(obj client.Object, machines []clusterv1.Machine) StatusReport {
+// MachineDeployment or KubeadmControlPlane) from it, its Machines and, for
+// a MachineDeployment, its MachineSets.
+func EvaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets []clusterv1.MachineSet) StatusReport {
 	kind := kindOf(obj)
-	s := StatusReport{Object: kind.Singular() + "/" + obj.GetName(), Generation: obj.GetGeneration(), Paused: pausedBy(obj)}
+	s := StatusReport{Object: kind.Singular() + "/" + obj.GetName(), Generation: obj.GetGeneration(), Paused: pausedBy(obj), Revision: revisionOf(obj)}
+	// A MachineDeployment's status counts come from its MachineSets', which
+	// come from the Machines' UpToDate conditions, written by another
+	// controller: just after an edit they can all still describe the old
+	// template. Which MachineSet is current, and which MachineSet owns each
+	// Machine, are facts that cannot be stale that way.
+	var sets *machineSetFacts
+	if md, ok := obj.(*clusterv1.MachineDeployment); ok {
+		f := evaluateMachineSets(md, machineSets)
+		sets, s.MachineSets = &f, f.sets
+	}
 	var (
 		desired, current, upToDate, available, ready *int32
 		observed                                     int64
@@ -580,6 +760,10 @@ func EvaluateStatus(obj client.Object, machines []clusterv1.Machine) StatusRepor
 			Deleting: !m.DeletionTimestamp.IsZero(),
 		}
 		ms.old = ms.Deleting || (upC != nil && upC.Status == metav1.ConditionFalse)
+		if sets != nil && sets.newName != "" {
+			ms.machineSet = ownerMachineSet(m)
+			ms.old = ms.Deleting || ms.machineSet != sets.newName
+		}
 		if ms.Phase == "" {
 			ms.Phase = "Pending"
 		}
@@ -591,7 +775,7 @@ func EvaluateStatus(obj client.Object, machines []clusterv1.Machine) StatusRepor
 		case !ms.UpToDate && upC != nil:
 			ms.Reason, ms.Message = upC.Reason, conditionLine(upC.Message)
 		}
-		if !ms.Ready || !ms.UpToDate || ms.Deleting {
+		if !ms.Ready || !ms.UpToDate || ms.Deleting || ms.old {
 			allGood = false
 		}
 		s.Machines = append(s.Machines, ms)
@@ -600,7 +784,7 @@ func EvaluateStatus(obj client.Object, machines []clusterv1.Machine) StatusRepor
 		s.Machines = []MachineStatus{}
 	}
 	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
-		!s.RollingOut && allGood && int32(len(s.Machines)) == s.Replicas
+		!s.RollingOut && allGood && int32(len(s.Machines)) == s.Replicas && (sets == nil || sets.settled)
 	return s
 }
 
@@ -629,6 +813,9 @@ func conditionLine(msg string) string {
 func (s StatusReport) Summary() string {
 	if s.Paused != "" {
 		return "paused (" + s.Paused + ")"
+	}
+	if s.WaitRevision > 0 {
+		return fmt.Sprintf("waiting for revision %d (revision %s is live)", s.WaitRevision, s.Revision)
 	}
 	if !s.Observed {
 		return fmt.Sprintf("waiting for generation %d to be observed", s.Generation)
@@ -718,7 +905,10 @@ func (t *StatusTracker) Observe(s StatusReport, now time.Time) StatusVerdict {
 // the counts and each machine's phase and conditions.
 func progressKey(s StatusReport) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%t %d %d %d %d %d %d|", s.Observed, s.Generation, s.Current, s.UpToDate, s.Available, s.Ready, len(s.Machines))
+	fmt.Fprintf(&b, "%t %d %d %d %d %d %d %s|", s.Observed, s.Generation, s.Current, s.UpToDate, s.Available, s.Ready, len(s.Machines), s.Revision)
+	for _, ms := range s.MachineSets {
+		fmt.Fprintf(&b, "%s %t %d %d %d %d;", ms.Name, ms.New, ms.Replicas, ms.Current, ms.UpToDate, ms.Available)
+	}
 	for _, m := range s.Machines {
 		fmt.Fprintf(&b, "%s %s %t %t %t %s;", m.Name, m.Phase, m.Ready, m.UpToDate, m.Deleting, m.Reason)
 	}
@@ -733,10 +923,15 @@ type statusPrinter struct {
 	// last is the last line printed per key (the object's summary, each
 	// machine), so that no line is printed twice in a row.
 	last map[string]string
+	// live, when set, redraws the live view instead of printing lines.
+	live *liveTerminal
 }
 
 // print writes what changed in s.
 func (p *statusPrinter) print(s StatusReport, now time.Time) error {
+	if p.live != nil {
+		return p.live.show(s, now)
+	}
 	if p.json {
 		s.Time = time.Time{}
 		key, err := json.Marshal(s)

@@ -20,6 +20,7 @@ import (
 func statusMD(observed int64, current, upToDate, available int32, rollingOut bool) *clusterv1.MachineDeployment {
 	md := &clusterv1.MachineDeployment{}
 	md.Name, md.Namespace, md.Generation = "md-0", "default", 2
+	md.Annotations = map[string]string{clusterv1.RevisionAnnotation: "2"}
 	md.Spec.Replicas = ptr.To[int32](3)
 	md.Status.ObservedGeneration = observed
 	md.Status.Replicas, md.Status.UpToDateReplicas, md.Status.AvailableReplicas, md.Status.ReadyReplicas = &current, &upToDate, &available, &available
@@ -35,6 +36,7 @@ func statusMD(observed int64, current, upToDate, available int32, rollingOut boo
 func statusMachine(name string, ready, upToDate, deleting bool, reason, message string) clusterv1.Machine {
 	m := clusterv1.Machine{}
 	m.Name = name
+	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: newSetName, Controller: ptr.To(true)}}
 	m.Status.Phase = "Running"
 	cond := func(t string, ok bool) metav1.Condition {
 		c := metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: t}
@@ -51,6 +53,26 @@ func statusMachine(name string, ready, upToDate, deleting bool, reason, message 
 		m.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	}
 	return m
+}
+
+// newSetName is the current MachineSet of statusMD (revision 2).
+const newSetName = "md-0-new"
+
+// machineSet is a MachineSet of md-0 at revision rev that wants replicas
+// and has current of them, all up to date and available.
+func machineSet(name, rev string, replicas, current int32) clusterv1.MachineSet {
+	ms := clusterv1.MachineSet{}
+	ms.Name, ms.Generation = name, 1
+	ms.Annotations = map[string]string{clusterv1.RevisionAnnotation: rev}
+	ms.Spec.Replicas = &replicas
+	ms.Status.ObservedGeneration = 1
+	ms.Status.Replicas, ms.Status.UpToDateReplicas, ms.Status.ReadyReplicas, ms.Status.AvailableReplicas = &current, &current, &current, &current
+	return ms
+}
+
+// settled is the MachineSets of a finished rollout of statusMD.
+func settled() []clusterv1.MachineSet {
+	return []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3), machineSet("md-0-old", "1", 0, 0)}
 }
 
 func goodMachines(n int) []clusterv1.Machine {
@@ -81,7 +103,7 @@ func TestEvaluateStatusComplete(t *testing.T) {
 		{"machine deleting", statusMD(2, 3, 3, 3, false), append(goodMachines(2), statusMachine("x", true, true, true, "", "")), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := EvaluateStatus(tc.md, tc.machines)
+			s := EvaluateStatus(tc.md, tc.machines, settled())
 			assert.Equal(t, tc.complete, s.Complete)
 		})
 	}
@@ -89,9 +111,9 @@ func TestEvaluateStatusComplete(t *testing.T) {
 	// A missing RollingOut condition counts as not rolling out; nil counts as 0.
 	md := statusMD(2, 3, 3, 3, false)
 	md.Status.Conditions = nil
-	assert.True(t, EvaluateStatus(md, goodMachines(3)).Complete, "no RollingOut condition")
+	assert.True(t, EvaluateStatus(md, goodMachines(3), settled()).Complete, "no RollingOut condition")
 	md.Status.AvailableReplicas = nil
-	assert.False(t, EvaluateStatus(md, goodMachines(3)).Complete, "availableReplicas unset")
+	assert.False(t, EvaluateStatus(md, goodMachines(3), settled()).Complete, "availableReplicas unset")
 }
 
 func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
@@ -100,12 +122,12 @@ func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
 	kcp.Spec.Replicas = ptr.To[int32](1)
 	kcp.Status.ObservedGeneration = 1
 	kcp.Status.Replicas, kcp.Status.UpToDateReplicas, kcp.Status.AvailableReplicas = ptr.To[int32](1), ptr.To[int32](1), ptr.To[int32](1)
-	s := EvaluateStatus(kcp, goodMachines(1))
+	s := EvaluateStatus(kcp, goodMachines(1), nil)
 	assert.True(t, s.Complete)
 	assert.Equal(t, "kubeadmcontrolplane/cp", s.Object)
 
 	kcp.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
-	assert.Equal(t, "annotation cluster.x-k8s.io/paused", EvaluateStatus(kcp, nil).Paused)
+	assert.Equal(t, "annotation cluster.x-k8s.io/paused", EvaluateStatus(kcp, nil, nil).Paused)
 }
 
 func TestStatusSummaryAndMachineLines(t *testing.T) {
@@ -116,28 +138,28 @@ func TestStatusSummaryAndMachineLines(t *testing.T) {
 		statusMachine("c-new", true, true, false, "", ""),
 		statusMachine("d-new", false, true, false, "NotReady", "* InfrastructureReady: waiting\n* NodeReady: no node yet"),
 	}
-	s := EvaluateStatus(md, ms)
+	s := EvaluateStatus(md, ms, nil)
 	assert.Equal(t, "1 of 3 machines up to date, 2 available (2 old machines pending deletion, 4 machines exist, rolling out)", s.Summary())
 	assert.Equal(t, "machine d-new: Provisioning, not ready: NotReady: * InfrastructureReady: waiting; * NodeReady: no node yet", s.Machines[3].line())
 	assert.Equal(t, "machine b-old: Running, being deleted", s.Machines[1].line())
-	assert.Equal(t, "machine d-new: Provisioning, not ready: NotReady: * InfrastructureReady: * VMProvisioned: waiting", EvaluateStatus(md, []clusterv1.Machine{statusMachine("d-new", false, true, false, "NotReady", "* InfrastructureReady:\n  * VMProvisioned: waiting")}).Machines[0].line())
+	assert.Equal(t, "machine d-new: Provisioning, not ready: NotReady: * InfrastructureReady: * VMProvisioned: waiting", EvaluateStatus(md, []clusterv1.Machine{statusMachine("d-new", false, true, false, "NotReady", "* InfrastructureReady:\n  * VMProvisioned: waiting")}, nil).Machines[0].line())
 
 	// A new machine without an UpToDate condition yet is not old.
 	fresh := clusterv1.Machine{}
 	fresh.Name = "e-new"
-	assert.Equal(t, "2 of 3 machines up to date, 2 available (1 machine exists, rolling out)", EvaluateStatus(statusMD(2, 1, 2, 2, true), []clusterv1.Machine{fresh}).Summary())
+	assert.Equal(t, "2 of 3 machines up to date, 2 available (1 machine exists, rolling out)", EvaluateStatus(statusMD(2, 1, 2, 2, true), []clusterv1.Machine{fresh}, nil).Summary())
 
-	assert.Equal(t, "waiting for generation 2 to be observed", EvaluateStatus(statusMD(1, 3, 3, 3, false), goodMachines(3)).Summary())
+	assert.Equal(t, "waiting for generation 2 to be observed", EvaluateStatus(statusMD(1, 3, 3, 3, false), goodMachines(3), settled()).Summary())
 	md = statusMD(2, 3, 3, 3, false)
 	md.Spec.Paused = ptr.To(true)
-	assert.Equal(t, "paused (spec.paused is true)", EvaluateStatus(md, goodMachines(3)).Summary())
+	assert.Equal(t, "paused (spec.paused is true)", EvaluateStatus(md, goodMachines(3), settled()).Summary())
 }
 
 func TestStatusTracker(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	complete := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3))
-	rolling := EvaluateStatus(statusMD(2, 3, 1, 3, true), goodMachines(3))
-	rolling2 := EvaluateStatus(statusMD(2, 3, 2, 3, true), goodMachines(3))
+	complete := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
+	rolling := EvaluateStatus(statusMD(2, 3, 1, 3, true), goodMachines(3), settled())
+	rolling2 := EvaluateStatus(statusMD(2, 3, 2, 3, true), goodMachines(3), settled())
 	paused := complete
 	paused.Paused = "spec.paused is true"
 
@@ -201,13 +223,13 @@ func TestStatusPrinterPrintsChangesOnly(t *testing.T) {
 	var out bytes.Buffer
 	p := &statusPrinter{out: &out, last: map[string]string{}}
 	now := time.Unix(0, 0)
-	notReady := EvaluateStatus(statusMD(2, 3, 2, 2, true), append(goodMachines(2), statusMachine("x", false, true, false, "Boot", "booting")))
+	notReady := EvaluateStatus(statusMD(2, 3, 2, 2, true), append(goodMachines(2), statusMachine("x", false, true, false, "Boot", "booting")), settled())
 	require.NoError(t, p.print(notReady, now))
 	require.NoError(t, p.print(notReady, now))
 	// A new message alone does not print the machine again.
 	notReady.Machines[2].Message = "still booting"
 	require.NoError(t, p.print(notReady, now))
-	done := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3))
+	done := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
 	done.Phase = PhaseConfirming
 	require.NoError(t, p.print(done, now))
 	require.NoError(t, p.print(done, now))
