@@ -1,0 +1,988 @@
+// Command bench-admission measures what admission costs an edit end to end:
+// one real kube-apiserver (bin/) with the Cluster API CRDs, and the same
+// sequential edits of MachineDeployments and KubeadmControlPlanes under each
+// configuration:
+//
+//   - none: no webhook and no policy for these kinds;
+//   - vap: a ValidatingAdmissionPolicy (CEL in the API server) refusing a
+//     same-object version downgrade;
+//   - noop: a no-op validating + mutating webhook pair (test/cmd/noop-webhook)
+//     over TLS, registered with the guard's rules, timeouts and
+//     matchConditions (config/webhook/manifests.yaml);
+//   - noop-nomc: the same pair without matchConditions;
+//   - guard: bin/webhook registered from config/webhook/manifests.yaml, as
+//     test/framework runs it (validating, mutating, recording revisions).
+//
+// The edits are template updates (a version bump, which every webhook of the
+// guard selects), label-only updates and status updates. The run is split
+// into rounds; each round installs every configuration in turn (rotating
+// the order), confirms with dry-run probes that exactly that configuration
+// is in effect, and times its slice of edits, so that drift of a shared
+// machine hits every configuration alike. The guard runs only during its
+// own slices (its background reconciler would otherwise work during the
+// others').
+//
+// Output: one Go benchmark line per round and configuration/edit (benchstat
+// reads them; custom units p50-ns, p90-ns, p99-ns, req/s), then a table of
+// the pooled figures, the ratios, the issue's targets, and the CPU time
+// each process spent per edit (read from /proc: a profile from outside).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+// namespace holds every object of the benchmark.
+const namespace = "bench"
+
+// Edit kinds.
+const (
+	mdTemplate  = "md-template"
+	kcpTemplate = "kcp-template"
+	mdLabel     = "md-label"
+	kcpLabel    = "kcp-label"
+	mdStatus    = "md-status"
+	kcpStatus   = "kcp-status"
+)
+
+// Configuration names.
+const (
+	cfgNone     = "none"
+	cfgVAP      = "vap"
+	cfgNoop     = "noop"
+	cfgNoopNoMC = "noop-nomc"
+	cfgGuard    = "guard"
+)
+
+type options struct {
+	mdEdits, kcpEdits int
+	rounds            int
+	warmup            int
+	clusters, mdsPer  int
+	noopBin           string
+	binDir            string
+	out               string
+	configs           string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.mdEdits, "md-edits", 2000, "MachineDeployment edits per configuration and edit kind")
+	flag.IntVar(&o.kcpEdits, "kcp-edits", 500, "KubeadmControlPlane edits per configuration and edit kind")
+	flag.IntVar(&o.rounds, "rounds", 10, "rounds the edits are split into (each round runs every configuration once)")
+	flag.IntVar(&o.warmup, "warmup", 10, "unmeasured edits before each measured slice")
+	flag.IntVar(&o.clusters, "clusters", 10, "clusters (one KubeadmControlPlane each) the edits rotate over")
+	flag.IntVar(&o.mdsPer, "mds-per-cluster", 2, "MachineDeployments per cluster")
+	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
+	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
+	flag.StringVar(&o.out, "out", "", "also write the output to this file")
+	flag.StringVar(&o.configs, "configs", "none,vap,noop,noop-nomc,guard", "configurations to run")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-admission:", err)
+		os.Exit(1)
+	}
+}
+
+// config is one admission configuration of the API server.
+type config struct {
+	name  string
+	edits []string
+	// install makes the configuration effective; uninstall removes it.
+	install, uninstall func(ctx context.Context) error
+	// want is the outcome of each probe while this configuration, and only
+	// it, is in effect.
+	want map[string]string
+}
+
+// bench is the state of one run.
+type bench struct {
+	o        options
+	env      *framework.Environment
+	c        client.Client
+	out      io.Writer
+	noopURL  string
+	noopCmd  *exec.Cmd
+	mds      []types.NamespacedName
+	kcps     []types.NamespacedName
+	patchSeq map[types.NamespacedName]int
+	seq      int
+	// samples[config][edit] are the latencies of every measured edit.
+	samples map[string]map[string][]time.Duration
+	// wall[config][edit] is the time the measured slices took in all.
+	wall map[string]map[string]time.Duration
+	// cpu[config][edit][process] is the CPU time each process spent
+	// during the measured slices.
+	cpu map[string]map[string]map[string]time.Duration
+}
+
+func run(o options) (retErr error) {
+	if o.noopBin == "" {
+		return errors.New("--noop-webhook is required (build it with: cd test && go build -o ../bench/noop-webhook ./cmd/noop-webhook)")
+	}
+	if o.rounds < 1 || o.mdEdits < o.rounds || o.kcpEdits < o.rounds {
+		return errors.New("--rounds must be at least 1 and at most --md-edits and --kcp-edits")
+	}
+	var out io.Writer = os.Stdout
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return fmt.Errorf("creating the directory of %s: %w", o.out, err)
+		}
+		f, err := os.Create(o.out)
+		if err != nil {
+			return fmt.Errorf("creating %s: %w", o.out, err)
+		}
+		defer f.Close()
+		out = io.MultiWriter(os.Stdout, f)
+	}
+	ctx := context.Background()
+	load := loadAverage()
+	begin := time.Now()
+
+	logFile, err := os.CreateTemp("", "bench-admission-*.log")
+	if err != nil {
+		return fmt.Errorf("creating the log file: %w", err)
+	}
+	defer logFile.Close()
+	fmt.Fprintf(os.Stderr, "bench-admission: environment log in %s\n", logFile.Name())
+	// controller-runtime's global logger (the conversion webhooks'
+	// certificate watcher uses it) writes to the same file.
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	env, err := framework.Start(ctx, framework.Options{BinDir: o.binDir, Log: logFile})
+	if err != nil {
+		return fmt.Errorf("starting the API server: %w", err)
+	}
+	b := &bench{o: o, env: env, out: out, patchSeq: map[types.NamespacedName]int{},
+		samples: map[string]map[string][]time.Duration{}, wall: map[string]map[string]time.Duration{},
+		cpu: map[string]map[string]map[string]time.Duration{}}
+	defer func() {
+		b.stopNoop()
+		if err := env.Stop(); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("stopping the environment: %w", err))
+		}
+	}()
+	// A client without client-side rate limiting: the edits are sequential,
+	// and client-go's default limiter (5 requests/s) would be what we measure.
+	cfg := *env.Config
+	cfg.QPS, cfg.Burst = -1, 0
+	if b.c, err = client.New(&cfg, client.Options{Scheme: env.Scheme}); err != nil {
+		return fmt.Errorf("creating the client: %w", err)
+	}
+
+	if err := b.createObjects(ctx); err != nil {
+		return err
+	}
+	// Start the guard once to set up its identity and certificate, which the
+	// no-op webhook serves too (the API server trusts its CA).
+	if err := env.StartGuard(ctx); err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
+	}
+	if err := b.uninstallGuard(ctx); err != nil {
+		return err
+	}
+	if err := b.startNoop(ctx); err != nil {
+		return err
+	}
+
+	configs, err := b.configurations(o.configs)
+	if err != nil {
+		return err
+	}
+	b.header(load, configs)
+	for round := range o.rounds {
+		for i := range configs {
+			cf := configs[(round+i)%len(configs)]
+			if err := b.runSlice(ctx, round, cf); err != nil {
+				return fmt.Errorf("round %d, configuration %s: %w", round+1, cf.name, err)
+			}
+		}
+	}
+	b.report(configs, time.Since(begin))
+	return nil
+}
+
+// header prints the machine and the run's parameters.
+func (b *bench) header(load string, configs []config) {
+	fmt.Fprintf(b.out, "goos: %s\ngoarch: %s\ncpu: %s\n", runtime.GOOS, runtime.GOARCH, cpuModel())
+	fmt.Fprintf(b.out, "kube-apiserver: %s\n", apiServerVersion(b.env.BinDir))
+	fmt.Fprintf(b.out, "vcpus: %d\n", runtime.NumCPU())
+	fmt.Fprintf(b.out, "loadavg-at-start: %s\n", load)
+	var names []string
+	for _, c := range configs {
+		names = append(names, c.name)
+	}
+	fmt.Fprintf(b.out, "# %d rounds; per configuration and edit kind %d MachineDeployment and %d KubeadmControlPlane edits, sequential, over %d clusters (%d MachineDeployments each); configurations %s\n",
+		b.o.rounds, b.o.mdEdits, b.o.kcpEdits, b.o.clusters, b.o.mdsPer, strings.Join(names, ", "))
+}
+
+// runSlice installs cf, checks it took effect, runs this round's share of
+// every edit kind of cf, and removes cf again.
+func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
+	if err := cf.install(ctx); err != nil {
+		return fmt.Errorf("installing: %w", err)
+	}
+	if err := b.confirm(ctx, cf); err != nil {
+		return err
+	}
+	for _, edit := range cf.edits {
+		n := share(b.o.mdEdits, b.o.rounds, round)
+		if strings.HasPrefix(edit, "kcp-") {
+			n = share(b.o.kcpEdits, b.o.rounds, round)
+		}
+		if _, _, err := b.timeEdits(ctx, edit, b.o.warmup); err != nil {
+			return fmt.Errorf("warming up %s: %w", edit, err)
+		}
+		cpu0 := processCPU()
+		lat, wall, err := b.timeEdits(ctx, edit, n)
+		if err != nil {
+			return fmt.Errorf("edits %s: %w", edit, err)
+		}
+		cpu1 := processCPU()
+		b.add(cf.name, edit, lat, wall, cpu0, cpu1)
+		s := summarize(lat, wall)
+		fmt.Fprintf(b.out, "BenchmarkAdmission/config=%s/edit=%s %d %d ns/op %d p50-ns %d p90-ns %d p99-ns %.1f req/s\n",
+			cf.name, edit, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), s.p90.Nanoseconds(), s.p99.Nanoseconds(), s.throughput)
+	}
+	if err := cf.uninstall(ctx); err != nil {
+		return fmt.Errorf("uninstalling: %w", err)
+	}
+	return nil
+}
+
+// share is round's part of total edits split over rounds.
+func share(total, rounds, round int) int {
+	n := total / rounds
+	if round < total%rounds {
+		n++
+	}
+	return n
+}
+
+// add pools one slice's figures.
+func (b *bench) add(cfg, edit string, lat []time.Duration, wall time.Duration, cpu0, cpu1 map[string]time.Duration) {
+	if b.samples[cfg] == nil {
+		b.samples[cfg] = map[string][]time.Duration{}
+		b.wall[cfg] = map[string]time.Duration{}
+		b.cpu[cfg] = map[string]map[string]time.Duration{}
+	}
+	b.samples[cfg][edit] = append(b.samples[cfg][edit], lat...)
+	b.wall[cfg][edit] += wall
+	if b.cpu[cfg][edit] == nil {
+		b.cpu[cfg][edit] = map[string]time.Duration{}
+	}
+	for proc, t := range cpu1 {
+		// A process that started during the slice counts from zero.
+		b.cpu[cfg][edit][proc] += t - cpu0[proc]
+	}
+}
+
+// timeEdits makes n sequential edits of one kind, rotating over the
+// objects, and returns the latency of each and the wall time of all.
+func (b *bench) timeEdits(ctx context.Context, edit string, n int) ([]time.Duration, time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	start := time.Now()
+	for i := range n {
+		b.seq++
+		var objs []types.NamespacedName
+		if strings.HasPrefix(edit, "kcp-") {
+			objs = b.kcps
+		} else {
+			objs = b.mds
+		}
+		key := objs[b.seq%len(objs)]
+		obj, patch, status := b.editOf(edit, key)
+		t0 := time.Now()
+		var err error
+		if status {
+			err = b.c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		} else {
+			err = b.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		}
+		d := time.Since(t0)
+		if err != nil {
+			return nil, 0, fmt.Errorf("edit %d of %s %s (%s): %w", i+1, edit, key, patch, err)
+		}
+		lat = append(lat, d)
+	}
+	return lat, time.Since(start), nil
+}
+
+// editOf returns the object to patch, the merge patch of one edit of kind
+// edit on key, and whether it goes to the status subresource. Template
+// edits raise the version by one patch release each time: an allowed
+// change that the guard's validating and mutating webhooks both select and
+// that makes a new revision.
+func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []byte, bool) {
+	var obj client.Object = &clusterv1.MachineDeployment{}
+	if strings.HasPrefix(edit, "kcp-") {
+		obj = &controlplanev1.KubeadmControlPlane{}
+	}
+	obj.SetNamespace(key.Namespace)
+	obj.SetName(key.Name)
+	switch edit {
+	case mdTemplate:
+		b.patchSeq[key]++
+		return obj, fmt.Appendf(nil, `{"spec":{"template":{"spec":{"version":"v1.35.%d"}}}}`, b.patchSeq[key]), false
+	case kcpTemplate:
+		b.patchSeq[key]++
+		return obj, fmt.Appendf(nil, `{"spec":{"version":"v1.36.%d"}}`, b.patchSeq[key]), false
+	case mdLabel, kcpLabel:
+		return obj, fmt.Appendf(nil, `{"metadata":{"labels":{"rollout-bench/seq":"%d"}}}`, b.seq), false
+	default: // mdStatus, kcpStatus
+		return obj, fmt.Appendf(nil, `{"status":{"replicas":%d}}`, b.seq), true
+	}
+}
+
+// createObjects creates the namespace, the clusters the edits rotate over,
+// and the probe cluster.
+func (b *bench) createObjects(ctx context.Context) error {
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", namespace, err)
+	}
+	for i := range b.o.clusters {
+		name := fmt.Sprintf("c%d", i)
+		mds, kcp, err := b.createCluster(ctx, name, b.o.mdsPer, "v1.35.0")
+		if err != nil {
+			return err
+		}
+		b.mds = append(b.mds, mds...)
+		b.kcps = append(b.kcps, kcp)
+	}
+	if _, _, err := b.createCluster(ctx, "probe", 1, probeVersion); err != nil {
+		return err
+	}
+	return nil
+}
+
+// createCluster creates a Cluster, its KubeadmControlPlane at v1.36.0 and
+// mds MachineDeployments at mdVersion.
+func (b *bench) createCluster(ctx context.Context, name string, mds int, mdVersion string) ([]types.NamespacedName, types.NamespacedName, error) {
+	kcpName := name + "-cp"
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: kcpName,
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: name,
+			},
+		},
+	}
+	if err := b.c.Create(ctx, cluster); err != nil {
+		return nil, types.NamespacedName{}, fmt.Errorf("creating Cluster %s: %w", name, err)
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: kcpName, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To[int32](3),
+			Version:  "v1.36.0",
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
+				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: kcpName,
+					},
+				},
+			},
+		},
+	}
+	if err := b.c.Create(ctx, kcp); err != nil {
+		return nil, types.NamespacedName{}, fmt.Errorf("creating KubeadmControlPlane %s: %w", kcpName, err)
+	}
+	var keys []types.NamespacedName
+	for j := range mds {
+		mdName := fmt.Sprintf("%s-md-%d", name, j)
+		labels := map[string]string{"pool": mdName}
+		md := &clusterv1.MachineDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: mdName},
+			Spec: clusterv1.MachineDeploymentSpec{
+				ClusterName: name,
+				Replicas:    ptr.To[int32](3),
+				Selector:    metav1.LabelSelector{MatchLabels: labels},
+				Template: clusterv1.MachineTemplateSpec{
+					ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+					Spec: clusterv1.MachineSpec{
+						ClusterName: name,
+						Version:     mdVersion,
+						Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+							APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: mdName,
+						}},
+						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+							APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: mdName,
+						},
+					},
+				},
+			},
+		}
+		if err := b.c.Create(ctx, md); err != nil {
+			return nil, types.NamespacedName{}, fmt.Errorf("creating MachineDeployment %s: %w", mdName, err)
+		}
+		keys = append(keys, client.ObjectKeyFromObject(md))
+	}
+	return keys, client.ObjectKeyFromObject(kcp), nil
+}
+
+// startNoop starts the no-op webhook server on a free port with the
+// guard's serving certificate and waits until it answers.
+func (b *bench) startNoop(ctx context.Context) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("finding a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	b.noopCmd = exec.Command(b.o.noopBin, "--port", strconv.Itoa(port), "--cert-dir", b.env.GuardCertDir())
+	b.noopCmd.Stdout, b.noopCmd.Stderr = os.Stderr, os.Stderr
+	if err := b.noopCmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", b.o.noopBin, err)
+	}
+	b.noopURL = "https://127.0.0.1:" + strconv.Itoa(port)
+	// The API server checks the certificate; this wait only needs to know
+	// that the port serves.
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(b.noopURL + "/healthz")
+		if err == nil {
+			_ = resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the no-op webhook on %s did not answer within 30s: %w", b.noopURL, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (b *bench) stopNoop() {
+	if b.noopCmd == nil || b.noopCmd.Process == nil {
+		return
+	}
+	_ = b.noopCmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = b.noopCmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = b.noopCmd.Process.Kill()
+		<-done
+	}
+}
+
+// configurations returns the named configurations.
+func (b *bench) configurations(list string) ([]config, error) {
+	all := map[string]config{
+		cfgNone: {
+			name:      cfgNone,
+			edits:     []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel, mdStatus, kcpStatus},
+			install:   func(context.Context) error { return nil },
+			uninstall: func(context.Context) error { return nil },
+			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: allow, probeMutate: plain, probeLabelRefuse: allow},
+		},
+		cfgVAP: {
+			name:      cfgVAP,
+			edits:     []string{mdTemplate, kcpTemplate},
+			install:   b.installVAP,
+			uninstall: b.uninstallVAP,
+			want:      map[string]string{probeDowngrade: vapPolicyName, probeTooNew: allow, probeRefuse: allow, probeMutate: plain, probeLabelRefuse: allow},
+		},
+		cfgNoop: {
+			name:      cfgNoop,
+			edits:     []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel},
+			install:   func(ctx context.Context) error { return b.installNoop(ctx, true) },
+			uninstall: func(ctx context.Context) error { return b.uninstallNoop(ctx, true) },
+			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: allow},
+		},
+		cfgNoopNoMC: {
+			name:      cfgNoopNoMC,
+			edits:     []string{mdLabel, kcpLabel},
+			install:   func(ctx context.Context) error { return b.installNoop(ctx, false) },
+			uninstall: func(ctx context.Context) error { return b.uninstallNoop(ctx, false) },
+			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: noopRefusal},
+		},
+		cfgGuard: {
+			name:      cfgGuard,
+			edits:     []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel, mdStatus, kcpStatus},
+			install:   b.env.StartGuard,
+			uninstall: b.uninstallGuard,
+			// The guard allows a worker's patch downgrade (only minors matter to skew).
+			want: map[string]string{probeDowngrade: allow, probeTooNew: "[rule WorkerNewerThanControlPlane]", probeRefuse: allow, probeMutate: stamped, probeLabelRefuse: allow},
+		},
+	}
+	var out []config
+	for _, name := range strings.Split(list, ",") {
+		cf, ok := all[strings.TrimSpace(name)]
+		if !ok {
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: none, vap, noop, noop-nomc, guard)", name)
+		}
+		out = append(out, cf)
+	}
+	return out, nil
+}
+
+// uninstallGuard stops the guard and removes its webhook configurations
+// (which StopGuard leaves registered, failing closed).
+func (b *bench) uninstallGuard(ctx context.Context) error {
+	if err := b.env.StopGuard(); err != nil {
+		return fmt.Errorf("stopping the guard: %w", err)
+	}
+	return b.deleteAll(ctx,
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "rollout-guard-validating"}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "rollout-guard-mutating"}})
+}
+
+// noopConfigurations are the guard's webhook configurations pointed at the
+// no-op webhook and renamed, with or without their matchConditions.
+func (b *bench) noopConfigurations(withMC bool) ([]client.Object, error) {
+	objs, err := framework.LocalWebhookConfigurations(b.env.GuardManifests(), b.noopURL, b.env.GuardCABundle())
+	if err != nil {
+		return nil, fmt.Errorf("reading the guard's webhook configurations: %w", err)
+	}
+	suffix := ""
+	if !withMC {
+		suffix = "-nomc"
+	}
+	for _, obj := range objs {
+		switch cfg := obj.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			cfg.Name = "rollout-bench-noop-validating" + suffix
+			for i := range cfg.Webhooks {
+				cfg.Webhooks[i].Name = "noop-" + cfg.Webhooks[i].Name
+				if !withMC {
+					cfg.Webhooks[i].MatchConditions = nil
+				}
+			}
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			cfg.Name = "rollout-bench-noop-mutating" + suffix
+			for i := range cfg.Webhooks {
+				cfg.Webhooks[i].Name = "noop-" + cfg.Webhooks[i].Name
+				if !withMC {
+					cfg.Webhooks[i].MatchConditions = nil
+				}
+			}
+		}
+	}
+	return objs, nil
+}
+
+func (b *bench) installNoop(ctx context.Context, withMC bool) error {
+	objs, err := b.noopConfigurations(withMC)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := b.c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func (b *bench) uninstallNoop(ctx context.Context, withMC bool) error {
+	objs, err := b.noopConfigurations(withMC)
+	if err != nil {
+		return err
+	}
+	return b.deleteAll(ctx, objs...)
+}
+
+// vapPolicyName names the ValidatingAdmissionPolicy and its binding.
+const vapPolicyName = "rollout-bench-no-downgrade"
+
+// vapVersion picks the version field of either kind.
+const vapVersion = "(%[1]s.kind == 'MachineDeployment' ? %[1]s.spec.template.spec.?version.orValue('') : %[1]s.spec.?version.orValue(''))"
+
+// installVAP creates a ValidatingAdmissionPolicy that refuses a version
+// lower than the object's current one (Kubernetes' CEL semver library,
+// normalising the leading "v"), and its binding.
+func (b *bench) installVAP(ctx context.Context) error {
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: vapPolicyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+					{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{"cluster.x-k8s.io"}, APIVersions: []string{"v1beta2"},
+							Resources: []string{"machinedeployments"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+					}},
+					{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, APIVersions: []string{"v1beta2"},
+							Resources: []string{"kubeadmcontrolplanes"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+					}},
+				},
+			},
+			Variables: []admissionregistrationv1.Variable{
+				{Name: "newVersion", Expression: fmt.Sprintf(vapVersion, "object")},
+				{Name: "oldVersion", Expression: fmt.Sprintf(vapVersion, "oldObject")},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "variables.newVersion == variables.oldVersion || !isSemver(variables.newVersion, true) || !isSemver(variables.oldVersion, true)" +
+					" || !semver(variables.newVersion, true).isLessThan(semver(variables.oldVersion, true))",
+				MessageExpression: "'" + vapPolicyName + ": ' + object.kind + ' ' + object.metadata.name + ': version ' + variables.newVersion + ' is lower than ' + variables.oldVersion + '; keep it at ' + variables.oldVersion + ' or later'",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: vapPolicyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        vapPolicyName,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := b.c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func (b *bench) uninstallVAP(ctx context.Context) error {
+	return b.deleteAll(ctx,
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: vapPolicyName}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: vapPolicyName}})
+}
+
+// deleteAll deletes objs and waits until they are gone.
+func (b *bench) deleteAll(ctx context.Context, objs ...client.Object) error {
+	for _, obj := range objs {
+		if err := b.c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	for _, obj := range objs {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := b.c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%T %s still exists after 30s (last read: %v)", obj, obj.GetName(), err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Probes: dry-run edits of the probe cluster's MachineDeployment whose
+// outcomes tell the configurations apart.
+const (
+	probeDowngrade   = "downgrade"    // version below the current one
+	probeTooNew      = "too-new"      // version newer than the control plane
+	probeRefuse      = "refuse"       // version bump with the no-op's refuse marker
+	probeMutate      = "mutate"       // version bump with the no-op's mutate marker
+	probeLabelRefuse = "label-refuse" // label-only edit with the refuse marker
+
+	// probeVersion is the probe MachineDeployment's version.
+	probeVersion = "v1.35.5"
+)
+
+// Probe outcomes besides a refusal (which is named by a piece of its message).
+const (
+	allow   = "allowed"
+	plain   = "allowed, unchanged"
+	mutated = "allowed, mutated by the no-op webhook"
+	stamped = "allowed, stamped by the guard"
+
+	noopRefusal = "noop-webhook: refused the probe"
+)
+
+// confirm runs every probe until each gives cf's outcome (the API server
+// picks up configuration changes asynchronously), for at most 60 s.
+func (b *bench) confirm(ctx context.Context, cf config) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err := b.probeAll(ctx, cf.want)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("configuration %s not in effect after 60s: %w (probes: %v)", cf.name, err, got)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// probeAll runs every probe and returns the outcomes, with an error naming
+// the first probe whose outcome is not the wanted one.
+func (b *bench) probeAll(ctx context.Context, want map[string]string) (map[string]string, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: "probe-md-0"}
+	live := &clusterv1.MachineDeployment{}
+	if err := b.c.Get(ctx, key, live); err != nil {
+		return nil, fmt.Errorf("reading the probe MachineDeployment: %w", err)
+	}
+	patches := map[string]string{
+		probeDowngrade:   `{"spec":{"template":{"spec":{"version":"v1.35.0"}}}}`,
+		probeTooNew:      `{"spec":{"template":{"spec":{"version":"v1.99.0"}}}}`,
+		probeRefuse:      `{"metadata":{"annotations":{"rollout-bench/probe":"refuse"}},"spec":{"template":{"spec":{"version":"v1.35.6"}}}}`,
+		probeMutate:      `{"metadata":{"annotations":{"rollout-bench/probe":"mutate"}},"spec":{"template":{"spec":{"version":"v1.35.6"}}}}`,
+		probeLabelRefuse: `{"metadata":{"labels":{"rollout-bench/probe":"x"},"annotations":{"rollout-bench/probe":"refuse"}}}`,
+	}
+	got := map[string]string{}
+	var firstErr error
+	for _, name := range slices.Sorted(maps.Keys(patches)) {
+		md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		err := b.c.Patch(ctx, md, client.RawPatch(types.MergePatchType, []byte(patches[name])), client.DryRunAll)
+		switch {
+		case err != nil:
+			got[name] = err.Error()
+		case name != probeMutate:
+			got[name] = allow
+		case md.Annotations["rollout-bench/mutated"] == "true":
+			got[name] = mutated
+		case md.Annotations["rollout-guard.io/revision"] != live.Annotations["rollout-guard.io/revision"]:
+			got[name] = stamped
+		default:
+			got[name] = plain
+		}
+		w := want[name]
+		ok := got[name] == w || (err != nil && w != allow && w != plain && w != mutated && w != stamped && strings.Contains(err.Error(), w))
+		if !ok && firstErr == nil {
+			firstErr = fmt.Errorf("probe %s: got %q, want %q", name, got[name], w)
+		}
+	}
+	return got, firstErr
+}
+
+// summary is the statistics of a set of latencies.
+type summary struct {
+	n                   int
+	mean, p50, p90, p99 time.Duration
+	throughput          float64
+}
+
+func summarize(lat []time.Duration, wall time.Duration) summary {
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	q := func(p float64) time.Duration {
+		// Nearest rank.
+		i := int(p*float64(len(s))+0.999999) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return summary{n: len(s), mean: sum / time.Duration(len(s)), p50: q(0.50), p90: q(0.90), p99: q(0.99),
+		throughput: float64(len(s)) / wall.Seconds()}
+}
+
+// report prints the pooled figures, the ratios and the targets.
+func (b *bench) report(configs []config, elapsed time.Duration) {
+	w := b.out
+	fmt.Fprintf(w, "\n# Pooled over %d rounds (run took %s)\n\n", b.o.rounds, elapsed.Round(time.Second))
+	fmt.Fprintln(w, "| edit | configuration | n | p50 ms | p90 ms | p99 ms | req/s | p50 / none | p99 / none | p50 / noop | p99 / noop |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	edits := []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel, mdStatus, kcpStatus}
+	stats := map[string]map[string]summary{}
+	for _, edit := range edits {
+		for _, cf := range configs {
+			lat := b.samples[cf.name][edit]
+			if len(lat) == 0 {
+				continue
+			}
+			s := summarize(lat, b.wall[cf.name][edit])
+			if stats[cf.name] == nil {
+				stats[cf.name] = map[string]summary{}
+			}
+			stats[cf.name][edit] = s
+		}
+		for _, cf := range configs {
+			s, ok := stats[cf.name][edit]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %.2f | %.2f | %.2f | %.0f | %s | %s | %s | %s |\n", edit, cf.name, s.n, ms(s.p50), ms(s.p90), ms(s.p99), s.throughput,
+				ratio(s.p50, stats, cfgNone, edit, true), ratio(s.p99, stats, cfgNone, edit, false),
+				ratio(s.p50, stats, cfgNoop, edit, true), ratio(s.p99, stats, cfgNoop, edit, false))
+		}
+	}
+
+	fmt.Fprintf(w, "\n# CPU time per edit (ms), from /proc of each process during the measured slices\n\n")
+	procs := []string{"kube-apiserver", "etcd", "webhook", "noop-webhook", "bench-admission"}
+	fmt.Fprintf(w, "| edit | configuration | %s |\n", strings.Join(procs, " | "))
+	fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(procs)))
+	for _, edit := range edits {
+		for _, cf := range configs {
+			n := len(b.samples[cf.name][edit])
+			if n == 0 {
+				continue
+			}
+			var cells []string
+			for _, p := range procs {
+				cells = append(cells, fmt.Sprintf("%.3f", ms(b.cpu[cf.name][edit][p])/float64(n)))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", edit, cf.name, strings.Join(cells, " | "))
+		}
+	}
+
+	fmt.Fprintf(w, "\n# Targets (issue #7)\n\n")
+	target := func(what string, a, base summary, pick func(summary) time.Duration, limit float64) {
+		if a.n == 0 || base.n == 0 {
+			return
+		}
+		r := float64(pick(a)) / float64(pick(base))
+		verdict := "met"
+		if r > limit {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(w, "- %s = %.3f (target <= %.2f): %s\n", what, r, limit, verdict)
+	}
+	p50 := func(s summary) time.Duration { return s.p50 }
+	p99 := func(s summary) time.Duration { return s.p99 }
+	for _, edit := range []string{mdTemplate, kcpTemplate} {
+		target("guard/noop p50 "+edit, stats[cfgGuard][edit], stats[cfgNoop][edit], p50, 1.05)
+		target("guard/noop p99 "+edit, stats[cfgGuard][edit], stats[cfgNoop][edit], p99, 1.10)
+	}
+	for _, edit := range []string{mdLabel, kcpLabel, mdStatus, kcpStatus} {
+		target("guard/none p50 "+edit, stats[cfgGuard][edit], stats[cfgNone][edit], p50, 1.02)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(v time.Duration, stats map[string]map[string]summary, base, edit string, isP50 bool) string {
+	s, ok := stats[base][edit]
+	if !ok {
+		return "-"
+	}
+	ref := s.p99
+	if isP50 {
+		ref = s.p50
+	}
+	return fmt.Sprintf("%.3f", float64(v)/float64(ref))
+}
+
+// processCPU returns the CPU time (user + system) of this process and of
+// each of its child processes, by command name (kube-apiserver, etcd,
+// webhook, noop-webhook); this process is "bench-admission".
+func processCPU() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	self := os.Getpid()
+	if t, _, _, ok := readStat(self); ok {
+		out["bench-admission"] = t
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		t, ppid, comm, ok := readStat(pid)
+		if !ok || ppid != self {
+			continue
+		}
+		out[comm] += t
+	}
+	return out
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat (100
+// on every Linux architecture Go supports).
+const clockTicks = 100
+
+// readStat reads utime+stime, the parent pid and the command name of pid.
+func readStat(pid int) (time.Duration, int, string, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, "", false
+	}
+	s := string(data)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return 0, 0, "", false
+	}
+	comm := s[open+1 : closing]
+	fields := strings.Fields(s[closing+1:])
+	// fields[0] is the state (field 3); ppid is field 4, utime 14, stime 15.
+	if len(fields) < 13 {
+		return 0, 0, "", false
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks, ppid, comm, true
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func apiServerVersion(binDir string) string {
+	out, err := exec.Command(filepath.Join(binDir, "kube-apiserver"), "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes "))
+}
+
+// insecureTLS is for the readiness wait only (see startNoop).
+func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } //nolint:gosec // only asks whether the port serves
