@@ -3,9 +3,11 @@ package rollout
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
 // statusMD is a MachineDeployment of 3 replicas whose status counts are
@@ -246,4 +250,238 @@ machinedeployment/md-0: 3 of 3 machines up to date, 3 available (complete, confi
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 1)
 	assert.Equal(t, `{"time":"1970-01-01T00:00:00Z","object":"machinedeployment/md-0","phase":"RolledOut","replicas":3,"upToDate":3,"available":3,"ready":3,"machines":[{"name":"m-0","phase":"Running","upToDate":true,"ready":true,"deleting":false,"reason":"","message":""},{"name":"m-1","phase":"Running","upToDate":true,"ready":true,"deleting":false,"reason":"","message":""},{"name":"m-2","phase":"Running","upToDate":true,"ready":true,"deleting":false,"reason":"","message":""}],"done":true}`, lines[0])
+}
+
+// TestEvaluateStatusMachineSets: a MachineDeployment is complete only when
+// its current MachineSet (the one with the revision the controller copied
+// on the MachineDeployment) holds every machine and every other MachineSet
+// is empty, whatever the Machines' UpToDate conditions say.
+func TestEvaluateStatusMachineSets(t *testing.T) {
+	oldMachines := func(n int) []clusterv1.Machine {
+		ms := goodMachines(n)
+		for i := range ms {
+			ms[i].OwnerReferences[0].Name = "md-0-old"
+		}
+		return ms
+	}
+	notObserved := machineSet(newSetName, "2", 3, 3)
+	notObserved.Generation = 2
+	for _, tc := range []struct {
+		name     string
+		machines []clusterv1.Machine
+		sets     []clusterv1.MachineSet
+		complete bool
+		newSet   string
+		old      int
+	}{
+		{"settled", goodMachines(3), settled(), true, newSetName, 0},
+		{"old MachineSet deleted", goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3)}, true, newSetName, 0},
+		// Just after an edit: the MachineDeployment observed it and created
+		// the new MachineSet, but the old Machines' UpToDate conditions and
+		// every count still describe the old template.
+		{"early read: new MachineSet just created", oldMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 1, 0), machineSet("md-0-old", "1", 3, 3)}, false, newSetName, 3},
+		{"early read: new MachineSet not seen yet", oldMachines(3), []clusterv1.MachineSet{machineSet("md-0-old", "1", 3, 3)}, false, "", 0},
+		{"old MachineSet scaled down, its machine not gone", append(goodMachines(3)[:2], oldMachines(1)...), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 2), machineSet("md-0-old", "1", 0, 1)}, false, newSetName, 1},
+		{"new MachineSet spec not observed", goodMachines(3), []clusterv1.MachineSet{notObserved}, false, newSetName, 0},
+		{"new MachineSet wants fewer", goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 2, 3)}, false, newSetName, 0},
+		{"no MachineSets", goodMachines(3), nil, false, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := EvaluateStatus(statusMD(2, 3, 3, 3, false), tc.machines, tc.sets)
+			assert.Equal(t, tc.complete, s.Complete, "complete")
+			newSet, old := "", 0
+			for _, ms := range s.MachineSets {
+				if ms.New {
+					newSet = ms.Name
+				}
+			}
+			for _, m := range s.Machines {
+				if m.old {
+					old++
+				}
+			}
+			assert.Equal(t, tc.newSet, newSet, "current MachineSet")
+			assert.Equal(t, tc.old, old, "old machines")
+		})
+	}
+
+	// Without Cluster API's revision annotation on the MachineDeployment,
+	// the current MachineSet is the only one that wants replicas.
+	md := statusMD(2, 3, 3, 3, false)
+	md.Annotations = nil
+	assert.True(t, EvaluateStatus(md, goodMachines(3), settled()).Complete, "one MachineSet wants replicas")
+	assert.False(t, EvaluateStatus(md, goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3), machineSet("md-0-old", "1", 1, 1)}).Complete, "two MachineSets want replicas")
+}
+
+func TestCheckRevision(t *testing.T) {
+	withRevision := func(rev string) *clusterv1.MachineDeployment {
+		md := statusMD(2, 3, 3, 3, false)
+		if rev != "" {
+			md.Annotations[revisions.AnnotationRevision] = rev
+		}
+		return md
+	}
+	for _, tc := range []struct {
+		name    string
+		rev     string
+		want    int64
+		waiting bool
+		code    int
+		err     string
+	}{
+		{"no --revision", "", 0, false, ExitOK, ""},
+		{"live", "4", 4, false, ExitOK, ""},
+		{"not live yet", "3", 4, true, ExitOK, ""},
+		{"past it", "5", 4, false, ExitSuperseded, "machinedeployment/md-0 is at revision 5, past the desired revision 4: a later change superseded it, so revision 4 will not be rolled out; see rollout history machinedeployment/md-0, and wait for --revision 5 (or without --revision) instead"},
+		{"no stamp", "", 4, false, ExitError, "cannot wait for revision 4 of machinedeployment/md-0: it has no annotation rollout-guard.io/revision; the guard stamps every MachineDeployment and KubeadmControlPlane, so check that rollout-guard is installed (rollout history machinedeployment/md-0), or drop --revision"},
+		{"bad stamp", "x", 4, false, ExitError, `cannot wait for revision 4 of machinedeployment/md-0: its annotation rollout-guard.io/revision is "x", not a number; drop --revision`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw, err := checkRevision(withRevision(tc.rev), tc.want)
+			assert.Equal(t, tc.code, ExitCode(err), "exit code")
+			if tc.err == "" {
+				require.NoError(t, err)
+			} else {
+				require.EqualError(t, err, tc.err)
+			}
+			assert.Equal(t, tc.waiting, rw.waiting, "waiting")
+		})
+	}
+
+	// While waiting, the state is not complete and says so.
+	o := &StatusOptions{Revision: 4}
+	s, err := o.evaluate(withRevision("3"), goodMachines(3), settled())
+	require.NoError(t, err)
+	assert.False(t, s.Complete)
+	assert.Equal(t, "waiting for revision 4 (revision 3 is live)", s.Summary())
+}
+
+// TestStatusTrackerWithoutGrace: the default --grace 0 declares done on the
+// first complete state (complete includes the MachineSet facts).
+func TestStatusTrackerWithoutGrace(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := &StatusTracker{ProgressDeadline: time.Minute}
+	rolling := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3), machineSet("md-0-old", "1", 0, 1)})
+	assert.Equal(t, PhaseProgressing, tr.Observe(rolling, t0).Phase)
+	assert.Equal(t, PhaseRolledOut, tr.Observe(EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled()), t0.Add(time.Second)).Phase)
+}
+
+func TestRenderLive(t *testing.T) {
+	rolling := EvaluateStatus(statusMD(2, 3, 1, 2, true), []clusterv1.Machine{
+		withOwner(statusMachine("md-0-new-a", true, true, false, "", ""), newSetName),
+		withOwner(statusMachine("md-0-new-b", false, true, false, "NotReady", "* InfrastructureReady: DevMachine status.initialization.provisioned is false"), newSetName),
+		withOwner(statusMachine("md-0-old-c", true, false, false, "NotUpToDate", "* Version v1.34.1, v1.35.1 required"), "md-0-old"),
+		withOwner(statusMachine("md-0-old-d", true, false, true, "", ""), "md-0-old"),
+	}, []clusterv1.MachineSet{machineSet("md-0-old", "1", 1, 2), machineSet(newSetName, "2", 3, 2)})
+	rolling.Phase = PhaseProgressing
+	rolling.Revision = "7"
+	done := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
+	done.Phase = PhaseRolledOut
+
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	kcp.Name, kcp.Generation = "cp", 1
+	kcp.Spec.Replicas = ptr.To[int32](1)
+	kcp.Status.ObservedGeneration = 1
+	kcp.Status.Replicas, kcp.Status.UpToDateReplicas, kcp.Status.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](0), ptr.To[int32](1)
+	cp := EvaluateStatus(kcp, []clusterv1.Machine{statusMachine("cp-old", true, false, false, "NotUpToDate", "* Version v1.34.1, v1.35.1 required"), statusMachine("cp-new", false, true, false, "NotReady", "* EtcdMemberHealthy: waiting")}, nil)
+	cp.Phase = PhaseStalled
+
+	for _, tc := range []struct {
+		name          string
+		s             StatusReport
+		elapsed       time.Duration
+		width, height int
+		want          string
+	}{
+		{"worker pool rolling", rolling, 75*time.Second + 300*time.Millisecond, 0, 0, `machinedeployment/md-0  revision 7  Progressing  elapsed 1m15s
+  1 of 3 machines up to date, 2 available (2 old machines pending deletion, 4 machines exist, rolling out)
+  up to date [######..................] 1/3
+  available  [############............] 2/3
+  machines   [########################] 4/3
+  machineset md-0-new  new  revision 2  wants 3, has 2, 2 up to date, 2 available
+  machineset md-0-old  old  revision 1  wants 1, has 2, 2 up to date, 2 available
+  new  md-0-new-a  Running       ready
+  new  md-0-new-b  Provisioning  not ready: NotReady: * InfrastructureReady: DevMachine status.initialization.provisioned is false
+  old  md-0-old-c  Running       ready, not up to date: NotUpToDate: * Version v1.34.1, v1.35.1 required
+  old  md-0-old-d  Running       being deleted
+`},
+		{"narrow and short terminal", rolling, time.Second, 40, 10, `machinedeployment/md-0  revision 7  Pro…
+  1 of 3 machines up to date, 2 availab…
+  up to date [######..................]…
+  available  [############............]…
+  machines   [########################]…
+  machineset md-0-new  new  revision 2 …
+  machineset md-0-old  old  revision 1 …
+  new  md-0-new-a  Running       ready
+  ... 3 more machines
+`},
+		{"rolled out", done, 2 * time.Minute, 0, 0, `machinedeployment/md-0  revision 2  RolledOut  elapsed 2m0s
+  3 of 3 machines up to date, 3 available
+  up to date [########################] 3/3
+  available  [########################] 3/3
+  machines   [########################] 3/3
+  machineset md-0-new  new  revision 2  wants 3, has 3, 3 up to date, 3 available
+  machineset md-0-old  old  revision 1  wants 0, has 0, 0 up to date, 0 available
+  new  m-0  Running  ready
+  new  m-1  Running  ready
+  new  m-2  Running  ready
+`},
+		{"control plane stalled", cp, 10 * time.Minute, 0, 0, `kubeadmcontrolplane/cp  Stalled  elapsed 10m0s
+  0 of 1 machines up to date, 1 available (1 old machine pending deletion, 2 machines exist)
+  up to date [........................] 0/1
+  available  [############............] 1/1
+  machines   [########################] 2/1
+  new  cp-new  Provisioning  not ready: NotReady: * EtcdMemberHealthy: waiting
+  old  cp-old  Running       ready, not up to date: NotUpToDate: * Version v1.34.1, v1.35.1 required
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := RenderLive(tc.s, tc.elapsed, tc.width, tc.height)
+			assert.Equal(t, tc.want, strings.Join(got, "\n")+"\n")
+			for i, l := range got {
+				if tc.width > 0 {
+					assert.LessOrEqual(t, utf8.RuneCountInString(l), tc.width, "line %d too wide", i)
+				}
+			}
+			if tc.height > 0 {
+				assert.Less(t, len(got), tc.height, "lines")
+			}
+		})
+	}
+}
+
+// withOwner makes set the MachineSet that controls m.
+func withOwner(m clusterv1.Machine, set string) clusterv1.Machine {
+	m.OwnerReferences[0].Name = set
+	return m
+}
+
+// TestLiveTerminalRedrawsInPlace: each frame moves the cursor up over the
+// previous one and clears below; the next object starts below the last
+// frame. A writer that is not a terminal gets no live view.
+func TestLiveTerminalRedrawsInPlace(t *testing.T) {
+	assert.Nil(t, newLiveTerminal(&bytes.Buffer{}, time.Now()), "a buffer is not a terminal")
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	require.NoError(t, err)
+	defer f.Close()
+	assert.Nil(t, newLiveTerminal(f, time.Now()), "a file is not a terminal")
+
+	var out bytes.Buffer
+	t0 := time.Unix(0, 0)
+	// fd -1: the size is unknown, the view assumes 80x24.
+	l := &liveTerminal{out: &out, fd: -1, start: t0}
+	md := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
+	require.NoError(t, l.show(md, t0))
+	first := out.String()
+	assert.True(t, strings.HasPrefix(first, "\x1b[J"+"machinedeployment/md-0"), "first frame: clear below, no move: %q", first)
+	frame := strings.Count(first, "\n")
+	out.Reset()
+	require.NoError(t, l.tick(t0.Add(3*time.Second)))
+	assert.True(t, strings.HasPrefix(out.String(), fmt.Sprintf("\x1b[%dA\r\x1b[J", frame)), "redraw moves up %d lines: %q", frame, out.String())
+	assert.Contains(t, out.String(), "elapsed 3s")
+	out.Reset()
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	kcp.Name = "cp"
+	require.NoError(t, l.show(EvaluateStatus(kcp, nil, nil), t0))
+	assert.True(t, strings.HasPrefix(out.String(), "\x1b[J"+"kubeadmcontrolplane/cp"), "a new object starts below: %q", out.String())
 }

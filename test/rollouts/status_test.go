@@ -156,15 +156,15 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 	workers := strings.Index(r.stdout, prefix+" successfully rolled out")
 	assert.True(t, cp >= 0 && workers > cp, "control plane, then workers:\n%s", r.stdout)
 
-	// --timeout shorter than the grace period: exit 2.
-	r = runRollout(t, "status", "md/"+md.Name, "--timeout", "2s")
+	// --timeout shorter than a --grace the user asked for: exit 2.
+	r = runRollout(t, "status", "md/"+md.Name, "--grace", "1m", "--timeout", "2s")
 	assert.Equal(t, rollout.ExitTimeout, r.code, "exit code on --timeout")
 	assert.Contains(t, r.stderr, "error: timed out waiting for machinedeployment/"+md.Name+" to roll out (--timeout 2s)")
 	requireClusterReady(t)
 }
 
 // TestStatusReportsPausedMachineDeployment: status on a paused worker pool
-// exits 3 at once instead of waiting forever.
+// exits 4 at once instead of waiting forever.
 func TestStatusReportsPausedMachineDeployment(t *testing.T) {
 	requireClusterReady(t)
 	name := "md/" + demo.MachineDeploymentName()
