@@ -228,6 +228,9 @@ func run(o options) (retErr error) {
 		}
 	}
 	b.report(configs, time.Since(begin))
+	if err := b.apiServerMetrics(ctx, &cfg); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -235,6 +238,7 @@ func run(o options) (retErr error) {
 func (b *bench) header(load string, configs []config) {
 	fmt.Fprintf(b.out, "goos: %s\ngoarch: %s\ncpu: %s\n", runtime.GOOS, runtime.GOARCH, cpuModel())
 	fmt.Fprintf(b.out, "kube-apiserver: %s\n", apiServerVersion(b.env.BinDir))
+	fmt.Fprintf(b.out, "guard: %s\n", guardVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "vcpus: %d\n", runtime.NumCPU())
 	fmt.Fprintf(b.out, "loadavg-at-start: %s\n", load)
 	var names []string
@@ -581,7 +585,7 @@ func (b *bench) noopConfigurations(withMC bool) ([]client.Object, error) {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			cfg.Name = "rollout-bench-noop-validating" + suffix
 			for i := range cfg.Webhooks {
-				cfg.Webhooks[i].Name = "noop-" + cfg.Webhooks[i].Name
+				cfg.Webhooks[i].Name = "noop" + suffix + "-" + cfg.Webhooks[i].Name
 				if !withMC {
 					cfg.Webhooks[i].MatchConditions = nil
 				}
@@ -589,7 +593,7 @@ func (b *bench) noopConfigurations(withMC bool) ([]client.Object, error) {
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
 			cfg.Name = "rollout-bench-noop-mutating" + suffix
 			for i := range cfg.Webhooks {
-				cfg.Webhooks[i].Name = "noop-" + cfg.Webhooks[i].Name
+				cfg.Webhooks[i].Name = "noop" + suffix + "-" + cfg.Webhooks[i].Name
 				if !withMC {
 					cfg.Webhooks[i].MatchConditions = nil
 				}
@@ -986,3 +990,13 @@ func apiServerVersion(binDir string) string {
 
 // insecureTLS is for the readiness wait only (see startNoop).
 func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } //nolint:gosec // only asks whether the port serves
+
+// guardVersion is what bin/webhook --version prints (git describe at build
+// time, "-dirty" when built from a modified working tree).
+func guardVersion(binDir string) string {
+	out, err := exec.Command(filepath.Join(binDir, "webhook"), "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
