@@ -73,9 +73,10 @@ BENCH_DIR := $(ROOT)/bench
 bench: bench-handlers bench-admission bench-scale bench-cli ## Every benchmark of docs/benchmarks.md; raw output in bench/.
 
 .PHONY: bench-handlers
-bench-handlers: ## Go benchmarks of the policy, the handlers and revision encoding (benchstat-friendly, bench/handlers.txt).
+bench-handlers: ## Go benchmarks of the policy, the handlers and revision encoding, and Cluster API's KCP webhook as reference (benchstat-friendly, bench/handlers.txt).
 	@mkdir -p $(BENCH_DIR)
 	go test -run '^$$' -bench . -benchmem -count 6 ./... | tee $(BENCH_DIR)/handlers.txt
+	cd test && go test -run '^$$' -bench . -benchmem -count 6 ./bench/handlers/ | tee -a $(BENCH_DIR)/handlers.txt
 
 .PHONY: bench-admission
 # BENCH_ADMISSION_FLAGS tunes the run, e.g. "--md-edits 200 --kcp-edits 50 --rounds 2"
