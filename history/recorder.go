@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,7 +40,12 @@ func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK sch
 		existing := &appsv1.ControllerRevision{}
 		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
-			if err := r.Client.Create(ctx, desired.DeepCopy()); err != nil {
+			numbered, err := r.number(ctx, owner, snap, rec, nil)
+			if err != nil {
+				return err
+			}
+			create := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
+			if err := r.Client.Create(ctx, create); err != nil {
 				return fmt.Errorf("recording %s: %w", what, err)
 			}
 			return nil
@@ -52,7 +58,15 @@ func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK sch
 			// A damaged record of the same name: replace it with what is known now.
 			old = revisions.Revision{}
 		}
-		merged := revisions.Merge(old.Record, rec)
+		numbered := rec
+		if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
+			// A number this content does not hold yet: it may belong to
+			// other content (see number).
+			if numbered, err = r.number(ctx, owner, snap, rec, &old); err != nil {
+				return err
+			}
+		}
+		merged := revisions.Merge(old.Record, numbered)
 		want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
 		if refused, ok := existing.Annotations[AnnotationRefusedOverrides]; ok {
 			want.Annotations[AnnotationRefusedOverrides] = refused
@@ -72,6 +86,91 @@ func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK sch
 		return nil
 	})
 }
+
+// RecordReplaced records the revision an admitted change replaces (as
+// Record) and returns the highest revision number the object's history
+// holds afterwards, so the new revision is numbered above every recorded
+// one — including one the reconciler recorded for a change that slipped
+// past the guard, which the object's own stamps do not know.
+func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) (int64, error) {
+	if err := r.Record(ctx, owner, ownerGVK, snap, rec); err != nil {
+		return 0, err
+	}
+	revs, _, err := List(ctx, r.Reader, owner.GetNamespace(), string(owner.GetUID()))
+	if err != nil {
+		return 0, err
+	}
+	return max(rec.Revision, Highest(revs)), nil
+}
+
+// number returns the record under which snap is recorded: rec, unless
+// rec's revision number already names other content in owner's history.
+// That happens when a change became live without the guard admitting it
+// (its webhook configurations were absent, or edited away): the object
+// still carries the stamps of the revision before, so the stamped number
+// belongs to that revision's content. Then the live content is a revision
+// of its own: the one it is already recorded as (existing, when not nil),
+// or a new number above every recorded one, author unknown (Unadmitted).
+func (r *Recorder) number(ctx context.Context, owner client.Object, snap revisions.Snapshot, rec revisions.Record, existing *revisions.Revision) (revisions.Record, error) {
+	if rec.Revision == 0 {
+		return rec, nil
+	}
+	revs, _, err := List(ctx, r.Reader, owner.GetNamespace(), string(owner.GetUID()))
+	if err != nil {
+		return revisions.Record{}, err
+	}
+	holder := holderOf(revs, rec.Revision)
+	if holder == "" || holder == snap.Hash {
+		return rec, nil
+	}
+	if existing != nil && existing.Record.Revision != 0 {
+		out := existing.Record
+		out.Restarts = rec.Restarts
+		return out, nil
+	}
+	out := Unadmitted(Highest(revs)+1, time.Now())
+	out.Restarts = rec.Restarts
+	return out, nil
+}
+
+// holderOf returns the content hash that holds revision number n in revs,
+// "" when none does.
+func holderOf(revs []revisions.Revision, n int64) string {
+	for _, rev := range revs {
+		if rev.Record.Revision == n || slices.Contains(rev.Record.History, n) {
+			return rev.Snapshot.Hash
+		}
+	}
+	return ""
+}
+
+// Highest returns the highest revision number recorded in revs, 0 for none.
+func Highest(revs []revisions.Revision) int64 {
+	var highest int64
+	for _, rev := range revs {
+		highest = max(highest, rev.Record.Revision)
+		for _, n := range rev.Record.History {
+			highest = max(highest, n)
+		}
+	}
+	return highest
+}
+
+// Unadmitted is the record of content that became live without the guard
+// admitting it (its webhook configurations were absent): revision n, author
+// and field manager unknown, changed at the latest at seen.
+func Unadmitted(n int64, seen time.Time) revisions.Record {
+	return revisions.Record{
+		Revision:    n,
+		History:     []int64{n},
+		ChangedAt:   seen.UTC().Truncate(time.Second),
+		ChangeCause: UnadmittedCause,
+		ChangeType:  revisions.ChangeAdopted,
+	}
+}
+
+// UnadmittedCause is the change-cause of a revision the guard did not admit.
+const UnadmittedCause = "recorded by rollout-guard: changed while rollout-guard was not admitting changes (author unknown)"
 
 // List returns the recorded history of the object with the given UID in
 // namespace, sorted by revision number, with one List request. Records that

@@ -28,6 +28,28 @@ func isAdmissionAnswer(err error) bool {
 	return strings.Contains(msg, "admission webhook") && (strings.Contains(msg, "denied the request") || strings.Contains(msg, "failed calling webhook"))
 }
 
+// failedCallingGuard finds the guard's webhook in the API server's
+// message when it could not call it: `failed calling webhook
+// "stamp.machinedeployment.rollout-guard.io": failed to call webhook: ...`.
+var failedCallingGuard = regexp.MustCompile(`failed calling webhook "([^"]*\.rollout-guard\.io)"`)
+
+// guardUnavailable reports whether err says the API server could not reach
+// one of the guard's webhooks, and which.
+func guardUnavailable(err error) (string, bool) {
+	m := failedCallingGuard.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// isGuardUnavailable reports whether err says the API server could not
+// reach one of the guard's webhooks.
+func isGuardUnavailable(err error) bool {
+	_, down := guardUnavailable(err)
+	return down
+}
+
 // userInForbidden finds the user in the API server's Forbidden message:
 // `... is forbidden: User "viewer" cannot patch resource ...`.
 var userInForbidden = regexp.MustCompile(`User "([^"]*)" cannot`)
@@ -54,6 +76,10 @@ func (c call) explain(err error) error {
 		return nil
 	}
 	switch {
+	case isGuardUnavailable(err):
+		name, _ := guardUnavailable(err)
+		return guardError{fmt.Errorf("cannot %s: rollout-guard is unavailable: the API server could not call its admission webhook %q, so it refused the change (failurePolicy Fail) and nothing was changed; check the guard's pods with kubectl -n rollout-guard-system get pods, and retry once one is ready: %w",
+			c.purpose, name, err)}
 	case isAdmissionAnswer(err):
 		return guardError{err}
 	case apierrors.IsNotFound(err) && c.name != "":

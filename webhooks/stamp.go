@@ -134,11 +134,16 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 			}
 			break
 		}
-		// A new revision: record the one it replaces, then stamp the new one.
+		// A new revision: record the one it replaces, then stamp the new one,
+		// numbered above every recorded revision (one recorded for a change
+		// that slipped past the guard is above the stored stamps).
+		next := oldRec.Revision + 1
 		if !dryRun {
-			if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec); err != nil {
+			highest, err := s.Recorder.RecordReplaced(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec)
+			if err != nil {
 				return nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
 			}
+			next = max(next, highest+1)
 			revisionsRecordedTotal.WithLabelValues(kind).Inc()
 		}
 		cause := clientCause
@@ -151,7 +156,6 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		if inPlace, err := revisions.IsInPlace(oldSnap, newSnap); err == nil && inPlace {
 			changeType = revisions.ChangeInPlace
 		}
-		next := oldRec.Revision + 1
 		rec = revisions.Record{Revision: next, History: []int64{next}, ChangedBy: user, ChangedAt: now, FieldManager: manager,
 			ChangeCause: cause, ChangeType: changeType}
 	}

@@ -1,0 +1,52 @@
+package rollout
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// TestExplainGuardUnavailable: when the API server could not call one of
+// the guard's webhooks, the CLI says the guard is unavailable, that nothing
+// changed and how to check, keeping the API server's message; other
+// webhooks' failures and the guard's refusals are passed on as they are.
+func TestExplainGuardUnavailable(t *testing.T) {
+	c := call{verb: "patch", gr: schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machinedeployments"}, kind: "MachineDeployment",
+		namespace: "ns", name: "md", purpose: "restart MachineDeployment ns/md"}
+	const refused = `Internal error occurred: failed calling webhook "stamp.machinedeployment.rollout-guard.io": failed to call webhook: Post "https://rollout-guard-webhook.rollout-guard-system.svc:443/mutate": dial tcp 10.0.0.1:443: connect: connection refused`
+	for _, tc := range []struct {
+		name  string
+		err   string
+		wants []string
+		same  bool // passed on as the API server wrote it
+		guard bool // an answer about the guard (a guardError)
+	}{
+		{name: "guard down", err: refused, guard: true, wants: []string{
+			`cannot restart MachineDeployment ns/md: rollout-guard is unavailable: the API server could not call its admission webhook "stamp.machinedeployment.rollout-guard.io"`,
+			"nothing was changed", "kubectl -n rollout-guard-system get pods", refused,
+		}},
+		{name: "another webhook down", err: `Internal error occurred: failed calling webhook "default.machinedeployment.cluster.x-k8s.io": failed to call webhook: connection refused`, same: true},
+		{name: "guard refusal", err: `admission webhook "validate.machinedeployment.rollout-guard.io" denied the request: [rule X]`, same: true, guard: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.explain(errors.New(tc.err))
+			var ge guardError
+			if errors.As(got, &ge) != tc.guard {
+				t.Fatalf("explain(%q) = %T; an answer about the guard: %v", tc.err, got, tc.guard)
+			}
+			if tc.same && !strings.HasSuffix(got.Error(), tc.err) {
+				t.Errorf("explain(%q) = %q, want the API server's message kept", tc.err, got.Error())
+			}
+			if tc.same && strings.Contains(got.Error(), "rollout-guard is unavailable") {
+				t.Errorf("explain(%q) = %q, says the guard is unavailable", tc.err, got.Error())
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(got.Error(), want) {
+					t.Errorf("explain(%q) = %q, want it to contain %q", tc.err, got.Error(), want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,194 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/sandbox"
+)
+
+const (
+	// readyTimeout bounds the wait for the demo to be ready again.
+	readyTimeout = 3 * time.Minute
+	// pollInterval is how often the tests read the cluster.
+	pollInterval = 250 * time.Millisecond
+)
+
+// userClient returns a client that acts as user (with full rights).
+func userClient(t *testing.T, user string) client.Client {
+	t.Helper()
+	c, err := sb.ClientAs(user, "system:masters")
+	require.NoError(t, err)
+	return c
+}
+
+// mdKey and kcpKey name the demo's MachineDeployment and control plane.
+func mdKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}
+}
+
+func kcpKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}
+}
+
+// getMD reads the demo's MachineDeployment.
+func getMD(t *testing.T) *clusterv1.MachineDeployment {
+	t.Helper()
+	md := &clusterv1.MachineDeployment{}
+	require.NoError(t, sb.Client.Get(context.Background(), mdKey(), md))
+	return md
+}
+
+// getKCP reads the demo's control plane.
+func getKCP(t *testing.T) *controlplanev1.KubeadmControlPlane {
+	t.Helper()
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	require.NoError(t, sb.Client.Get(context.Background(), kcpKey(), kcp))
+	return kcp
+}
+
+// requireClusterReady waits (a little) until the demo is ready: each test
+// starts from, and leaves, a ready cluster.
+func requireClusterReady(t *testing.T) sandbox.ClusterState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	state, err := sb.WaitClusterReady(ctx, demo.Namespace, demo.Name, nil)
+	require.NoError(t, err, "the demo cluster is not ready")
+	return state
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if state != last {
+			t.Logf("waiting for %s: %s", what, state)
+			last = state
+		}
+		if time.Now().After(deadline) {
+			require.FailNowf(t, "timed out", "%s not reached within %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// historyOf lists the recorded revisions of the object with uid.
+func historyOf(t *testing.T, uid types.UID) []revisions.Revision {
+	t.Helper()
+	revs, bad, err := history.List(context.Background(), sb.Client, demo.Namespace, string(uid))
+	require.NoError(t, err)
+	require.Empty(t, bad, "damaged ControllerRevisions")
+	return revs
+}
+
+// byHash maps every recorded content hash to the revision numbers recorded
+// for it, and fails the test if a revision number is recorded for two
+// contents (a duplicate) or a content is recorded twice.
+func byHash(t *testing.T, revs []revisions.Revision) map[string][]int64 {
+	t.Helper()
+	out := map[string][]int64{}
+	owner := map[int64]string{}
+	for _, r := range revs {
+		_, dup := out[r.Snapshot.Hash]
+		require.False(t, dup, "content %s recorded in two ControllerRevisions", r.Snapshot.Hash)
+		nums := r.Record.History
+		if len(nums) == 0 {
+			nums = []int64{r.Record.Revision}
+		}
+		out[r.Snapshot.Hash] = nums
+		for _, n := range nums {
+			if other, taken := owner[n]; taken {
+				require.Failf(t, "revision number recorded twice", "revision %d names both %s and %s\n%s", n, other, r.Snapshot.Hash, describeHistory(revs))
+			}
+			owner[n] = r.Snapshot.Hash
+		}
+	}
+	return out
+}
+
+// describeHistory renders revisions one per line, for failure messages and logs.
+func describeHistory(revs []revisions.Revision) string {
+	var b strings.Builder
+	for _, r := range revs {
+		fmt.Fprintf(&b, "  revision %d %v %s by %q (%s) type %s: %s\n", r.Record.Revision, r.Record.History, r.Snapshot.Hash, r.Record.ChangedBy, r.Record.FieldManager, r.Record.ChangeType, r.Record.ChangeCause)
+	}
+	return b.String()
+}
+
+// sortedInts returns the keys of m, sorted.
+func sortedInts(m map[int64]bool) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// cliRun is the result of one in-process run of the rollout CLI.
+type cliRun struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runRollout runs the rollout CLI in-process against the sandbox, as the
+// admin, and returns its exit code and output.
+func runRollout(t *testing.T, args ...string) cliRun {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	flags := genericclioptions.NewConfigFlags(true)
+	cache := t.TempDir()
+	flags.CacheDir = &cache
+	opts := rollout.Options{
+		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
+		ConfigFlags: flags,
+	}
+	begin := time.Now()
+	code := rollout.Execute(context.Background(), opts, append(args, "--kubeconfig="+sb.Kubeconfig, "-n", demo.Namespace))
+	r := cliRun{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(begin)}
+	t.Logf("rollout %s (%s)\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.took.Round(100*time.Millisecond), r.code, r.stdout, r.stderr)
+	return r
+}
