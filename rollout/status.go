@@ -58,7 +58,8 @@ const statusExitCodesHelp = `Exit status:
      with --watch=false: not complete
   2  timeout: --timeout elapsed before the rollout was done
   3  stalled: no progress for --progress-deadline; the blocking machines are listed
-  4  paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)`
+  4  paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)
+  5  superseded: with --revision N, the object is already past revision N`
 
 // StatusOptions are the options of `rollout status`.
 type StatusOptions struct {
@@ -79,8 +80,6 @@ type StatusOptions struct {
 	Revision int64
 
 	ref Ref
-	// live draws the live view: stdout is a terminal and -o is not json.
-	live *liveTerminal
 }
 
 func newStatusCommand(c *cli) *cobra.Command {
@@ -89,17 +88,34 @@ func newStatusCommand(c *cli) *cobra.Command {
 		Use:   "status KIND/NAME",
 		Short: "Watch a rollout until it is done, stalled or paused",
 		Long: `Watch the rollout of a MachineDeployment or KubeadmControlPlane until it is done, and
-exit with a verdict. The object and its Machines are watched (no polling); every change
-is printed on one line, and a line is printed only when it changed: a summary such as
-"machinedeployment/md-0: 1 of 3 machines up to date, 2 available (2 old machines pending
-deletion)", and for each machine that is not ready its phase and the reason and message
-of its Ready condition.
+exit with a verdict. The object, its Machines and a MachineDeployment's MachineSets are
+watched (no polling).
+
+On a terminal the view is redrawn in place: progress bars of up-to-date, available and
+existing machines against spec.replicas, the MachineSets (new and old, wanted and existing
+replicas), one line per machine (new or old, phase, and for a machine that is not ready or
+not up to date the reason and message of its condition), and the elapsed time. Otherwise
+every change is printed on one line, and a line is printed only when it changed: a summary
+such as "machinedeployment/md-0: 1 of 3 machines up to date, 2 available (2 old machines
+pending deletion)", and for each machine that is not ready its phase and the reason and
+message of its Ready condition.
 
 A rollout is done when the controller observed the latest generation,
 spec.replicas = status.replicas = upToDateReplicas = availableReplicas, the RollingOut
 condition is not True, and there are exactly spec.replicas machines, all ready, up to date
-and not being deleted; and all of this held for --grace (Cluster API counts new machines
-only some seconds after creating them, so one early read is never trusted).
+and not being deleted; for a MachineDeployment, also: every machine belongs to its current
+MachineSet (the one whose revision the controller wrote on the MachineDeployment), which
+wants and has spec.replicas machines, all available, and every other MachineSet wants and
+has none. A MachineDeployment's counts and its machines' UpToDate conditions lag an edit by
+a moment; which MachineSet owns each machine does not, so one read that meets all of this
+is trusted and status exits as soon as the API server shows the rollout complete. A
+KubeadmControlPlane writes its machines' UpToDate conditions before the status that observes
+the new generation. Availability already includes minReadySeconds. --grace D additionally
+requires the done state to hold for D (default 0).
+
+--revision N waits for revision N (rollout history; rollout-guard stamps it on every
+change) to be the live one and rolled out. If the object is already past N, a later change
+superseded it: status exits 5 at once instead of waiting for a revision that will not come.
 
 cluster/NAME watches the cluster's control plane, then each of its MachineDeployments, in
 turn, within one --timeout.
@@ -120,7 +136,10 @@ Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "avai
   rollout status cluster/my-cluster -o json
 
   # One report, no waiting: exit 0 if rolled out
-  rollout status md/md-0 --watch=false`,
+  rollout status md/md-0 --watch=false
+
+  # Wait for the change that made revision 7 (exit 5 if a later change replaced it)
+  rollout status md/md-0 --revision 7`,
 		RunE: runE(o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json (one JSON object per change); default: one line per change.")
@@ -731,14 +750,15 @@ func EvaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 		desired, current, upToDate, available, ready *int32
 		observed                                     int64
 		conds                                        []metav1.Condition
+		rolloutAfter                                 metav1.Time
 	)
 	switch o := obj.(type) {
 	case *clusterv1.MachineDeployment:
 		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
-		observed, conds = o.Status.ObservedGeneration, o.Status.Conditions
+		observed, conds, rolloutAfter = o.Status.ObservedGeneration, o.Status.Conditions, o.Spec.Rollout.After
 	case *controlplanev1.KubeadmControlPlane:
 		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
-		observed, conds = o.Status.ObservedGeneration, o.Status.Conditions
+		observed, conds, rolloutAfter = o.Status.ObservedGeneration, o.Status.Conditions, o.Spec.Rollout.After
 	}
 	s.Replicas = ptr.Deref(desired, 1)
 	s.Current, s.UpToDate, s.Available, s.Ready = ptr.Deref(current, 0), ptr.Deref(upToDate, 0), ptr.Deref(available, 0), ptr.Deref(ready, 0)
@@ -763,6 +783,14 @@ func EvaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 		if sets != nil && sets.newName != "" {
 			ms.machineSet = ownerMachineSet(m)
 			ms.old = ms.Deleting || ms.machineSet != sets.newName
+		}
+		// A machine created before spec.rollout.after (a restart) is to be
+		// replaced, whatever its conditions say yet, and even while
+		// rollout.after is still ahead of the controllers' clock (then no
+		// controller has acted on it yet). Cluster API compares with
+		// Before, so a machine of that very second is up to date.
+		if !rolloutAfter.IsZero() && m.CreationTimestamp.Before(&rolloutAfter) {
+			ms.old = true
 		}
 		if ms.Phase == "" {
 			ms.Phase = "Pending"

@@ -130,6 +130,19 @@ func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
 	assert.True(t, s.Complete)
 	assert.Equal(t, "kubeadmcontrolplane/cp", s.Object)
 
+	// A restart: machines created before spec.rollout.after are old even
+	// while every count and condition still says complete (the
+	// controller has not acted on it yet); one created in that second is
+	// not (Cluster API compares with Before).
+	ms := goodMachines(1)
+	ms[0].CreationTimestamp = metav1.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	kcp.Spec.Rollout.After = metav1.NewTime(ms[0].CreationTimestamp.Add(time.Second))
+	s = EvaluateStatus(kcp, ms, nil)
+	assert.False(t, s.Complete, "machine created before rollout.after")
+	assert.Equal(t, "1 of 1 machines up to date, 1 available (1 old machine pending deletion)", s.Summary())
+	kcp.Spec.Rollout.After = ms[0].CreationTimestamp
+	assert.True(t, EvaluateStatus(kcp, ms, nil).Complete, "machine created in the second of rollout.after")
+
 	kcp.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 	assert.Equal(t, "annotation cluster.x-k8s.io/paused", EvaluateStatus(kcp, nil, nil).Paused)
 }
