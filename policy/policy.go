@@ -85,7 +85,7 @@ func (p Policy) decideMachineDeployment(ctx context.Context, oldMD, newMD *clust
 	if cp == nil {
 		// Without a control plane there is nothing to judge the skew against:
 		// refuse only what is wrong on its own, and say why the rest was not checked.
-		return versionOnly(machineDeploymentVersionField, change.NewVersion),
+		return versionOnly("MachineDeployment "+newMD.Name, machineDeploymentVersionField, change.NewVersion),
 			[]string{fmt.Sprintf("rollout-guard: version skew of MachineDeployment %s/%s not checked: %s", newMD.Namespace, newMD.Name, reason)}, nil
 	}
 	change.ControlPlane = cp
@@ -204,15 +204,16 @@ func (g OverrideGroups) String() string {
 }
 
 // versionOnly judges a version on its own, for when the facts to judge it
-// against are missing: an unparseable version is still refused.
-func versionOnly(fieldPath, version string) skew.Decision {
+// against are missing: an unparseable version is still refused, in the words
+// of the refusal the full policy gives.
+func versionOnly(obj, fieldPath, version string) skew.Decision {
 	if _, err := skew.ParseVersion(version); err != nil {
 		return skew.Decision{Violations: []skew.Violation{{
 			Rule:    skew.RuleInvalidVersion,
 			Field:   fieldPath,
 			Value:   version,
-			Message: fmt.Sprintf("%q is not a Kubernetes version: %v", version, err),
-			Remedy:  "write a semantic version such as v1.35.2",
+			Message: fmt.Sprintf("%s: %s %q is not a valid Kubernetes version", obj, fieldPath, version),
+			Remedy:  "write a Kubernetes version such as v1.35.2",
 		}}}
 	}
 	return skew.Decision{}

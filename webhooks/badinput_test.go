@@ -42,6 +42,10 @@ func TestBadRequests(t *testing.T) {
 		return typed(md, mdGVK)
 	}
 	kcpAt := func(v string) *controlplanev1.KubeadmControlPlane { return typed(kcp(v), kcpGVK) }
+	withCluster := func(md *clusterv1.MachineDeployment, name string) *clusterv1.MachineDeployment {
+		md.Spec.ClusterName = name
+		return md
+	}
 	update := func(gvk metav1.GroupVersionKind, oldObj, newObj any) []byte {
 		return reviewBody(t, gvk, admissionv1.Update, alice, oldObj, newObj)
 	}
@@ -125,6 +129,10 @@ func TestBadRequests(t *testing.T) {
 			body: update(clusterGVK, []byte(`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","metadata":{"name":"c1","namespace":"ns"},"spec":{"topology":{"version":"v1.34.2"}}}`),
 				[]byte(`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","metadata":{"name":"c1","namespace":"ns"},"spec":{"topology":{"version":"1.35.x"}}}`)),
 			wantCode: http.StatusUnprocessableEntity, wantInMsg: []string{`spec.topology.version: Invalid value: "1.35.x"`, "[rule InvalidVersion]"}},
+		{name: "deleted control plane: a non-semver version is still refused", endpoint: validateMD, contentType: "application/json",
+			body:     update(mdGVK, withCluster(mdAt("v1.34.2"), "gone"), withCluster(mdAt("latest"), "gone")),
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  `MachineDeployment.cluster.x-k8s.io "md-0" is invalid: spec.template.spec.version: Invalid value: "latest": MachineDeployment md-0: spec.template.spec.version "latest" is not a valid Kubernetes version [rule InvalidVersion]; write a Kubernetes version such as v1.35.2`},
 		{name: "missing template: no version to judge, allowed", endpoint: validateMD, contentType: "application/json", body: update(mdGVK, mdAt("v1.34.2"), noTemplate),
 			wantAllowed: true},
 		{name: "forged changed-by and revision: overwritten", endpoint: mutateMD, contentType: "application/json", body: update(mdGVK, mdAt("v1.34.2"), forged),
