@@ -110,7 +110,8 @@ has none. A MachineDeployment's counts and its machines' UpToDate conditions lag
 a moment; which MachineSet owns each machine does not, so one read that meets all of this
 is trusted and status exits as soon as the API server shows the rollout complete. A
 KubeadmControlPlane writes its machines' UpToDate conditions before the status that observes
-the new generation. Availability already includes minReadySeconds. --grace D additionally
+the new generation. A machine created before spec.rollout.after (a restart) counts as old
+whatever its conditions say. Availability already includes minReadySeconds. --grace D additionally
 requires the done state to hold for D (default 0).
 
 --revision N waits for revision N (rollout history; rollout-guard stamps it on every
