@@ -89,8 +89,9 @@ bench-admission: tools build ## End-to-end admission overhead: no admission, VAP
 	  --out $(BENCH_DIR)/admission.txt $(BENCH_ADMISSION_FLAGS)
 
 .PHONY: bench-scale
-bench-scale: ## The guard against 2,000 clusters: memory and latency (bench/scale.txt).
-	@echo "bench-scale: not written yet"
+bench-scale: build ## The guard against 2,000 clusters: memory and latency, next to 100 clusters (bench/scale.txt; takes minutes).
+	@mkdir -p $(BENCH_DIR)
+	cd test && go run ./cmd/bench-scale --clusters 2000 --small 100 --burst 500 --out $(BENCH_DIR)/scale.txt
 
 .PHONY: bench-cli
 bench-cli: ## The CLI: API requests of history, delay of status (bench/cli.txt).

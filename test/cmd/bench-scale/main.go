@@ -1,0 +1,576 @@
+// Command bench-scale measures the guard (bin/webhook, run as test/framework
+// runs it: its own process, the shipped RBAC and webhook manifests) against
+// a management cluster of many clusters: its resident memory once its caches
+// have synced, once its boot work is done and during a burst of policed
+// updates, and the latency of those updates, next to the same burst against
+// a small management cluster. Each world gets an API server of its own.
+//
+// Every cluster is: a Cluster, a KubeadmControlPlane (3 replicas), 3
+// MachineDeployments, 10 Machines (3 control-plane, 7 workers) and 5
+// ControllerRevisions per MachineDeployment and KubeadmControlPlane, owned by
+// it and shaped like the guard's own (the live one among them), so 2,000
+// clusters are 2,000 KCPs, 6,000 MDs, 20,000 Machines and 40,000
+// ControllerRevisions.
+//
+// Usage (from the test module): go run ./cmd/bench-scale --clusters 2000 --small 100
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+const (
+	namespaces       = 20
+	mdsPerCluster    = 3
+	cpMachines       = 3
+	workerMachines   = 7
+	revisionsPerObj  = 5
+	cpVersion        = "v1.35.0"
+	workerVersion    = "v1.34.0"
+	idleCPUFraction  = 0.05
+	idleSeconds      = 5
+	settleTimeout    = 20 * time.Minute
+	rssSamplePeriod  = 100 * time.Millisecond
+	guardStartBudget = 10 * time.Minute
+)
+
+type options struct {
+	clusters, small, burst, writers, createWorkers int
+	out                                            string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.clusters, "clusters", 2000, "clusters of the large world")
+	flag.IntVar(&o.small, "small", 100, "clusters of the small world (the latency reference)")
+	flag.IntVar(&o.burst, "burst", 500, "policed updates in the burst (4 MachineDeployment version changes for every KubeadmControlPlane one)")
+	flag.IntVar(&o.writers, "writers", 8, "concurrent writers of the burst")
+	flag.IntVar(&o.createWorkers, "create-workers", 32, "concurrent writers creating the world")
+	flag.StringVar(&o.out, "out", "", "file the results are appended to (besides stdout)")
+	flag.Parse()
+	ctrl.SetLogger(logr.Discard())
+	var out io.Writer = os.Stdout
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		f, err := os.OpenFile(o.out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		out = io.MultiWriter(os.Stdout, f)
+	}
+	if err := run(context.Background(), o, out); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	fmt.Fprintf(out, "# bench-scale %s: load average at start %s\n", time.Now().UTC().Format(time.RFC3339), loadAverage())
+	small, err := measureWorld(ctx, o, o.small, out)
+	if err != nil {
+		return fmt.Errorf("small world (%d clusters): %w", o.small, err)
+	}
+	large, err := measureWorld(ctx, o, o.clusters, out)
+	if err != nil {
+		return fmt.Errorf("large world (%d clusters): %w", o.clusters, err)
+	}
+	fmt.Fprintf(out, "ratio p50 large/small %.2f\n", large.p(0.50).Seconds()/small.p(0.50).Seconds())
+	fmt.Fprintf(out, "ratio p99 large/small %.2f\n", large.p(0.99).Seconds()/small.p(0.99).Seconds())
+	return nil
+}
+
+// latencies are the durations of the burst's updates, sorted.
+type latencies []time.Duration
+
+func (l latencies) p(q float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(l))+0.5) - 1
+	i = max(0, min(i, len(l)-1))
+	return l[i]
+}
+
+// measureWorld starts an API server, creates the world, starts the guard
+// and measures it; it stops everything before returning.
+func measureWorld(ctx context.Context, o options, clusters int, out io.Writer) (latencies, error) {
+	logFile, err := os.CreateTemp("", fmt.Sprintf("rollout-guard-bench-scale-%d-*.log", clusters))
+	if err != nil {
+		return nil, fmt.Errorf("creating the log file: %w", err)
+	}
+	defer logFile.Close()
+	fmt.Fprintf(os.Stderr, "world of %d clusters: logs in %s\n", clusters, logFile.Name())
+	env, err := framework.Start(ctx, framework.Options{Log: logFile})
+	if err != nil {
+		return nil, fmt.Errorf("starting the API server: %w", err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the environment:", err)
+		}
+	}()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit: the API server is the limit
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating the client: %w", err)
+	}
+
+	prefix := fmt.Sprintf("world %d clusters:", clusters)
+	begin := time.Now()
+	counts, err := createWorld(ctx, c, clusters, o.createWorkers)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "%s created %s in %s (%.0f objects/s)\n", prefix, counts, time.Since(begin).Round(time.Second),
+		float64(counts.total())/time.Since(begin).Seconds())
+
+	startCtx, cancel := context.WithTimeout(ctx, guardStartBudget)
+	defer cancel()
+	begin = time.Now()
+	if err := env.StartGuard(startCtx); err != nil {
+		return nil, err
+	}
+	pid := env.GuardPID()
+	fmt.Fprintf(out, "%s guard ready (caches synced) after %s: %s\n", prefix, time.Since(begin).Round(100*time.Millisecond), memory(pid))
+
+	settled, err := waitIdle(ctx, pid)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "%s guard idle (boot reconciliation of every MachineDeployment and KubeadmControlPlane done) after %s more: %s\n",
+		prefix, settled.Round(time.Second), memory(pid))
+
+	lat, peakRSS, err := burst(ctx, c, clusters, o, pid)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "%s burst of %d updates with %d writers: p50 %s p90 %s p99 %s max %s; peak VmRSS during the burst %s; after: %s\n",
+		prefix, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peakRSS), memory(pid))
+	return lat, nil
+}
+
+// counts are the objects of a world.
+type counts struct{ clusters, kcps, mds, machines, revisions atomic.Int64 }
+
+func (c *counts) total() int64 {
+	return c.clusters.Load() + c.kcps.Load() + c.mds.Load() + c.machines.Load() + c.revisions.Load()
+}
+
+func (c *counts) String() string {
+	return fmt.Sprintf("%d Clusters, %d KubeadmControlPlanes, %d MachineDeployments, %d Machines, %d ControllerRevisions",
+		c.clusters.Load(), c.kcps.Load(), c.mds.Load(), c.machines.Load(), c.revisions.Load())
+}
+
+func namespaceOf(i int) string { return fmt.Sprintf("scale-%02d", i%namespaces) }
+func clusterName(i int) string { return fmt.Sprintf("c%04d", i) }
+func kcpName(i int) string     { return clusterName(i) + "-cp" }
+func mdName(i, j int) string   { return fmt.Sprintf("%s-md-%d", clusterName(i), j) }
+
+// createWorld creates the clusters with workers writers in parallel.
+func createWorld(ctx context.Context, c client.Client, clusters, workers int) (*counts, error) {
+	for n := range min(namespaces, clusters) {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceOf(n)}}); err != nil {
+			return nil, fmt.Errorf("creating namespace %s: %w", namespaceOf(n), err)
+		}
+	}
+	n := &counts{}
+	jobs := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := createCluster(ctx, c, i, n); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var failed error
+feed:
+	for i := range clusters {
+		select {
+		case jobs <- i:
+		case failed = <-errs:
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if failed == nil {
+		failed = <-errs
+	}
+	return n, failed
+}
+
+// createCluster creates cluster i: small objects, as a management cluster
+// holds them before any controller added status.
+func createCluster(ctx context.Context, c client.Client, i int, n *counts) error {
+	ns, name := namespaceOf(i), clusterName(i)
+	create := func(obj client.Object) error {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+		}
+		return nil
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: kcpName(i)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: name},
+		},
+	}
+	if err := create(cluster); err != nil {
+		return err
+	}
+	n.clusters.Add(1)
+
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kcpName(i), Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To[int32](cpMachines),
+			Version:  cpVersion,
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: kcpName(i)},
+			}},
+		},
+	}
+	if err := createWithHistory(ctx, c, kcp, history.KubeadmControlPlane, func(obj client.Object, k int) {
+		obj.(*controlplanev1.KubeadmControlPlane).Spec.Version = fmt.Sprintf("v1.%d.0", 30+k)
+	}, n); err != nil {
+		return err
+	}
+	n.kcps.Add(1)
+
+	for j := range mdsPerCluster {
+		md := &clusterv1.MachineDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mdName(i, j), Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+			Spec: clusterv1.MachineDeploymentSpec{
+				ClusterName: name,
+				Replicas:    ptr.To[int32](2),
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": mdName(i, j)}},
+				Template: clusterv1.MachineTemplateSpec{
+					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": mdName(i, j)}},
+					Spec: clusterv1.MachineSpec{
+						ClusterName:       name,
+						Version:           workerVersion,
+						Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: mdName(i, j)}},
+						InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: mdName(i, j)},
+					},
+				},
+			},
+		}
+		if err := createWithHistory(ctx, c, md, history.MachineDeployment, func(obj client.Object, k int) {
+			obj.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version = fmt.Sprintf("v1.%d.0", 29+k)
+		}, n); err != nil {
+			return err
+		}
+		n.mds.Add(1)
+	}
+
+	for m := range cpMachines + workerMachines {
+		labels := map[string]string{clusterv1.ClusterNameLabel: name}
+		version := cpVersion
+		if m < cpMachines {
+			labels[clusterv1.MachineControlPlaneLabel] = ""
+		} else {
+			labels[clusterv1.MachineDeploymentNameLabel] = mdName(i, m%mdsPerCluster)
+			version = workerVersion
+		}
+		machine := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-m%d", name, m), Labels: labels},
+			Spec: clusterv1.MachineSpec{
+				ClusterName:       name,
+				Version:           version,
+				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(fmt.Sprintf("%s-m%d", name, m))},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachine", Name: fmt.Sprintf("%s-m%d", name, m)},
+			},
+		}
+		if err := create(machine); err != nil {
+			return err
+		}
+		n.machines.Add(1)
+	}
+	return nil
+}
+
+// createWithHistory creates obj stamped as its revisionsPerObj-th revision
+// and its revisionsPerObj ControllerRevisions, as the guard would have
+// recorded them: revision k (1-based) differs from the live one by the
+// version older(obj, k) sets; the last is the live content.
+func createWithHistory(ctx context.Context, c client.Client, obj client.Object, kind history.Kind, older func(client.Object, int), n *counts) error {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	record := func(k int) revisions.Record {
+		return revisions.Record{Revision: int64(k), History: []int64{int64(k)}, ChangedBy: "alice", ChangedAt: at.Add(time.Duration(k) * time.Hour),
+			FieldManager: "kubectl-edit", ChangeCause: fmt.Sprintf("upgrade %d", k), ChangeType: revisions.ChangeRollout}
+	}
+	obj.SetAnnotations(record(revisionsPerObj).Annotations())
+	if err := c.Create(ctx, obj); err != nil {
+		return fmt.Errorf("creating %s %s/%s: %w", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	for k := 1; k <= revisionsPerObj; k++ {
+		content := obj.DeepCopyObject().(client.Object)
+		if k < revisionsPerObj {
+			older(content, k)
+		}
+		snap, err := kind.Snapshot(content)
+		if err != nil {
+			return fmt.Errorf("revision %d of %s %s: %w", k, kind.GVK.Kind, obj.GetName(), err)
+		}
+		cr := revisions.ControllerRevision(obj, kind.GVK, snap, record(k))
+		if err := c.Create(ctx, cr); err != nil {
+			return fmt.Errorf("creating ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+		}
+		n.revisions.Add(1)
+	}
+	return nil
+}
+
+// burst sends o.burst policed updates with o.writers writers: every fifth a
+// KubeadmControlPlane patch-version upgrade (the guard lists the cluster's
+// workers), the others a MachineDeployment patch-version upgrade (the guard
+// reads the Cluster and its control plane). Each object belongs to one
+// writer, so no two writers race on an object. Each update goes through the
+// guard's validating and mutating webhooks, and the mutating one records
+// the replaced revision. It returns the sorted latencies and the peak VmRSS
+// of the guard sampled during the burst.
+func burst(ctx context.Context, c client.Client, clusters int, o options, pid int) (latencies, int64, error) {
+	type update struct {
+		obj     client.Object
+		version string
+	}
+	perWriter := make([][]update, o.writers)
+	kcpUpdates, mdUpdates := map[int]int{}, map[[2]int]int{}
+	kcps, mds := 0, 0
+	for u := range o.burst {
+		var up update
+		if u%5 == 4 {
+			i := kcps % clusters
+			kcps++
+			kcpUpdates[i]++
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			kcp.Namespace, kcp.Name = namespaceOf(i), kcpName(i)
+			up = update{obj: kcp, version: fmt.Sprintf("v1.35.%d", kcpUpdates[i])}
+		} else {
+			key := [2]int{mds % clusters, (mds / clusters) % mdsPerCluster}
+			mds++
+			mdUpdates[key]++
+			md := &clusterv1.MachineDeployment{}
+			md.Namespace, md.Name = namespaceOf(key[0]), mdName(key[0], key[1])
+			up = update{obj: md, version: fmt.Sprintf("v1.34.%d", mdUpdates[key])}
+		}
+		w := int(hashName(up.obj.GetNamespace()+"/"+up.obj.GetName()) % uint32(o.writers))
+		perWriter[w] = append(perWriter[w], up)
+	}
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(rssSamplePeriod)
+		defer t.Stop()
+		for {
+			if rss, _ := readStatus(pid); rss.rss > peak.Load() {
+				peak.Store(rss.rss)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	var all latencies
+	var errs []error
+	var wg sync.WaitGroup
+	for _, ups := range perWriter {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, up := range ups {
+				var patch []byte
+				switch up.obj.(type) {
+				case *controlplanev1.KubeadmControlPlane:
+					patch = []byte(fmt.Sprintf(`{"spec":{"version":%q}}`, up.version))
+				default:
+					patch = []byte(fmt.Sprintf(`{"spec":{"template":{"spec":{"version":%q}}}}`, up.version))
+				}
+				begin := time.Now()
+				err := c.Patch(ctx, up.obj, client.RawPatch(types.MergePatchType, patch))
+				took := time.Since(begin)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("updating %T %s/%s to %s: %w", up.obj, up.obj.GetNamespace(), up.obj.GetName(), up.version, err))
+				} else {
+					all = append(all, took)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	if len(errs) > 0 {
+		return nil, 0, fmt.Errorf("%d of %d updates failed, first: %w", len(errs), o.burst, errors.Join(errs[0]))
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	return all, peak.Load(), nil
+}
+
+func hashName(s string) uint32 {
+	h := uint32(2166136261)
+	for i := range len(s) {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// waitIdle waits until the guard has used less than idleCPUFraction of a
+// core for idleSeconds in a row (its boot reconciliation is over) and
+// returns how long that took.
+func waitIdle(ctx context.Context, pid int) (time.Duration, error) {
+	begin := time.Now()
+	last, err := cpuTicks(pid)
+	if err != nil {
+		return 0, err
+	}
+	quiet := 0
+	for quiet < idleSeconds {
+		if time.Since(begin) > settleTimeout {
+			return 0, fmt.Errorf("the guard was still busy after %s", settleTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		now, err := cpuTicks(pid)
+		if err != nil {
+			return 0, err
+		}
+		// /proc/PID/stat counts in clock ticks of 1/100 s.
+		if float64(now-last)/100 < idleCPUFraction {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+	}
+	return time.Since(begin) - idleSeconds*time.Second, nil
+}
+
+// cpuTicks returns the user and system time of process pid, in clock ticks.
+func cpuTicks(pid int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the guard's CPU time: %w", err)
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, raw)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
+	}
+	return utime + stime, nil
+}
+
+// status is the memory of a process, in bytes.
+type status struct{ rss, hwm int64 }
+
+// readStatus reads VmRSS and VmHWM from /proc/PID/status.
+func readStatus(pid int) (status, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return status{}, fmt.Errorf("reading the guard's memory: %w", err)
+	}
+	defer f.Close()
+	var s status
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(value)
+		if len(fields) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch key {
+		case "VmRSS":
+			s.rss = kb * 1024
+		case "VmHWM":
+			s.hwm = kb * 1024
+		}
+	}
+	return s, sc.Err()
+}
+
+func memory(pid int) string {
+	s, err := readStatus(pid)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("VmRSS %s VmHWM %s", mib(s.rss), mib(s.hwm))
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(raw))[:3], " ")
+}
