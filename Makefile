@@ -94,8 +94,12 @@ bench-scale: build ## The guard against 2,000 clusters: memory and latency, next
 	cd test && go run ./cmd/bench-scale --clusters 2000 --small 100 --burst 500 --out $(BENCH_DIR)/scale.txt
 
 .PHONY: bench-cli
-bench-cli: ## The CLI: API requests of history, delay of status (bench/cli.txt).
-	@echo "bench-cli: not written yet"
+# BENCH_CLI_FLAGS tunes the run, e.g. "--status-args=--grace=0s" or "--skip-status"
+# (see go run ./cmd/bench-cli --help in test/).
+BENCH_CLI_FLAGS ?=
+bench-cli: tools build ## The CLI: API requests of history, delay of status (bench/cli.txt).
+	@mkdir -p $(BENCH_DIR)
+	cd test && go run ./cmd/bench-cli --bin-dir $(BIN) --out $(BENCH_DIR)/cli.txt $(BENCH_CLI_FLAGS)
 
 .PHONY: run
 run: tools build ## Start the sandbox: a management cluster with demo clusters, the CAPI controllers and the guard (SANDBOX_FLAGS="--clusters 2"); Ctrl-C stops it.

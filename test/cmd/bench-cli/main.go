@@ -1,0 +1,552 @@
+// Command bench-cli measures what the rollout CLI costs:
+//
+//   - history: `rollout history` of a MachineDeployment with 100 recorded
+//     revisions, run in-process through rollout.Execute (as cmd/rollout
+//     does) with a transport that counts every API request; the discovery
+//     cache is cold on the first run and warm on the later ones. The guard
+//     records the revisions (test/framework, no controllers).
+//   - status: in the sandbox (test/sandbox: the real Cluster API
+//     controllers, simulated machines), the delay between a rollout
+//     completing as the API server shows it and `bin/rollout status`
+//     exiting. This program reads the object every 50 ms and notes the
+//     first moment it reads complete: its latest generation observed, every desired
+//     machine existing, ready, available and up to date, and no other
+//     machine of it left.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/framework"
+	"github.com/rollout-guard/rollout-guard/test/sandbox"
+)
+
+type options struct {
+	binDir       string
+	out          string
+	revisions    int
+	historyRuns  int
+	statusMD     int
+	statusKCP    int
+	cpMachines   int
+	workers      int
+	skipHistory  bool
+	skipStatus   bool
+	statusArgs   string
+	statusWindow time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver, webhook and rollout (default: the repository's bin/)")
+	flag.StringVar(&o.out, "out", "", "also write the output to this file")
+	flag.IntVar(&o.revisions, "revisions", 100, "revisions of the MachineDeployment whose history is read")
+	flag.IntVar(&o.historyRuns, "history-runs", 10, "runs of rollout history with a warm discovery cache")
+	flag.IntVar(&o.statusMD, "status-md", 3, "MachineDeployment rollouts (template switches) watched by rollout status")
+	flag.IntVar(&o.statusKCP, "status-kcp", 2, "KubeadmControlPlane rollouts (version upgrades) watched by rollout status")
+	flag.IntVar(&o.cpMachines, "control-plane-machines", 1, "control-plane machines of the sandbox's demo cluster")
+	flag.IntVar(&o.workers, "worker-machines", 2, "worker machines of the sandbox's demo cluster")
+	flag.BoolVar(&o.skipHistory, "skip-history", false, "skip the history part")
+	flag.BoolVar(&o.skipStatus, "skip-status", false, "skip the status part")
+	flag.StringVar(&o.statusArgs, "status-args", "", "extra flags for rollout status, space-separated (e.g. --grace=0s)")
+	flag.DurationVar(&o.statusWindow, "timeout", 5*time.Minute, "bound on each rollout")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-cli:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	var out io.Writer = os.Stdout
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return fmt.Errorf("creating the directory of %s: %w", o.out, err)
+		}
+		f, err := os.Create(o.out)
+		if err != nil {
+			return fmt.Errorf("creating %s: %w", o.out, err)
+		}
+		defer f.Close()
+		out = io.MultiWriter(os.Stdout, f)
+	}
+	logFile, err := os.CreateTemp("", "bench-cli-*.log")
+	if err != nil {
+		return fmt.Errorf("creating the log file: %w", err)
+	}
+	defer logFile.Close()
+	fmt.Fprintf(os.Stderr, "bench-cli: log in %s\n", logFile.Name())
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+
+	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", cpuModel(), loadAverage(), binVersion(o.binDir, "rollout"))
+	ctx := context.Background()
+	if !o.skipHistory {
+		if err := benchHistory(ctx, o, out, logFile); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+	}
+	if !o.skipStatus {
+		if err := benchStatus(ctx, o, out, logFile); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+	}
+	return nil
+}
+
+// counter counts the API requests of one CLI run.
+type counter struct {
+	mu       sync.Mutex
+	requests []string
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		c.mu.Lock()
+		line := req.Method + " " + req.URL.Path
+		if req.URL.RawQuery != "" {
+			line += "?" + req.URL.RawQuery
+		}
+		c.requests = append(c.requests, line)
+		c.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// benchHistory records o.revisions revisions of a MachineDeployment through
+// the guard and times rollout history on it.
+func benchHistory(ctx context.Context, o options, out io.Writer, log io.Writer) (retErr error) {
+	env, err := framework.Start(ctx, framework.Options{BinDir: o.binDir, StartGuard: true, Log: log,
+		// Keep every revision: the default limit would prune below 100.
+		GuardArgs: []string{fmt.Sprintf("--history-limit=%d", o.revisions+10)}})
+	if err != nil {
+		return fmt.Errorf("starting the API server and the guard: %w", err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("stopping the environment: %w", err))
+		}
+	}()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return fmt.Errorf("creating the client: %w", err)
+	}
+	md, err := createWorld(ctx, c)
+	if err != nil {
+		return err
+	}
+	// Every version bump is a new revision; the guard records the one it replaces.
+	for i := 1; i < o.revisions; i++ {
+		patch := fmt.Appendf(nil, `{"spec":{"template":{"spec":{"version":"v1.35.%d"}}}}`, i)
+		if err := c.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("edit %d of MachineDeployment %s: %w", i, md.Name, err)
+		}
+	}
+	// The live revision is recorded by the guard's reconciler, shortly after.
+	if err := waitRevisions(ctx, c, md, o.revisions); err != nil {
+		return err
+	}
+
+	cacheDir, err := os.MkdirTemp("", "bench-cli-cache-")
+	if err != nil {
+		return fmt.Errorf("creating the discovery cache directory: %w", err)
+	}
+	defer os.RemoveAll(cacheDir)
+	args := []string{"history", "md/" + md.Name, "-n", md.Namespace, "--kubeconfig", env.Kubeconfig}
+	fmt.Fprintf(out, "\n# rollout %s (MachineDeployment with %d revisions)\n\n", strings.Join(args[:4], " "), o.revisions)
+	fmt.Fprintln(out, "| run | discovery cache | API requests | of which discovery | lists of ControllerRevisions | other requests | wall ms | rows printed |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
+	var warm []time.Duration
+	for run := 0; run <= o.historyRuns; run++ {
+		cnt := &counter{}
+		flags := genericclioptions.NewConfigFlags(true)
+		flags.CacheDir = &cacheDir
+		flags.WrapConfigFn = func(c *rest.Config) *rest.Config {
+			c = rest.CopyConfig(c)
+			c.Wrap(cnt.wrap)
+			return c
+		}
+		var stdout, stderr bytes.Buffer
+		start := time.Now()
+		code := rollout.Execute(ctx, rollout.Options{
+			IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
+			ConfigFlags: flags,
+		}, args)
+		wall := time.Since(start)
+		if code != 0 {
+			return fmt.Errorf("rollout %s exited %d: %s", strings.Join(args, " "), code, stderr.String())
+		}
+		rows := strings.Count(stdout.String(), "\n") - 1 // minus the header
+		if rows != o.revisions {
+			return fmt.Errorf("rollout history printed %d revisions, want %d:\n%s", rows, o.revisions, stdout.String())
+		}
+		var discovery, lists int
+		other := 0
+		for _, r := range cnt.requests {
+			switch {
+			case isDiscovery(r):
+				discovery++
+			case strings.HasPrefix(r, "GET /apis/apps/v1/namespaces/"+md.Namespace+"/controllerrevisions"):
+				lists++
+			default:
+				other++
+			}
+		}
+		cache := "warm"
+		if run == 0 {
+			cache = "cold"
+		} else {
+			warm = append(warm, wall)
+		}
+		fmt.Fprintf(out, "| %d | %s | %d | %d | %d | %d | %.1f | %d |\n", run+1, cache, len(cnt.requests), discovery, lists, other, ms(wall), rows)
+		if run == 0 || run == o.historyRuns {
+			fmt.Fprintf(out, "\nrequests of run %d:\n", run+1)
+			for _, r := range cnt.requests {
+				fmt.Fprintf(out, "    %s\n", r)
+			}
+			fmt.Fprintln(out)
+		}
+	}
+	slices.Sort(warm)
+	fmt.Fprintf(out, "history, warm cache: %d runs, wall min %.1f ms, median %.1f ms, max %.1f ms\n",
+		len(warm), ms(warm[0]), ms(warm[len(warm)/2]), ms(warm[len(warm)-1]))
+	for _, w := range warm {
+		fmt.Fprintf(out, "BenchmarkCLIHistory/revisions=%d 1 %d ns/op\n", o.revisions, w.Nanoseconds())
+	}
+	return nil
+}
+
+// isDiscovery reports whether a request line is API discovery.
+func isDiscovery(r string) bool {
+	_, path, _ := strings.Cut(r, " ")
+	path, _, _ = strings.Cut(path, "?")
+	if path == "/api" || path == "/apis" || strings.HasPrefix(path, "/openapi") || path == "/version" {
+		return true
+	}
+	// /apis/GROUP/VERSION and /api/v1 (resource lists), not resources.
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	return (parts[0] == "apis" && len(parts) <= 3) || (parts[0] == "api" && len(parts) <= 2)
+}
+
+// createWorld creates a namespace with a Cluster, its KubeadmControlPlane
+// at v1.36.0 and a MachineDeployment at v1.35.0, and returns the latter.
+func createWorld(ctx context.Context, c client.Client) (*clusterv1.MachineDeployment, error) {
+	const ns, name = "bench-cli", "c1"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: name + "-cp",
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: name,
+			},
+		},
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-cp", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To[int32](1),
+			Version:  "v1.36.0",
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
+				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name + "-cp",
+					},
+				},
+			},
+		},
+	}
+	labels := map[string]string{"pool": "md-0"}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-md-0"},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: name,
+			Replicas:    ptr.To[int32](3),
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: name,
+					Version:     "v1.35.0",
+					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: name + "-md-0",
+					}},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name + "-md-0",
+					},
+				},
+			},
+		},
+	}
+	for _, obj := range []client.Object{cluster, kcp, md} {
+		if err := c.Create(ctx, obj); err != nil {
+			return nil, fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return md, nil
+}
+
+// waitRevisions waits until md's history holds n ControllerRevisions.
+func waitRevisions(ctx context.Context, c client.Client, md *clusterv1.MachineDeployment, n int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevisionList"))
+		if err := c.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingLabels{revisions.LabelOwnerUID: string(md.UID)}); err != nil {
+			return fmt.Errorf("listing the ControllerRevisions of MachineDeployment %s: %w", md.Name, err)
+		}
+		if len(list.Items) == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("MachineDeployment %s has %d ControllerRevisions after 60s, want %d", md.Name, len(list.Items), n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// benchStatus starts the sandbox and measures rollout status on real rollouts.
+func benchStatus(ctx context.Context, o options, out io.Writer, log io.Writer) (retErr error) {
+	begin := time.Now()
+	sb, err := sandbox.Start(ctx, sandbox.Options{
+		Environment:          framework.Options{BinDir: o.binDir, Log: log},
+		ControlPlaneMachines: int32(o.cpMachines),
+		WorkerMachines:       int32(o.workers),
+	})
+	if err != nil {
+		return fmt.Errorf("starting the sandbox: %w", err)
+	}
+	defer func() {
+		if err := sb.Stop(); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("stopping the sandbox: %w", err))
+		}
+	}()
+	fmt.Fprintf(out, "\n# rollout status in the sandbox (%d control-plane + %d worker machines; ready after %s)\n\n",
+		o.cpMachines, o.workers, time.Since(begin).Round(100*time.Millisecond))
+	fmt.Fprintln(out, "| rollout | complete (API server) after | status exited after | delay (exit - complete) | exit code |")
+	fmt.Fprintln(out, "|---|---|---|---|---|")
+	ns := sandbox.DefaultNamespace
+	mdName, kcpName := "demo-md-0", "demo-control-plane"
+	var delays []time.Duration
+	templates := []string{"demo-md-0-v2", "demo-md-0"}
+	for i := range o.statusMD {
+		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"infrastructureRef":{"name":%q}}}}}`, templates[i%2])
+		d, err := measureStatus(ctx, o, sb, out, fmt.Sprintf("md template -> %s", templates[i%2]),
+			&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mdName}}, patch, "md/"+mdName)
+		if err != nil {
+			return err
+		}
+		delays = append(delays, d)
+	}
+	for i := range o.statusKCP {
+		version := fmt.Sprintf("v1.36.%d", i+1)
+		patch := fmt.Sprintf(`{"spec":{"version":%q}}`, version)
+		d, err := measureStatus(ctx, o, sb, out, "kcp version -> "+version,
+			&controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kcpName}}, patch, "kcp/"+kcpName)
+		if err != nil {
+			return err
+		}
+		delays = append(delays, d)
+	}
+	for _, d := range delays {
+		fmt.Fprintf(out, "BenchmarkCLIStatus/exit-after-complete 1 %d ns/op\n", d.Nanoseconds())
+	}
+	return nil
+}
+
+// measureStatus patches obj, runs bin/rollout status on it from right after
+// the patch, and returns how long after the rollout completed (first seen
+// complete by a read of the API server every 50 ms) the command exited.
+func measureStatus(ctx context.Context, o options, sb *sandbox.Sandbox, out io.Writer, what string, obj client.Object, patch, target string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.statusWindow)
+	defer cancel()
+	binDir := o.binDir
+	if binDir == "" {
+		binDir = sb.Env.BinDir
+	}
+	if err := sb.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return 0, fmt.Errorf("%s: patching %s: %w", what, obj.GetName(), err)
+	}
+	start := time.Now()
+	generation := obj.GetGeneration()
+	args := append([]string{"status", target, "-n", obj.GetNamespace(), "--kubeconfig", sb.Kubeconfig}, strings.Fields(o.statusArgs)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rollout"), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("%s: starting rollout status: %w", what, err)
+	}
+	exited := make(chan time.Time, 1)
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); exited <- time.Now() }()
+
+	// The API server's view: poll every 50 ms until complete for the new generation.
+	var complete time.Time
+	for complete.IsZero() {
+		done, err := rolloutComplete(ctx, sb.Client, obj, generation)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", what, err)
+		}
+		if done {
+			complete = time.Now()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%s: not complete within %s", what, o.statusWindow)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var exit time.Time
+	select {
+	case exit = <-exited:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%s: rollout status did not exit within %s (complete %s after the patch); its output:\n%s%s", what, o.statusWindow, complete.Sub(start), stdout.String(), stderr.String())
+	}
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(waitErr, &exitErr) {
+		code = exitErr.ExitCode()
+	} else if waitErr != nil {
+		return 0, fmt.Errorf("%s: rollout status: %w", what, waitErr)
+	}
+	delay := exit.Sub(complete)
+	fmt.Fprintf(out, "| %s | %.1f s | %.1f s | %+.2f s | %d |\n", what, complete.Sub(start).Seconds(), exit.Sub(start).Seconds(), delay.Seconds(), code)
+	if code != 0 {
+		return 0, fmt.Errorf("%s: rollout status exited %d:\n%s%s", what, code, stdout.String(), stderr.String())
+	}
+	// Leave the cluster fully settled (old machines gone) before the next rollout.
+	if _, err := sb.WaitClusterReady(ctx, obj.GetNamespace(), "demo", nil); err != nil {
+		return 0, fmt.Errorf("%s: waiting for the cluster to settle: %w", what, err)
+	}
+	return delay, nil
+}
+
+// rolloutComplete reads obj and its machines: complete when its generation
+// after the patch is observed, every desired machine exists and is ready,
+// available and up to date, and no other machine of it remains.
+func rolloutComplete(ctx context.Context, c client.Client, obj client.Object, generation int64) (bool, error) {
+	var state sandbox.RolloutState
+	var selector client.MatchingLabels
+	switch o := obj.(type) {
+	case *clusterv1.MachineDeployment:
+		md := &clusterv1.MachineDeployment{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), md); err != nil {
+			return false, fmt.Errorf("reading MachineDeployment %s: %w", o.Name, err)
+		}
+		if md.Status.ObservedGeneration < generation {
+			return false, nil
+		}
+		state = sandbox.MachineDeploymentState(md)
+		selector = client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}
+	case *controlplanev1.KubeadmControlPlane:
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), kcp); err != nil {
+			return false, fmt.Errorf("reading KubeadmControlPlane %s: %w", o.Name, err)
+		}
+		if kcp.Status.ObservedGeneration < generation {
+			return false, nil
+		}
+		state = sandbox.ControlPlaneState(kcp)
+		selector = client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: kcp.Name}
+	default:
+		return false, fmt.Errorf("unexpected %T", obj)
+	}
+	if !state.Complete() {
+		return false, nil
+	}
+	machines := &clusterv1.MachineList{}
+	if err := c.List(ctx, machines, client.InNamespace(obj.GetNamespace()), selector); err != nil {
+		return false, fmt.Errorf("listing the machines of %s: %w", obj.GetName(), err)
+	}
+	if len(machines.Items) != int(state.Desired) {
+		return false, nil
+	}
+	for i := range machines.Items {
+		if !sandbox.MachineReady(&machines.Items[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// binVersion is what binDir/name --version (or version) prints.
+func binVersion(binDir, name string) string {
+	if binDir == "" {
+		root, err := framework.FindRepoRoot(".")
+		if err != nil {
+			return "unknown"
+		}
+		binDir = filepath.Join(root, "bin")
+	}
+	out, err := exec.Command(filepath.Join(binDir, name), "version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
