@@ -88,6 +88,7 @@ type options struct {
 	mdEdits, kcpEdits int
 	rounds            int
 	warmup            int
+	settle            time.Duration
 	clusters, mdsPer  int
 	noopBin           string
 	binDir            string
@@ -101,6 +102,7 @@ func main() {
 	flag.IntVar(&o.kcpEdits, "kcp-edits", 500, "KubeadmControlPlane edits per configuration and edit kind")
 	flag.IntVar(&o.rounds, "rounds", 10, "rounds the edits are split into (each round runs every configuration once)")
 	flag.IntVar(&o.warmup, "warmup", 10, "unmeasured edits before each measured slice")
+	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after a configuration is confirmed, before its edits")
 	flag.IntVar(&o.clusters, "clusters", 10, "clusters (one KubeadmControlPlane each) the edits rotate over")
 	flag.IntVar(&o.mdsPer, "mds-per-cluster", 2, "MachineDeployments per cluster")
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
@@ -257,6 +259,14 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 	}
 	if err := b.confirm(ctx, cf); err != nil {
 		return err
+	}
+	// A guard just started records the live revision of every object its
+	// reconciler has not seen yet (edited in the other configurations'
+	// slices); let that settle, in every configuration alike.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.o.settle):
 	}
 	for _, edit := range cf.edits {
 		n := share(b.o.mdEdits, b.o.rounds, round)
