@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,9 +12,11 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -111,6 +114,9 @@ func TestBadRequests(t *testing.T) {
 		{name: "objects without apiVersion and kind: decoded as the endpoint's kind and judged", endpoint: validateMD, contentType: "application/json",
 			body:     update(mdGVK, []byte(`{"spec":{"clusterName":"c1","template":{"spec":{"version":"v1.34.2"}}}}`), []byte(`{"metadata":{"name":"md-0","namespace":"ns"},"spec":{"clusterName":"c1","template":{"spec":{"version":"v1.36.0"}}}}`)),
 			wantCode: http.StatusUnprocessableEntity, wantInMsg: []string{"spec.template.spec.version: Forbidden: MachineDeployment md-0: v1.36.0 is newer than v1.34.2", "[rule WorkerNewerThanControlPlane]"}},
+		{name: "a null object to the stamper", endpoint: mutateMD, contentType: "application/json",
+			body:     update(mdGVK, []byte(`{}`), []byte(`null`)),
+			wantCode: http.StatusBadRequest, wantMsg: "rollout-guard cannot read the MachineDeployment ns/c1-cp in request.object: it is empty; the API server sends objects as JSON"},
 		{name: "unknown operation", endpoint: validateMD, contentType: "application/json", body: withOp("PATCH", mdGVK, mdAt("v1.34.2"), mdAt("v1.36.0")),
 			wantCode: http.StatusBadRequest, wantMsg: `unknown operation "PATCH"`},
 		{name: "unknown operation, to the stamper (once stamped as a create)", endpoint: mutateMD, contentType: "application/json", body: withOp("PATCH", mdGVK, mdAt("v1.34.2"), mdAt("v1.36.0")),
@@ -165,6 +171,44 @@ func TestBadRequests(t *testing.T) {
 			for _, want := range tc.wantInMsg {
 				assert.Contains(t, resp.Result.Message, want)
 			}
+		})
+	}
+}
+
+// TestObjectsThatAreNotJSON hands the handlers requests whose objects are
+// not JSON objects, as the in-process fuzz targets do. An AdmissionReview
+// read from JSON cannot carry them, but the decoder behind the handlers would
+// read YAML ("#0", a YAML comment, decoded as an empty object that was then
+// judged and allowed) and a JSON null (which made the stamper panic): both
+// found by fuzzing, both now refused.
+func TestObjectsThatAreNotJSON(t *testing.T) {
+	eps := endpoints(t)
+	cases := []struct {
+		name     string
+		handler  http.Handler
+		kind     metav1.GroupVersionKind
+		old, obj string
+		wantMsg  string
+	}{
+		{name: "YAML comment to the KubeadmControlPlane validator (FuzzKubeadmControlPlaneAdmission)", handler: eps[validateKCP].handler, kind: kcpGVK, old: "#0", obj: "#0",
+			wantMsg: "rollout-guard cannot read the KubeadmControlPlane ns/c1-cp in request.object: it is not a JSON object; the API server sends objects as JSON"},
+		{name: "YAML old object to the MachineDeployment validator", handler: eps[validateMD].handler, kind: mdGVK, old: "spec: {}", obj: "{}",
+			wantMsg: "rollout-guard cannot read the MachineDeployment ns/c1-cp in request.oldObject: it is not a JSON object; the API server sends objects as JSON"},
+		{name: "null to the MachineDeployment stamper (FuzzStamper)", handler: eps[mutateMD].handler, kind: mdGVK, old: " ", obj: "null",
+			wantMsg: "rollout-guard cannot read the MachineDeployment ns/c1-cp in request.object: it is not a JSON object; the API server sends objects as JSON"},
+		{name: "a JSON array to the KubeadmControlPlane stamper", handler: eps[mutateKCP].handler, kind: kcpGVK, old: "{}", obj: "[]",
+			wantMsg: "rollout-guard cannot read the KubeadmControlPlane ns/c1-cp in request.object: it is not a JSON object; the API server sends objects as JSON"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "1", Operation: admissionv1.Update, Namespace: "ns", Name: "c1-cp", Kind: tc.kind,
+				Object: runtime.RawExtension{Raw: []byte(tc.obj)}, OldObject: runtime.RawExtension{Raw: []byte(tc.old)},
+			}}
+			resp := tc.handler.(*admission.Webhook).Handle(context.Background(), req)
+			require.False(t, resp.Allowed, "%+v", resp.Result)
+			assert.EqualValues(t, http.StatusBadRequest, resp.Result.Code)
+			assert.Equal(t, tc.wantMsg, resp.Result.Message)
 		})
 	}
 }

@@ -56,6 +56,9 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard cannot stamp %s %s/%s: operation %q is not CREATE or UPDATE",
 			s.Kind.GVK.Kind, req.Namespace, req.Name, req.Operation))
 	}
+	if err := checkRequestObjects(req, s.Kind.GVK.Kind); err != nil {
+		return badRequest(err)
+	}
 	newObj := s.Kind.New()
 	if err := s.Decoder.DecodeRaw(req.Object, newObj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard could not decode the %s: %w", s.Kind.GVK.Kind, err))
@@ -237,6 +240,9 @@ func withAnnotations(raw []byte, changes map[string]*string) ([]byte, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("decoding the object: %w", err)
+	}
+	if obj == nil {
+		return nil, fmt.Errorf("decoding the object: it is null, not a JSON object")
 	}
 	meta, _ := obj["metadata"].(map[string]any)
 	if meta == nil {
