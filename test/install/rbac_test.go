@@ -84,6 +84,82 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 	}
 }
 
+// TestShippedRBACWritesOnlyHistoryAndLease checks, over every role
+// config/rbac ships, the promise docs/reliability.md makes: no access to
+// Secrets in any form, and writes only to ControllerRevisions (the history)
+// cluster-wide and, in the guard's own namespace, to its leader-election
+// Lease and the Events announcing it. TokenReviews and SubjectAccessReviews
+// are created to check metrics callers; the API server stores neither.
+// Every binding binds a shipped role, to the guard's ServiceAccount alone.
+func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
+	m := build(t, "config/rbac")
+	readOnly := func(verbs []string) bool {
+		return !slices.ContainsFunc(verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" })
+	}
+	type scoped struct {
+		rule      rbacv1.PolicyRule
+		namespace string // "" for a ClusterRole
+	}
+	var rules []scoped
+	shipped := map[string]bool{}
+	for _, u := range m.ofKind("ClusterRole") {
+		shipped["ClusterRole/"+u.GetName()] = true
+		for _, r := range as[rbacv1.ClusterRole](t, u).Rules {
+			rules = append(rules, scoped{r, ""})
+		}
+	}
+	for _, u := range m.ofKind("Role") {
+		shipped["Role/"+u.GetName()] = true
+		require.Equal(t, framework.GuardNamespace, u.GetNamespace(), "Role %s outside the guard's namespace", u.GetName())
+		for _, r := range as[rbacv1.Role](t, u).Rules {
+			rules = append(rules, scoped{r, u.GetNamespace()})
+		}
+	}
+	require.NotEmpty(t, rules)
+	for _, sr := range rules {
+		r := sr.rule
+		assert.NotContains(t, r.Resources, "secrets", "access to Secrets: %v", r)
+		assert.NotContains(t, r.APIGroups, "*", "%v", r)
+		assert.NotContains(t, r.Resources, "*", "%v", r)
+		if len(r.NonResourceURLs) > 0 {
+			assert.True(t, readOnly(r.Verbs), "a non-resource write: %v", r)
+			continue
+		}
+		if readOnly(r.Verbs) {
+			continue
+		}
+		for _, res := range r.Resources {
+			switch {
+			case res == "controllerrevisions" && slices.Equal(r.APIGroups, []string{"apps"}):
+			case (res == "leases" && slices.Equal(r.APIGroups, []string{"coordination.k8s.io"})) ||
+				(res == "events" && slices.Equal(r.APIGroups, []string{""})):
+				assert.Equal(t, framework.GuardNamespace, sr.namespace, "%s written outside the guard's namespace: %v", res, r)
+			case res == "tokenreviews" || res == "subjectaccessreviews":
+				assert.Equal(t, []string{"create"}, r.Verbs, "%v", r)
+			default:
+				t.Errorf("write access to %s: %v", res, r)
+			}
+		}
+	}
+
+	guardSA := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "rollout-guard", Namespace: framework.GuardNamespace}}
+	bindings := 0
+	for _, u := range m.ofKind("ClusterRoleBinding") {
+		b := as[rbacv1.ClusterRoleBinding](t, u)
+		assert.True(t, shipped[b.RoleRef.Kind+"/"+b.RoleRef.Name], "ClusterRoleBinding %s binds %s/%s, which config/rbac does not ship", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+		assert.Equal(t, guardSA, b.Subjects, "ClusterRoleBinding %s", b.Name)
+		bindings++
+	}
+	for _, u := range m.ofKind("RoleBinding") {
+		b := as[rbacv1.RoleBinding](t, u)
+		assert.Equal(t, "Role", b.RoleRef.Kind, "RoleBinding %s grants a ClusterRole", b.Name)
+		assert.True(t, shipped[b.RoleRef.Kind+"/"+b.RoleRef.Name], "RoleBinding %s binds %s/%s, which config/rbac does not ship", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+		assert.Equal(t, guardSA, b.Subjects, "RoleBinding %s", b.Name)
+		bindings++
+	}
+	assert.Equal(t, 3, bindings, "the guard's ClusterRole, the aggregated control-plane readers, the leader-election Role; the metrics reader is bound by the operator")
+}
+
 // TestGuardRunsAsItsServiceAccount asks the API server who the guard is and
 // what it may do, through the guard's own client configuration.
 func TestGuardRunsAsItsServiceAccount(t *testing.T) {
@@ -112,6 +188,13 @@ func TestGuardRunsAsItsServiceAccount(t *testing.T) {
 		// Not a right more.
 		{"get", "", "secrets", "", framework.GuardNamespace, false},
 		{"list", "", "secrets", "", "", false},
+		{"watch", "", "secrets", "", "", false},
+		{"create", "", "secrets", "", framework.GuardNamespace, false},
+		{"update", "apps", "controllerrevisions", "status", "team-a", false},
+		{"create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", false},
+		{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", false},
+		{"create", "", "serviceaccounts", "token", framework.GuardNamespace, false},
+		{"impersonate", "", "users", "", "", false},
 		{"update", "cluster.x-k8s.io", "machinedeployments", "", "team-a", false},
 		{"patch", "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes", "", "team-a", false},
 		{"update", "cluster.x-k8s.io", "machinedeployments", "status", "team-a", false},
@@ -254,6 +337,15 @@ func TestMetricsAnswerOnlyAuthorizedCallers(t *testing.T) {
 		require.NoError(t, err)
 		return resp.StatusCode, string(body)
 	}
+	// A guard restarted by an earlier test serves metrics a moment after it
+	// is ready (readiness covers admission and caches): wait for a listener.
+	require.Eventually(t, func() bool {
+		resp, err := httpClient.Get(url)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond, "the metrics endpoint %s accepts connections", url)
 	code, body := get(scraper)
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, "controller_runtime_webhook_requests_total")
