@@ -117,6 +117,7 @@ func run(m *testing.M) int {
 	figures.Unlock()
 	return code
 }
+
 // childProcesses returns the command lines of this process's children
 // (etcd, kube-apiserver, the guard) by pid.
 func childProcesses() map[int]string {

@@ -51,46 +51,81 @@ func (e *Environment) KillGuard(sig syscall.Signal) error {
 	return nil
 }
 
-// RestartAPIServer stops kube-apiserver (SIGTERM, as a control-plane
-// upgrade or a crash-looping static pod would), keeps it down for down, and
-// starts it again with the same command line: the same port, certificates
-// and etcd, so every object and resourceVersion survives and every client
-// (the guard, the controllers, watches) can reconnect to the same URL. It
-// returns once /readyz answers 200. Stop stops the restarted process.
-func (e *Environment) RestartAPIServer(ctx context.Context, down time.Duration) error {
+// APIServerRestart configures RestartAPIServer.
+type APIServerRestart struct {
+	// Down is how long kube-apiserver stays stopped.
+	Down time.Duration
+	// Grace is how long it may take to stop after SIGTERM before it gets
+	// SIGKILL, as a kubelet would after the pod's grace period. Default 10s;
+	// a negative Grace sends SIGKILL at once (a crash).
+	Grace time.Duration
+}
+
+// APIServerRestarted says how a restart went.
+type APIServerRestarted struct {
+	// Stopped is how long kube-apiserver took to stop.
+	Stopped time.Duration
+	// Killed reports that it got SIGKILL (Grace ran out, or was negative).
+	Killed bool
+	// Ready is how long the new process took until /readyz answered 200.
+	Ready time.Duration
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after
+// opts.Grace, as a control-plane upgrade or a failing node would), keeps it
+// down for opts.Down, and starts it again with the same command line: the
+// same port, certificates and etcd, so every object and resourceVersion
+// survives and every client (the guard, the controllers, watches) can
+// reconnect to the same URL. It returns once /readyz answers 200. Stop
+// stops the restarted process.
+func (e *Environment) RestartAPIServer(ctx context.Context, opts APIServerRestart) (APIServerRestarted, error) {
+	var out APIServerRestarted
 	if err := e.running(); err != nil {
-		return fmt.Errorf("restarting kube-apiserver: %w", err)
+		return out, fmt.Errorf("restarting kube-apiserver: %w", err)
+	}
+	if opts.Grace == 0 {
+		opts.Grace = 10 * time.Second
 	}
 	e.apiServerMu.Lock()
 	defer e.apiServerMu.Unlock()
 
 	pid, args, err := e.apiServerProcess()
 	if err != nil {
-		return fmt.Errorf("restarting kube-apiserver: %w", err)
+		return out, fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
-	if err := terminate(pid, controlPlaneStopTimeout); err != nil {
-		return fmt.Errorf("restarting kube-apiserver: stopping pid %d: %w", pid, err)
+	begin := time.Now()
+	if opts.Grace < 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for alive(pid) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		out.Killed = true
+	} else if err := terminate(pid, opts.Grace); err != nil {
+		out.Killed = true
+		e.logger.Info("kube-apiserver did not stop after SIGTERM; killed", "pid", pid, "grace", opts.Grace.String())
 	}
+	out.Stopped = time.Since(begin)
 	if e.apiServerCmd != nil {
 		<-e.apiServerDone
 	}
-	e.logger.Info("kube-apiserver stopped", "pid", pid, "down", down.String())
+	e.logger.Info("kube-apiserver stopped", "pid", pid, "after", out.Stopped.String(), "killed", out.Killed, "down", opts.Down.String())
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("restarting kube-apiserver: %w", ctx.Err())
-	case <-time.After(down):
+		return out, fmt.Errorf("restarting kube-apiserver: %w", ctx.Err())
+	case <-time.After(opts.Down):
 	}
+	begin = time.Now()
 
 	logFile, err := os.OpenFile(filepath.Join(e.WorkDir, "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("restarting kube-apiserver: opening its log: %w", err)
+		return out, fmt.Errorf("restarting kube-apiserver: opening its log: %w", err)
 	}
 	e.closers = append(e.closers, logFile)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("restarting kube-apiserver: %w", err)
+		return out, fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -99,10 +134,11 @@ func (e *Environment) RestartAPIServer(ctx context.Context, down time.Duration) 
 	}()
 	e.apiServerCmd, e.apiServerDone = cmd, done
 	if err := e.waitAPIServerReady(ctx, done); err != nil {
-		return fmt.Errorf("restarting kube-apiserver: %w", err)
+		return out, fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
-	e.logger.Info("kube-apiserver restarted", "pid", cmd.Process.Pid)
-	return nil
+	out.Ready = time.Since(begin)
+	e.logger.Info("kube-apiserver restarted", "pid", cmd.Process.Pid, "readyAfter", out.Ready.String())
+	return out, nil
 }
 
 // apiServerProcess returns the pid and command line of the running
