@@ -7,10 +7,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -41,6 +47,7 @@ type options struct {
 	leaderElectNS  string
 	overrideGroups string
 	historyLimit   int
+	shutdownDelay  time.Duration
 	printVersion   bool
 	zap            zap.Options
 }
@@ -57,6 +64,7 @@ func main() {
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
 	fs.StringVar(&o.overrideGroups, "override-groups", "", "comma-separated groups whose members may let one refused change through with the "+revisions.AnnotationOverride+" annotation (empty: nobody)")
 	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	flag.Usage = func() {
@@ -69,13 +77,47 @@ func main() {
 		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+	var draining atomic.Bool
+	if err := run(signalContext(o.shutdownDelay, &draining), o, &draining); err != nil {
 		ctrl.Log.Error(err, "rollout-guard webhook stopped")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o options) error {
+// signalContext returns a context cancelled delay after the first SIGTERM or
+// SIGINT, and sets draining at that signal; a second signal exits at once.
+// It replaces ctrl.SetupSignalHandler, which cancels at the first signal.
+func signalContext(delay time.Duration, draining *atomic.Bool) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		draining.Store(true)
+		ctrl.Log.WithName("shutdown").Info("stopping: /readyz fails from now on; admission is served until the shutdown delay ends", "delay", delay.String())
+		select {
+		case <-time.After(delay):
+		case <-signals:
+			os.Exit(1)
+		}
+		cancel()
+		<-signals
+		os.Exit(1)
+	}()
+	return ctx
+}
+
+// notDraining is a readiness check that fails once shutdown began.
+func notDraining(draining *atomic.Bool) healthz.Checker {
+	return func(*http.Request) error {
+		if draining.Load() {
+			return errors.New("shutting down")
+		}
+		return nil
+	}
+}
+
+func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	log := ctrl.Log.WithName("setup")
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme} {
@@ -137,8 +179,13 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("caches", webhooks.CachesReady(mgr)); err != nil {
 		return fmt.Errorf("adding the cache readiness check: %w", err)
 	}
+	// Not ready once shutdown began, so the Service takes the replica out
+	// while it still serves (--shutdown-delay).
+	if err := mgr.AddReadyzCheck("shutdown", notDraining(draining)); err != nil {
+		return fmt.Errorf("adding the shutdown readiness check: %w", err)
+	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,
-		"overrideGroups", o.overrideGroups, "historyLimit", o.historyLimit)
+		"overrideGroups", o.overrideGroups, "historyLimit", o.historyLimit, "shutdownDelay", o.shutdownDelay.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
