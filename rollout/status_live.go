@@ -11,8 +11,9 @@ import (
 	"golang.org/x/term"
 )
 
-// barWidth is the width of a progress bar, in cells, for the larger of
-// spec.replicas and the number of machines.
+// barWidth is the width of a progress bar, in cells; every bar is scaled
+// to the larger of spec.replicas and the number of machines, so a surge
+// shows as available short of full while the machines bar is full.
 const barWidth = 24
 
 // RenderLive draws the live view of one rollout's state s, elapsed after
@@ -49,11 +50,10 @@ func RenderLive(s StatusReport, elapsed time.Duration, width, height int) []stri
 		if ms.New {
 			age = "new"
 		}
-		rev := ""
-		if ms.Revision != "" {
-			rev = "  revision " + ms.Revision
-		}
-		lines = append(lines, fmt.Sprintf("  machineset %s  %s%s  wants %d, has %d, %d up to date, %d available", ms.Name, age, rev, ms.Replicas, ms.Current, ms.UpToDate, ms.Available))
+		// No revision here: Cluster API numbers MachineSets apart from
+		// rollout-guard's revisions in the header, and two numbers would
+		// only confuse.
+		lines = append(lines, fmt.Sprintf("  machineset %s  %s  wants %d, has %d, %d up to date, %d available", ms.Name, age, ms.Replicas, ms.Current, ms.UpToDate, ms.Available))
 	}
 	nameW, phaseW := 0, 0
 	for _, m := range s.Machines {

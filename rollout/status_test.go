@@ -411,8 +411,8 @@ func TestRenderLive(t *testing.T) {
   up to date [######..................] 1/3
   available  [############............] 2/3
   machines   [########################] 4/3
-  machineset md-0-new  new  revision 2  wants 3, has 2, 2 up to date, 2 available
-  machineset md-0-old  old  revision 1  wants 1, has 2, 2 up to date, 2 available
+  machineset md-0-new  new  wants 3, has 2, 2 up to date, 2 available
+  machineset md-0-old  old  wants 1, has 2, 2 up to date, 2 available
   new  md-0-new-a  Running       ready
   new  md-0-new-b  Provisioning  not ready: NotReady: * InfrastructureReady: DevMachine status.initialization.provisioned is false
   old  md-0-old-c  Running       ready, not up to date: NotUpToDate: * Version v1.34.1, v1.35.1 required
@@ -423,8 +423,8 @@ func TestRenderLive(t *testing.T) {
   up to date [######..................]…
   available  [############............]…
   machines   [########################]…
-  machineset md-0-new  new  revision 2 …
-  machineset md-0-old  old  revision 1 …
+  machineset md-0-new  new  wants 3, ha…
+  machineset md-0-old  old  wants 1, ha…
   new  md-0-new-a  Running       ready
   ... 3 more machines
 `},
@@ -433,8 +433,8 @@ func TestRenderLive(t *testing.T) {
   up to date [########################] 3/3
   available  [########################] 3/3
   machines   [########################] 3/3
-  machineset md-0-new  new  revision 2  wants 3, has 3, 3 up to date, 3 available
-  machineset md-0-old  old  revision 1  wants 0, has 0, 0 up to date, 0 available
+  machineset md-0-new  new  wants 3, has 3, 3 up to date, 3 available
+  machineset md-0-old  old  wants 0, has 0, 0 up to date, 0 available
   new  m-0  Running  ready
   new  m-1  Running  ready
   new  m-2  Running  ready
