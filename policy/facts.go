@@ -49,13 +49,22 @@ type factReader struct {
 	indexed bool
 }
 
+// getOptions are the options of reads of typed objects: from the guard's
+// cache (indexed), which the policy only reads, without a deep copy.
+func (f factReader) getOptions() []client.GetOption {
+	if f.indexed {
+		return []client.GetOption{client.UnsafeDisableDeepCopy}
+	}
+	return nil
+}
+
 // controlPlaneOf returns the state of a cluster's control plane. Any control
 // plane following Cluster API's contract (spec.version, status.version) works;
 // KubeadmControlPlane also gives status.versions. It returns nil and a reason
 // when the control plane cannot be found.
 func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName string) (*skew.ControlPlaneState, string, error) {
 	cluster := &clusterv1.Cluster{}
-	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: clusterName}, cluster); err != nil {
+	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: clusterName}, cluster, f.getOptions()...); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Sprintf("Cluster %s/%s not found", namespace, clusterName), nil
 		}
@@ -67,7 +76,7 @@ func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName s
 	}
 	if ref.APIGroup == controlplanev1.GroupVersion.Group && ref.Kind == "KubeadmControlPlane" {
 		kcp := &controlplanev1.KubeadmControlPlane{}
-		if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, kcp); err != nil {
+		if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, kcp, f.getOptions()...); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, fmt.Sprintf("KubeadmControlPlane %s/%s of Cluster %s not found", namespace, ref.Name, clusterName), nil
 			}
@@ -142,7 +151,8 @@ func kcpRunningVersions(kcp *controlplanev1.KubeadmControlPlane) []string {
 func (f factReader) workersOf(ctx context.Context, namespace, clusterName string) ([]skew.Worker, error) {
 	inCluster := []client.ListOption{client.InNamespace(namespace)}
 	if f.indexed {
-		inCluster = append(inCluster, client.MatchingFields{ClusterNameField: clusterName})
+		// Only read, never written: the cache's own objects need no copy.
+		inCluster = append(inCluster, client.MatchingFields{ClusterNameField: clusterName}, client.UnsafeDisableDeepCopy)
 	}
 	var workers []skew.Worker
 

@@ -144,7 +144,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	// keeps the pinned tag.
 	if ref := newCluster.Spec.ControlPlaneRef; ref.Kind == "KubeadmControlPlane" && ref.APIGroup == controlplanev1.GroupVersion.Group {
 		kcp := &controlplanev1.KubeadmControlPlane{}
-		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, kcp)
+		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, kcp, p.facts().getOptions()...)
 		switch {
 		case err == nil:
 			change.OldEtcdImageTag = etcdImageTag(kcp)

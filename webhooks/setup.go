@@ -52,9 +52,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).Complete(); err != nil {
 		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).Complete(); err != nil {
-		return fmt.Errorf("registering the KubeadmControlPlane validating webhook: %w", err)
-	}
+	// KubeadmControlPlanes are judged by a handler that decodes only the
+	// fields the policy reads (see KubeadmControlPlaneHandler).
+	mgr.GetWebhookServer().Register(ValidateKubeadmControlPlanePath, &webhook.Admission{Handler: NewKubeadmControlPlaneHandler(mgr.GetScheme(), kcpV)})
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).Complete(); err != nil {
 		return fmt.Errorf("registering the Cluster validating webhook: %w", err)
 	}
