@@ -65,6 +65,39 @@ const (
 type options struct {
 	clusters, small, burst, writers, createWorkers int
 	out                                            string
+	variants                                       []variant
+}
+
+// variant is one environment the guard runs with in the large world, such
+// as a Go garbage-collector setting ("GOGC=50"); "default" sets nothing.
+type variant struct {
+	name string
+	env  map[string]string
+}
+
+func parseVariants(s string) ([]variant, error) {
+	var out []variant
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		v := variant{name: item, env: map[string]string{}}
+		if item != "default" {
+			for _, kv := range strings.Split(item, "+") {
+				k, val, ok := strings.Cut(kv, "=")
+				if !ok {
+					return nil, fmt.Errorf("variant %q: want default or NAME=VALUE[+NAME=VALUE]", item)
+				}
+				v.env[k] = val
+			}
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no variant")
+	}
+	return out, nil
 }
 
 func main() {
@@ -75,7 +108,13 @@ func main() {
 	flag.IntVar(&o.writers, "writers", 8, "concurrent writers of the burst")
 	flag.IntVar(&o.createWorkers, "create-workers", 32, "concurrent writers creating the world")
 	flag.StringVar(&o.out, "out", "", "file the results are appended to (besides stdout)")
+	variants := flag.String("variants", "default", "comma-separated environments the guard is run with, one after the other, in the large world: default, or NAME=VALUE[+NAME=VALUE] (e.g. GOGC=50)")
 	flag.Parse()
+	var err error
+	if o.variants, err = parseVariants(*variants); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	ctrl.SetLogger(logr.Discard())
 	var out io.Writer = os.Stdout
 	if o.out != "" {
@@ -99,11 +138,11 @@ func main() {
 
 func run(ctx context.Context, o options, out io.Writer) error {
 	fmt.Fprintf(out, "# bench-scale %s: load average at start %s\n", time.Now().UTC().Format(time.RFC3339), loadAverage())
-	small, err := measureWorld(ctx, o, o.small, out)
+	small, err := measureWorld(ctx, o, o.small, o.variants[:1], out)
 	if err != nil {
 		return fmt.Errorf("small world (%d clusters): %w", o.small, err)
 	}
-	large, err := measureWorld(ctx, o, o.clusters, out)
+	large, err := measureWorld(ctx, o, o.clusters, o.variants, out)
 	if err != nil {
 		return fmt.Errorf("large world (%d clusters): %w", o.clusters, err)
 	}
@@ -124,9 +163,10 @@ func (l latencies) p(q float64) time.Duration {
 	return l[i]
 }
 
-// measureWorld starts an API server, creates the world, starts the guard
-// and measures it; it stops everything before returning.
-func measureWorld(ctx context.Context, o options, clusters int, out io.Writer) (latencies, error) {
+// measureWorld starts an API server, creates the world, then for each
+// variant (re)starts the guard and measures it; it stops everything before
+// returning. It returns the latencies of the first variant's burst.
+func measureWorld(ctx context.Context, o options, clusters int, variants []variant, out io.Writer) (latencies, error) {
 	logFile, err := os.CreateTemp("", fmt.Sprintf("rollout-guard-bench-scale-%d-*.log", clusters))
 	if err != nil {
 		return nil, fmt.Errorf("creating the log file: %w", err)
@@ -158,29 +198,111 @@ func measureWorld(ctx context.Context, o options, clusters int, out io.Writer) (
 	fmt.Fprintf(out, "%s created %s in %s (%.0f objects/s)\n", prefix, counts, time.Since(begin).Round(time.Second),
 		float64(counts.total())/time.Since(begin).Seconds())
 
+	var first latencies
+	for n, v := range variants {
+		lat, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), out)
+		if err != nil {
+			return nil, fmt.Errorf("guard with %s: %w", v.name, err)
+		}
+		if n == 0 {
+			first = lat
+			// The same objects and writers, with changes the guard's
+			// matchConditions leave out: the API server's own latency.
+			base, _, err := burst(ctx, c, clusters, o, env.GuardPID(), 0, true)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(out, "%s reference burst of %d label-only updates of the same objects (no webhook called): p50 %s p90 %s p99 %s max %s\n",
+				fmt.Sprintf("world %d clusters:", clusters), len(base), ms(base.p(0.50)), ms(base.p(0.90)), ms(base.p(0.99)), ms(base[len(base)-1]))
+		}
+	}
+	return first, nil
+}
+
+// measureGuard (re)starts the guard with variant v's environment and
+// measures its memory after its caches sync, after its boot work and during
+// a burst; n numbers the variant, so each burst sets versions of its own.
+func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath string, out io.Writer) (latencies, error) {
+	// The guard inherits this process's environment.
+	for k, val := range v.env {
+		prev, had := os.LookupEnv(k)
+		if err := os.Setenv(k, val); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if had {
+				_ = os.Setenv(k, prev)
+			} else {
+				_ = os.Unsetenv(k)
+			}
+		}()
+	}
+	// gctrace: the heap the garbage collector found live, in the guard's log.
+	godebug, hadDebug := os.LookupEnv("GODEBUG")
+	if err := os.Setenv("GODEBUG", strings.Trim(godebug+",gctrace=1", ",")); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if hadDebug {
+			_ = os.Setenv("GODEBUG", godebug)
+		} else {
+			_ = os.Unsetenv("GODEBUG")
+		}
+	}()
+
+	prefix := fmt.Sprintf("world %d clusters, guard %s:", clusters, v.name)
 	startCtx, cancel := context.WithTimeout(ctx, guardStartBudget)
 	defer cancel()
-	begin = time.Now()
+	begin := time.Now()
 	if err := env.StartGuard(startCtx); err != nil {
 		return nil, err
 	}
 	pid := env.GuardPID()
-	fmt.Fprintf(out, "%s guard ready (caches synced) after %s: %s\n", prefix, time.Since(begin).Round(100*time.Millisecond), memory(pid))
+	fmt.Fprintf(out, "%s ready (caches synced) after %s: %s\n", prefix, time.Since(begin).Round(100*time.Millisecond), memory(pid))
 
 	settled, err := waitIdle(ctx, pid)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "%s guard idle (boot reconciliation of every MachineDeployment and KubeadmControlPlane done) after %s more: %s\n",
-		prefix, settled.Round(time.Second), memory(pid))
+	fmt.Fprintf(out, "%s idle (boot reconciliation of every MachineDeployment and KubeadmControlPlane done) after %s more: %s; %s\n",
+		prefix, settled.Round(time.Second), memory(pid), lastGC(logPath))
 
-	lat, peakRSS, err := burst(ctx, c, clusters, o, pid)
+	lat, peakRSS, err := burst(ctx, c, clusters, o, pid, n, false)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "%s burst of %d updates with %d writers: p50 %s p90 %s p99 %s max %s; peak VmRSS during the burst %s; after: %s\n",
-		prefix, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peakRSS), memory(pid))
+	fmt.Fprintf(out, "%s burst of %d updates with %d writers: p50 %s p90 %s p99 %s max %s; peak VmRSS during the burst %s; after: %s; %s\n",
+		prefix, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peakRSS), memory(pid), lastGC(logPath))
 	return lat, nil
+}
+
+// lastGC returns the heap figures of the last garbage collection the guard
+// traced in its log (GODEBUG=gctrace=1): heap before, after and live, and
+// the goal of the next one.
+func lastGC(logPath string) string {
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		return "no gctrace: " + err.Error()
+	}
+	lines := strings.Split(string(raw), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		if !strings.HasPrefix(line, "gc ") {
+			continue
+		}
+		// gc N @Ts P%: ... ms clock, ... ms cpu, A->B->C MB, D MB goal, ...
+		for _, part := range strings.Split(line, ", ") {
+			if strings.HasSuffix(part, " MB") && strings.Contains(part, "->") {
+				goal := ""
+				if j := strings.Index(line, " MB goal"); j > 0 {
+					k := strings.LastIndex(line[:j], " ")
+					goal = line[k+1 : j]
+				}
+				return fmt.Sprintf("last GC: heap %s (before->after->live), next goal %s MB", part, goal)
+			}
+		}
+	}
+	return "no gctrace line in the log"
 }
 
 // counts are the objects of a world.
@@ -372,7 +494,7 @@ func createWithHistory(ctx context.Context, c client.Client, obj client.Object, 
 // guard's validating and mutating webhooks, and the mutating one records
 // the replaced revision. It returns the sorted latencies and the peak VmRSS
 // of the guard sampled during the burst.
-func burst(ctx context.Context, c client.Client, clusters int, o options, pid int) (latencies, int64, error) {
+func burst(ctx context.Context, c client.Client, clusters int, o options, pid, round int, labelsOnly bool) (latencies, int64, error) {
 	type update struct {
 		obj     client.Object
 		version string
@@ -388,14 +510,14 @@ func burst(ctx context.Context, c client.Client, clusters int, o options, pid in
 			kcpUpdates[i]++
 			kcp := &controlplanev1.KubeadmControlPlane{}
 			kcp.Namespace, kcp.Name = namespaceOf(i), kcpName(i)
-			up = update{obj: kcp, version: fmt.Sprintf("v1.35.%d", kcpUpdates[i])}
+			up = update{obj: kcp, version: fmt.Sprintf("v1.35.%d", 100*round+kcpUpdates[i])}
 		} else {
 			key := [2]int{mds % clusters, (mds / clusters) % mdsPerCluster}
 			mds++
 			mdUpdates[key]++
 			md := &clusterv1.MachineDeployment{}
 			md.Namespace, md.Name = namespaceOf(key[0]), mdName(key[0], key[1])
-			up = update{obj: md, version: fmt.Sprintf("v1.34.%d", mdUpdates[key])}
+			up = update{obj: md, version: fmt.Sprintf("v1.34.%d", 100*round+mdUpdates[key])}
 		}
 		w := int(hashName(up.obj.GetNamespace()+"/"+up.obj.GetName()) % uint32(o.writers))
 		perWriter[w] = append(perWriter[w], up)
@@ -429,9 +551,12 @@ func burst(ctx context.Context, c client.Client, clusters int, o options, pid in
 		go func() {
 			defer wg.Done()
 			for _, up := range ups {
+				_, isKCP := up.obj.(*controlplanev1.KubeadmControlPlane)
 				var patch []byte
-				switch up.obj.(type) {
-				case *controlplanev1.KubeadmControlPlane:
+				switch {
+				case labelsOnly:
+					patch = []byte(fmt.Sprintf(`{"metadata":{"labels":{"bench-scale":%q}}}`, strings.ReplaceAll(up.version, ".", "-")))
+				case isKCP:
 					patch = []byte(fmt.Sprintf(`{"spec":{"version":%q}}`, up.version))
 				default:
 					patch = []byte(fmt.Sprintf(`{"spec":{"template":{"spec":{"version":%q}}}}`, up.version))
