@@ -137,12 +137,12 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			FilterProvider: filters.WithAuthenticationAndAuthorization,
 			TLSOpts:        []func(*tls.Config){minTLS12},
 		},
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: drainingServer{webhook.NewServer(webhook.Options{
 			Host:    o.webhookHost,
 			Port:    o.webhookPort,
 			CertDir: o.certDir,
 			TLSOpts: []func(*tls.Config){minTLS12},
-		}),
+		})},
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "rollout-guard-leader",

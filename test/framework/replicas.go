@@ -55,6 +55,7 @@ type GuardReplicas struct {
 	procs     []*guardProcess // nil when the replica is not running
 	ready     []bool          // as of the last probe
 	routed    []int           // connections passed to each replica
+	open      []int           // connections open to each replica now
 	reset     int             // connections reset: no ready replica, or the dial failed
 	next      int             // round-robin cursor
 	probeDone chan struct{}
@@ -119,6 +120,7 @@ func (e *Environment) StartGuardReplicas(ctx context.Context, opts ReplicaOption
 		procs:       make([]*guardProcess, opts.Replicas),
 		ready:       make([]bool, opts.Replicas),
 		routed:      make([]int, opts.Replicas),
+		open:        make([]int, opts.Replicas),
 		probeDone:   make(chan struct{}),
 		cancel:      cancel,
 		active:      map[net.Conn]struct{}{},
@@ -258,6 +260,15 @@ func (r *GuardReplicas) Routed() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]int(nil), r.routed...)
+}
+
+// Open returns how many connections are open to each replica now: the
+// API server keeps its connection to a webhook open and sends every call
+// over it, so the replica with an open connection is the one serving.
+func (r *GuardReplicas) Open() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.open...)
 }
 
 // Reset returns how many connections the balancer reset because no
@@ -419,10 +430,12 @@ func (r *GuardReplicas) pass(conn *net.TCPConn) {
 		return
 	}
 	r.routed[chosen]++
+	r.open[chosen]++
 	r.active[conn], r.active[backend] = struct{}{}, struct{}{}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
+		r.open[chosen]--
 		delete(r.active, conn)
 		delete(r.active, backend)
 		r.mu.Unlock()

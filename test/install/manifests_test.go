@@ -191,6 +191,7 @@ func TestDefaultWiring(t *testing.T) {
 		"--cert-dir=/tmp/k8s-webhook-server/serving-certs",
 		"--metrics-bind-address=:8443",
 		"--health-probe-bind-address=:8081",
+		"--shutdown-delay=5s",
 	}, c.Args)
 	ports := map[string]int32{}
 	for _, p := range c.Ports {

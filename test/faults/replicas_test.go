@@ -1,0 +1,201 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+const (
+	// burstWriters is how many clients edit at once, each its own
+	// MachineDeployment (so no edit fails on a conflict).
+	burstWriters = 4
+	// burstLead is how long the burst runs before a replica is signalled.
+	burstLead = 2 * time.Second
+	// burstTail is how long the burst goes on after the signalled replica exited.
+	burstTail = 3 * time.Second
+)
+
+// shippedShutdown reads the guard's --shutdown-delay and the pod's
+// terminationGracePeriodSeconds from config/manager/manager.yaml.
+func shippedShutdown(t *testing.T) (delay, grace time.Duration) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(sb.Env.RepoRoot, "config", "manager", "manager.yaml"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`--shutdown-delay=(\S+)`).FindSubmatch(data)
+	require.NotNil(t, m, "config/manager/manager.yaml sets no --shutdown-delay")
+	delay, err = time.ParseDuration(string(m[1]))
+	require.NoError(t, err)
+	g := regexp.MustCompile(`terminationGracePeriodSeconds: (\d+)`).FindSubmatch(data)
+	require.NotNil(t, g, "config/manager/manager.yaml sets no terminationGracePeriodSeconds")
+	seconds, err := strconv.Atoi(string(g[1]))
+	require.NoError(t, err)
+	return delay, time.Duration(seconds) * time.Second
+}
+
+// TestGuardReplicaKilledDuringBurst runs two guard replicas behind a
+// readiness-aware balancer (the stand-in for the guard's Service) and, while
+// four clients make policed edits as fast as they can, signals the replica
+// that serves the API server's connection. With the shipped configuration
+// (--shutdown-delay in config/manager, SIGTERM as a pod deletion, node drain
+// or rolling update sends it), no edit may fail: the replica fails /readyz
+// at once, keeps serving while the balancer takes it out, and the API
+// server's next connection reaches the other replica. Without the delay,
+// and with SIGKILL (a crash, an OOM kill), the test reports how many edits
+// failed: kube-apiserver retries no webhook call that failed to connect or
+// lost its connection (see docs/reliability.md).
+func TestGuardReplicaKilledDuringBurst(t *testing.T) {
+	requireClusterReady(t)
+	ctx := context.Background()
+	delay, grace := shippedShutdown(t)
+	// The delay plus the drain of in-flight requests (at most the webhooks'
+	// 10 s timeout) must fit in the pod's grace period, or the kubelet's
+	// SIGKILL cuts the drain short.
+	assert.GreaterOrEqual(t, grace, delay+10*time.Second, "terminationGracePeriodSeconds leaves no room for --shutdown-delay and the drain")
+
+	pools := burstPools(t)
+	t.Cleanup(func() {
+		if err := sb.Env.StartGuard(context.Background()); err != nil {
+			t.Errorf("starting the single guard again: %v", err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name        string
+		sig         syscall.Signal
+		args        []string
+		mustNotFail bool
+	}{
+		{name: "SIGTERM with the shipped shutdown delay", sig: syscall.SIGTERM, args: []string{"--shutdown-delay=" + delay.String()}, mustNotFail: true},
+		{name: "SIGTERM without a shutdown delay", sig: syscall.SIGTERM, args: []string{"--shutdown-delay=0s"}},
+		{name: "SIGKILL", sig: syscall.SIGKILL, args: []string{"--shutdown-delay=" + delay.String()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			replicas, err := sb.Env.StartGuardReplicas(ctx, framework.ReplicaOptions{Replicas: 2, Args: tc.args})
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, replicas.Stop()) }()
+
+			b := startBurst(t, pools)
+			time.Sleep(burstLead)
+			// The replica the API server is connected to.
+			victim := 0
+			if open := replicas.Open(); open[1] > open[0] {
+				victim = 1
+			}
+			t.Logf("open connections before the signal: %v", replicas.Open())
+			signalled := time.Now()
+			require.NoError(t, replicas.Signal(victim, tc.sig))
+			exit := replicas.Wait(victim)
+			exited := time.Since(signalled)
+			time.Sleep(burstTail)
+			edits, failures := b.stop()
+
+			t.Logf("replica %d got %s and exited after %s (%v); routed %v, reset %d; %d edits, %d failed",
+				victim, tc.sig, exited.Round(100*time.Millisecond), exit, replicas.Routed(), replicas.Reset(), edits, len(failures))
+			for i, f := range failures {
+				if i == 5 {
+					break
+				}
+				t.Logf("failed edit: %s", f)
+			}
+			recordFigure("guard replica %s during a burst: %d edits by %d clients, %d failed; exited %s after the signal; connections routed %v, reset %d",
+				tc.name, edits, burstWriters, len(failures), exited.Round(100*time.Millisecond), replicas.Routed(), replicas.Reset())
+			require.Greater(t, edits, 0, "the burst made no edit")
+			if tc.mustNotFail {
+				assert.Empty(t, failures, "edits failed while a replica shut down with the shipped configuration")
+			}
+		})
+	}
+}
+
+// burstPools creates the MachineDeployments the burst edits: empty pools
+// (no machines) of the demo cluster, deleted at the end of the test.
+func burstPools(t *testing.T) []client.ObjectKey {
+	t.Helper()
+	base := getMD(t)
+	var keys []client.ObjectKey
+	for i := range burstWriters {
+		name := fmt.Sprintf("%s-burst-%d", demo.Name, i)
+		labels := map[string]string{"faults.rollout-guard.io/pool": name, clusterv1.ClusterNameLabel: demo.Name}
+		md := &clusterv1.MachineDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: demo.Name}},
+			Spec:       *base.Spec.DeepCopy(),
+		}
+		md.Spec.Replicas = ptr.To[int32](0)
+		md.Spec.Selector = metav1.LabelSelector{MatchLabels: labels}
+		md.Spec.Template.ObjectMeta.Labels = labels
+		require.NoError(t, sb.Client.Create(context.Background(), md))
+		keys = append(keys, client.ObjectKeyFromObject(md))
+		t.Cleanup(func() {
+			if err := sb.Client.Delete(context.Background(), md); err != nil {
+				t.Errorf("deleting %s: %v", name, err)
+			}
+		})
+	}
+	return keys
+}
+
+// burst is a set of clients editing as fast as they can.
+type burst struct {
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	edits    int
+	failures []string
+}
+
+// startBurst starts one client per pool, each changing its pool's template
+// label (a policed, stamped edit) in a loop, as a JSON merge patch without a
+// resourceVersion, so that no edit can fail on a conflict.
+func startBurst(t *testing.T, pools []client.ObjectKey) *burst {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &burst{cancel: cancel}
+	c := userClient(t, "burst@example.com")
+	for i, key := range pools {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			for n := 0; ctx.Err() == nil; n++ {
+				md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+				patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{"faults.rollout-guard.io/step":"w%d-%d"}}}}}`, i, n)
+				// The edit itself is not bounded by the burst's context: an
+				// edit the test cut short would count as a failure.
+				err := c.Patch(context.Background(), md, client.RawPatch(types.MergePatchType, []byte(patch)))
+				b.mu.Lock()
+				b.edits++
+				if err != nil {
+					b.failures = append(b.failures, fmt.Sprintf("%s at %s: %v", key.Name, time.Now().Format("15:04:05.000"), err))
+				}
+				b.mu.Unlock()
+			}
+		}()
+	}
+	return b
+}
+
+// stop ends the burst and returns the number of edits and the failures.
+func (b *burst) stop() (int, []string) {
+	b.cancel()
+	b.wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.edits, append([]string(nil), b.failures...)
+}
