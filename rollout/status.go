@@ -111,7 +111,8 @@ a moment; which MachineSet owns each machine does not, so one read that meets al
 is trusted and status exits as soon as the API server shows the rollout complete. A
 KubeadmControlPlane writes its machines' UpToDate conditions before the status that observes
 the new generation. A machine created before spec.rollout.after (a restart) counts as old
-whatever its conditions say. Availability already includes minReadySeconds. --grace D additionally
+whatever its conditions say, unless rollout.after is more than a minute ahead of this
+clock (a restart scheduled for later). Availability already includes minReadySeconds. --grace D additionally
 requires the done state to hold for D (default 0).
 
 --revision N waits for revision N (rollout history; rollout-guard stamps it on every
@@ -735,6 +736,18 @@ type StatusReport struct {
 // MachineDeployment or KubeadmControlPlane) from it, its Machines and, for
 // a MachineDeployment, its MachineSets.
 func EvaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets []clusterv1.MachineSet) StatusReport {
+	return evaluateStatus(obj, machines, machineSets, time.Now())
+}
+
+// scheduledRestartSkew is how far ahead of the local clock spec.rollout.after
+// may be and still count as a restart asked now: `rollout restart` sets it
+// to the local time, which the controllers' clock may not have reached yet.
+// Further ahead, it is a restart scheduled for later, not part of this
+// rollout.
+const scheduledRestartSkew = time.Minute
+
+// evaluateStatus is EvaluateStatus at the local time now.
+func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets []clusterv1.MachineSet, now time.Time) StatusReport {
 	kind := kindOf(obj)
 	s := StatusReport{Object: kind.Singular() + "/" + obj.GetName(), Generation: obj.GetGeneration(), Paused: pausedBy(obj), Revision: revisionOf(obj)}
 	// A MachineDeployment's status counts come from its MachineSets', which
@@ -790,7 +803,7 @@ func EvaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 		// rollout.after is still ahead of the controllers' clock (then no
 		// controller has acted on it yet). Cluster API compares with
 		// Before, so a machine of that very second is up to date.
-		if !rolloutAfter.IsZero() && m.CreationTimestamp.Before(&rolloutAfter) {
+		if !rolloutAfter.IsZero() && !rolloutAfter.After(now.Add(scheduledRestartSkew)) && m.CreationTimestamp.Before(&rolloutAfter) {
 			ms.old = true
 		}
 		if ms.Phase == "" {

@@ -135,13 +135,26 @@ func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
 	// controller has not acted on it yet); one created in that second is
 	// not (Cluster API compares with Before).
 	ms := goodMachines(1)
-	ms[0].CreationTimestamp = metav1.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	kcp.Spec.Rollout.After = metav1.NewTime(ms[0].CreationTimestamp.Add(time.Second))
-	s = EvaluateStatus(kcp, ms, nil)
-	assert.False(t, s.Complete, "machine created before rollout.after")
-	assert.Equal(t, "1 of 1 machines up to date, 1 available (1 old machine pending deletion)", s.Summary())
-	kcp.Spec.Rollout.After = ms[0].CreationTimestamp
-	assert.True(t, EvaluateStatus(kcp, ms, nil).Complete, "machine created in the second of rollout.after")
+	created := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms[0].CreationTimestamp = metav1.NewTime(created)
+	for _, tc := range []struct {
+		name       string
+		after, now time.Time
+		complete   bool
+	}{
+		{"restarted after the machine was created", created.Add(time.Second), created.Add(time.Second), false},
+		{"restart ahead of this clock by less than the skew", created.Add(time.Second), created.Add(-30 * time.Second), false},
+		{"machine created in the second of rollout.after", created, created.Add(time.Minute), true},
+		{"restart scheduled for later", created.Add(time.Hour), created.Add(time.Second), true},
+	} {
+		kcp.Spec.Rollout.After = metav1.NewTime(tc.after)
+		s = evaluateStatus(kcp, ms, nil, tc.now)
+		assert.Equal(t, tc.complete, s.Complete, tc.name)
+		if !tc.complete {
+			assert.Equal(t, "1 of 1 machines up to date, 1 available (1 old machine pending deletion)", s.Summary(), tc.name)
+		}
+	}
+	kcp.Spec.Rollout.After = metav1.Time{}
 
 	kcp.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 	assert.Equal(t, "annotation cluster.x-k8s.io/paused", EvaluateStatus(kcp, nil, nil).Paused)
