@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,7 +131,9 @@ func (h *KubeadmControlPlaneHandler) decodeLean(req admission.Request) (oldKCP, 
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return nil, nil, false
 	}
-	if checkRequestObjects(req, "KubeadmControlPlane") != nil {
+	// Only JSON objects (decodeLeanKCP then checks the whole syntax); the
+	// typed handler answers anything else, as checkRequestObjects says.
+	if !startsObject(req.Object.Raw) || (req.Operation == admissionv1.Update && !startsObject(req.OldObject.Raw)) {
 		return nil, nil, false
 	}
 	newKCP, err := decodeLeanKCP(req.Object.Raw)
@@ -148,4 +151,10 @@ func (h *KubeadmControlPlaneHandler) decodeLean(req admission.Request) (oldKCP, 
 		return nil, nil, false
 	}
 	return oldKCP, newKCP, true
+}
+
+// startsObject reports whether raw starts, after white space, with '{'.
+func startsObject(raw []byte) bool {
+	trimmed := bytes.TrimLeft(raw, " \t\r\n")
+	return len(trimmed) > 0 && trimmed[0] == '{'
 }
