@@ -55,8 +55,6 @@ const (
 	revisionsPerObj  = 5
 	cpVersion        = "v1.35.0"
 	workerVersion    = "v1.34.0"
-	idleCPUFraction  = 0.05
-	idleSeconds      = 5
 	settleTimeout    = 20 * time.Minute
 	rssSamplePeriod  = 100 * time.Millisecond
 	guardStartBudget = 10 * time.Minute
@@ -173,7 +171,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 	}
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "world of %d clusters: logs in %s\n", clusters, logFile.Name())
-	env, err := framework.Start(ctx, framework.Options{Log: logFile})
+	env, err := framework.Start(ctx, framework.Options{Log: logFile, GuardMetrics: true})
 	if err != nil {
 		return nil, fmt.Errorf("starting the API server: %w", err)
 	}
@@ -198,9 +196,13 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 	fmt.Fprintf(out, "%s created %s in %s (%.0f objects/s)\n", prefix, counts, time.Since(begin).Round(time.Second),
 		float64(counts.total())/time.Since(begin).Seconds())
 
+	token, err := metricsToken(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	var first latencies
 	for n, v := range variants {
-		lat, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), out)
+		lat, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), token, out)
 		if err != nil {
 			return nil, fmt.Errorf("guard with %s: %w", v.name, err)
 		}
@@ -222,7 +224,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 // measureGuard (re)starts the guard with variant v's environment and
 // measures its memory after its caches sync, after its boot work and during
 // a burst; n numbers the variant, so each burst sets versions of its own.
-func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath string, out io.Writer) (latencies, error) {
+func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath, token string, out io.Writer) (latencies, error) {
 	// The guard inherits this process's environment.
 	for k, val := range v.env {
 		prev, had := os.LookupEnv(k)
@@ -260,19 +262,28 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	pid := env.GuardPID()
 	fmt.Fprintf(out, "%s ready (caches synced) after %s: %s\n", prefix, time.Since(begin).Round(100*time.Millisecond), memory(pid))
 
-	settled, err := waitIdle(ctx, pid)
+	settled, err := waitReconciled(ctx, env.GuardMetricsURL(), token, clusters*(1+mdsPerCluster), settleTimeout)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "%s idle (boot reconciliation of every MachineDeployment and KubeadmControlPlane done) after %s more: %s; %s\n",
-		prefix, settled.Round(time.Second), memory(pid), lastGC(logPath))
+	fmt.Fprintf(out, "%s boot reconciliation of the %d MachineDeployments and KubeadmControlPlanes over after %s more: %s; %s\n",
+		prefix, clusters*(1+mdsPerCluster), settled.Round(time.Second), memory(pid), lastGC(logPath))
 
+	before, err := scrapeLatency(ctx, env.GuardMetricsURL(), token)
+	if err != nil {
+		return nil, err
+	}
 	lat, peakRSS, err := burst(ctx, c, clusters, o, pid, n, false)
+	if err != nil {
+		return nil, err
+	}
+	after, err := scrapeLatency(ctx, env.GuardMetricsURL(), token)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "%s burst of %d updates with %d writers: p50 %s p90 %s p99 %s max %s; peak VmRSS during the burst %s; after: %s; %s\n",
 		prefix, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peakRSS), memory(pid), lastGC(logPath))
+	fmt.Fprintf(out, "%s the guard's own answer time during the burst (%s): %s\n", prefix, webhookLatency, meanLatencies(before, after))
 	return lat, nil
 }
 
@@ -590,59 +601,6 @@ func hashName(s string) uint32 {
 		h = (h ^ uint32(s[i])) * 16777619
 	}
 	return h
-}
-
-// waitIdle waits until the guard has used less than idleCPUFraction of a
-// core for idleSeconds in a row (its boot reconciliation is over) and
-// returns how long that took.
-func waitIdle(ctx context.Context, pid int) (time.Duration, error) {
-	begin := time.Now()
-	last, err := cpuTicks(pid)
-	if err != nil {
-		return 0, err
-	}
-	quiet := 0
-	for quiet < idleSeconds {
-		if time.Since(begin) > settleTimeout {
-			return 0, fmt.Errorf("the guard was still busy after %s", settleTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(time.Second):
-		}
-		now, err := cpuTicks(pid)
-		if err != nil {
-			return 0, err
-		}
-		// /proc/PID/stat counts in clock ticks of 1/100 s.
-		if float64(now-last)/100 < idleCPUFraction {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		last = now
-	}
-	return time.Since(begin) - idleSeconds*time.Second, nil
-}
-
-// cpuTicks returns the user and system time of process pid, in clock ticks.
-func cpuTicks(pid int) (int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the guard's CPU time: %w", err)
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, raw)
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
-	}
-	return utime + stime, nil
 }
 
 // status is the memory of a process, in bytes.

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// webhookLatency is controller-runtime's histogram of the time the guard
+// takes to answer an admission request, per webhook path: the guard's own
+// share of an update's latency, without the API server's.
+const webhookLatency = "controller_runtime_webhook_latency_seconds"
+
+// metricsToken returns a bearer token allowed to read the guard's metrics
+// (the shipped rollout-guard-metrics-reader ClusterRole).
+func metricsToken(ctx context.Context, c client.Client) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-metrics"}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "scraper"}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rollout-guard-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: sa.Name}},
+	}
+	for _, obj := range []client.Object{ns, sa, binding} {
+		if err := c.Create(ctx, obj); err != nil {
+			return "", fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("requesting a token for the metrics scraper: %w", err)
+	}
+	return tr.Status.Token, nil
+}
+
+// latencySums are the sum (seconds) and count of webhookLatency per path.
+type latencySums map[string][2]float64
+
+// scrapeLatency reads webhookLatency from the guard's metrics endpoint,
+// retrying for a few seconds while a restarted guard opens it.
+func scrapeLatency(ctx context.Context, url, token string) (latencySums, error) {
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
+	}}
+	var lastErr error
+	for range 20 {
+		sums, err := scrapeOnce(ctx, httpClient, url, token)
+		if err == nil {
+			return sums, nil
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("scraping %s: %w", url, lastErr)
+}
+
+func scrapeOnce(ctx context.Context, httpClient *http.Client, url, token string) (latencySums, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	sums := latencySums{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var idx int
+		switch {
+		case strings.HasPrefix(line, webhookLatency+"_sum{"):
+			idx = 0
+		case strings.HasPrefix(line, webhookLatency+"_count{"):
+			idx = 1
+		default:
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `webhook="`)
+		path, rest, ok := strings.Cut(rest, `"`)
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		s := sums[path]
+		s[idx] = v
+		sums[path] = s
+	}
+	return sums, sc.Err()
+}
+
+// meanLatencies says, per webhook path, how many requests the guard
+// answered between two scrapes and their mean latency.
+func meanLatencies(before, after latencySums) string {
+	var paths []string
+	for p := range after {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var parts []string
+	for _, p := range paths {
+		n := after[p][1] - before[p][1]
+		if n <= 0 {
+			continue
+		}
+		mean := (after[p][0] - before[p][0]) / n
+		parts = append(parts, fmt.Sprintf("%s %.0f requests mean %.2f ms", strings.TrimPrefix(p, "/"), n, mean*1000))
+	}
+	if len(parts) == 0 {
+		return "no admission request answered"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reconcileState is what the guard's metrics say of its history
+// reconcilers: reconciles done and items queued, over both controllers.
+type reconcileState struct{ done, queued float64 }
+
+// scrapeReconcile reads controller_runtime_reconcile_total and
+// workqueue_depth of the history controllers.
+func scrapeReconcile(ctx context.Context, url, token string) (reconcileState, error) {
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return reconcileState{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return reconcileState{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return reconcileState{}, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var st reconcileState
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var into *float64
+		switch {
+		case strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="history-`):
+			into = &st.done
+		case strings.HasPrefix(line, "workqueue_depth{") && strings.Contains(line, `name="history-`):
+			into = &st.queued
+		default:
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			*into += v
+		}
+	}
+	return st, sc.Err()
+}
+
+// waitReconciled waits until the guard's history reconcilers have
+// reconciled at least objects items and have nothing queued: the boot pass
+// that records the live revision of every MachineDeployment and
+// KubeadmControlPlane is over.
+func waitReconciled(ctx context.Context, url, token string, objects int, timeout time.Duration) (time.Duration, error) {
+	begin := time.Now()
+	var last reconcileState
+	for time.Since(begin) < timeout {
+		st, err := scrapeReconcile(ctx, url, token)
+		if err == nil {
+			last = st
+			if st.done >= float64(objects) && st.queued == 0 {
+				return time.Since(begin), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return 0, fmt.Errorf("boot reconciliation not over after %s: %.0f of %d reconciled, %.0f queued", timeout, last.done, objects, last.queued)
+}
