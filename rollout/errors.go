@@ -1,15 +1,18 @@
 package rollout
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // guardError is an answer of an admission webhook (the guard's refusal, or
@@ -131,4 +134,33 @@ func isConflict(err error) bool {
 		return false
 	}
 	return apierrors.IsConflict(err)
+}
+
+// transientRetryInterval is how long status waits before it lists and
+// watches again after the API server could not be reached.
+const transientRetryInterval = time.Second
+
+// isTransient reports whether err is a failure the API server recovers from
+// by itself: it was not reachable (restarting, a load balancer switching),
+// or it answered that it is unavailable, overloaded or timed out.
+func isTransient(err error) bool {
+	return isUnreachable(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
+
+// waitTransient decides whether status lists and watches again after err:
+// for a transient failure it notes it on stderr, waits a little and says
+// yes, until ctx ends (--timeout).
+func (o *StatusOptions) waitTransient(ctx context.Context, err error) bool {
+	if err == nil || !isTransient(err) || ctx.Err() != nil {
+		return false
+	}
+	fmt.Fprintf(o.c.IOStreams.ErrOut, "lost the API server (%v); watching again\n", apiStatusOf(err))
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(transientRetryInterval):
+		return true
+	}
 }

@@ -2,9 +2,14 @@ package rollout
 
 import (
 	"errors"
+	"net"
+	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -46,6 +51,31 @@ func TestExplainGuardUnavailable(t *testing.T) {
 				if !strings.Contains(got.Error(), want) {
 					t.Errorf("explain(%q) = %q, want it to contain %q", tc.err, got.Error(), want)
 				}
+			}
+		})
+	}
+}
+
+// TestIsTransient: status watches again after failures the API server
+// recovers from by itself, and gives up on the others.
+func TestIsTransient(t *testing.T) {
+	gr := schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machinedeployments"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, true},
+		{"service unavailable", apierrors.NewServiceUnavailable("apiserver is shutting down"), true},
+		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"timeout", apierrors.NewTimeoutError("request did not complete", 1), true},
+		{"not found", apierrors.NewNotFound(gr, "md"), false},
+		{"forbidden", apierrors.NewForbidden(gr, "md", errors.New("no")), false},
+		{"other", errors.New("decoding failed"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isTransient(tc.err); got != tc.want {
+				t.Errorf("isTransient(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}

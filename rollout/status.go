@@ -379,6 +379,9 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 		objList := kind.NewList()
 		nameSel := client.MatchingFields{"metadata.name": key.Name}
 		if err := ww.List(ctx, objList, client.InNamespace(key.Namespace), nameSel); err != nil {
+			if o.waitTransient(ctx, err) {
+				continue
+			}
 			return o.timedOut(ctx, call{verb: "list", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: key.Namespace, purpose: purpose}.explain(err))
 		}
 		items, err := apimeta.ExtractList(objList)
@@ -391,6 +394,9 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 		st := &watchState{obj: items[0].(client.Object), machines: map[string]clusterv1.Machine{}}
 		machineList := &clusterv1.MachineList{}
 		if err := ww.List(ctx, machineList, client.InNamespace(key.Namespace), machineLabels(obj)); err != nil {
+			if o.waitTransient(ctx, err) {
+				continue
+			}
 			return o.timedOut(ctx, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: key.Namespace, purpose: purpose}.explain(err))
 		}
 		for _, m := range machineList.Items {
@@ -401,6 +407,9 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 		if setLabels != nil {
 			st.sets = map[string]clusterv1.MachineSet{}
 			if err := ww.List(ctx, setList, client.InNamespace(key.Namespace), setLabels); err != nil {
+				if o.waitTransient(ctx, err) {
+					continue
+				}
 				return o.timedOut(ctx, machineSetCall(obj, "list").explain(err))
 			}
 			for _, ms := range setList.Items {
@@ -409,11 +418,17 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 		}
 		objW, err := ww.Watch(ctx, kind.NewList(), client.InNamespace(key.Namespace), nameSel, fromVersion(objList.(metav1.ListInterface).GetResourceVersion()))
 		if err != nil {
+			if o.waitTransient(ctx, err) {
+				continue
+			}
 			return o.timedOut(ctx, call{verb: "watch", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: key.Namespace, purpose: purpose}.explain(err))
 		}
 		mW, err := ww.Watch(ctx, &clusterv1.MachineList{}, client.InNamespace(key.Namespace), machineLabels(obj), fromVersion(machineList.ResourceVersion))
 		if err != nil {
 			objW.Stop()
+			if o.waitTransient(ctx, err) {
+				continue
+			}
 			return o.timedOut(ctx, call{verb: "watch", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: key.Namespace, purpose: purpose}.explain(err))
 		}
 		// A KubeadmControlPlane has no MachineSets: a nil channel never
@@ -424,6 +439,9 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 			if setW, err = ww.Watch(ctx, &clusterv1.MachineSetList{}, client.InNamespace(key.Namespace), setLabels, fromVersion(setList.ResourceVersion)); err != nil {
 				objW.Stop()
 				mW.Stop()
+				if o.waitTransient(ctx, err) {
+					continue
+				}
 				return o.timedOut(ctx, machineSetCall(obj, "watch").explain(err))
 			}
 			setEvents = setW.ResultChan()
