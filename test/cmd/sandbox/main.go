@@ -85,8 +85,9 @@ func run() (retErr error) {
 	log.SetOutput(logFile)
 
 	// Signals are caught until the end, so a second Ctrl-C cannot cut the
-	// stop short and leave etcd or kube-apiserver behind.
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// stop short and leave etcd or kube-apiserver behind. SIGHUP (the
+	// terminal or tmux session closed) stops the sandbox the same way.
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stopSignals()
 
 	fmt.Printf("starting the sandbox in %s (log: %s)\n", stateDir, logPath)
