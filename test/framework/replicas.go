@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os/exec"
@@ -31,16 +32,31 @@ type ReplicaOptions struct {
 	// --leader-elect (a later flag wins).
 	Args []string
 	// ProbePeriod is how often the stand-in Service probes every replica's
-	// /readyz, and so how long a replica that stopped being ready may still
-	// be sent new connections. Default 500ms.
+	// /readyz; a replica is taken out after 3 failed probes in a row (the
+	// kubelet's default failureThreshold), each bounded by 1s (its default
+	// timeoutSeconds). Default 500ms.
 	ProbePeriod time.Duration
+	// EndpointLag is how long after a SIGTERM (a pod deletion) the
+	// replica stops getting new connections: the time the endpoints
+	// controller and kube-proxy take to take a terminating pod out of its
+	// Service, whatever its readiness. Default 1s.
+	EndpointLag time.Duration
 }
+
+const (
+	// probeFailureThreshold and probeTimeout are the kubelet's defaults.
+	probeFailureThreshold = 3
+	probeTimeout          = time.Second
+	// defaultEndpointLag is ReplicaOptions.EndpointLag's default.
+	defaultEndpointLag = time.Second
+)
 
 // GuardReplicas is several guard processes behind one address, as the
 // guard's Deployment runs behind its Service: a local TCP balancer passes
-// each new connection, TLS untouched, to one of the replicas whose /readyz
-// answered 200 at its last probe (round robin), the way kube-proxy sends a
-// new connection to a ready endpoint. A connection for which no replica is
+// each new connection, TLS untouched, to one of the ready replicas (at
+// random), the way kube-proxy sends a new connection to a ready endpoint. A
+// replica is ready from its first passing /readyz probe until 3 probes in
+// a row fail, and is taken out EndpointLag after a SIGTERM (a pod deletion). A connection for which no replica is
 // ready, or whose replica does not accept it, is reset at once: the API
 // server sees a transport error, as it would for a Service without ready
 // endpoints or a pod that stopped listening. Connections already passed to
@@ -49,15 +65,17 @@ type GuardReplicas struct {
 	e           *Environment
 	args        []string
 	probePeriod time.Duration
+	endpointLag time.Duration
 	listener    net.Listener
 
 	mu        sync.Mutex
 	procs     []*guardProcess // nil when the replica is not running
-	ready     []bool          // as of the last probe
+	ready     []bool          // as of the probes
+	failed    []int           // failed probes in a row
+	removed   []bool          // taken out of the Service (terminating)
 	routed    []int           // connections passed to each replica
 	open      []int           // connections open to each replica now
 	reset     int             // connections reset: no ready replica, or the dial failed
-	next      int             // round-robin cursor
 	probeDone chan struct{}
 	cancel    context.CancelFunc
 	conns     sync.WaitGroup
@@ -90,6 +108,9 @@ func (e *Environment) StartGuardReplicas(ctx context.Context, opts ReplicaOption
 	if opts.ProbePeriod <= 0 {
 		opts.ProbePeriod = defaultProbePeriod
 	}
+	if opts.EndpointLag <= 0 {
+		opts.EndpointLag = defaultEndpointLag
+	}
 	if err := e.StopGuard(); err != nil {
 		e.logger.Error(err, "stopping the single guard")
 	}
@@ -116,9 +137,12 @@ func (e *Environment) StartGuardReplicas(ctx context.Context, opts ReplicaOption
 		e:           e,
 		args:        append([]string{"--leader-elect", "--leader-election-namespace", GuardNamespace}, opts.Args...),
 		probePeriod: opts.ProbePeriod,
+		endpointLag: opts.EndpointLag,
 		listener:    l,
 		procs:       make([]*guardProcess, opts.Replicas),
 		ready:       make([]bool, opts.Replicas),
+		failed:      make([]int, opts.Replicas),
+		removed:     make([]bool, opts.Replicas),
 		routed:      make([]int, opts.Replicas),
 		open:        make([]int, opts.Replicas),
 		probeDone:   make(chan struct{}),
@@ -187,6 +211,7 @@ func (r *GuardReplicas) start(ctx context.Context, i int) error {
 	}()
 	r.mu.Lock()
 	r.procs[i] = g
+	r.ready[i], r.failed[i], r.removed[i] = false, 0, false
 	r.mu.Unlock()
 	if err := waitGuardReady(ctx, g); err != nil {
 		return fmt.Errorf("replica %d: %w\nlast lines of the guards' log:\n%s", i, err, r.e.guardTail.String())
@@ -220,14 +245,27 @@ func (r *GuardReplicas) Start(ctx context.Context, i int) error {
 	return nil
 }
 
-// Signal sends sig to replica i's process group without waiting.
+// Signal sends sig to replica i's process group without waiting. A
+// SIGTERM stands for a pod deletion: EndpointLag later the replica gets no
+// new connections, whatever its readiness. A SIGKILL stands for a crash:
+// only failed probes take the replica out.
 func (r *GuardReplicas) Signal(i int, sig syscall.Signal) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if i < 0 || i >= len(r.procs) || r.procs[i] == nil {
 		return fmt.Errorf("signalling replica %d: it is not running", i)
 	}
-	killGroup(r.procs[i].cmd.Process.Pid, sig)
+	g := r.procs[i]
+	killGroup(g.cmd.Process.Pid, sig)
+	if sig == syscall.SIGTERM {
+		time.AfterFunc(r.endpointLag, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.procs[i] == g {
+				r.removed[i] = true
+			}
+		})
+	}
 	return nil
 }
 
@@ -248,11 +286,11 @@ func (r *GuardReplicas) Wait(i int) error {
 	}
 }
 
-// Ready reports whether replica i passed the balancer's last probe.
+// Ready reports whether the balancer sends replica i new connections.
 func (r *GuardReplicas) Ready(i int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return i >= 0 && i < len(r.ready) && r.ready[i]
+	return i >= 0 && i < len(r.ready) && r.ready[i] && !r.removed[i]
 }
 
 // Routed returns how many connections the balancer passed to each replica.
@@ -333,7 +371,7 @@ func (r *GuardReplicas) Stop() error {
 // probe polls every running replica's /readyz each probe period.
 func (r *GuardReplicas) probe(ctx context.Context) {
 	defer close(r.probeDone)
-	httpClient := &http.Client{Timeout: r.probePeriod}
+	httpClient := &http.Client{Timeout: probeTimeout}
 	ticker := time.NewTicker(r.probePeriod)
 	defer ticker.Stop()
 	for {
@@ -360,9 +398,15 @@ func (r *GuardReplicas) probe(ctx context.Context) {
 		r.mu.Lock()
 		for i := range ready {
 			// Only the process that was probed: a replica restarted meanwhile
-			// waits for the next probe.
-			if r.procs[i] == procs[i] {
-				r.ready[i] = ready[i]
+			// waits for the next probe. Ready at the first success, not
+			// ready after failureThreshold failures in a row.
+			if r.procs[i] != procs[i] {
+				continue
+			}
+			if ready[i] {
+				r.ready[i], r.failed[i] = true, 0
+			} else if r.failed[i]++; r.failed[i] >= probeFailureThreshold {
+				r.ready[i] = false
 			}
 		}
 		r.mu.Unlock()
@@ -394,17 +438,17 @@ func (r *GuardReplicas) serve() {
 func (r *GuardReplicas) pass(conn *net.TCPConn) {
 	defer conn.Close()
 	r.mu.Lock()
-	chosen := -1
-	for k := range len(r.procs) {
-		i := (r.next + k) % len(r.procs)
-		if r.ready[i] && r.procs[i] != nil {
-			chosen = i
-			break
+	// At random among the ready replicas, as kube-proxy's rules pick an endpoint.
+	var candidates []int
+	for i := range r.procs {
+		if r.ready[i] && !r.removed[i] && r.procs[i] != nil {
+			candidates = append(candidates, i)
 		}
 	}
+	chosen := -1
 	var port int
-	if chosen >= 0 {
-		r.next = chosen + 1
+	if len(candidates) > 0 {
+		chosen = candidates[rand.IntN(len(candidates))]
 		port = r.procs[chosen].webhookPort
 	}
 	r.mu.Unlock()
