@@ -57,7 +57,7 @@ func run(m *testing.M) int {
 		GuardMetrics: true,
 		GuardArgs:    []string{"--leader-elect", "--leader-election-namespace=" + framework.GuardNamespace},
 		// As the Deployment's terminationGracePeriodSeconds.
-		GuardStopTimeout: 10 * time.Second,
+		GuardStopTimeout: 20 * time.Second,
 		Log:              logFile,
 	})
 	if err != nil {
