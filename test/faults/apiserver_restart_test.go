@@ -121,8 +121,11 @@ func TestAPIServerRestartGuardCaches(t *testing.T) {
 		}
 	})
 
+	// client-go's reflectors retry a failed watch with a backoff of up to
+	// 30 s, jittered up to twice that: the guard may judge against its old
+	// cache for about a minute after the API server is back.
 	var last error
-	waitFor(t, 60*time.Second, "the guard to see the old pool", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the guard to see the old pool", func() (bool, string) {
 		last = upgrade()
 		return last != nil && strings.Contains(last.Error(), "MachineDeployment "+oldPool.Name), fmt.Sprint(last)
 	})
