@@ -1,0 +1,92 @@
+package history
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// TestNumberingOfUnadmittedContent: content that became live without the
+// guard still carries the stamps of the revision before; it must not be
+// recorded under that revision's number (which names other content), but
+// under a number of its own above every recorded one — whichever of the
+// reconciler (Record) or the next admission (RecordReplaced) gets there
+// first, and however often. test/faults checks the same against a real API
+// server and the real guard.
+func TestNumberingOfUnadmittedContent(t *testing.T) {
+	// History: revisions 1 (v1.35.1) and 2 (v1.35.2); the live object was
+	// changed to v1.35.3 without the guard and is still stamped 2.
+	rev1, rev2, slipped := kcpAt("v1.35.1", 1), kcpAt("v1.35.2", 2), kcpAt("v1.35.3", 2)
+	for _, tc := range []struct {
+		name string
+		// record is what happens, in order: "reconcile" (Record of the live
+		// object with its stamps) or "replace" (RecordReplaced, as the next
+		// admitted change does).
+		record []string
+		// highest is what RecordReplaced returned (0: not called).
+		highest int64
+	}{
+		{name: "reconciler first", record: []string{"reconcile"}},
+		{name: "next admission first", record: []string{"replace"}, highest: 3},
+		{name: "reconciler, then next admission", record: []string{"reconcile", "replace"}, highest: 3},
+		{name: "next admission, then reconciler", record: []string{"replace", "reconcile"}, highest: 3},
+		{name: "reconciler twice", record: []string{"reconcile", "reconcile"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := runtime.NewScheme()
+			require.NoError(t, controlplanev1.AddToScheme(s))
+			require.NoError(t, appsv1.AddToScheme(s))
+			var objs []runtime.Object
+			for i, old := range []*controlplanev1.KubeadmControlPlane{rev1, rev2} {
+				snap, err := revisions.ForKubeadmControlPlane(old)
+				require.NoError(t, err)
+				n := int64(i + 1)
+				objs = append(objs, revisions.ControllerRevision(old, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice"}))
+			}
+			c := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(objs...).Build()
+			r := &Recorder{Client: c, Reader: c}
+			snap, err := revisions.ForKubeadmControlPlane(slipped)
+			require.NoError(t, err)
+			stamps, err := revisions.RecordFromAnnotations(slipped.Annotations)
+			require.NoError(t, err)
+			var highest int64
+			for _, step := range tc.record {
+				switch step {
+				case "reconcile":
+					require.NoError(t, r.Record(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps))
+				case "replace":
+					highest, err = r.RecordReplaced(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps)
+					require.NoError(t, err)
+				}
+			}
+			assert.Equal(t, tc.highest, highest, "RecordReplaced's highest revision")
+
+			revs, bad, err := List(ctx, c, "ns", "uid-cp")
+			require.NoError(t, err)
+			require.Empty(t, bad)
+			got := map[string][]int64{}
+			for _, rev := range revs {
+				got[rev.Snapshot.Hash] = rev.Record.History
+			}
+			snap1, err := revisions.ForKubeadmControlPlane(rev1)
+			require.NoError(t, err)
+			snap2, err := revisions.ForKubeadmControlPlane(rev2)
+			require.NoError(t, err)
+			assert.Equal(t, map[string][]int64{snap1.Hash: {1}, snap2.Hash: {2}, snap.Hash: {3}}, got)
+			missed := revs[len(revs)-1]
+			assert.Equal(t, snap.Hash, missed.Snapshot.Hash)
+			assert.Equal(t, UnadmittedCause, missed.Record.ChangeCause)
+			assert.Equal(t, revisions.ChangeAdopted, missed.Record.ChangeType)
+			assert.Empty(t, missed.Record.ChangedBy, "the author of an unadmitted change is unknown")
+		})
+	}
+}
