@@ -14,6 +14,11 @@
 // replace together with the CA bundle of its webhook configurations
 // (WriteGuardServingCert, SetGuardCABundle).
 //
+// Tests of faults break the environment on purpose: KillGuard ends the
+// guard with a signal, RestartAPIServer stops and starts kube-apiserver on
+// its port and etcd, and StartGuardReplicas runs several guards behind a
+// stand-in for their Service that sends new connections to ready replicas.
+//
 // Cluster API's validating and defaulting admission webhooks are not
 // installed: every refusal a test sees comes from the guard.
 //
