@@ -106,6 +106,9 @@ func (h *KubeadmControlPlaneHandler) Handle(ctx context.Context, req admission.R
 		return h.Full.Handle(ctx, req)
 	}
 	ctx = admission.NewContextWithRequest(ctx, req)
+	// decodeLean decoded both objects as JSON objects: what
+	// checkRequestObjects would check again.
+	ctx = context.WithValue(ctx, objectsCheckedKey{}, true)
 	var warnings admission.Warnings
 	var err error
 	if oldKCP == nil {
@@ -158,3 +161,7 @@ func startsObject(raw []byte) bool {
 	trimmed := bytes.TrimLeft(raw, " \t\r\n")
 	return len(trimmed) > 0 && trimmed[0] == '{'
 }
+
+// objectsCheckedKey marks a context whose request objects are known to be
+// JSON objects, so Validator skips checkRequestObjects.
+type objectsCheckedKey struct{}

@@ -53,8 +53,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
 	}
 	// KubeadmControlPlanes are judged by a handler that decodes only the
-	// fields the policy reads (see KubeadmControlPlaneHandler).
-	mgr.GetWebhookServer().Register(ValidateKubeadmControlPlanePath, &webhook.Admission{Handler: NewKubeadmControlPlaneHandler(mgr.GetScheme(), kcpV)})
+	// fields the policy reads (see KubeadmControlPlaneHandler), served by a
+	// reader of AdmissionReviews that decodes each once (see reviewServer).
+	mgr.GetWebhookServer().Register(ValidateKubeadmControlPlanePath, &reviewServer{Webhook: &webhook.Admission{Handler: NewKubeadmControlPlaneHandler(mgr.GetScheme(), kcpV)}})
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).Complete(); err != nil {
 		return fmt.Errorf("registering the Cluster validating webhook: %w", err)
 	}
