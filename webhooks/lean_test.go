@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -12,11 +13,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
+
+func init() {
+	// controller-runtime prints a stack trace to stderr when a webhook logs
+	// before a logger is set; in a benchmark run it lands in the middle of
+	// a result line, which benchstat then cannot read.
+	ctrllog.SetLogger(logr.Discard())
+}
 
 // TestKubeadmControlPlaneHandlerMatchesFullDecoding drives the lean handler
 // and controller-runtime's typed validator (which decodes the whole objects)
