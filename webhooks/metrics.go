@@ -33,10 +33,16 @@ var (
 		Name: "rollout_guard_revisions_recorded_total",
 		Help: "Revisions recorded at admission (replaced revisions and restarts), by kind.",
 	}, []string{"kind"})
+	// liveDecisionsTotal counts decisions made from live reads because a
+	// watch of the guard's caches was down (see Watches).
+	liveDecisionsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rollout_guard_live_decisions_total",
+		Help: "Decisions made from live reads of the API server because one of the guard's watches was down, so its caches could be stale.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(decisionsTotal, warningsTotal, revisionsRecordedTotal)
+	metrics.Registry.MustRegister(decisionsTotal, warningsTotal, revisionsRecordedTotal, liveDecisionsTotal)
 }
 
 // countDecision records the outcome of one validating admission.
@@ -56,3 +62,6 @@ func countDecision(kind, outcome string, d skew.Decision, warnings int) {
 		}
 	}
 }
+
+// countLiveDecision records one decision made from live reads.
+func countLiveDecision() { liveDecisionsTotal.Inc() }

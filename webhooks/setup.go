@@ -30,6 +30,10 @@ type Options struct {
 	OverrideGroups []string
 	// Recorder writes the revisions the mutating webhooks replace.
 	Recorder *history.Recorder
+	// Watches, when set, follows the watches of the manager's caches (its
+	// Wrap must wrap the manager's rest.Config): while one is down, changes
+	// are judged from live reads instead of possibly stale caches.
+	Watches *Watches
 }
 
 // SetupWithManager registers the cache indexes the guard reads through, the
@@ -45,7 +49,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	judge := policy.Policy{Reader: mgr.GetCache(), Mapper: mgr.GetRESTMapper(), Indexed: true}
+	cached := policy.Policy{Reader: mgr.GetCache(), Mapper: mgr.GetRESTMapper(), Indexed: true}
+	var judge Decider = cached
+	if opts.Watches != nil {
+		judge = FreshPolicy{
+			Cached:  cached,
+			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()},
+			Watches: opts.Watches,
+		}
+	}
 	overrides := policy.OverrideGroups(opts.OverrideGroups)
 	mdV, kcpV, clusterV := NewValidators(judge, overrides, opts.Recorder)
 

@@ -32,7 +32,7 @@ type Stamper struct {
 	Recorder *history.Recorder
 	// Policy judges a change when a client asks for an override, so the
 	// override's rules can be recorded.
-	Policy policy.Policy
+	Policy Decider
 	// Overrides says who may use the break-glass override.
 	Overrides policy.OverrideGroups
 	// Now is the clock (time.Now when nil).

@@ -26,8 +26,8 @@ import (
 // KubeadmControlPlane or Cluster): it refuses what Policy refuses, unless a
 // member of an override group sets the break-glass annotation.
 type Validator[T client.Object] struct {
-	// Policy judges changes.
-	Policy policy.Policy
+	// Policy judges changes (a policy.Policy, or FreshPolicy in the guard).
+	Policy Decider
 	// Overrides says who may use the break-glass override.
 	Overrides policy.OverrideGroups
 	// GroupKind names the kind in refusals.
@@ -37,7 +37,7 @@ type Validator[T client.Object] struct {
 }
 
 // NewValidators returns the validators of the three kinds the guard polices.
-func NewValidators(p policy.Policy, overrides policy.OverrideGroups, recorder *history.Recorder) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
+func NewValidators(p Decider, overrides policy.OverrideGroups, recorder *history.Recorder) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
 	return &Validator[*clusterv1.MachineDeployment]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()},
 		&Validator[*controlplanev1.KubeadmControlPlane]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()},
 		&Validator[*clusterv1.Cluster]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("Cluster").GroupKind()}

@@ -129,6 +129,10 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err != nil {
 		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
+	// Watches sees the caches' watches end and resume, so the guard reads
+	// live while its caches may be stale (after an API server restart).
+	watches := webhooks.NewWatches()
+	cfg.Wrap(watches.Wrap)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Metrics: metricsserver.Options{
@@ -159,6 +163,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
 		OverrideGroups: splitList(o.overrideGroups),
 		Recorder:       recorder,
+		Watches:        watches,
 	}); err != nil {
 		return err
 	}

@@ -122,10 +122,13 @@ func TestAPIServerRestartGuardCaches(t *testing.T) {
 	})
 
 	// client-go's reflectors retry a failed watch with a backoff of up to
-	// 30 s, jittered up to twice that: the guard may judge against its old
-	// cache for about a minute after the API server is back.
+	// 30 s, jittered up to twice that, so the guard's caches may miss the
+	// old pool for about a minute; the guard knows its watches are down and
+	// judges from live reads until they are back (webhooks.Watches). The
+	// refusal must come at once: the 10 s bound only absorbs a busy
+	// machine, far below the reflectors' backoff.
 	var last error
-	waitFor(t, 2*time.Minute, "the guard to see the old pool", func() (bool, string) {
+	waitFor(t, 10*time.Second, "the guard to see the old pool", func() (bool, string) {
 		last = upgrade()
 		return last != nil && strings.Contains(last.Error(), "MachineDeployment "+oldPool.Name), fmt.Sprint(last)
 	})
