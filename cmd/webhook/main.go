@@ -151,6 +151,10 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "rollout-guard-leader",
 		LeaderElectionNamespace: o.leaderElectNS,
+		// The process exits once the manager stops, so handing the lease
+		// over at once is safe and lets the next replica's reconciler
+		// start without waiting for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
 		// The cache holds only what the guard reads; ControllerRevisions
 		// are read live, never cached.
 		Cache:  webhooks.CacheOptions(),
