@@ -35,9 +35,9 @@ func TestAPIServerRestartDuringStatus(t *testing.T) {
 	md := getMD(t)
 
 	r := runRollout(t, "restart", "md/"+md.Name)
-	require.Equal(t, 0, r.code, "restart; stderr:\n%s", r.stderr)
+	require.Equal(t, 0, r.Code, "restart; stderr:\n%s", r.Stderr)
 
-	statusDone := make(chan cliRun, 1)
+	statusDone := make(chan sandbox.CLIRun, 1)
 	go func() { statusDone <- runRollout(t, "status", "md/"+md.Name, "--timeout", "3m") }()
 
 	waitFor(t, readyTimeout, "the first new worker", func() (bool, string) {
@@ -53,7 +53,7 @@ func TestAPIServerRestartDuringStatus(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("kube-apiserver restarted: %+v", restarted)
 
-	var status cliRun
+	var status sandbox.CLIRun
 	select {
 	case status = <-statusDone:
 	case <-time.After(4 * time.Minute):
@@ -61,7 +61,7 @@ func TestAPIServerRestartDuringStatus(t *testing.T) {
 	}
 	// Right after status returned: the rollout must be done.
 	current := workerList(t)
-	require.Equal(t, 0, status.code, "status exit code; stdout:\n%s\nstderr:\n%s", status.stdout, status.stderr)
+	require.Equal(t, 0, status.Code, "status exit code; stdout:\n%s\nstderr:\n%s", status.Stdout, status.Stderr)
 	assert.Len(t, current, workerMachines, "machines when status returned: %v", current)
 	for name, m := range current {
 		_, isOld := old[name]
@@ -69,10 +69,10 @@ func TestAPIServerRestartDuringStatus(t *testing.T) {
 		assert.True(t, sandbox.MachineReady(m), "machine %s not ready when status returned", name)
 	}
 	fresh := getMD(t)
-	lines := strings.Split(strings.TrimSuffix(status.stdout, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(status.Stdout, "\n"), "\n")
 	assert.Equal(t, "machinedeployment/"+md.Name+" successfully rolled out (revision "+fresh.Annotations[revisions.AnnotationRevision]+")", lines[len(lines)-1])
 	recordFigure("kube-apiserver restarted during rollout status: %s; status exit %d after %s",
-		describeRestart(restarted), status.code, status.took.Round(100*time.Millisecond))
+		describeRestart(restarted), status.Code, status.Took.Round(100*time.Millisecond))
 	requireClusterReady(t)
 }
 

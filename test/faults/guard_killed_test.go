@@ -91,10 +91,10 @@ func TestGuardKilled(t *testing.T) {
 		t.Logf("the API server's answer: %v", err)
 
 		r := runRollout(t, "restart", "md/"+fresh.Name)
-		assert.NotEqual(t, 0, r.code, "rollout restart succeeded while the guard was down")
-		assert.Contains(t, r.stderr, "rollout-guard is unavailable")
-		assert.Contains(t, r.stderr, "nothing was changed")
-		assert.Contains(t, r.stderr, "kubectl -n rollout-guard-system get pods")
+		assert.NotEqual(t, 0, r.Code, "rollout restart succeeded while the guard was down")
+		assert.Contains(t, r.Stderr, "rollout-guard is unavailable")
+		assert.Contains(t, r.Stderr, "nothing was changed")
+		assert.Contains(t, r.Stderr, "kubectl -n rollout-guard-system get pods")
 		assert.Equal(t, fresh.Spec.Template, getMD(t).Spec.Template, "the template changed while the guard was down")
 	})
 

@@ -1,26 +1,21 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
-	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -149,46 +144,11 @@ func sortedInts(m map[int64]bool) []int64 {
 	return out
 }
 
-// cliRun is the result of one in-process run of the rollout CLI.
-type cliRun struct {
-	code           int
-	stdout, stderr string
-	took           time.Duration
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runRollout runs the rollout CLI in-process against the sandbox, as the
 // admin, and returns its exit code and output.
-func runRollout(t *testing.T, args ...string) cliRun {
+func runRollout(t *testing.T, args ...string) sandbox.CLIRun {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	flags := genericclioptions.NewConfigFlags(true)
-	cache := t.TempDir()
-	flags.CacheDir = &cache
-	opts := rollout.Options{
-		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
-		ConfigFlags: flags,
-	}
-	begin := time.Now()
-	code := rollout.Execute(context.Background(), opts, append(args, "--kubeconfig="+sb.Kubeconfig, "-n", demo.Namespace))
-	r := cliRun{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(begin)}
-	t.Logf("rollout %s (%s)\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.took.Round(100*time.Millisecond), r.code, r.stdout, r.stderr)
+	r := sb.RunCLI(t.TempDir(), demo.Namespace, args...)
+	t.Logf("rollout %s (%s)\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.Took.Round(100*time.Millisecond), r.Code, r.Stdout, r.Stderr)
 	return r
 }

@@ -74,7 +74,7 @@ func TestWritersRacing(t *testing.T) {
 	})
 	// A second revision, so that undo has something to go back to from the start.
 	r := runRollout(t, "md/"+name, "--template", "devmachinetemplate/"+spare)
-	require.Equal(t, 0, r.code, "the first template switch; stderr:\n%s", r.stderr)
+	require.Equal(t, 0, r.Code, "the first template switch; stderr:\n%s", r.Stderr)
 
 	// Watch every persisted version.
 	watcher, err := client.NewWithWatch(sb.Config, client.Options{Scheme: sb.Scheme})
@@ -124,7 +124,7 @@ func TestWritersRacing(t *testing.T) {
 		defer wg.Done()
 		for n := range raceRounds {
 			r := runRollout(t, "undo", "md/"+name)
-			note("undo %d: exit %d %s", n, r.code, r.stderr)
+			note("undo %d: exit %d %s", n, r.Code, r.Stderr)
 		}
 	}()
 	go func() { // CLI 2: template switches, to the spare and back
@@ -132,7 +132,7 @@ func TestWritersRacing(t *testing.T) {
 		for n := range raceRounds {
 			target := []string{original, spare}[n%2]
 			r := runRollout(t, "md/"+name, "--template", "devmachinetemplate/"+target)
-			note("template %s %d: exit %d %s", target, n, r.code, r.stderr)
+			note("template %s %d: exit %d %s", target, n, r.Code, r.Stderr)
 		}
 	}()
 	go func() { // GitOps: server-side apply of the original template

@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	infrav1 "sigs.k8s.io/cluster-api/test/infrastructure/docker/api/v1beta2"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
 // The scenarios of `rollout status` below run the CLI against the real
@@ -28,33 +27,18 @@ import (
 // demo ready.
 
 // background is a `rollout` command running concurrently with the test.
-type background struct {
-	stdout, stderr *syncBuffer
-	done           chan statusRun
-}
+type background struct{ *sandbox.CLI }
 
 // startRollout runs the rollout CLI in-process in the background, as
 // runRollout does; wait returns its result.
 func startRollout(t *testing.T, args ...string) *background {
 	t.Helper()
-	b := &background{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan statusRun, 1)}
-	flags := genericclioptions.NewConfigFlags(true)
-	cache := t.TempDir()
-	flags.CacheDir = &cache
-	opts := rollout.Options{
-		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: b.stdout, ErrOut: b.stderr},
-		ConfigFlags: flags,
-	}
-	go func() {
-		begin := time.Now()
-		code := rollout.Execute(context.Background(), opts, append(args, "--kubeconfig="+sb.Kubeconfig, "-n", demo.Namespace))
-		b.done <- statusRun{code: code, stdout: b.stdout.String(), stderr: b.stderr.String(), took: time.Since(begin)}
-	}()
+	b := &background{sb.StartCLI(t.TempDir(), demo.Namespace, args...)}
 	t.Cleanup(func() {
 		// Tests wait for every command they start; this only keeps a
 		// failed test from leaking one into the next.
 		select {
-		case <-b.done:
+		case <-b.Done():
 		case <-time.After(rolloutTimeout):
 		}
 	})
@@ -63,16 +47,16 @@ func startRollout(t *testing.T, args ...string) *background {
 
 // wait returns the command's result, failing the test if it runs longer
 // than limit (the command's own --timeout is shorter: this is a backstop).
-func (b *background) wait(t *testing.T, what string, limit time.Duration) statusRun {
+func (b *background) wait(t *testing.T, what string, limit time.Duration) sandbox.CLIRun {
 	t.Helper()
 	select {
-	case r := <-b.done:
-		b.done <- r // Cleanup reads it again.
-		t.Logf("%s (%s)\n--- exit %d\n--- stdout\n%s--- stderr\n%s", what, r.took.Round(100*time.Millisecond), r.code, r.stdout, r.stderr)
+	case r := <-b.Done():
+		b.Done() <- r // Cleanup reads it again.
+		t.Logf("%s (%s)\n--- exit %d\n--- stdout\n%s--- stderr\n%s", what, r.Took.Round(100*time.Millisecond), r.Code, r.Stdout, r.Stderr)
 		return r
 	case <-time.After(limit):
-		require.FailNowf(t, "command did not return", "%s still running after %s; stdout so far:\n%s", what, limit, b.stdout.String())
-		return statusRun{}
+		require.FailNowf(t, "command did not return", "%s still running after %s; stdout so far:\n%s", what, limit, b.Stdout.String())
+		return sandbox.CLIRun{}
 	}
 }
 
@@ -110,17 +94,17 @@ func TestStatusWaitsForControlPlaneRestart(t *testing.T) {
 	name := "kcp/" + demo.ControlPlaneName()
 
 	begin := time.Now()
-	require.Equal(t, 0, runRollout(t, "restart", name).code, "rollout restart")
+	require.Equal(t, 0, runRollout(t, "restart", name).Code, "rollout restart")
 	r := runRollout(t, "status", name, "--timeout", "3m")
-	require.Equal(t, 0, r.code, "exit code; stderr:\n%s", r.stderr)
+	require.Equal(t, 0, r.Code, "exit code; stderr:\n%s", r.Stderr)
 	requireAllNew(t, controlPlaneLabels(), old, controlPlaneMachines)
 	recordTiming(fmt.Sprintf("rollout status kcp: restart, %d machine replaced, exit 0", controlPlaneMachines), time.Since(begin))
 
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	require.NoError(t, sb.Client.Get(context.Background(), client.ObjectKey{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}, kcp))
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
 	assert.Equal(t, fmt.Sprintf("kubeadmcontrolplane/%s successfully rolled out (revision %d)", kcp.Name, revisionOf(t, kcp)), lines[len(lines)-1], "last line")
-	assert.Contains(t, r.stdout, "old machine pending deletion", "the old machine was seen and reported")
+	assert.Contains(t, r.Stdout, "old machine pending deletion", "the old machine was seen and reported")
 	requireClusterReady(t)
 }
 
@@ -144,7 +128,7 @@ func TestStatusPausedMidRolloutThenResumed(t *testing.T) {
 	// status for a revision not live yet waits for it.
 	waiting := startRollout(t, "status", name, "--revision", strconv.FormatInt(want, 10), "--timeout", "3m")
 	waitFor(t, "status to wait for revision "+strconv.FormatInt(want, 10), func() bool {
-		return strings.Contains(waiting.stdout.String(), fmt.Sprintf("waiting for revision %d (revision %d is live)", want, prev))
+		return strings.Contains(waiting.Stdout.String(), fmt.Sprintf("waiting for revision %d (revision %d is live)", want, prev))
 	})
 
 	resumed := false
@@ -163,23 +147,23 @@ func TestStatusPausedMidRolloutThenResumed(t *testing.T) {
 		}
 		return false
 	})
-	require.Equal(t, 0, runRollout(t, "pause", name).code, "rollout pause")
+	require.Equal(t, 0, runRollout(t, "pause", name).Code, "rollout pause")
 	r := waiting.wait(t, "status --revision while paused", rolloutTimeout)
-	assert.Equal(t, rollout.ExitPaused, r.code, "exit code once paused mid-rollout")
-	assert.Contains(t, r.stderr, "machinedeployment/"+key.Name+" is paused (spec.paused is true): it will not roll out until resumed")
-	assert.Contains(t, r.stdout, "old machine", "status saw the rollout under way before the pause")
+	assert.Equal(t, rollout.ExitPaused, r.Code, "exit code once paused mid-rollout")
+	assert.Contains(t, r.Stderr, "machinedeployment/"+key.Name+" is paused (spec.paused is true): it will not roll out until resumed")
+	assert.Contains(t, r.Stdout, "old machine", "status saw the rollout under way before the pause")
 
-	require.Equal(t, 0, runRollout(t, "resume", name).code, "rollout resume")
+	require.Equal(t, 0, runRollout(t, "resume", name).Code, "rollout resume")
 	resumed = true
 	r = runRollout(t, "status", name, "--revision", strconv.FormatInt(want, 10), "--timeout", "3m")
-	require.Equal(t, 0, r.code, "exit code after resume; stderr:\n%s", r.stderr)
+	require.Equal(t, 0, r.Code, "exit code after resume; stderr:\n%s", r.Stderr)
 	requireAllNew(t, workerLabels(), old, workerMachines)
-	assert.True(t, strings.HasSuffix(r.stdout, fmt.Sprintf("machinedeployment/%s successfully rolled out (revision %d)\n", key.Name, want)), "last line")
+	assert.True(t, strings.HasSuffix(r.Stdout, fmt.Sprintf("machinedeployment/%s successfully rolled out (revision %d)\n", key.Name, want)), "last line")
 
 	// The object is past the revision before: documented error, exit 5.
 	r = runRollout(t, "status", name, "--revision", strconv.FormatInt(prev, 10))
-	assert.Equal(t, rollout.ExitSuperseded, r.code, "exit code for a past revision")
-	assert.Contains(t, r.stderr, fmt.Sprintf("error: machinedeployment/%s is at revision %d, past the desired revision %d", key.Name, want, prev))
+	assert.Equal(t, rollout.ExitSuperseded, r.Code, "exit code for a past revision")
+	assert.Contains(t, r.Stderr, fmt.Sprintf("error: machinedeployment/%s is at revision %d, past the desired revision %d", key.Name, want, prev))
 	requireClusterReady(t)
 }
 
@@ -213,8 +197,8 @@ func TestStatusStalledOnMachinesThatNeverStart(t *testing.T) {
 	}()
 	switchWorkerTemplate(t, md, stuck.Name)
 	r := runRollout(t, "status", name, "--progress-deadline", "20s", "--timeout", "2m")
-	require.Equal(t, rollout.ExitStalled, r.code, "exit code; stderr:\n%s", r.stderr)
-	assert.Contains(t, r.stderr, "error: machinedeployment/"+key.Name+" made no progress for 20s (--progress-deadline); blocked by:")
+	require.Equal(t, rollout.ExitStalled, r.Code, "exit code; stderr:\n%s", r.Stderr)
+	assert.Contains(t, r.Stderr, "error: machinedeployment/"+key.Name+" made no progress for 20s (--progress-deadline); blocked by:")
 	var stuckMachines []string
 	for n := range machines(t, workerLabels()) {
 		if _, isOld := old[n]; !isOld {
@@ -225,13 +209,13 @@ func TestStatusStalledOnMachinesThatNeverStart(t *testing.T) {
 	for _, n := range stuckMachines {
 		// The machine's Ready condition says the infrastructure is not
 		// provisioned yet.
-		assert.Regexp(t, `machine `+n+`: \w+, not ready: NotReady: .*InfrastructureReady`, r.stderr, "the stuck machine and its condition")
+		assert.Regexp(t, `machine `+n+`: \w+, not ready: NotReady: .*InfrastructureReady`, r.Stderr, "the stuck machine and its condition")
 	}
 
-	require.Equal(t, 0, runRollout(t, "undo", name).code, "rollout undo")
+	require.Equal(t, 0, runRollout(t, "undo", name).Code, "rollout undo")
 	undone = true
 	r = runRollout(t, "status", name, "--timeout", "3m")
-	require.Equal(t, 0, r.code, "exit code after undo; stderr:\n%s", r.stderr)
+	require.Equal(t, 0, r.Code, "exit code after undo; stderr:\n%s", r.Stderr)
 	current2 := machines(t, workerLabels())
 	for _, n := range stuckMachines {
 		assert.NotContains(t, current2, n, "the stuck machine is gone after the undo")

@@ -1,12 +1,10 @@
 package rollouts
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,57 +12,21 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
-
-// statusRun is the result of one in-process `rollout status`.
-type statusRun struct {
-	code           int
-	stdout, stderr string
-	took           time.Duration
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runRollout runs the rollout CLI in-process against the sandbox, as the
 // admin, and returns its exit code and output.
-func runRollout(t *testing.T, args ...string) statusRun {
+func runRollout(t *testing.T, args ...string) sandbox.CLIRun {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	flags := genericclioptions.NewConfigFlags(true)
-	cache := t.TempDir()
-	flags.CacheDir = &cache
-	opts := rollout.Options{
-		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
-		ConfigFlags: flags,
-	}
-	begin := time.Now()
-	code := rollout.Execute(context.Background(), opts, append(args, "--kubeconfig="+sb.Kubeconfig, "-n", demo.Namespace))
-	r := statusRun{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(begin)}
-	t.Logf("rollout %s (%s)\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.took.Round(100*time.Millisecond), r.code, r.stdout, r.stderr)
+	r := sb.RunCLI(t.TempDir(), demo.Namespace, args...)
+	t.Logf("rollout %s (%s)\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.Took.Round(100*time.Millisecond), r.Code, r.Stdout, r.Stderr)
 	return r
 }
 
@@ -96,7 +58,7 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 	exited := time.Now()
 	// Right after it returned: the cluster must already be rolled out.
 	current := machines(t, workerLabels())
-	require.Equal(t, 0, r.code, "exit code; stderr:\n%s", r.stderr)
+	require.Equal(t, 0, r.Code, "exit code; stderr:\n%s", r.Stderr)
 	assert.Len(t, current, workerMachines, "machines when status returned: %v", names(current))
 	for name, m := range current {
 		_, isOld := old[name]
@@ -107,7 +69,7 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 		assert.Equal(t, kcp.Spec.Version, m.Spec.Version, "machine %s version", name)
 	}
 
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
 	require.GreaterOrEqual(t, len(lines), 3, "progress lines, then the verdict")
 	prefix := "machinedeployment/" + md.Name
 	fresh := &clusterv1.MachineDeployment{}
@@ -128,10 +90,10 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 
 	// A finished rollout: one report, exit 0, and the same as JSON.
 	r = runRollout(t, "status", "md/"+md.Name, "--watch=false")
-	assert.Equal(t, 0, r.code, "--watch=false on a rolled out MachineDeployment")
-	assert.Contains(t, r.stdout, prefix+": 2 of 2 machines up to date, 2 available")
+	assert.Equal(t, 0, r.Code, "--watch=false on a rolled out MachineDeployment")
+	assert.Contains(t, r.Stdout, prefix+": 2 of 2 machines up to date, 2 available")
 	r = runRollout(t, "status", "md/"+md.Name, "--watch=false", "-o", "json")
-	require.Equal(t, 0, r.code)
+	require.Equal(t, 0, r.Code)
 	var event struct {
 		Object   string `json:"object"`
 		Phase    string `json:"phase"`
@@ -143,7 +105,7 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 			Ready bool   `json:"ready"`
 		} `json:"machines"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &event), r.stdout)
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &event), r.Stdout)
 	assert.Equal(t, prefix, event.Object)
 	assert.Equal(t, "RolledOut", event.Phase)
 	assert.True(t, event.Done)
@@ -151,15 +113,15 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 
 	// The whole cluster, in order: control plane, then worker pool.
 	r = runRollout(t, "status", "cluster/"+demo.Name, "--grace", "1s", "--timeout", "1m")
-	require.Equal(t, 0, r.code, "status cluster/%s; stderr:\n%s", demo.Name, r.stderr)
-	cp := strings.Index(r.stdout, "kubeadmcontrolplane/"+demo.ControlPlaneName()+" successfully rolled out")
-	workers := strings.Index(r.stdout, prefix+" successfully rolled out")
-	assert.True(t, cp >= 0 && workers > cp, "control plane, then workers:\n%s", r.stdout)
+	require.Equal(t, 0, r.Code, "status cluster/%s; stderr:\n%s", demo.Name, r.Stderr)
+	cp := strings.Index(r.Stdout, "kubeadmcontrolplane/"+demo.ControlPlaneName()+" successfully rolled out")
+	workers := strings.Index(r.Stdout, prefix+" successfully rolled out")
+	assert.True(t, cp >= 0 && workers > cp, "control plane, then workers:\n%s", r.Stdout)
 
 	// --timeout shorter than a --grace the user asked for: exit 2.
 	r = runRollout(t, "status", "md/"+md.Name, "--grace", "1m", "--timeout", "2s")
-	assert.Equal(t, rollout.ExitTimeout, r.code, "exit code on --timeout")
-	assert.Contains(t, r.stderr, "error: timed out waiting for machinedeployment/"+md.Name+" to roll out (--timeout 2s)")
+	assert.Equal(t, rollout.ExitTimeout, r.Code, "exit code on --timeout")
+	assert.Contains(t, r.Stderr, "error: timed out waiting for machinedeployment/"+md.Name+" to roll out (--timeout 2s)")
 	requireClusterReady(t)
 }
 
@@ -168,13 +130,13 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 func TestStatusReportsPausedMachineDeployment(t *testing.T) {
 	requireClusterReady(t)
 	name := "md/" + demo.MachineDeploymentName()
-	require.Equal(t, 0, runRollout(t, "pause", name).code)
+	require.Equal(t, 0, runRollout(t, "pause", name).Code)
 	defer func() {
-		require.Equal(t, 0, runRollout(t, "resume", name).code)
+		require.Equal(t, 0, runRollout(t, "resume", name).Code)
 		requireClusterReady(t)
 	}()
 	r := runRollout(t, "status", name, "--timeout", "1m")
-	assert.Equal(t, rollout.ExitPaused, r.code, "exit code")
-	assert.Contains(t, r.stderr, "is paused (spec.paused is true)")
-	assert.Less(t, r.took, 10*time.Second, "a paused object is reported at once")
+	assert.Equal(t, rollout.ExitPaused, r.Code, "exit code")
+	assert.Contains(t, r.Stderr, "is paused (spec.paused is true)")
+	assert.Less(t, r.Took, 10*time.Second, "a paused object is reported at once")
 }
