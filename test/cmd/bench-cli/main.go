@@ -8,10 +8,11 @@
 //   - status: in the sandbox (test/sandbox: the real Cluster API
 //     controllers, simulated machines), the delay between a rollout
 //     completing as the API server shows it and `bin/rollout status`
-//     exiting. This program reads the object every 50 ms and notes the
-//     first moment it reads complete: its latest generation observed, every desired
-//     machine existing, ready, available and up to date, and no other
-//     machine of it left.
+//     exiting. This program reads the object every 50 ms, which bounds
+//     the moment of completion from both sides. It reads complete when
+//     its latest generation is observed, every desired machine exists, is
+//     new, ready, available and up to date, and no other machine is left.
+//     Also, rollout history run as a process.
 package main
 
 import (
@@ -390,13 +391,13 @@ func benchStatus(ctx context.Context, o options, out io.Writer, log io.Writer) (
 	}()
 	fmt.Fprintf(out, "\n# rollout status in the sandbox (%d control-plane + %d worker machines; ready after %s)\n\n",
 		o.cpMachines, o.workers, time.Since(begin).Round(100*time.Millisecond))
-	fmt.Fprintln(out, "| rollout | complete (API server) after | status exited after | delay (exit - complete) | exit code |")
+	fmt.Fprintln(out, "| rollout | completed (API server), between | status exited after | delay (exit - completion), between | exit code |")
 	fmt.Fprintln(out, "|---|---|---|---|---|")
 	ns := sandbox.DefaultNamespace
 	mdName, kcpName := "demo-md-0", "demo-control-plane"
 	type delay struct {
 		kind  string
-		delay time.Duration
+		delay statusDelay
 	}
 	var delays []delay
 	templates := []string{"demo-md-0-v2", "demo-md-0"}
@@ -420,9 +421,9 @@ func benchStatus(ctx context.Context, o options, out io.Writer, log io.Writer) (
 		delays = append(delays, delay{"rollout=kcp-version", d})
 	}
 	for _, d := range delays {
-		// Negative when the command exited before this program's next read
-		// saw the rollout complete (reads are 50 ms apart).
-		fmt.Fprintf(out, "BenchmarkCLIStatus/%s 1 %.1f exit-after-complete-ms\n", d.kind, ms(d.delay))
+		// delay-min is negative when the command exited before this
+		// program's next read saw the rollout complete (reads are 50 ms apart).
+		fmt.Fprintf(out, "BenchmarkCLIStatus/%s 1 %.1f delay-max-ms %.1f delay-min-ms\n", d.kind, ms(d.delay.max), ms(d.delay.min))
 	}
 	return nil
 }
@@ -430,7 +431,7 @@ func benchStatus(ctx context.Context, o options, out io.Writer, log io.Writer) (
 // measureStatus patches obj, runs bin/rollout status on it from right after
 // the patch, and returns how long after the rollout completed (first seen
 // complete by a read of the API server every 50 ms) the command exited.
-func measureStatus(ctx context.Context, o options, sb *sandbox.Sandbox, out io.Writer, what string, obj client.Object, patch, target string) (time.Duration, error) {
+func measureStatus(ctx context.Context, o options, sb *sandbox.Sandbox, out io.Writer, what string, obj client.Object, patch, target string) (statusDelay, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.statusWindow)
 	defer cancel()
 	binDir := o.binDir
@@ -438,7 +439,7 @@ func measureStatus(ctx context.Context, o options, sb *sandbox.Sandbox, out io.W
 		binDir = sb.Env.BinDir
 	}
 	if err := sb.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		return 0, fmt.Errorf("%s: patching %s: %w", what, obj.GetName(), err)
+		return statusDelay{}, fmt.Errorf("%s: patching %s: %w", what, obj.GetName(), err)
 	}
 	start := time.Now()
 	generation := obj.GetGeneration()
@@ -449,26 +450,33 @@ func measureStatus(ctx context.Context, o options, sb *sandbox.Sandbox, out io.W
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("%s: starting rollout status: %w", what, err)
+		return statusDelay{}, fmt.Errorf("%s: starting rollout status: %w", what, err)
 	}
 	exited := make(chan time.Time, 1)
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); exited <- time.Now() }()
 
 	// The API server's view: poll every 50 ms until complete for the new generation.
+	// The rollout completed after the start of the last read that found it
+	// incomplete, and before the end of the first read that found it
+	// complete: the delay lies between exit minus the latter and exit minus
+	// the former.
 	var complete time.Time
+	lastIncomplete := start
 	for complete.IsZero() {
+		readStart := time.Now()
 		done, err := rolloutComplete(ctx, sb.Client, obj, generation, since)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", what, err)
+			return statusDelay{}, fmt.Errorf("%s: %w", what, err)
 		}
 		if done {
 			complete = time.Now()
 			break
 		}
+		lastIncomplete = readStart
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("%s: not complete within %s", what, o.statusWindow)
+			return statusDelay{}, fmt.Errorf("%s: not complete within %s", what, o.statusWindow)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -476,26 +484,34 @@ func measureStatus(ctx context.Context, o options, sb *sandbox.Sandbox, out io.W
 	select {
 	case exit = <-exited:
 	case <-ctx.Done():
-		return 0, fmt.Errorf("%s: rollout status did not exit within %s (complete %s after the patch); its output:\n%s%s", what, o.statusWindow, complete.Sub(start), stdout.String(), stderr.String())
+		return statusDelay{}, fmt.Errorf("%s: rollout status did not exit within %s (complete %s after the patch); its output:\n%s%s", what, o.statusWindow, complete.Sub(start), stdout.String(), stderr.String())
 	}
 	code := 0
 	var exitErr *exec.ExitError
 	if errors.As(waitErr, &exitErr) {
 		code = exitErr.ExitCode()
 	} else if waitErr != nil {
-		return 0, fmt.Errorf("%s: rollout status: %w", what, waitErr)
+		return statusDelay{}, fmt.Errorf("%s: rollout status: %w", what, waitErr)
 	}
-	delay := exit.Sub(complete)
-	fmt.Fprintf(out, "| %s | %.1f s | %.1f s | %+.2f s | %d |\n", what, complete.Sub(start).Seconds(), exit.Sub(start).Seconds(), delay.Seconds(), code)
+	d := statusDelay{min: exit.Sub(complete), max: exit.Sub(lastIncomplete)}
+	fmt.Fprintf(out, "| %s | %.2f–%.2f s | %.2f s | %+.3f s … %+.3f s | %d |\n", what, lastIncomplete.Sub(start).Seconds(), complete.Sub(start).Seconds(),
+		exit.Sub(start).Seconds(), d.min.Seconds(), d.max.Seconds(), code)
 	if code != 0 {
-		return 0, fmt.Errorf("%s: rollout status exited %d:\n%s%s", what, code, stdout.String(), stderr.String())
+		return statusDelay{}, fmt.Errorf("%s: rollout status exited %d:\n%s%s", what, code, stdout.String(), stderr.String())
 	}
 	// Leave the cluster fully settled (old machines gone) before the next rollout.
 	if _, err := sb.WaitClusterReady(ctx, obj.GetNamespace(), "demo", nil); err != nil {
-		return 0, fmt.Errorf("%s: waiting for the cluster to settle: %w", what, err)
+		return statusDelay{}, fmt.Errorf("%s: waiting for the cluster to settle: %w", what, err)
 	}
-	return delay, nil
+	if d.max < 0 {
+		return d, fmt.Errorf("%s: rollout status exited %s before a read that still found the rollout incomplete", what, -d.max)
+	}
+	return d, nil
 }
+
+// statusDelay bounds the time between a rollout completing and rollout
+// status exiting.
+type statusDelay struct{ min, max time.Duration }
 
 // rolloutComplete reads obj and its machines: complete when its generation
 // after the patch is observed, every desired machine exists and is ready,
