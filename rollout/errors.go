@@ -137,8 +137,9 @@ func isConflict(err error) bool {
 }
 
 // transientRetryInterval is how long status waits before it lists and
-// watches again after the API server could not be reached.
-const transientRetryInterval = time.Second
+// watches again after the API server could not be reached (a variable so
+// that tests need not wait).
+var transientRetryInterval = time.Second
 
 // isTransient reports whether err is a failure the API server recovers from
 // by itself: it was not reachable (restarting, a load balancer switching),
@@ -150,13 +151,16 @@ func isTransient(err error) bool {
 }
 
 // waitTransient decides whether status lists and watches again after err:
-// for a transient failure it notes it on stderr, waits a little and says
-// yes, until ctx ends (--timeout).
+// for a transient failure it notes it on stderr (once while the same
+// failure repeats), waits a little and says yes, until ctx ends (--timeout).
 func (o *StatusOptions) waitTransient(ctx context.Context, err error) bool {
 	if err == nil || !isTransient(err) || ctx.Err() != nil {
 		return false
 	}
-	fmt.Fprintf(o.c.IOStreams.ErrOut, "lost the API server (%v); watching again\n", apiStatusOf(err))
+	if note := fmt.Sprintf("lost the API server (%v); watching again", apiStatusOf(err)); note != o.lostAPIServer {
+		fmt.Fprintln(o.c.IOStreams.ErrOut, note)
+		o.lostAPIServer = note
+	}
 	select {
 	case <-ctx.Done():
 		return false

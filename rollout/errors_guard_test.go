@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/url"
@@ -8,9 +9,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // TestExplainGuardUnavailable: when the API server could not call one of
@@ -78,5 +81,28 @@ func TestIsTransient(t *testing.T) {
 				t.Errorf("isTransient(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWaitTransientNotesAnOutageOnce: status retries a lost API server
+// every second; the note on stderr is printed once per distinct failure,
+// not once per retry.
+func TestWaitTransientNotesAnOutageOnce(t *testing.T) {
+	defer func(d time.Duration) { transientRetryInterval = d }(transientRetryInterval)
+	transientRetryInterval = time.Millisecond
+	var stderr strings.Builder
+	o := &StatusOptions{c: &cli{Options: Options{IOStreams: genericiooptions.IOStreams{ErrOut: &stderr}}}}
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	unavailable := apierrors.NewServiceUnavailable("apiserver is shutting down")
+	for _, err := range []error{refused, refused, refused, unavailable, unavailable} {
+		if !o.waitTransient(context.Background(), err) {
+			t.Fatalf("waitTransient(%v) = false, want true", err)
+		}
+	}
+	if got := strings.Count(stderr.String(), "lost the API server"); got != 2 {
+		t.Errorf("printed %d notes for two distinct failures, want 2:\n%s", got, stderr.String())
+	}
+	if o.waitTransient(context.Background(), apierrors.NewNotFound(schema.GroupResource{Resource: "machinedeployments"}, "md")) {
+		t.Error("waitTransient(NotFound) = true, want false: not a failure the API server recovers from")
 	}
 }

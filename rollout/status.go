@@ -80,6 +80,9 @@ type StatusOptions struct {
 	Revision int64
 
 	ref Ref
+	// lostAPIServer is the last "lost the API server" note printed, so an
+	// outage retried every second is reported once, not once a second.
+	lostAPIServer string
 }
 
 func newStatusCommand(c *cli) *cobra.Command {
@@ -446,6 +449,7 @@ func (o *StatusOptions) watchOne(ctx context.Context, ww client.WithWatch, cl *c
 			}
 			setEvents = setW.ResultChan()
 		}
+		o.lostAPIServer = "" // watching again: the next outage is reported anew
 		done, err := o.follow(ctx, tr, st, objW.ResultChan(), mW.ResultChan(), setEvents, p)
 		objW.Stop()
 		mW.Stop()
