@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,10 +77,63 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Recorder.Record(ctx, obj, r.Kind.GVK, snap, rec); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.prune(ctx, obj, snap); err != nil {
+	revs, _, err := List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.renumberReturned(ctx, req.NamespacedName, revs); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.prune(ctx, obj, snap, revs); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// renumberReturned gives the live content a number above every recorded
+// one when the history holds a higher number for other content. That
+// happens when changes slipped past the guard and came back to content
+// recorded earlier: A stamped 3; B, not admitted, recorded as 4; A again,
+// still stamped 3, its record holding 3. The stamper numbers the next
+// change from the replaced content's record (Recorder.RecordReplaced) and
+// would give it 4 again; after this, A's record holds 5 and the next
+// change is 6.
+//
+// revs must be listed before the live object is read: every number the
+// guard stamped that appears in revs was then on the object at some point
+// before, and stamps only grow, so a number in revs above the live stamps
+// can only be one the guard did not admit. The live object is read from
+// the API server, not the cache, which may be behind revs.
+func (r *Reconciler) renumberReturned(ctx context.Context, key client.ObjectKey, revs []revisions.Revision) error {
+	highest := Highest(revs)
+	if highest == 0 {
+		return nil
+	}
+	live := r.Kind.New()
+	if err := r.APIReader.Get(ctx, key, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !live.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	stamps, err := revisions.RecordFromAnnotations(live.GetAnnotations())
+	if err != nil {
+		stamps = revisions.Record{}
+	}
+	if stamps.Revision >= highest {
+		return nil
+	}
+	snap, err := r.Kind.Snapshot(live)
+	if err != nil {
+		return nil // Reconcile logged it for the cached copy.
+	}
+	for _, rev := range revs {
+		if rev.Snapshot.Hash == snap.Hash && rev.Record.Revision >= highest {
+			return nil // the live content is the one numbered highest
+		}
+	}
+	log.FromContext(ctx).Info("live content came back after a change the guard did not admit; numbering it above the history", "stamped", stamps.Revision, "highest", highest, "revision", highest+1)
+	return r.Recorder.Record(ctx, live, r.Kind.GVK, snap, Unadmitted(highest+1, time.Now()))
 }
 
 // Adopted is the record of a revision that was live before the guard saw
@@ -94,14 +148,13 @@ func Adopted(obj client.Object) revisions.Record {
 	}
 }
 
-func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revisions.Snapshot) error {
+// prune removes the oldest revisions of revs (obj's history, oldest
+// first) beyond the limit, never the live one nor those that raised the
+// highest versions.
+func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revisions.Snapshot, revs []revisions.Revision) error {
 	limit := r.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
-	}
-	revs, _, err := List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()))
-	if err != nil {
-		return err
 	}
 	if len(revs) <= limit {
 		return nil

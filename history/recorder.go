@@ -32,22 +32,32 @@ type Recorder struct {
 // revision twice changes nothing; identical content recorded under two
 // revision numbers is one ControllerRevision listing both.
 func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) error {
+	_, _, err := r.record(ctx, owner, ownerGVK, snap, rec)
+	return err
+}
+
+// record is Record; it returns the record stored for snap, and the highest
+// revision number in owner's history when it had to list that history to
+// number the content (0 when it did not list).
+func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) (stored revisions.Record, listedHighest int64, _ error) {
 	desired := revisions.ControllerRevision(owner, ownerGVK, snap, rec)
 	what := fmt.Sprintf("revision %d of %s %s/%s (ControllerRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), desired.Name)
-	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
 		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 	}, func() error {
 		existing := &appsv1.ControllerRevision{}
 		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
-			numbered, err := r.number(ctx, owner, snap, rec, nil)
+			numbered, highest, err := r.number(ctx, owner, snap, rec, nil)
 			if err != nil {
 				return err
 			}
+			listedHighest = max(listedHighest, highest)
 			create := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
 			if err := r.Client.Create(ctx, create); err != nil {
 				return fmt.Errorf("recording %s: %w", what, err)
 			}
+			stored = numbered
 			return nil
 		}
 		if err != nil {
@@ -62,11 +72,14 @@ func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK sch
 		if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
 			// A number this content does not hold yet: it may belong to
 			// other content (see number).
-			if numbered, err = r.number(ctx, owner, snap, rec, &old); err != nil {
+			var highest int64
+			if numbered, highest, err = r.number(ctx, owner, snap, rec, &old); err != nil {
 				return err
 			}
+			listedHighest = max(listedHighest, highest)
 		}
 		merged := revisions.Merge(old.Record, numbered)
+		stored = merged
 		want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
 		if refused, ok := existing.Annotations[AnnotationRefusedOverrides]; ok {
 			want.Annotations[AnnotationRefusedOverrides] = refused
@@ -85,22 +98,29 @@ func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK sch
 		}
 		return nil
 	})
+	return stored, listedHighest, err
 }
 
 // RecordReplaced records the revision an admitted change replaces (as
 // Record) and returns the highest revision number the object's history
-// holds afterwards, so the new revision is numbered above every recorded
-// one — including one the reconciler recorded for a change that slipped
-// past the guard, which the object's own stamps do not know.
+// holds, so the new revision is numbered above every recorded one —
+// including one recorded for a change that slipped past the guard, which
+// the object's own stamps do not know.
+//
+// It reads that number from the replaced content's own record, without
+// listing the history (a List of ControllerRevisions scans the namespace,
+// which costs the most of an admission with thousands of objects), when
+// the record agrees with the stamps. That is enough because every number
+// above the stamps is given to content the guard did not admit, recorded
+// under that number, and the reconciler renumbers live content that came
+// back after such a change (see Reconciler): so the replaced content's
+// record holds the highest number, or numbering it lists the history.
 func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) (int64, error) {
-	if err := r.Record(ctx, owner, ownerGVK, snap, rec); err != nil {
-		return 0, err
-	}
-	revs, _, err := List(ctx, r.Reader, owner.GetNamespace(), string(owner.GetUID()))
+	stored, listedHighest, err := r.record(ctx, owner, ownerGVK, snap, rec)
 	if err != nil {
 		return 0, err
 	}
-	return max(rec.Revision, Highest(revs)), nil
+	return max(rec.Revision, stored.Revision, listedHighest), nil
 }
 
 // number returns the record under which snap is recorded: rec, unless
@@ -111,26 +131,28 @@ func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, owne
 // belongs to that revision's content. Then the live content is a revision
 // of its own: the one it is already recorded as (existing, when not nil),
 // or a new number above every recorded one, author unknown (Unadmitted).
-func (r *Recorder) number(ctx context.Context, owner client.Object, snap revisions.Snapshot, rec revisions.Record, existing *revisions.Revision) (revisions.Record, error) {
+// It also returns the highest number the listed history holds.
+func (r *Recorder) number(ctx context.Context, owner client.Object, snap revisions.Snapshot, rec revisions.Record, existing *revisions.Revision) (_ revisions.Record, highest int64, _ error) {
 	if rec.Revision == 0 {
-		return rec, nil
+		return rec, 0, nil
 	}
 	revs, _, err := List(ctx, r.Reader, owner.GetNamespace(), string(owner.GetUID()))
 	if err != nil {
-		return revisions.Record{}, err
+		return revisions.Record{}, 0, err
 	}
+	highest = Highest(revs)
 	holder := holderOf(revs, rec.Revision)
 	if holder == "" || holder == snap.Hash {
-		return rec, nil
+		return rec, highest, nil
 	}
 	if existing != nil && existing.Record.Revision != 0 {
 		out := existing.Record
 		out.Restarts = rec.Restarts
-		return out, nil
+		return out, highest, nil
 	}
-	out := Unadmitted(Highest(revs)+1, time.Now())
+	out := Unadmitted(highest+1, time.Now())
 	out.Restarts = rec.Restarts
-	return out, nil
+	return out, highest, nil
 }
 
 // holderOf returns the content hash that holds revision number n in revs,

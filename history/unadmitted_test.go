@@ -3,13 +3,17 @@ package history
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -89,4 +93,62 @@ func TestNumberingOfUnadmittedContent(t *testing.T) {
 			assert.Empty(t, missed.Record.ChangedBy, "the author of an unadmitted change is unknown")
 		})
 	}
+}
+
+// TestContentBackAfterAnUnadmittedChange: A stamped 2; B, not admitted,
+// recorded as 3; then A again, still stamped 2. The reconciler renumbers A
+// above B, so the next admitted change, numbered from A's record without
+// listing the history, is numbered above both.
+func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
+	ctx := context.Background()
+	s := runtime.NewScheme()
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, appsv1.AddToScheme(s))
+	a, b := kcpAt("v1.35.2", 2), kcpAt("v1.35.3", 2)
+	snapA, err := revisions.ForKubeadmControlPlane(a)
+	require.NoError(t, err)
+	snapB, err := revisions.ForKubeadmControlPlane(b)
+	require.NoError(t, err)
+	lists := 0
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(a.DeepCopy(),
+		revisions.ControllerRevision(a, KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "alice"}),
+		revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snapB, Unadmitted(3, time.Now())),
+	).Build(), interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		lists++
+		return c.List(ctx, list, opts...)
+	}})
+	recorder := &Recorder{Client: c, Reader: c}
+	stamps := revisions.Record{Revision: 2, History: []int64{2}}
+
+	// Without the reconciler, A's record agrees with its stamps: the next
+	// admission would take 2 as the highest, and number its change 3 like B.
+	highest, err := recorder.RecordReplaced(ctx, a, KubeadmControlPlane.GVK, snapA, stamps)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), highest, "A's own record, read without listing")
+	assert.Zero(t, lists, "a record that agrees with its stamps is read, the history not listed")
+
+	r := &Reconciler{Client: c, APIReader: c, Recorder: recorder, Kind: KubeadmControlPlane}
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+	require.NoError(t, err)
+	revs, bad, err := List(ctx, c, "ns", "uid-cp")
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	got := map[string][]int64{}
+	for _, rev := range revs {
+		got[rev.Snapshot.Hash] = rev.Record.History
+	}
+	assert.Equal(t, map[string][]int64{snapA.Hash: {2, 4}, snapB.Hash: {3}}, got, "A renumbered above B")
+
+	lists = 0
+	highest, err = recorder.RecordReplaced(ctx, a, KubeadmControlPlane.GVK, snapA, stamps)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), highest, "the next change is numbered 5, above B's 3 and A's 4")
+	assert.Zero(t, lists)
+
+	// Reconciling again changes nothing: A holds the highest number.
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+	require.NoError(t, err)
+	revs, _, err = List(ctx, c, "ns", "uid-cp")
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), Highest(revs))
 }
