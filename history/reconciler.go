@@ -81,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.renumberReturned(ctx, req.NamespacedName, revs); err != nil {
+	if err := r.renumberReturned(ctx, req.NamespacedName, rec.Revision, revs); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.prune(ctx, obj, snap, revs); err != nil {
@@ -103,10 +103,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // guard stamped that appears in revs was then on the object at some point
 // before, and stamps only grow, so a number in revs above the live stamps
 // can only be one the guard did not admit. The live object is read from
-// the API server, not the cache, which may be behind revs.
-func (r *Reconciler) renumberReturned(ctx context.Context, key client.ObjectKey, revs []revisions.Revision) error {
+// the API server, not the cache, which may be behind revs — unless the
+// cached stamps (cached, never ahead of the live ones) are already at the
+// highest number, the usual case, which costs no read.
+func (r *Reconciler) renumberReturned(ctx context.Context, key client.ObjectKey, cached int64, revs []revisions.Revision) error {
 	highest := Highest(revs)
-	if highest == 0 {
+	if highest == 0 || cached >= highest {
 		return nil
 	}
 	live := r.Kind.New()
