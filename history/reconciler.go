@@ -77,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Recorder.Record(ctx, obj, r.Kind.GVK, snap, rec); err != nil {
 		return ctrl.Result{}, err
 	}
-	revs, _, err := List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()))
+	revs, _, err := List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()), FromWatchCache())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
