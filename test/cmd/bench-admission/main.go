@@ -60,6 +60,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
+
+	"github.com/rollout-guard/rollout-guard/test/bench/machine"
 )
 
 // namespace holds every object of the benchmark.
@@ -168,7 +170,7 @@ func run(o options) (retErr error) {
 		out = io.MultiWriter(os.Stdout, f)
 	}
 	ctx := context.Background()
-	load := loadAverage()
+	load := machine.LoadAverage()
 	begin := time.Now()
 
 	logFile, err := os.CreateTemp("", "bench-admission-*.log")
@@ -238,7 +240,7 @@ func run(o options) (retErr error) {
 
 // header prints the machine and the run's parameters.
 func (b *bench) header(load string, configs []config) {
-	fmt.Fprintf(b.out, "goos: %s\ngoarch: %s\ncpu: %s\n", runtime.GOOS, runtime.GOARCH, cpuModel())
+	fmt.Fprintf(b.out, "goos: %s\ngoarch: %s\ncpu: %s\n", runtime.GOOS, runtime.GOARCH, machine.CPUModel())
 	fmt.Fprintf(b.out, "kube-apiserver: %s\n", apiServerVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "guard: %s\n", guardVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "vcpus: %d\n", runtime.NumCPU())
@@ -963,31 +965,6 @@ func readStat(pid int) (time.Duration, int, string, bool) {
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / clockTicks, ppid, comm, true
-}
-
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
 }
 
 func apiServerVersion(binDir string) string {

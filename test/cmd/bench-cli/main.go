@@ -51,6 +51,8 @@ import (
 	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
+
+	"github.com/rollout-guard/rollout-guard/test/bench/machine"
 )
 
 type options struct {
@@ -115,7 +117,7 @@ func run(o options) error {
 	// The in-memory workload clusters' API servers log through package log.
 	log.SetOutput(logFile)
 
-	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", cpuModel(), loadAverage(), binVersion(o.binDir, "rollout"))
+	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", machine.CPUModel(), machine.LoadAverage(), binVersion(o.binDir, "rollout"))
 	ctx := context.Background()
 	if !o.skipHistory {
 		if err := benchHistory(ctx, o, out, logFile); err != nil {
@@ -566,31 +568,6 @@ func rolloutComplete(ctx context.Context, c client.Client, obj client.Object, ge
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}
 
 // binVersion is what binDir/name --version (or version) prints.
 func binVersion(binDir, name string) string {

@@ -45,6 +45,8 @@ import (
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
+
+	"github.com/rollout-guard/rollout-guard/test/bench/machine"
 )
 
 const (
@@ -135,7 +137,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	fmt.Fprintf(out, "# bench-scale %s: load average at start %s\n", time.Now().UTC().Format(time.RFC3339), loadAverage())
+	fmt.Fprintf(out, "# bench-scale %s: load average at start %s\n", time.Now().UTC().Format(time.RFC3339), machine.LoadAverage())
 	small, err := measureWorld(ctx, o, o.small, o.variants[:1], out)
 	if err != nil {
 		return fmt.Errorf("small world (%d clusters): %w", o.small, err)
@@ -649,11 +651,3 @@ func memory(pid int) string {
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-
-func loadAverage() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(raw))[:3], " ")
-}
