@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,34 +235,9 @@ func (e *Environment) waitAPIServerReady(ctx context.Context, exited <-chan stru
 		return fmt.Errorf("building a client for /readyz: %w", err)
 	}
 	url := strings.TrimRight(cfg.Host, "/") + "/readyz"
-	deadline := time.Now().Add(apiServerRestartTimeout)
-	last := "no answer yet"
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("probing %s: %w", url, err)
-		}
-		resp, err := httpClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("kube-apiserver exited before it was ready (log: %s)", filepath.Join(e.WorkDir, "kube-apiserver.log"))
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last answer: %s)", url, ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer 200 within %s (last answer: %s)", url, apiServerRestartTimeout, last)
-		}
-	}
+	return waitReadyz(ctx, httpClient, url, apiServerRestartTimeout, exited, func() error {
+		return fmt.Errorf("kube-apiserver exited before it was ready (log: %s)", filepath.Join(e.WorkDir, "kube-apiserver.log"))
+	})
 }
 
 // stopRestartedAPIServer stops the kube-apiserver RestartAPIServer started, if any.

@@ -251,34 +251,9 @@ func freePorts(n int) ([]int, error) {
 func waitGuardReady(ctx context.Context, g *guardProcess) error {
 	url := "http://" + net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)) + "/readyz"
 	httpClient := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(guardReadyTimeout)
-	last := "no answer yet"
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("probing %s: %w", url, err)
-		}
-		resp, err := httpClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-g.done:
-			return fmt.Errorf("the guard exited before it was ready: %v", g.exitErr)
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last answer: %s)", url, ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer 200 within %s (last answer: %s)", url, guardReadyTimeout, last)
-		}
-	}
+	return waitReadyz(ctx, httpClient, url, guardReadyTimeout, g.done, func() error {
+		return fmt.Errorf("the guard exited before it was ready: %v", g.exitErr)
+	})
 }
 
 // waitAdmissionRoundTrip makes a server-side dry-run create of a
