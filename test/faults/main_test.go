@@ -9,18 +9,9 @@
 package faults
 
 import (
-	"context"
-	"fmt"
-	"log"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
@@ -42,76 +33,22 @@ var (
 
 // figures collects what the tests measure, printed at the end (and quoted
 // in docs/reliability.md).
-var figures = struct {
-	sync.Mutex
-	lines []string
-}{}
+var figures sandbox.Figures
 
 // recordFigure notes a measured figure for the summary.
-func recordFigure(format string, args ...any) {
-	figures.Lock()
-	defer figures.Unlock()
-	figures.lines = append(figures.lines, fmt.Sprintf(format, args...))
-}
+func recordFigure(format string, args ...any) { figures.Add(format, args...) }
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	logFile, err := os.CreateTemp("", "rollout-guard-faults-*.log")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating the log file:", err)
-		return 1
-	}
-	defer logFile.Close()
-	fmt.Fprintln(os.Stderr, "sandbox logs (controllers, guard):", logFile.Name())
-	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("klog"))
-	// The in-memory workload clusters' API servers log through the standard logger.
-	log.SetOutput(logFile)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	begin := time.Now()
-	sb, err = sandbox.Start(ctx, sandbox.Options{
+	os.Exit(sandbox.RunTests(m, "faults", sandbox.Options{
 		Environment: framework.Options{
-			Log: logFile,
 			// A stopped guard may take its graceful shutdown delay.
 			GuardStopTimeout: time.Minute,
 		},
 		ControlPlaneMachines: controlPlaneMachines,
 		WorkerMachines:       workerMachines,
 		MachineStartup:       machineStartup,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the sandbox:", err)
-		return 1
-	}
-	demo = sb.Clusters[0]
-	recordFigure("sandbox ready (%d control-plane + %d worker machines) after %s", controlPlaneMachines, workerMachines, time.Since(begin).Round(100*time.Millisecond))
-
-	children := framework.ChildProcesses()
-	code := m.Run()
-	// A restarted kube-apiserver or guard replicas are children too: look again.
-	for pid, cmd := range framework.ChildProcesses() {
-		children[pid] = cmd
-	}
-	if err := sb.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the sandbox:", err)
-		code = max(code, 1)
-	}
-	if left := framework.Survivors(children, 10*time.Second); len(left) > 0 {
-		fmt.Fprintln(os.Stderr, "processes left running after Stop:", strings.Join(left, "; "))
-		code = max(code, 1)
-	}
-
-	figures.Lock()
-	fmt.Fprintln(os.Stderr, "figures:")
-	for _, line := range figures.lines {
-		fmt.Fprintln(os.Stderr, "  "+line)
-	}
-	figures.Unlock()
-	return code
+	}, &figures, func(s *sandbox.Sandbox) {
+		sb, demo = s, s.Clusters[0]
+		recordFigure("sandbox ready (%d control-plane + %d worker machines) after %s", controlPlaneMachines, workerMachines, s.ReadyAfter.Round(100*time.Millisecond))
+	}))
 }

@@ -9,20 +9,11 @@
 package rollouts
 
 import (
-	"context"
 	"fmt"
-	"log"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -41,68 +32,21 @@ var (
 )
 
 // timings collects the durations the tests measure, printed at the end.
-var timings = struct {
-	sync.Mutex
-	lines []string
-}{}
+var timings sandbox.Figures
 
 // recordTiming notes a measured duration for the summary.
 func recordTiming(what string, d time.Duration) {
-	timings.Lock()
-	defer timings.Unlock()
-	timings.lines = append(timings.lines, fmt.Sprintf("%-58s %s", what, d.Round(100*time.Millisecond)))
+	timings.Add("%-58s %s", what, d.Round(100*time.Millisecond))
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	logFile, err := os.CreateTemp("", "rollout-guard-rollouts-*.log")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating the log file:", err)
-		return 1
-	}
-	defer logFile.Close()
-	fmt.Fprintln(os.Stderr, "sandbox logs (controllers, guard):", logFile.Name())
-	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("klog"))
-	// The in-memory workload clusters' API servers log through the standard logger.
-	log.SetOutput(logFile)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	sb, err = sandbox.Start(ctx, sandbox.Options{
-		Environment:          framework.Options{Log: logFile},
+	os.Exit(sandbox.RunTests(m, "rollouts", sandbox.Options{
 		ControlPlaneMachines: controlPlaneMachines,
 		WorkerMachines:       workerMachines,
 		MachineStartup:       machineStartup,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the sandbox:", err)
-		return 1
-	}
-	demo = sb.Clusters[0]
-	recordTiming("environment (etcd, kube-apiserver, guard) ready", sb.EnvironmentReadyAfter)
-	recordTiming(fmt.Sprintf("sandbox ready (%d control-plane + %d worker machines)", controlPlaneMachines, workerMachines), sb.ReadyAfter)
-
-	children := framework.ChildProcesses()
-	code := m.Run()
-	if err := sb.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the sandbox:", err)
-		code = max(code, 1)
-	}
-	if left := framework.Survivors(children, 10*time.Second); len(left) > 0 {
-		fmt.Fprintln(os.Stderr, "processes left running after Stop:", strings.Join(left, "; "))
-		code = max(code, 1)
-	}
-
-	timings.Lock()
-	fmt.Fprintln(os.Stderr, "timings:")
-	for _, line := range timings.lines {
-		fmt.Fprintln(os.Stderr, "  "+line)
-	}
-	timings.Unlock()
-	return code
+	}, &timings, func(s *sandbox.Sandbox) {
+		sb, demo = s, s.Clusters[0]
+		recordTiming("environment (etcd, kube-apiserver, guard) ready", s.EnvironmentReadyAfter)
+		recordTiming(fmt.Sprintf("sandbox ready (%d control-plane + %d worker machines)", controlPlaneMachines, workerMachines), s.ReadyAfter)
+	}))
 }

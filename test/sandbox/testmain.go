@@ -1,0 +1,90 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
+)
+
+// Figures collects what a package's tests measure, printed when the package
+// ends (and quoted in the docs). Safe for concurrent use.
+type Figures struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Add notes one figure.
+func (f *Figures) Add(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lines = append(f.lines, fmt.Sprintf(format, args...))
+}
+
+// print writes the figures under title.
+func (f *Figures) print(title string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fmt.Fprintln(os.Stderr, title+":")
+	for _, line := range f.lines {
+		fmt.Fprintln(os.Stderr, "  "+line)
+	}
+}
+
+// RunTests is the TestMain of a package whose tests share one sandbox: it
+// sends every log (controllers, guard, in-memory API servers) to a
+// temporary file named after the package, starts the sandbox with opts
+// (within 5 minutes), hands it to started, runs the tests, stops the
+// sandbox, fails if any process it started is left running, and prints
+// figures. It returns the exit code for os.Exit.
+func RunTests(m *testing.M, name string, opts Options, figures *Figures, started func(*Sandbox)) int {
+	logFile, err := os.CreateTemp("", "rollout-guard-"+name+"-*.log")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating the log file:", err)
+		return 1
+	}
+	defer logFile.Close()
+	fmt.Fprintln(os.Stderr, "sandbox logs (controllers, guard):", logFile.Name())
+	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger.WithName("klog"))
+	// The in-memory workload clusters' API servers log through the standard logger.
+	log.SetOutput(logFile)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	opts.Environment.Log = logFile
+	sb, err := Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the sandbox:", err)
+		return 1
+	}
+	started(sb)
+
+	children := framework.ChildProcesses()
+	code := m.Run()
+	// A restarted kube-apiserver or extra guard replicas are children too: look again.
+	for pid, cmd := range framework.ChildProcesses() {
+		children[pid] = cmd
+	}
+	if err := sb.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the sandbox:", err)
+		code = max(code, 1)
+	}
+	if left := framework.Survivors(children, 10*time.Second); len(left) > 0 {
+		fmt.Fprintln(os.Stderr, "processes left running after Stop:", strings.Join(left, "; "))
+		code = max(code, 1)
+	}
+	figures.print("figures")
+	return code
+}
