@@ -1,12 +1,31 @@
-// Package machine describes the machine a benchmark runs on, for the
-// header of its output: benchmark figures mean little without the load and
-// the processor they were taken under.
-package machine
+// Package report is what the benchmark harnesses share for their output:
+// where it goes, and the machine it was taken on (figures mean little
+// without the load and the processor they were taken under).
+package report
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
+
+// Output returns standard output, and also the file at path when path is
+// not empty (created with its directory); close closes that file.
+func Output(path string) (out io.Writer, close func() error, err error) {
+	if path == "" {
+		return os.Stdout, func() error { return nil }, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("creating the directory of %s: %w", path, err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating %s: %w", path, err)
+	}
+	return io.MultiWriter(os.Stdout, f), f.Close, nil
+}
 
 // LoadAverage returns the 1, 5 and 15 minute load averages from
 // /proc/loadavg, or "unknown".

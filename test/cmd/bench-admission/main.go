@@ -61,7 +61,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
 
-	"github.com/rollout-guard/rollout-guard/test/bench/machine"
+	"github.com/rollout-guard/rollout-guard/test/bench/report"
 )
 
 // namespace holds every object of the benchmark.
@@ -157,20 +157,13 @@ func run(o options) (retErr error) {
 	if o.rounds < 1 || o.mdEdits < o.rounds || o.kcpEdits < o.rounds {
 		return errors.New("--rounds must be at least 1 and at most --md-edits and --kcp-edits")
 	}
-	var out io.Writer = os.Stdout
-	if o.out != "" {
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-			return fmt.Errorf("creating the directory of %s: %w", o.out, err)
-		}
-		f, err := os.Create(o.out)
-		if err != nil {
-			return fmt.Errorf("creating %s: %w", o.out, err)
-		}
-		defer f.Close()
-		out = io.MultiWriter(os.Stdout, f)
+	out, closeOut, err := report.Output(o.out)
+	if err != nil {
+		return err
 	}
+	defer closeOut()
 	ctx := context.Background()
-	load := machine.LoadAverage()
+	load := report.LoadAverage()
 	begin := time.Now()
 
 	logFile, err := os.CreateTemp("", "bench-admission-*.log")
@@ -240,7 +233,7 @@ func run(o options) (retErr error) {
 
 // header prints the machine and the run's parameters.
 func (b *bench) header(load string, configs []config) {
-	fmt.Fprintf(b.out, "goos: %s\ngoarch: %s\ncpu: %s\n", runtime.GOOS, runtime.GOARCH, machine.CPUModel())
+	fmt.Fprintf(b.out, "goos: %s\ngoarch: %s\ncpu: %s\n", runtime.GOOS, runtime.GOARCH, report.CPUModel())
 	fmt.Fprintf(b.out, "kube-apiserver: %s\n", apiServerVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "guard: %s\n", guardVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "vcpus: %d\n", runtime.NumCPU())

@@ -52,7 +52,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 
-	"github.com/rollout-guard/rollout-guard/test/bench/machine"
+	"github.com/rollout-guard/rollout-guard/test/bench/report"
 )
 
 type options struct {
@@ -92,18 +92,11 @@ func main() {
 }
 
 func run(o options) error {
-	var out io.Writer = os.Stdout
-	if o.out != "" {
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-			return fmt.Errorf("creating the directory of %s: %w", o.out, err)
-		}
-		f, err := os.Create(o.out)
-		if err != nil {
-			return fmt.Errorf("creating %s: %w", o.out, err)
-		}
-		defer f.Close()
-		out = io.MultiWriter(os.Stdout, f)
+	out, closeOut, err := report.Output(o.out)
+	if err != nil {
+		return err
 	}
+	defer closeOut()
 	logFile, err := os.CreateTemp("", "bench-cli-*.log")
 	if err != nil {
 		return fmt.Errorf("creating the log file: %w", err)
@@ -117,7 +110,7 @@ func run(o options) error {
 	// The in-memory workload clusters' API servers log through package log.
 	log.SetOutput(logFile)
 
-	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", machine.CPUModel(), machine.LoadAverage(), binVersion(o.binDir, "rollout"))
+	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", report.CPUModel(), report.LoadAverage(), binVersion(o.binDir, "rollout"))
 	ctx := context.Background()
 	if !o.skipHistory {
 		if err := benchHistory(ctx, o, out, logFile); err != nil {

@@ -46,7 +46,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 
-	"github.com/rollout-guard/rollout-guard/test/bench/machine"
+	"github.com/rollout-guard/rollout-guard/test/bench/report"
 )
 
 const (
@@ -137,7 +137,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	fmt.Fprintf(out, "# bench-scale %s: load average at start %s\n", time.Now().UTC().Format(time.RFC3339), machine.LoadAverage())
+	fmt.Fprintf(out, "# bench-scale %s: load average at start %s\n", time.Now().UTC().Format(time.RFC3339), report.LoadAverage())
 	small, err := measureWorld(ctx, o, o.small, o.variants[:1], out)
 	if err != nil {
 		return fmt.Errorf("small world (%d clusters): %w", o.small, err)
