@@ -7,10 +7,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -107,16 +105,6 @@ func signalContext(delay time.Duration, draining *atomic.Bool) context.Context {
 	return ctx
 }
 
-// notDraining is a readiness check that fails once shutdown began.
-func notDraining(draining *atomic.Bool) healthz.Checker {
-	return func(*http.Request) error {
-		if draining.Load() {
-			return errors.New("shutting down")
-		}
-		return nil
-	}
-}
-
 func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	log := ctrl.Log.WithName("setup")
 	scheme := runtime.NewScheme()
@@ -141,7 +129,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			FilterProvider: filters.WithAuthenticationAndAuthorization,
 			TLSOpts:        []func(*tls.Config){minTLS12},
 		},
-		WebhookServer: drainingServer{webhook.NewServer(webhook.Options{
+		WebhookServer: webhooks.DrainingServer{Server: webhook.NewServer(webhook.Options{
 			Host:    o.webhookHost,
 			Port:    o.webhookPort,
 			CertDir: o.certDir,
@@ -190,7 +178,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}
 	// Not ready once shutdown began, so the Service takes the replica out
 	// while it still serves (--shutdown-delay).
-	if err := mgr.AddReadyzCheck("shutdown", notDraining(draining)); err != nil {
+	if err := mgr.AddReadyzCheck("shutdown", webhooks.NotDraining(draining)); err != nil {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,
