@@ -1,15 +1,10 @@
 package cli
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestArgumentErrors checks what is refused before any request, with the
@@ -98,29 +93,10 @@ func TestObjectErrors(t *testing.T) {
 // error names the verb and resource the user lacks.
 func TestForbidden(t *testing.T) {
 	w := newWorld(t, "cli-rbac", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
-	ctx := context.Background()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "viewer"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinedeployments", "clusters"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list"}},
-		},
-	}
-	require.NoError(t, env.Client.Create(ctx, role))
-	require.NoError(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "viewer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "viewer"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "viewer"}},
-	}))
-	// The API server's authorizer learns of a new binding through its own
-	// cache: wait until the viewer can read, so the refusals below are the
-	// ones the role leaves, not a binding not yet seen.
-	viewer, err := env.ClientAs("viewer")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		return viewer.Get(ctx, client.ObjectKeyFromObject(w.md), w.md.DeepCopy()) == nil &&
-			viewer.Get(ctx, client.ObjectKeyFromObject(w.kcp), w.kcp.DeepCopy()) == nil
-	}, 30*time.Second, 50*time.Millisecond, "the viewer's RoleBinding never took effect")
+	grantViewer(t, w.ns, []rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinedeployments", "clusters"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list"}},
+	}, w.md, w.kcp)
 
 	rolloutAs(t, "viewer", "restart", "md/"+mdName, "-n", w.ns).fails(t,
 		`cannot restart MachineDeployment cli-rbac/c1-md-0: user "viewer" may not patch machinedeployments.cluster.x-k8s.io in namespace "cli-rbac" (Forbidden); ask your cluster administrator for a Role granting "patch" on "machinedeployments" in API group "cluster.x-k8s.io": machinedeployments.cluster.x-k8s.io "c1-md-0" is forbidden: User "viewer" cannot patch resource "machinedeployments" in API group "cluster.x-k8s.io" in the namespace "cli-rbac"`)

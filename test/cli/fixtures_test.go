@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -211,4 +212,32 @@ func settle(t *testing.T, objs ...client.Object) {
 	}
 	setNow(latest.Add(30*time.Hour + 30*time.Minute))
 	t.Cleanup(func() { setNow(time.Time{}) })
+}
+
+// grantViewer binds the user "viewer" to a Role in ns with rules, and waits
+// until the API server's authorizer, which learns of bindings through its
+// own cache, lets the viewer read every one of objs: the refusals a test
+// then shows are the ones the Role leaves, not a binding not yet seen.
+func grantViewer(t *testing.T, ns string, rules []rbacv1.PolicyRule, objs ...client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "viewer"},
+		Rules:      rules,
+	}))
+	require.NoError(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "viewer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "viewer"}},
+	}))
+	viewer, err := env.ClientAs("viewer")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, obj := range objs {
+			if err := viewer.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)); err != nil {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the viewer's RoleBinding in %s never took effect", ns)
 }

@@ -192,7 +192,11 @@ func runCLI(t *testing.T, o runOptions, args ...string) result {
 		opts.BeforeWrite = func(ctx context.Context, _ client.Object) error { return o.beforeWrite(ctx) }
 	}
 	code := rollout.Execute(context.Background(), opts, append(args, "--kubeconfig="+kubeconfig))
-	t.Logf("rollout %s\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	// A teed run is part of a transcript compared as a whole: its golden
+	// diff shows the run, and logging it too would bury that diff.
+	if o.tee == nil {
+		t.Logf("rollout %s\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	}
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -130,16 +128,9 @@ func TestTour(t *testing.T) {
 	s.run("admin", false, "history", kcp, "-n", "demo").ok(t)
 	s.save("undo.txt")
 
-	ctx := context.Background()
-	require.NoError(t, env.Client.Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "viewer"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinedeployments"}, Verbs: []string{"get", "list"}}},
-	}))
-	require.NoError(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "viewer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "viewer"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "viewer"}},
-	}))
+	grantViewer(t, "demo", []rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinedeployments"}, Verbs: []string{"get", "list"}},
+	}, w.md)
 	s.run("admin", true, "restart", "deployment/web", "-n", "demo")
 	s.run("admin", false, "restart", "md/c1-md-7", "-n", "demo")
 	s.run("viewer", false, "pause", md, "-n", "demo")

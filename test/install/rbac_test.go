@@ -318,6 +318,17 @@ func TestMetricsAnswerOnlyAuthorizedCallers(t *testing.T) {
 	}
 	require.NoError(t, env.Client.Create(ctx, binding))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
+	// The API server's authorizer learns of the binding through its own
+	// cache, and the guard caches a refusal for a while: ask the API server
+	// first, so that the scraper's first request is judged with the binding.
+	require.Eventually(t, func() bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:                  "system:serviceaccount:" + ns.Name + ":scraper",
+			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns.Name, "system:authenticated"},
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+		}}
+		return env.Client.Create(ctx, sar) == nil && sar.Status.Allowed
+	}, 30*time.Second, 50*time.Millisecond, "the scraper's ClusterRoleBinding never took effect")
 
 	// The endpoint's certificate is self-signed; what is tested here is who
 	// may read it.
