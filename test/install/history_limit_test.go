@@ -1,0 +1,335 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout"
+)
+
+// pruneTimeout bounds the wait for the guard's reconciler to record the
+// last revisions and prune the history down to the limit: generous, the
+// machine is shared.
+const pruneTimeout = 60 * time.Second
+
+// pruneCase is one object whose history grows past history.DefaultLimit.
+type pruneCase struct {
+	name string
+	// resource is the object as the CLI names it, e.g. "md/prune".
+	resource string
+	kind     history.Kind
+	create   func(namespace string) client.Object
+	// patches are JSON merge patches, each a new template: revision 2, 3, ...
+	patches []string
+	// want are the revision numbers history must hold once pruned.
+	want []int64
+	// versions are spec.version / spec.template.spec.version of revisions
+	// whose content the test checks, as the CLI prints them.
+	versions map[int64]string
+	// etcd are etcd image tags of revisions, as the CLI prints them.
+	etcd map[int64]string
+}
+
+// TestHistoryLimitPrunesThroughTheAPIServer makes more admitted template
+// changes than the shipped --history-limit (history.DefaultLimit) keeps and
+// checks, through the API server and the CLI, that the guard's reconciler
+// removed exactly the oldest revisions: never the live one, nor those that
+// raised a control plane's highest Kubernetes and etcd versions.
+func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
+	require.Equal(t, 20, history.DefaultLimit, "the expected numbers below assume the shipped limit")
+
+	// MachineDeployment: created as revision 1, then 26 label changes
+	// (revisions 2..27); the 20 newest are 8..27.
+	var mdPatches []string
+	for i := 2; i <= 27; i++ {
+		mdPatches = append(mdPatches, fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{"step":"%d"}}}}}`, i))
+	}
+
+	// KubeadmControlPlane: created at v1.34.2 with etcd 3.6.5-0 (revision
+	// 1); patch upgrades to v1.34.5 (2) and v1.34.9 (3, the highest
+	// Kubernetes version it ever runs); v1.34.8 with etcd 3.6.9-0 (4, the
+	// highest etcd); then 26 changes below both, patch downgrades inside
+	// v1.34 with etcd 3.6.8-0 and a new machine label each (5..30). Kept:
+	// 3 and 4, and the 18 newest, 13..30.
+	kcpPatches := []string{
+		`{"spec":{"version":"v1.34.5"}}`,
+		`{"spec":{"version":"v1.34.9"}}`,
+		`{"spec":{"version":"v1.34.8","kubeadmConfigSpec":{"clusterConfiguration":{"etcd":{"local":{"imageTag":"3.6.9-0"}}}}}}`,
+	}
+	for i := 5; i <= 30; i++ {
+		kcpPatches = append(kcpPatches, fmt.Sprintf(
+			`{"spec":{"version":"v1.34.%d","kubeadmConfigSpec":{"clusterConfiguration":{"etcd":{"local":{"imageTag":"3.6.8-0"}}}},"machineTemplate":{"metadata":{"labels":{"step":"%d"}}}}}`,
+			8-i%6, i))
+	}
+
+	cases := []pruneCase{
+		{
+			name:     "MachineDeployment",
+			resource: "machinedeployment/prune",
+			kind:     history.MachineDeployment,
+			create:   pruneMachineDeployment,
+			patches:  mdPatches,
+			want:     numbers(8, 27),
+			versions: map[int64]string{8: "v1.34.2", 27: "v1.34.2"},
+		},
+		{
+			name:     "KubeadmControlPlane",
+			resource: "kubeadmcontrolplane/prune",
+			kind:     history.KubeadmControlPlane,
+			create:   pruneKubeadmControlPlane,
+			patches:  kcpPatches,
+			want:     append([]int64{3, 4}, numbers(13, 30)...),
+			versions: map[int64]string{3: "v1.34.9", 4: "v1.34.8", 13: "v1.34.7", 30: "v1.34.8"},
+			etcd:     map[int64]string{3: "3.6.5-0", 4: "3.6.9-0", 13: "3.6.8-0", 30: "3.6.8-0"},
+		},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			testPrune(t, fmt.Sprintf("install-prune-%d", i), tc)
+		})
+	}
+}
+
+// testPrune runs one pruneCase in namespace ns.
+func testPrune(t *testing.T, ns string, tc pruneCase) {
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+
+	// Every ControllerRevision ever created in the namespace, so that a
+	// revision missing at the end is known to have been recorded, then
+	// pruned, rather than never recorded.
+	recorded := watchRecorded(t, ns)
+
+	obj := tc.create(ns)
+	require.NoError(t, env.Client.Create(ctx, obj))
+	names := map[int64]string{} // revision number -> its ControllerRevision
+	note := func(o client.Object, want int64) {
+		t.Helper()
+		rec, err := revisions.RecordFromAnnotations(o.GetAnnotations())
+		require.NoError(t, err)
+		require.Equal(t, want, rec.Revision, "%s %s/%s: the stamped revision", tc.kind.GVK.Kind, ns, o.GetName())
+		snap, err := tc.kind.Snapshot(o)
+		require.NoError(t, err)
+		for n, name := range names {
+			require.NotEqual(t, revisions.Name(o.GetName(), snap.Hash), name, "revision %d has the content of revision %d", want, n)
+		}
+		names[want] = revisions.Name(o.GetName(), snap.Hash)
+	}
+	note(obj, 1)
+	for i, patch := range tc.patches {
+		require.NoError(t, env.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))), "patch %d: %s", i+2, patch)
+		note(obj, int64(i+2))
+	}
+	last := int64(len(tc.patches) + 1)
+	require.Greater(t, last, int64(history.DefaultLimit+5), "the case must outgrow the limit")
+
+	// Wait until the reconciler has recorded the live revision and pruned.
+	var got []int64
+	var revs []revisions.Revision
+	ok := assert.Eventually(t, func() bool {
+		var bad []error
+		var err error
+		revs, bad, err = history.List(ctx, env.Client, ns, string(obj.GetUID()))
+		require.NoError(t, err)
+		require.Empty(t, bad)
+		got = got[:0]
+		for _, r := range revs {
+			got = append(got, r.Record.Revision)
+		}
+		return len(got) == history.DefaultLimit && slices.Contains(got, last)
+	}, pruneTimeout, 200*time.Millisecond)
+	require.True(t, ok, "history of %s %s/%s after %s: revisions %v, want %d of them with the live %d", tc.kind.GVK.Kind, ns, obj.GetName(), pruneTimeout, got, history.DefaultLimit, last)
+	require.Equal(t, tc.want, got, "the revisions kept")
+
+	for _, r := range revs {
+		assert.Equal(t, []int64{r.Record.Revision}, r.Record.History, "revision %d: every content was live once", r.Record.Revision)
+		assert.Equal(t, names[r.Record.Revision], r.Name, "revision %d: its ControllerRevision", r.Record.Revision)
+	}
+
+	// Every revision was recorded; those not kept are gone.
+	added := recorded()
+	for n := int64(1); n <= last; n++ {
+		name := names[n]
+		assert.True(t, added[name], "revision %d (ControllerRevision %s) was never recorded", n, name)
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.ControllerRevision{})
+		if slices.Contains(tc.want, n) {
+			assert.NoError(t, err, "revision %d (ControllerRevision %s) kept", n, name)
+		} else {
+			assert.True(t, apierrors.IsNotFound(err), "revision %d (ControllerRevision %s) pruned: got %v", n, name, err)
+		}
+	}
+
+	// The CLI lists exactly what is kept, the live revision marked.
+	out := rolloutHistory(t, tc.resource, "-n", ns, "-o", "json")
+	var h rollout.RolloutHistory
+	require.NoError(t, json.Unmarshal([]byte(out), &h), "rollout history -o json printed:\n%s", out)
+	assert.Equal(t, last, h.LiveRevision)
+	var listed []int64
+	for _, r := range h.Revisions {
+		listed = append(listed, r.Revision)
+		assert.Equal(t, r.Revision == last, r.Live, "revision %d: live", r.Revision)
+		if v, ok := tc.versions[r.Revision]; ok {
+			assert.Equal(t, v, r.Version, "revision %d: version", r.Revision)
+		}
+		if e, ok := tc.etcd[r.Revision]; ok {
+			assert.Equal(t, e, r.EtcdImageTag, "revision %d: etcd image tag", r.Revision)
+		}
+	}
+	assert.Equal(t, tc.want, listed, "rollout history -o json: revisions")
+
+	// And so does its table: one row per kept revision, numbers first.
+	table := rolloutHistory(t, tc.resource, "-n", ns)
+	var rows []string
+	for _, line := range strings.Split(strings.TrimSpace(table), "\n")[1:] {
+		rows = append(rows, strings.Fields(line)[0])
+	}
+	var wantRows []string
+	for _, n := range tc.want {
+		wantRows = append(wantRows, fmt.Sprint(n))
+	}
+	assert.Equal(t, wantRows, rows, "rollout history:\n%s", table)
+	for n, v := range tc.versions {
+		assert.Regexp(t, fmt.Sprintf(`(?m)^%d\s+%s\s`, n, strings.ReplaceAll(v, ".", `\.`)), table, "rollout history: the row of revision %d", n)
+	}
+}
+
+// numbers returns from, from+1, ..., to.
+func numbers(from, to int64) []int64 {
+	var out []int64
+	for n := from; n <= to; n++ {
+		out = append(out, n)
+	}
+	return out
+}
+
+// watchRecorded watches the ControllerRevisions of namespace ns until the
+// test ends; the function it returns gives the names of all that were
+// created so far.
+func watchRecorded(t *testing.T, ns string) func() map[string]bool {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &appsv1.ControllerRevisionList{}, client.InNamespace(ns))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	added := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added {
+				continue
+			}
+			if cr, ok := ev.Object.(*appsv1.ControllerRevision); ok {
+				mu.Lock()
+				added[cr.Name] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		w.Stop()
+		cancel()
+		<-done
+	})
+	return func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(added)
+	}
+}
+
+// rolloutHistory runs `rollout history` in-process, as cmd/rollout does,
+// with the admin kubeconfig, and returns what it printed; it fails the test
+// on a non-zero exit.
+func rolloutHistory(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	flags := genericclioptions.NewConfigFlags(true)
+	cacheDir := filepath.Join(t.TempDir(), "cache")
+	flags.CacheDir = &cacheDir
+	code := rollout.Execute(context.Background(), rollout.Options{
+		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
+		ConfigFlags: flags,
+		Version:     "test",
+	}, append(append([]string{"history"}, args...), "--kubeconfig="+env.Kubeconfig))
+	require.Equal(t, 0, code, "rollout history %s: stderr:\n%s", strings.Join(args, " "), stderr.String())
+	return stdout.String()
+}
+
+// pruneMachineDeployment is a MachineDeployment named prune, of a Cluster
+// that does not exist (the guard judges it with a warning, and its history
+// is kept all the same).
+func pruneMachineDeployment(namespace string) client.Object {
+	labels := map[string]string{"pool": "prune"}
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "prune"},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: "prune",
+			Replicas:    ptr.To[int32](0),
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: "prune",
+					Version:     "v1.34.2",
+					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("prune")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "prune",
+					},
+				},
+			},
+		},
+	}
+}
+
+// pruneKubeadmControlPlane is a KubeadmControlPlane named prune at v1.34.2
+// with etcd 3.6.5-0, without a Cluster.
+func pruneKubeadmControlPlane(namespace string) client.Object {
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "prune"},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To[int32](1),
+			Version:  "v1.34.2",
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
+				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "prune",
+					},
+				},
+			},
+		},
+	}
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = "3.6.5-0"
+	return kcp
+}
