@@ -74,12 +74,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if rec.Revision == 0 {
 		rec = Adopted(obj)
 	}
-	if err := r.Recorder.Record(ctx, obj, r.Kind.GVK, snap, rec); err != nil {
-		return ctrl.Result{}, err
-	}
-	revs, _, err := List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()), FromWatchCache())
+	done, err := r.Recorder.record(ctx, obj, r.Kind.GVK, snap, rec)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	// Recording new content lists the history to number it: what it listed,
+	// with the new record, is the history to check and prune.
+	revs := done.listed
+	if revs == nil {
+		if revs, _, err = List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()), FromWatchCache()); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if err := r.renumberReturned(ctx, req.NamespacedName, rec.Revision, revs); err != nil {
 		return ctrl.Result{}, err
@@ -178,6 +183,7 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revision
 		if err := r.Client.Delete(ctx, cr); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("pruning ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
 		}
+		r.Recorder.recorded.forget(obj, rev.Snapshot.Hash)
 		log.FromContext(ctx).V(1).Info("pruned revision", "revision", rev.Record.Revision, "controllerRevision", rev.Name)
 		excess--
 	}

@@ -26,6 +26,9 @@ type Recorder struct {
 	Client client.Client
 	// Reader reads them; the manager's APIReader.
 	Reader client.Reader
+
+	// recorded spares reading back what this Recorder has just recorded.
+	recorded memo
 }
 
 // Record makes sure the ControllerRevision of snap for owner exists and
@@ -33,32 +36,52 @@ type Recorder struct {
 // revision twice changes nothing; identical content recorded under two
 // revision numbers is one ControllerRevision listing both.
 func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) error {
-	_, _, err := r.record(ctx, owner, ownerGVK, snap, rec)
+	_, err := r.record(ctx, owner, ownerGVK, snap, rec)
 	return err
 }
 
-// record is Record; it returns the record stored for snap, and the highest
-// revision number in owner's history when it had to list that history to
-// number the content (0 when it did not list).
-func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) (stored revisions.Record, listedHighest int64, _ error) {
+// recorded is what one call of record stored and learnt.
+type recorded struct {
+	// stored is the record stored for the content.
+	stored revisions.Record
+	// listed is owner's history when record listed it to number the
+	// content, with the content's own record as stored; nil when it did not
+	// list.
+	listed []revisions.Revision
+}
+
+// listedHighest is the highest revision number of the listed history, 0
+// when record did not list it.
+func (r recorded) listedHighest() int64 { return Highest(r.listed) }
+
+// record is Record; it also returns what it stored, and owner's history
+// when it had to list it.
+func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) (recorded, error) {
+	if known, ok := r.recorded.covered(owner, snap.Hash, rec); ok {
+		return recorded{stored: known}, nil
+	}
+	var out recorded
 	desired := revisions.ControllerRevision(owner, ownerGVK, snap, rec)
 	what := fmt.Sprintf("revision %d of %s %s/%s (ControllerRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), desired.Name)
 	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
 		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 	}, func() error {
+		out = recorded{} // what an earlier attempt learnt may no longer hold
 		existing := &appsv1.ControllerRevision{}
 		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
-			numbered, highest, err := r.number(ctx, owner, snap, rec, nil)
+			numbered, listed, err := r.number(ctx, owner, snap, rec, nil)
 			if err != nil {
 				return err
 			}
-			listedHighest = max(listedHighest, highest)
 			create := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
 			if err := r.Client.Create(ctx, create); err != nil {
 				return fmt.Errorf("recording %s: %w", what, err)
 			}
-			stored = numbered
+			out.stored = numbered
+			if listed != nil {
+				out.listed = withRecord(listed, revisions.Revision{Snapshot: snap, Record: numbered, Name: create.Name})
+			}
 			return nil
 		}
 		if err != nil {
@@ -73,14 +96,17 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
 			// A number this content does not hold yet: it may belong to
 			// other content (see number).
-			var highest int64
-			if numbered, highest, err = r.number(ctx, owner, snap, rec, &old); err != nil {
+			var listed []revisions.Revision
+			if numbered, listed, err = r.number(ctx, owner, snap, rec, &old); err != nil {
 				return err
 			}
-			listedHighest = max(listedHighest, highest)
+			out.listed = listed
 		}
 		merged := revisions.Merge(old.Record, numbered)
-		stored = merged
+		out.stored = merged
+		if out.listed != nil {
+			out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: existing.Name})
+		}
 		want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
 		if refused, ok := existing.Annotations[AnnotationRefusedOverrides]; ok {
 			want.Annotations[AnnotationRefusedOverrides] = refused
@@ -99,7 +125,25 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		}
 		return nil
 	})
-	return stored, listedHighest, err
+	if err != nil {
+		return recorded{}, err
+	}
+	r.recorded.remember(owner, snap.Hash, out.stored)
+	return out, nil
+}
+
+// withRecord returns revs with rev in place of any revision of the same
+// content, sorted.
+func withRecord(revs []revisions.Revision, rev revisions.Revision) []revisions.Revision {
+	out := make([]revisions.Revision, 0, len(revs)+1)
+	for _, r := range revs {
+		if r.Snapshot.Hash != rev.Snapshot.Hash {
+			out = append(out, r)
+		}
+	}
+	out = append(out, rev)
+	revisions.Sort(out)
+	return out
 }
 
 // RecordReplaced records the revision an admitted change replaces (as
@@ -117,11 +161,11 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 // back after such a change (see Reconciler): so the replaced content's
 // record holds the highest number, or numbering it lists the history.
 func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) (int64, error) {
-	stored, listedHighest, err := r.record(ctx, owner, ownerGVK, snap, rec)
+	out, err := r.record(ctx, owner, ownerGVK, snap, rec)
 	if err != nil {
 		return 0, err
 	}
-	return max(rec.Revision, stored.Revision, listedHighest), nil
+	return max(rec.Revision, out.stored.Revision, out.listedHighest()), nil
 }
 
 // number returns the record under which snap is recorded: rec, unless
@@ -132,28 +176,30 @@ func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, owne
 // belongs to that revision's content. Then the live content is a revision
 // of its own: the one it is already recorded as (existing, when not nil),
 // or a new number above every recorded one, author unknown (Unadmitted).
-// It also returns the highest number the listed history holds.
-func (r *Recorder) number(ctx context.Context, owner client.Object, snap revisions.Snapshot, rec revisions.Record, existing *revisions.Revision) (_ revisions.Record, highest int64, _ error) {
+// It also returns the history it listed (nil when it listed none).
+func (r *Recorder) number(ctx context.Context, owner client.Object, snap revisions.Snapshot, rec revisions.Record, existing *revisions.Revision) (_ revisions.Record, listed []revisions.Revision, _ error) {
 	if rec.Revision == 0 {
-		return rec, 0, nil
+		return rec, nil, nil
 	}
 	revs, _, err := List(ctx, r.Reader, owner.GetNamespace(), string(owner.GetUID()), FromWatchCache())
 	if err != nil {
-		return revisions.Record{}, 0, err
+		return revisions.Record{}, nil, err
 	}
-	highest = Highest(revs)
+	if revs == nil {
+		revs = []revisions.Revision{} // listed, and empty
+	}
 	holder := holderOf(revs, rec.Revision)
 	if holder == "" || holder == snap.Hash {
-		return rec, highest, nil
+		return rec, revs, nil
 	}
 	if existing != nil && existing.Record.Revision != 0 {
 		out := existing.Record
 		out.Restarts = rec.Restarts
-		return out, highest, nil
+		return out, revs, nil
 	}
-	out := Unadmitted(highest+1, time.Now())
+	out := Unadmitted(Highest(revs)+1, time.Now())
 	out.Restarts = rec.Restarts
-	return out, highest, nil
+	return out, revs, nil
 }
 
 // holderOf returns the content hash that holds revision number n in revs,
