@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,11 @@ import (
 // last revisions and prune the history down to the limit: generous, the
 // machine is shared.
 const pruneTimeout = 60 * time.Second
+
+// pruneNamespaces numbers the namespaces of the cases, so that a repeated
+// run (-count) does not meet the previous run's namespace, still
+// terminating.
+var pruneNamespaces atomic.Int64
 
 // pruneCase is one object whose history grows past history.DefaultLimit.
 type pruneCase struct {
@@ -109,9 +115,9 @@ func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
 			etcd:     map[int64]string{3: "3.6.5-0", 4: "3.6.9-0", 13: "3.6.8-0", 30: "3.6.8-0"},
 		},
 	}
-	for i, tc := range cases {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			testPrune(t, fmt.Sprintf("install-prune-%d", i), tc)
+			testPrune(t, fmt.Sprintf("install-prune-%d", pruneNamespaces.Add(1)), tc)
 		})
 	}
 }
