@@ -159,21 +159,35 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	require.Greater(t, last, int64(history.DefaultLimit+5), "the case must outgrow the limit")
 
 	// Wait until the reconciler has recorded the live revision and pruned.
-	var got []int64
-	var revs []revisions.Revision
+	// (The condition runs on another goroutine: it notes errors rather
+	// than failing the test there.)
+	var (
+		mu         sync.Mutex
+		listedNums []int64
+		listedRevs []revisions.Revision
+		listErr    error
+	)
 	ok := assert.Eventually(t, func() bool {
-		var bad []error
-		var err error
-		revs, bad, err = history.List(ctx, env.Client, ns, string(obj.GetUID()))
-		require.NoError(t, err)
-		require.Empty(t, bad)
-		got = got[:0]
-		for _, r := range revs {
-			got = append(got, r.Record.Revision)
+		list, bad, err := history.List(ctx, env.Client, ns, string(obj.GetUID()))
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && len(bad) > 0 {
+			err = fmt.Errorf("undecodable records: %v", bad)
 		}
-		return len(got) == history.DefaultLimit && slices.Contains(got, last)
+		if listErr = err; err != nil {
+			return false
+		}
+		listedRevs, listedNums = list, nil
+		for _, r := range list {
+			listedNums = append(listedNums, r.Record.Revision)
+		}
+		return len(listedNums) == history.DefaultLimit && slices.Contains(listedNums, last)
 	}, pruneTimeout, 200*time.Millisecond)
-	require.True(t, ok, "history of %s %s/%s after %s: revisions %v, want %d of them with the live %d", tc.kind.GVK.Kind, ns, obj.GetName(), pruneTimeout, got, history.DefaultLimit, last)
+	mu.Lock()
+	got, revs, lastErr := slices.Clone(listedNums), slices.Clone(listedRevs), listErr
+	mu.Unlock()
+	require.True(t, ok, "history of %s %s/%s after %s: revisions %v (last error: %v), want %d of them with the live %d",
+		tc.kind.GVK.Kind, ns, obj.GetName(), pruneTimeout, got, lastErr, history.DefaultLimit, last)
 	require.Equal(t, tc.want, got, "the revisions kept")
 
 	for _, r := range revs {
@@ -199,9 +213,9 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	var h rollout.RolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(out), &h), "rollout history -o json printed:\n%s", out)
 	assert.Equal(t, last, h.LiveRevision)
-	var listed []int64
+	var printed []int64
 	for _, r := range h.Revisions {
-		listed = append(listed, r.Revision)
+		printed = append(printed, r.Revision)
 		assert.Equal(t, r.Revision == last, r.Live, "revision %d: live", r.Revision)
 		if v, ok := tc.versions[r.Revision]; ok {
 			assert.Equal(t, v, r.Version, "revision %d: version", r.Revision)
@@ -210,13 +224,15 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 			assert.Equal(t, e, r.EtcdImageTag, "revision %d: etcd image tag", r.Revision)
 		}
 	}
-	assert.Equal(t, tc.want, listed, "rollout history -o json: revisions")
+	assert.Equal(t, tc.want, printed, "rollout history -o json: revisions")
 
 	// And so does its table: one row per kept revision, numbers first.
 	table := rolloutHistory(t, tc.resource, "-n", ns)
 	var rows []string
 	for _, line := range strings.Split(strings.TrimSpace(table), "\n")[1:] {
-		rows = append(rows, strings.Fields(line)[0])
+		if fields := strings.Fields(line); len(fields) > 0 {
+			rows = append(rows, fields[0])
+		}
 	}
 	var wantRows []string
 	for _, n := range tc.want {
