@@ -195,11 +195,26 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 		assert.Equal(t, names[r.Record.Revision], r.Name, "revision %d: its ControllerRevision", r.Record.Revision)
 	}
 
-	// Every revision was recorded; those not kept are gone.
-	added := recorded()
+	// Every revision was recorded (the watch may deliver the last creations
+	// a moment after the List saw them); those not kept are gone.
+	var missing []int64
+	assert.Eventually(t, func() bool {
+		added, gaps := recorded(), []int64(nil)
+		for n := int64(1); n <= last; n++ {
+			if !added[names[n]] {
+				gaps = append(gaps, n)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		missing = gaps
+		return len(gaps) == 0
+	}, 10*time.Second, 100*time.Millisecond)
+	mu.Lock()
+	assert.Empty(t, missing, "revisions never recorded")
+	mu.Unlock()
 	for n := int64(1); n <= last; n++ {
 		name := names[n]
-		assert.True(t, added[name], "revision %d (ControllerRevision %s) was never recorded", n, name)
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.ControllerRevision{})
 		if slices.Contains(tc.want, n) {
 			assert.NoError(t, err, "revision %d (ControllerRevision %s) kept", n, name)
