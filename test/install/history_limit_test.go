@@ -324,30 +324,10 @@ func rolloutHistory(t *testing.T, args ...string) string {
 	return stdout.String()
 }
 
-// pruneMachineDeployment is a MachineDeployment named prune, of a Cluster
-// that does not exist (the guard judges it with a warning, and its history
-// is kept all the same).
+// pruneMachineDeployment is a MachineDeployment named prune (see
+// orphanMachineDeployment).
 func pruneMachineDeployment(namespace string) client.Object {
-	labels := map[string]string{"pool": "prune"}
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "prune"},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "prune",
-			Replicas:    ptr.To[int32](0),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: "prune",
-					Version:     "v1.34.2",
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("prune")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "prune",
-					},
-				},
-			},
-		},
-	}
+	return orphanMachineDeployment(namespace, "prune", "v1.34.2")
 }
 
 // pruneKubeadmControlPlane is a KubeadmControlPlane named prune at v1.34.2

@@ -61,7 +61,7 @@ func TestServingCertRotation(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "install-rotation"}}
 	require.NoError(t, env.Client.Create(ctx, ns))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
-	md := rotationMachineDeployment(ns.Name)
+	md := orphanMachineDeployment(ns.Name, "rotation", "v1.36.0")
 	require.NoError(t, env.Client.Create(ctx, md))
 
 	var (
@@ -186,24 +186,25 @@ func servedSerial(t *testing.T, hostPort string) *big.Int {
 	return certs[0].SerialNumber
 }
 
-// rotationMachineDeployment is a MachineDeployment with a version, of a
-// Cluster that does not exist.
-func rotationMachineDeployment(namespace string) *clusterv1.MachineDeployment {
-	labels := map[string]string{"pool": "rotation"}
+// orphanMachineDeployment is a MachineDeployment named name, at version,
+// of a Cluster of the same name that does not exist: the guard judges its
+// edits with a warning, stamps them and keeps their history all the same.
+func orphanMachineDeployment(namespace, name, version string) *clusterv1.MachineDeployment {
+	labels := map[string]string{"pool": name}
 	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "rotation"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "rotation",
+			ClusterName: name,
 			Replicas:    ptr.To[int32](0),
 			Selector:    metav1.LabelSelector{MatchLabels: labels},
 			Template: clusterv1.MachineTemplateSpec{
 				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
 				Spec: clusterv1.MachineSpec{
-					ClusterName: "rotation",
-					Version:     "v1.36.0",
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("rotation")},
+					ClusterName: name,
+					Version:     version,
+					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name)},
 					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "rotation",
+						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name,
 					},
 				},
 			},

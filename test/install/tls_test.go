@@ -137,7 +137,7 @@ func TestWrongCertificateNameIsRefused(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "install-wrong-name"}}
 	require.NoError(t, env.Client.Create(ctx, ns))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
-	md := rotationMachineDeployment(ns.Name)
+	md := orphanMachineDeployment(ns.Name, "rotation", "v1.36.0")
 	require.NoError(t, env.Client.Create(ctx, md))
 	dryRunEdit := func() error {
 		return env.Client.Patch(ctx, md.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"template":{"spec":{"version":"v1.36.7"}}}}`)), client.DryRunAll)
