@@ -23,11 +23,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/metricsauth"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
@@ -126,7 +126,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		Metrics: metricsserver.Options{
 			BindAddress:    o.metricsAddr,
 			SecureServing:  true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			FilterProvider: metricsauth.NewFilter,
 			TLSOpts:        []func(*tls.Config){minTLS12},
 		},
 		WebhookServer: webhooks.DrainingServer{Server: webhook.NewServer(webhook.Options{
