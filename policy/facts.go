@@ -204,6 +204,26 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 	return workers, nil
 }
 
+// clusterNaming returns the name of the Cluster in namespace whose
+// spec.controlPlaneRef names the control plane kind/name of group, "" when
+// none does.
+func (f factReader) clusterNaming(ctx context.Context, namespace, kind, group, name string) (string, error) {
+	opts := []client.ListOption{client.InNamespace(namespace)}
+	if f.indexed {
+		opts = append(opts, client.UnsafeDisableDeepCopy)
+	}
+	clusters := &clusterv1.ClusterList{}
+	if err := f.reader.List(ctx, clusters, opts...); err != nil {
+		return "", fmt.Errorf("listing Clusters in %s: %w", namespace, err)
+	}
+	for _, c := range clusters.Items {
+		if ref := c.Spec.ControlPlaneRef; ref.Name == name && ref.Kind == kind && ref.APIGroup == group {
+			return c.Name, nil
+		}
+	}
+	return "", nil
+}
+
 // clusterNameOf finds the Cluster a control plane belongs to: its
 // cluster-name label, else its owning Cluster.
 func clusterNameOf(obj client.Object) string {

@@ -48,15 +48,9 @@ func (p Policy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.
 		return p.decideMachineDeployment(ctx, old, obj)
 	case *controlplanev1.KubeadmControlPlane:
 		old, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
-		if old == nil {
-			return skew.Decision{}, nil, nil
-		}
 		return p.decideKubeadmControlPlane(ctx, old, obj)
 	case *clusterv1.Cluster:
 		old, _ := oldObj.(*clusterv1.Cluster)
-		if old == nil {
-			return skew.Decision{}, nil, nil
-		}
 		return p.decideCluster(ctx, old, obj)
 	}
 	return skew.Decision{}, nil, fmt.Errorf("rollout-guard has no policy for %T", newObj)
@@ -98,20 +92,35 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 		Name:            newKCP.Name,
 		VersionField:    "spec.version",
 		EtcdField:       etcdImageTagField,
-		OldVersion:      oldKCP.Spec.Version,
 		NewVersion:      newKCP.Spec.Version,
-		OldEtcdImageTag: etcdImageTag(oldKCP),
 		NewEtcdImageTag: etcdImageTag(newKCP),
-		RunningVersions: kcpRunningVersions(oldKCP),
 		History:         HighestRunOf(oldKCP).SkewHistory(),
 	}
-	if change.OldVersion == change.NewVersion && change.OldEtcdImageTag == change.NewEtcdImageTag {
-		return skew.Decision{}, nil, nil
+	if oldKCP != nil {
+		change.OldVersion = oldKCP.Spec.Version
+		change.OldEtcdImageTag = etcdImageTag(oldKCP)
+		change.RunningVersions = kcpRunningVersions(oldKCP)
+		if change.OldVersion == change.NewVersion && change.OldEtcdImageTag == change.NewEtcdImageTag {
+			return skew.Decision{}, nil, nil
+		}
+	}
+	clusterName := clusterNameOf(newKCP)
+	if clusterName == "" && oldKCP == nil {
+		// A new control plane carries neither label nor owner yet: its
+		// Cluster is the one that names it as its control plane.
+		var err error
+		if clusterName, err = p.facts().clusterNaming(ctx, newKCP.Namespace, "KubeadmControlPlane", controlplanev1.GroupVersion.Group, newKCP.Name); err != nil {
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not find the Cluster of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
+		}
 	}
 	var warnings []string
-	if clusterName := clusterNameOf(newKCP); clusterName == "" {
+	switch {
+	case clusterName == "" && oldKCP == nil:
+		// No Cluster yet, hence no workers to keep within skew: only the
+		// version itself is judged.
+	case clusterName == "":
 		warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s has no %s label or owning Cluster; worker skew not checked", newKCP.Namespace, newKCP.Name, clusterNameLabel))
-	} else {
+	default:
 		workers, err := p.facts().workersOf(ctx, newKCP.Namespace, clusterName)
 		if err != nil {
 			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
@@ -122,7 +131,11 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 }
 
 func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clusterv1.Cluster) (skew.Decision, []string, error) {
-	oldVersion, newVersion := oldCluster.Spec.Topology.Version, newCluster.Spec.Topology.Version
+	var oldVersion string
+	if oldCluster != nil {
+		oldVersion = oldCluster.Spec.Topology.Version
+	}
+	newVersion := newCluster.Spec.Topology.Version
 	if oldVersion == newVersion || newVersion == "" {
 		return skew.Decision{}, nil, nil
 	}
@@ -151,6 +164,9 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 			change.NewEtcdImageTag = change.OldEtcdImageTag
 			change.RunningVersions = kcpRunningVersions(kcp)
 			change.History = HighestRunOf(kcp).SkewHistory()
+		case apierrors.IsNotFound(err) && oldCluster == nil:
+			// A new Cluster's control plane is created after it (by the
+			// topology controller): nothing to judge against yet.
 		case apierrors.IsNotFound(err):
 			warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s of Cluster %s not found; judged on spec.topology.version alone", newCluster.Namespace, ref.Name, newCluster.Name))
 		default:
