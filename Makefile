@@ -91,7 +91,7 @@ bench-admission: tools build ## End-to-end admission overhead: no admission, VAP
 .PHONY: bench-scale
 bench-scale: build ## The guard against 2,000 clusters: memory and latency, next to 100 clusters (bench/scale.txt; takes minutes).
 	@mkdir -p $(BENCH_DIR)
-	cd test && go run ./cmd/bench-scale --clusters 2000 --small 100 --burst 500 --variants default,GOGC=50,GOMEMLIMIT=96MiB --out $(BENCH_DIR)/scale.txt
+	cd test && go run ./cmd/bench-scale --clusters 2000 --small 100 --burst 500 --variants default,GOGC=100,GOMEMLIMIT=96MiB --out $(BENCH_DIR)/scale.txt
 
 .PHONY: bench-cli
 # BENCH_CLI_FLAGS tunes the run, e.g. "--status-args=--grace=0s" or "--skip-status"
