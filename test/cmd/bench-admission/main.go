@@ -40,11 +40,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -162,7 +164,10 @@ func run(o options) (retErr error) {
 		return err
 	}
 	defer closeOut()
-	ctx := context.Background()
+	// Ctrl-C or SIGTERM ends the run through its deferred clean-up, which
+	// stops etcd, kube-apiserver and the webhooks it started.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	load := report.LoadAverage()
 	begin := time.Now()
 

@@ -26,10 +26,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -111,7 +113,10 @@ func run(o options) error {
 	log.SetOutput(logFile)
 
 	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", report.CPUModel(), report.LoadAverage(), binVersion(o.binDir, "rollout"))
-	ctx := context.Background()
+	// Ctrl-C or SIGTERM ends the run through its deferred clean-up, which
+	// stops every process it started.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if !o.skipHistory {
 		if err := benchHistory(ctx, o, out, logFile); err != nil {
 			return fmt.Errorf("history: %w", err)
