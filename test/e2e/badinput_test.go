@@ -267,14 +267,8 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, w)
 			}
-			warnings := &warningRecorder{}
-			cfg := rest.CopyConfig(env.Config)
-			cfg.Impersonate = rest.ImpersonationConfig{UserName: "bad-input-user", Groups: []string{"system:masters"}}
-			cfg.WarningHandler = warnings
-			c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-			require.NoError(t, err)
-
-			err = tc.do(t, w, c)
+			c, warnings := warningClient(t, "bad-input-user", "system:masters")
+			err := tc.do(t, w, c)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 			} else {

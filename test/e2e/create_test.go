@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,15 +75,15 @@ func TestGuardJudgesNewControlPlanes(t *testing.T) {
 				`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35]`,
 		},
 		{
-			name:   "control plane older than the workers, found through its Cluster",
-			world:  worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"},
-			object: newKCP("v1.34.3", false),
+			name:    "control plane older than the workers, found through its Cluster",
+			world:   worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"},
+			object:  newKCP("v1.34.3", false),
 			wantErr: kcpCreateDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35`,
 		},
 		{
-			name:   "control plane four minors ahead of the workers",
-			world:  worldSpec{cpVersion: "v1.31.2", mdVersion: "v1.31.2"},
-			object: newKCP("v1.35.0", true),
+			name:    "control plane four minors ahead of the workers",
+			world:   worldSpec{cpVersion: "v1.31.2", mdVersion: "v1.31.2"},
+			object:  newKCP("v1.35.0", true),
 			wantErr: kcpCreateDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.31.2, 4 minors older than v1.35.0; a kubelet may be at most 3 minors older than the API server [rule ControlPlaneLeavesWorkerTooOld]; upgrade MachineDeployment c1-md-0 to v1.32.x or newer first, then set spec.version to v1.35.0`,
 		},
 		{
@@ -130,13 +129,8 @@ func TestGuardJudgesNewControlPlanes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, tc.world)
 			obj := tc.object(t, w)
-			warnings := &warningRecorder{}
-			cfg := rest.CopyConfig(env.Config)
-			cfg.WarningHandler = warnings
-			c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-			require.NoError(t, err)
-
-			err = c.Create(ctx, obj)
+			c, warnings := warningClient(t, "")
+			err := c.Create(ctx, obj)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 				assert.Empty(t, warnings.texts, "a create the guard could judge whole")

@@ -49,11 +49,7 @@ func TestControlPlaneTheGuardMayNotRead(t *testing.T) {
 			},
 		},
 	}
-	warnings := &warningRecorder{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = warnings
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	require.NoError(t, err)
+	c, warnings := warningClient(t, "")
 	start := time.Now()
 	require.NoError(t, c.Create(ctx, md), "an edit of a cluster whose control plane the guard cannot read is allowed")
 	assert.Less(t, time.Since(start), 4*time.Second, "the guard waited for an informer that can never fill")
@@ -82,4 +78,20 @@ func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.texts = append(w.texts, text)
+}
+
+// warningClient returns a client of the API server whose warnings are kept
+// in the returned recorder; with a user, it impersonates that user in
+// groups.
+func warningClient(t *testing.T, user string, groups ...string) (client.Client, *warningRecorder) {
+	t.Helper()
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(env.Config)
+	if user != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	}
+	cfg.WarningHandler = warnings
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	return c, warnings
 }
