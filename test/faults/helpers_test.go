@@ -63,11 +63,7 @@ func getKCP(t *testing.T) *controlplanev1.KubeadmControlPlane {
 // starts from, and leaves, a ready cluster.
 func requireClusterReady(t *testing.T) sandbox.ClusterState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	state, err := sb.WaitClusterReady(ctx, demo.Namespace, demo.Name, nil)
-	require.NoError(t, err, "the demo cluster is not ready")
-	return state
+	return sb.RequireClusterReady(t, demo.Namespace, demo.Name, readyTimeout)
 }
 
 // waitFor polls cond until it holds, failing the test after timeout.

@@ -68,11 +68,7 @@ func names(m map[string]*clusterv1.Machine) []string {
 // starts from a ready cluster.
 func requireClusterReady(t *testing.T) sandbox.ClusterState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), rolloutTimeout)
-	defer cancel()
-	state, err := sb.WaitClusterReady(ctx, demo.Namespace, demo.Name, nil)
-	require.NoError(t, err, "the demo cluster is not ready")
-	return state
+	return sb.RequireClusterReady(t, demo.Namespace, demo.Name, rolloutTimeout)
 }
 
 // replaced describes the end of a rollout: which machines the rolled

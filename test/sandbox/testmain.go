@@ -88,3 +88,17 @@ func RunTests(m *testing.M, name string, opts Options, figures *Figures, started
 	figures.print("figures")
 	return code
 }
+
+// RequireClusterReady fails t unless the Cluster namespace/name, its
+// control plane and its worker pools are all ready within timeout (see
+// WaitClusterReady), and returns their state.
+func (s *Sandbox) RequireClusterReady(t testing.TB, namespace, name string, timeout time.Duration) ClusterState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	state, err := s.WaitClusterReady(ctx, namespace, name, nil)
+	if err != nil {
+		t.Fatalf("Cluster %s/%s is not ready: %v", namespace, name, err)
+	}
+	return state
+}
