@@ -74,13 +74,7 @@ func TestNumberingOfUnadmittedContent(t *testing.T) {
 			}
 			assert.Equal(t, tc.highest, highest, "RecordReplaced's highest revision")
 
-			revs, bad, err := List(ctx, c, "ns", "uid-cp")
-			require.NoError(t, err)
-			require.Empty(t, bad)
-			got := map[string][]int64{}
-			for _, rev := range revs {
-				got[rev.Snapshot.Hash] = rev.Record.History
-			}
+			revs, got := historyOf(t, c)
 			snap1, err := revisions.ForKubeadmControlPlane(rev1)
 			require.NoError(t, err)
 			snap2, err := revisions.ForKubeadmControlPlane(rev2)
@@ -130,13 +124,7 @@ func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
 	r := &Reconciler{Client: c, APIReader: c, Recorder: recorder, Kind: KubeadmControlPlane}
 	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 	require.NoError(t, err)
-	revs, bad, err := List(ctx, c, "ns", "uid-cp")
-	require.NoError(t, err)
-	require.Empty(t, bad)
-	got := map[string][]int64{}
-	for _, rev := range revs {
-		got[rev.Snapshot.Hash] = rev.Record.History
-	}
+	_, got := historyOf(t, c)
 	assert.Equal(t, map[string][]int64{snapA.Hash: {2, 4}, snapB.Hash: {3}}, got, "A renumbered above B")
 
 	lists = 0
@@ -148,7 +136,20 @@ func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
 	// Reconciling again changes nothing: A holds the highest number.
 	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 	require.NoError(t, err)
-	revs, _, err = List(ctx, c, "ns", "uid-cp")
-	require.NoError(t, err)
+	revs, _ := historyOf(t, c)
 	assert.Equal(t, int64(4), Highest(revs))
+}
+
+// historyOf lists the history of the KubeadmControlPlane of kcpAt, all of
+// it decodable, and the revision numbers each content holds, by hash.
+func historyOf(t *testing.T, c client.Reader) ([]revisions.Revision, map[string][]int64) {
+	t.Helper()
+	revs, bad, err := List(context.Background(), c, "ns", "uid-cp")
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	numbers := map[string][]int64{}
+	for _, rev := range revs {
+		numbers[rev.Snapshot.Hash] = rev.Record.History
+	}
+	return revs, numbers
 }
