@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,8 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -32,6 +29,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // pruneTimeout bounds the wait for the guard's reconciler to record the
@@ -312,14 +310,7 @@ func watchRecorded(t *testing.T, ns string) func() map[string]bool {
 func rolloutHistory(t *testing.T, args ...string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	flags := genericclioptions.NewConfigFlags(true)
-	cacheDir := filepath.Join(t.TempDir(), "cache")
-	flags.CacheDir = &cacheDir
-	code := rollout.Execute(context.Background(), rollout.Options{
-		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
-		ConfigFlags: flags,
-		Version:     "test",
-	}, append(append([]string{"history"}, args...), "--kubeconfig="+env.Kubeconfig))
+	code := framework.RunRollout(context.Background(), env.Kubeconfig, t.TempDir(), &stdout, &stderr, append([]string{"history"}, args...)...)
 	require.Equal(t, 0, code, "rollout history %s: stderr:\n%s", strings.Join(args, " "), stderr.String())
 	return stdout.String()
 }

@@ -3,14 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"strings"
 	"sync"
 	"time"
 
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // SyncBuffer is a bytes.Buffer safe for one writer and concurrent readers,
@@ -57,15 +53,10 @@ type CLI struct {
 // client's discovery cache (a test's TempDir).
 func (s *Sandbox) StartCLI(cacheDir, namespace string, args ...string) *CLI {
 	c := &CLI{Stdout: &SyncBuffer{}, Stderr: &SyncBuffer{}, done: make(chan CLIRun, 1)}
-	flags := genericclioptions.NewConfigFlags(true)
-	flags.CacheDir = &cacheDir
-	opts := rollout.Options{
-		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: c.Stdout, ErrOut: c.Stderr},
-		ConfigFlags: flags,
-	}
+	args = append(append([]string(nil), args...), "-n", namespace)
 	go func() {
 		begin := time.Now()
-		code := rollout.Execute(context.Background(), opts, append(args, "--kubeconfig="+s.Kubeconfig, "-n", namespace))
+		code := framework.RunRollout(context.Background(), s.Kubeconfig, cacheDir, c.Stdout, c.Stderr, args...)
 		c.done <- CLIRun{Code: code, Stdout: c.Stdout.String(), Stderr: c.Stderr.String(), Took: time.Since(begin)}
 	}()
 	return c
