@@ -23,8 +23,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -180,14 +178,8 @@ func runCLI(t *testing.T, o runOptions, args ...string) result {
 	if o.tee != nil {
 		out, errOut = io.MultiWriter(&stdout, o.tee), io.MultiWriter(&stderr, o.tee)
 	}
-	flags := genericclioptions.NewConfigFlags(true)
-	flags.CacheDir = &cacheDir
-	opts := rollout.Options{
-		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut},
-		ConfigFlags: flags,
-		Now:         now,
-		Version:     "test",
-	}
+	opts := framework.RolloutOptions(cacheDir, out, errOut)
+	opts.Now = now
 	if o.beforeWrite != nil {
 		opts.BeforeWrite = func(ctx context.Context, _ client.Object) error { return o.beforeWrite(ctx) }
 	}

@@ -16,12 +16,17 @@ import (
 // cacheDir holds its discovery cache (a test's TempDir). It returns the
 // exit code.
 func RunRollout(ctx context.Context, kubeconfig, cacheDir string, stdout, stderr io.Writer, args ...string) int {
+	return rollout.Execute(ctx, RolloutOptions(cacheDir, stdout, stderr), append(args, "--kubeconfig="+kubeconfig))
+}
+
+// RolloutOptions are the options RunRollout runs the CLI with, for a test
+// that sets more of them (its clock, a hook before writes).
+func RolloutOptions(cacheDir string, stdout, stderr io.Writer) rollout.Options {
 	flags := genericclioptions.NewConfigFlags(true)
 	flags.CacheDir = &cacheDir
-	opts := rollout.Options{
+	return rollout.Options{
 		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr},
 		ConfigFlags: flags,
 		Version:     "test",
 	}
-	return rollout.Execute(ctx, opts, append(args, "--kubeconfig="+kubeconfig))
 }
