@@ -2,6 +2,8 @@ package skew
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/blang/semver/v4"
 )
@@ -62,6 +64,32 @@ type ControlPlaneChange struct {
 	History History
 	// Workers are the workers whose kubelets talk to this control plane.
 	Workers []Worker
+	// Plan, when set, is how Cluster API carries out this change of a
+	// topology version: the versions the control plane goes through (a
+	// chained upgrade), or the upgrade-plan extension that will decide them.
+	// nil: the control plane goes straight to NewVersion.
+	Plan *UpgradePlan
+	// PreviousUnrolled says the previous spec (OldVersion, OldEtcdImageTag)
+	// was never rolled out: no control-plane machine was created with it or
+	// runs it. It then does not count as run, so going back from it is a
+	// revert judged against RunningVersions and History only; History must
+	// then leave out the revision being reverted.
+	PreviousUnrolled bool
+}
+
+// UpgradePlan is how Cluster API's topology controller carries out one change
+// of spec.topology.version (a chained upgrade, Cluster API v1.12 and later).
+type UpgradePlan struct {
+	// Source names where the steps come from, for messages, e.g.
+	// "ClusterClass demo-class spec.kubernetesVersions".
+	Source string
+	// Steps are the versions the control plane goes through, in order; the
+	// last is the new version. Empty when Extension decides them.
+	Steps []string
+	// Extension names the upgrade-plan extension (ClusterClass
+	// spec.upgrade.external.generateUpgradePlanExtension) that computes the
+	// steps when the upgrade starts; only the target can be judged here.
+	Extension string
 }
 
 // EvaluateControlPlane judges one change to a control plane's Kubernetes
@@ -112,11 +140,20 @@ func EvaluateControlPlane(c ControlPlaneChange) Decision {
 		}
 	}
 
-	checkDowngrade(&r, obj, versionField, c.NewVersion, newV, old, oldKnown, running, hist)
-	if newTagOK {
-		checkEtcd(&r, c, obj, versionField, etcdField, newV, old, oldKnown, running)
+	// A previous spec that never rolled out says nothing of what the control
+	// plane has run: only the running machines and the history do.
+	asRun, asRunKnown := old, oldKnown
+	if c.PreviousUnrolled {
+		asRunKnown = false
+		if oldKnown && MinorOf(newV).Less(MinorOf(old.v)) {
+			r.warn(fmt.Sprintf("%s: %s goes back from %s to %s; allowed as a revert only because no control-plane machine was created with %s or runs it", obj, versionField, vs(old.v), vs(newV), vs(old.v)))
+		}
 	}
-	checkSkip(&r, obj, versionField, c.NewVersion, newV, old, oldKnown, running)
+	checkDowngrade(&r, obj, versionField, c.NewVersion, newV, asRun, asRunKnown, running, hist)
+	if newTagOK {
+		checkEtcdAlongPlan(&r, c, obj, versionField, etcdField, newV, old, oldKnown, running)
+	}
+	checkSkip(&r, c.Plan, obj, versionField, c.NewVersion, newV, old, oldKnown, running)
 	for _, w := range c.Workers {
 		checkWorkerLeft(&r, obj, versionField, c.NewVersion, newV, old, oldKnown, w)
 	}
@@ -158,8 +195,9 @@ func checkDowngrade(r *verdict, obj, field, value string, newV semver.Version, o
 }
 
 // checkSkip is rule ControlPlaneMinorSkip: the new minor must be at most one
-// above the lowest of the previous spec and the running machines.
-func checkSkip(r *verdict, obj, field, value string, newV semver.Version, old known, oldKnown bool, running []known) {
+// above the lowest of the previous spec and the running machines; with an
+// upgrade plan, every step of it must be.
+func checkSkip(r *verdict, plan *UpgradePlan, obj, field, value string, newV semver.Version, old known, oldKnown bool, running []known) {
 	var all []known
 	if oldKnown {
 		all = append(all, old)
@@ -167,6 +205,10 @@ func checkSkip(r *verdict, obj, field, value string, newV semver.Version, old kn
 	all = append(all, running...)
 	base, ok := lowest(all)
 	if !ok {
+		return
+	}
+	if plan != nil && MinorOf(newV).minorsAfter(MinorOf(base.v)) > 1 {
+		checkPlan(r, plan, obj, field, value, newV, base)
 		return
 	}
 	gap := MinorOf(newV).minorsAfter(MinorOf(base.v))
@@ -183,23 +225,100 @@ func checkSkip(r *verdict, obj, field, value string, newV semver.Version, old kn
 		return
 	}
 	next := MinorOf(base.v).add(1)
+	remedy := fmt.Sprintf("set %s to a %s.x release first and wait until every control-plane machine runs it, then upgrade to %s", field, next.v(), MinorOf(newV).v())
+	if field == topologyVersionField {
+		remedy += fmt.Sprintf("; or list a release of every minor from %s to %s in the ClusterClass's spec.kubernetesVersions, and Cluster API walks the control plane through them in one edit", next.v(), MinorOf(newV).v())
+	}
 	r.refuse(Violation{
 		Rule:    RuleControlPlaneMinorSkip,
 		Field:   field,
 		Value:   value,
 		Message: fmt.Sprintf("%s: upgrade from %s to %s skips %s; kubeadm upgrades one minor at a time", obj, from, vs(newV), skipped("v", MinorOf(base.v), MinorOf(newV))),
-		Remedy:  fmt.Sprintf("set %s to a %s.x release first and wait until every control-plane machine runs it, then upgrade to %s", field, next.v(), MinorOf(newV).v()),
+		Remedy:  remedy,
 	})
 }
 
+// checkPlan is rule ControlPlaneMinorSkip for an upgrade Cluster API carries
+// out in steps: from base, each step may move one minor at most. An
+// upgrade-plan extension decides its steps only when the upgrade starts, and
+// Cluster API refuses a plan that skips a minor, so the jump itself is allowed
+// with a warning saying so.
+func checkPlan(r *verdict, plan *UpgradePlan, obj, field, value string, newV semver.Version, base known) {
+	from := vs(base.v)
+	if base.src != "" {
+		from += " (still " + base.src + ")"
+	}
+	if plan.Extension != "" {
+		r.warn(fmt.Sprintf("%s: upgrade from %s to %s crosses %s; the upgrade-plan extension %s decides the steps, so rollout-guard judges only where it ends", obj, from, vs(newV), minors(MinorOf(newV).minorsAfter(MinorOf(base.v))), plan.Extension))
+		return
+	}
+	prev := base.v
+	var through []string
+	steps := plan.Steps
+	if n := len(steps); n == 0 || steps[n-1] != value {
+		// A plan that does not end at the new version is refused by Cluster
+		// API; judge the last stretch as one step.
+		steps = append(slices.Clone(steps), value)
+	}
+	for _, s := range steps {
+		step, err := ParseVersion(s)
+		if err != nil {
+			continue // the new version was parsed by the caller; a step that does not parse is refused by Cluster API
+		}
+		if MinorOf(step).minorsAfter(MinorOf(prev)) > 1 {
+			gapFrom := vs(prev)
+			if prev.EQ(base.v) {
+				gapFrom = from
+			}
+			r.refuse(Violation{
+				Rule:    RuleControlPlaneMinorSkip,
+				Field:   field,
+				Value:   value,
+				Message: fmt.Sprintf("%s: the upgrade to %s steps from %s to %s, skipping %s (steps from %s); kubeadm upgrades one minor at a time", obj, vs(newV), gapFrom, vs(step), skipped("v", MinorOf(prev), MinorOf(step)), plan.Source),
+				Remedy:  fmt.Sprintf("add a release of every skipped minor to %s, or set %s to a %s.x release first", plan.Source, field, MinorOf(prev).add(1).v()),
+			})
+			return
+		}
+		through = append(through, vs(step))
+		prev = step
+	}
+	if !MinorOf(prev).Less(MinorOf(newV)) && len(through) > 1 {
+		r.warn(fmt.Sprintf("%s: Cluster API upgrades the control plane from %s through %s (steps from %s)", obj, from, strings.Join(through, ", "), plan.Source))
+	}
+}
+
+// checkEtcdAlongPlan is rule EtcdDowngrade for a change that may go through
+// steps: the step whose etcd is lowest is judged (the new version itself
+// when there are no steps, or when it is that step).
+func checkEtcdAlongPlan(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV semver.Version, old known, oldKnown bool, running []known) {
+	at := newV
+	if c.Plan != nil {
+		lowestEtcd, _, lowestErr := EtcdFor(newV, c.NewEtcdImageTag)
+		for _, s := range c.Plan.Steps {
+			step, err := ParseVersion(s)
+			if err != nil {
+				continue // refused by checkPlan
+			}
+			if e, _, err := EtcdFor(step, c.NewEtcdImageTag); err == nil && (lowestErr != nil || e.LT(lowestEtcd)) {
+				at, lowestEtcd, lowestErr = step, e, nil
+			}
+		}
+	}
+	checkEtcd(r, c, obj, versionField, etcdField, newV, at, old, oldKnown, running)
+}
+
 // checkEtcd is rule EtcdDowngrade: the etcd minor the control plane would run
-// must not be below the highest etcd minor it has run.
-func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV semver.Version, old known, oldKnown bool, running []known) {
+// at version at (the new version, or a step on the way to it) must not be
+// below the highest etcd minor it has run.
+func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV, at semver.Version, old known, oldKnown bool, running []known) {
 	noDefault := func(err error, what string) { r.warn(fmt.Sprintf("%s: %v; %s", obj, err, what)) }
-	newEtcd, newSrc, err := EtcdFor(newV, c.NewEtcdImageTag)
+	newEtcd, newSrc, err := EtcdFor(at, c.NewEtcdImageTag)
 	if err != nil {
 		noDefault(err, "etcd downgrade not checked")
 		return
+	}
+	if !at.EQ(newV) {
+		newSrc += ", at step " + vs(at) + " of the upgrade to " + vs(newV)
 	}
 
 	var seen []known
@@ -219,7 +338,7 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 			noDefault(err, "the etcd of the previous spec is not counted")
 		}
 	}
-	if oldEtcdKnown {
+	if oldEtcdKnown && !c.PreviousUnrolled {
 		seen = append(seen, oldEtcd)
 	}
 	if c.History.HighestEtcd != "" {
@@ -231,7 +350,8 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 	}
 	if c.OldEtcdImageTag == "" {
 		// Machines run kubeadm's default only when no tag was pinned; with a
-		// pinned tag they run that tag, counted above.
+		// pinned tag they run that tag, counted above (or, when that tag never
+		// rolled out, the one before it, which History holds).
 		for _, k := range running {
 			if v, src, err := EtcdFor(k.v, ""); err == nil {
 				seen = append(seen, known{v: v, src: src})

@@ -16,6 +16,8 @@ type cpCase struct {
 	running        []string
 	hist           History
 	workers        []Worker
+	plan           *UpgradePlan
+	unrolled       bool
 	want           []RuleID
 	expect
 }
@@ -27,6 +29,7 @@ func (c cpCase) change() ControlPlaneChange {
 		OldVersion: c.old, NewVersion: c.new,
 		OldEtcdImageTag: c.oldTag, NewEtcdImageTag: c.newTag,
 		RunningVersions: c.running, History: c.hist, Workers: c.workers,
+		Plan: c.plan, PreviousUnrolled: c.unrolled,
 	}
 	if c.cluster {
 		ch.Kind, ch.Name = "Cluster", "demo"

@@ -11,6 +11,8 @@ const (
 	kcpVersionField    = "spec.version"
 	kcpEtcdField       = "spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag"
 	workerVersionField = "spec.template.spec.version"
+	// topologyVersionField is the version of a ClusterClass-based Cluster.
+	topologyVersionField = "spec.topology.version"
 )
 
 // known is a version together with where it came from.
