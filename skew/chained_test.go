@@ -18,7 +18,7 @@ func TestChainedTopologyUpgrade(t *testing.T) {
 		}},
 		// A plan of one step per minor: allowed, the steps named.
 		{name: "three minors through the class's versions", cluster: true, old: "v1.33.5", new: "v1.36.1",
-			plan: classPlan("v1.34.3", "v1.35.2", "v1.36.1"),
+			plan:   classPlan("v1.34.3", "v1.35.2", "v1.36.1"),
 			expect: expect{warnings: []string{"Cluster demo: Cluster API upgrades the control plane from v1.33.5 through v1.34.3, v1.35.2, v1.36.1 (steps from ClusterClass demo-class spec.kubernetesVersions)"}}},
 		{name: "two minors through the class's versions", cluster: true, old: "v1.34.3", new: "v1.36.1",
 			plan: classPlan("v1.35.2", "v1.36.1"), expect: expect{warnings: []string{"through v1.35.2, v1.36.1"}}},
@@ -55,7 +55,7 @@ func TestRevertOfAnUnrolledBump(t *testing.T) {
 	runCP(t, []cpCase{
 		// The bump never rolled out: going back is allowed, and said.
 		{name: "minor bump reverted", old: "v1.36.1", new: "v1.35.2", unrolled: true, running: []string{"v1.35.2"},
-			hist: History{HighestKubernetes: "v1.35.2", HighestKubernetesSource: "revision 3", HighestEtcd: "3.6.6", HighestEtcdSource: "revision 3"},
+			hist:   History{HighestKubernetes: "v1.35.2", HighestKubernetesSource: "revision 3", HighestEtcd: "3.6.6", HighestEtcdSource: "revision 3"},
 			expect: expect{warnings: []string{"KubeadmControlPlane demo-control-plane: spec.version goes back from v1.36.1 to v1.35.2; allowed as a revert only because no control-plane machine was created with v1.36.1 or runs it"}}},
 		{name: "topology bump reverted", cluster: true, old: "v1.36.1", new: "v1.35.2", unrolled: true, running: []string{"v1.35.2"},
 			expect: expect{warnings: []string{"Cluster demo: spec.topology.version goes back from v1.36.1"}}},
