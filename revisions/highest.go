@@ -19,6 +19,38 @@ type HighestRun struct {
 	Etcd string `json:"etcd,omitempty"`
 	// EtcdRevision is the revision that ran Etcd.
 	EtcdRevision int64 `json:"etcdRevision,omitempty"`
+	// Before is what the revisions before revision BeforeRevision ran (its
+	// own Before is nil): what the control plane had run before its latest
+	// change, so that change can be reverted while it has not rolled out.
+	// nil when unknown (an object stamped before the guard kept it).
+	Before *HighestRun `json:"before,omitempty"`
+	// BeforeRevision is the revision whose predecessors Before covers.
+	BeforeRevision int64 `json:"beforeRevision,omitempty"`
+}
+
+// Advance returns h, the highest run of a control plane up to its previous
+// revision, raised by snap, the content of revision: when revision is new
+// (not the one h last saw, prev), Before becomes h itself, so what came
+// before the latest change stays known; otherwise Before is kept.
+func (h HighestRun) Advance(snap Snapshot, revision, prev int64) HighestRun {
+	before, beforeRev := h.Before, h.BeforeRevision
+	if revision != prev {
+		b := h
+		b.Before, b.BeforeRevision = nil, 0
+		before, beforeRev = &b, revision
+	}
+	out := FoldHighest(h, snap, revision)
+	out.Before, out.BeforeRevision = before, beforeRev
+	return out
+}
+
+// BeforeOf returns what the control plane had run before revision, and
+// whether that is known.
+func (h HighestRun) BeforeOf(revision int64) (HighestRun, bool) {
+	if h.Before == nil || h.BeforeRevision != revision || revision == 0 {
+		return HighestRun{}, false
+	}
+	return *h.Before, true
 }
 
 // RunOf returns what one KubeadmControlPlane revision runs: its Kubernetes

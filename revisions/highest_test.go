@@ -131,3 +131,41 @@ func TestHighestFeedsSkew(t *testing.T) {
 	}
 	assert.Contains(t, rules, skew.RuleControlPlaneDowngrade)
 }
+
+// TestAdvanceKeepsWhatRanBefore: each new revision moves the highest run so
+// far into Before; a change under the same revision keeps it.
+func TestAdvanceKeepsWhatRanBefore(t *testing.T) {
+	var h revisions.HighestRun
+	h = h.Advance(cp(t, "v1.34.2", ""), 1, 0) // created
+	before, ok := h.BeforeOf(1)
+	require.True(t, ok)
+	assert.Equal(t, revisions.HighestRun{}, before, "nothing ran before the first revision")
+
+	h = h.Advance(cp(t, "v1.35.2", ""), 2, 1) // upgraded
+	h = h.Advance(cp(t, "v1.36.1", ""), 3, 2) // bumped
+	assert.Equal(t, "v1.36.1", h.Kubernetes)
+	before, ok = h.BeforeOf(3)
+	require.True(t, ok)
+	assert.Equal(t, "v1.35.2", before.Kubernetes)
+	assert.Equal(t, int64(2), before.KubernetesRevision)
+	assert.Nil(t, before.Before, "Before holds one level only")
+
+	// The same revision stamped again (a restart): Before is kept.
+	again := h.Advance(cp(t, "v1.36.1", ""), 3, 3)
+	before, ok = again.BeforeOf(3)
+	require.True(t, ok)
+	assert.Equal(t, "v1.35.2", before.Kubernetes)
+
+	// Asked about another revision, Before is unknown.
+	_, ok = h.BeforeOf(2)
+	assert.False(t, ok)
+	_, ok = revisions.HighestRun{Kubernetes: "v1.35.2"}.BeforeOf(0)
+	assert.False(t, ok)
+
+	// It survives the annotation's JSON.
+	raw, err := json.Marshal(h)
+	require.NoError(t, err)
+	var back revisions.HighestRun
+	require.NoError(t, json.Unmarshal(raw, &back))
+	assert.Equal(t, h, back)
+}

@@ -201,8 +201,13 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	}
 	if s.Kind.GVK.Kind == history.KubeadmControlPlane.GVK.Kind {
 		oldKCP, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
-		highest := policy.HighestRunOf(oldKCP)
-		highest = revisions.FoldHighest(highest, newSnap, rec.Revision)
+		var prev int64
+		if oldKCP != nil {
+			prev = policy.StampsOf(oldKCP).Revision
+		}
+		// Advance keeps what ran before this revision, so that a bump can be
+		// reverted while it has not rolled out (policy.Revert).
+		highest := policy.HighestRunOf(oldKCP).Advance(newSnap, rec.Revision, prev)
 		data, err := json.Marshal(highest)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
