@@ -144,11 +144,29 @@ func kcpRunningVersions(kcp *controlplanev1.KubeadmControlPlane) []string {
 	return dedupe(out)
 }
 
+// workerFilter says which workers of a cluster workersOf lists.
+type workerFilter bool
+
+const (
+	// allWorkers lists every worker.
+	allWorkers workerFilter = false
+	// withoutTopologyOwned leaves out the pools and Machines a Cluster's
+	// topology owns (label topology.cluster.x-k8s.io/owned): the topology
+	// controller upgrades them along a topology version change.
+	withoutTopologyOwned workerFilter = true
+)
+
+// skips reports whether a worker with these labels is left out.
+func (w workerFilter) skips(labels map[string]string) bool {
+	_, owned := labels[clusterv1.ClusterTopologyOwnedLabel]
+	return bool(w) && owned
+}
+
 // workersOf lists every worker of a cluster that runs a kubelet against its
 // control plane: MachineDeployments and MachinePools by their spec version,
 // and worker Machines by the kubelet version their node reports (else their
 // spec version).
-func (f factReader) workersOf(ctx context.Context, namespace, clusterName string) ([]skew.Worker, error) {
+func (f factReader) workersOf(ctx context.Context, namespace, clusterName string, which workerFilter) ([]skew.Worker, error) {
 	inCluster := []client.ListOption{client.InNamespace(namespace)}
 	if f.indexed {
 		// Only read, never written: the cache's own objects need no copy.
@@ -161,7 +179,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		return nil, fmt.Errorf("listing MachineDeployments of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
 	for _, md := range mds.Items {
-		if md.Spec.ClusterName != clusterName {
+		if md.Spec.ClusterName != clusterName || which.skips(md.Labels) {
 			continue
 		}
 		workers = append(workers, skew.Worker{Kind: "MachineDeployment", Name: md.Name, Version: md.Spec.Template.Spec.Version})
@@ -172,7 +190,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		return nil, fmt.Errorf("listing MachinePools of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
 	for _, mp := range mps.Items {
-		if mp.Spec.ClusterName != clusterName {
+		if mp.Spec.ClusterName != clusterName || which.skips(mp.Labels) {
 			continue
 		}
 		workers = append(workers, skew.Worker{Kind: "MachinePool", Name: mp.Name, Version: mp.Spec.Template.Spec.Version})
@@ -183,7 +201,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		return nil, fmt.Errorf("listing Machines of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
 	for _, m := range machines.Items {
-		if m.Spec.ClusterName != clusterName {
+		if m.Spec.ClusterName != clusterName || which.skips(m.Labels) {
 			continue
 		}
 		if _, isControlPlane := m.Labels[controlPlaneLabel]; isControlPlane {

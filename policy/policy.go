@@ -121,13 +121,26 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 	case clusterName == "":
 		warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s has no %s label or owning Cluster; worker skew not checked", newKCP.Namespace, newKCP.Name, clusterNameLabel))
 	default:
-		workers, err := p.facts().workersOf(ctx, newKCP.Namespace, clusterName)
+		workers, err := p.facts().workersOf(ctx, newKCP.Namespace, clusterName, allWorkers)
 		if err != nil {
 			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
 		}
 		change.Workers = workers
 	}
-	return skew.EvaluateControlPlane(change), warnings, nil
+	d := skew.EvaluateControlPlane(change)
+	if oldKCP != nil && refusesDowngrade(d) {
+		// Going back: allowed if what is taken back never rolled out.
+		bump := bumpOf(change.OldVersion, change.NewVersion)
+		u, err := p.facts().unrolledKCPBump(ctx, oldKCP, clusterName, bump)
+		if err != nil {
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
+		}
+		if u != nil {
+			change.PreviousUnrolled, change.History, change.RunningVersions = true, u.history, u.running
+			d = skew.EvaluateControlPlane(change)
+		}
+	}
+	return d, warnings, nil
 }
 
 func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clusterv1.Cluster) (skew.Decision, []string, error) {
@@ -155,11 +168,13 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	// The etcd the control plane pins, the versions it runs and the highest
 	// it has run live on its KubeadmControlPlane; the topology controller
 	// keeps the pinned tag.
+	var kcp *controlplanev1.KubeadmControlPlane
 	if ref := newCluster.Spec.ControlPlaneRef; ref.Kind == "KubeadmControlPlane" && ref.APIGroup == controlplanev1.GroupVersion.Group {
-		kcp := &controlplanev1.KubeadmControlPlane{}
-		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, kcp, p.facts().getOptions()...)
+		got := &controlplanev1.KubeadmControlPlane{}
+		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, got, p.facts().getOptions()...)
 		switch {
 		case err == nil:
+			kcp = got
 			change.OldEtcdImageTag = etcdImageTag(kcp)
 			change.NewEtcdImageTag = change.OldEtcdImageTag
 			change.RunningVersions = kcpRunningVersions(kcp)
@@ -174,12 +189,90 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 		}
 	}
 
-	workers, err := p.facts().workersOf(ctx, newCluster.Namespace, newCluster.Name)
+	// How Cluster API will carry the change out: through the versions its
+	// ClusterClass lists, as its upgrade-plan extension decides, or one
+	// minor at a time. The plan starts from the control plane's spec.
+	plan, planWarning, err := p.planOf(ctx, newCluster, kcp, oldVersion)
+	if err != nil {
+		return skew.Decision{}, nil, err
+	}
+	change.Plan = plan
+	if planWarning != "" {
+		warnings = append(warnings, planWarning)
+	}
+
+	// Workers the topology owns are upgraded by the topology controller as
+	// the plan requires; the others (hand-made pools) keep their version.
+	workers, err := p.facts().workersOf(ctx, newCluster.Namespace, newCluster.Name, withoutTopologyOwned)
 	if err != nil {
 		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of Cluster %s/%s: %w", newCluster.Namespace, newCluster.Name, err)
 	}
 	change.Workers = workers
-	return skew.EvaluateControlPlane(change), warnings, nil
+	d := skew.EvaluateControlPlane(change)
+	if oldCluster != nil && kcp != nil && refusesDowngrade(d) {
+		// Going back: allowed if the bump never rolled out, whether the
+		// topology controller gave it to the control plane or not yet.
+		u, err := p.unrolledTopologyChange(ctx, newCluster, kcp, oldVersion, newVersion)
+		if err != nil {
+			return skew.Decision{}, nil, err
+		}
+		if u != nil {
+			change.PreviousUnrolled, change.History, change.RunningVersions = true, u.history, u.running
+			d = skew.EvaluateControlPlane(change)
+		}
+	}
+	return d, warnings, nil
+}
+
+// planOf returns how Cluster API carries out the topology version change of
+// cluster from oldVersion: nil for one minor at a time (a class without a
+// version list or extension), or with a warning when the class cannot be read.
+func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, oldVersion string) (*skew.UpgradePlan, string, error) {
+	key := cluster.GetClassKey()
+	if key.Name == "" {
+		return nil, "", nil
+	}
+	class := &clusterv1.ClusterClass{}
+	if err := p.facts().reader.Get(ctx, key, class, p.facts().getOptions()...); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("rollout-guard: ClusterClass %s of Cluster %s/%s not found; judged as an upgrade of one minor at a time", key, cluster.Namespace, cluster.Name), nil
+		}
+		return nil, "", fmt.Errorf("rollout-guard could not read ClusterClass %s of Cluster %s/%s: %w", key, cluster.Namespace, cluster.Name, err)
+	}
+	current := oldVersion
+	if kcp != nil && kcp.Spec.Version != "" {
+		current = kcp.Spec.Version
+	}
+	if current == "" {
+		return nil, "", nil // a new Cluster: its control plane starts at the version
+	}
+	plan, err := upgradePlanOf(class, cluster.Spec.Topology.Version, current)
+	if err != nil {
+		return nil, fmt.Sprintf("rollout-guard: the upgrade plan of Cluster %s/%s could not be computed (%v); judged as an upgrade of one minor at a time", cluster.Namespace, cluster.Name, err), nil
+	}
+	return plan, "", nil
+}
+
+// unrolledTopologyChange returns what the control plane ran before a
+// topology version bump (oldVersion) that never rolled out, nil when it did.
+func (p Policy) unrolledTopologyChange(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, oldVersion, newVersion string) (*unrolledBump, error) {
+	bump := bumpOf(oldVersion, newVersion)
+	if bump == "" {
+		return nil, nil
+	}
+	var u *unrolledBump
+	var err error
+	if given := bumpOf(bump, kcp.Spec.Version); given == "" {
+		// The control plane's spec has the bump (or more): its latest
+		// revision must be one that never rolled out.
+		u, err = p.facts().unrolledKCPBump(ctx, kcp, cluster.Name, bump)
+	} else {
+		u, err = p.facts().unrolledTopologyBump(ctx, kcp, cluster.Name, bump)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	return u, nil
 }
 
 // OverrideGroups are the groups whose members may use the break-glass

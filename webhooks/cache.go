@@ -30,10 +30,15 @@ import (
 //     are owned by the object).
 //   - MachineDeployment: the whole spec (hashed into its revision), the
 //     project's annotations, labels and owner references; no status.
-//   - MachinePool: spec.clusterName and spec.template.spec.version.
-//   - Machine: spec.clusterName, spec.version, status.nodeInfo.kubeletVersion
-//     and the control-plane label; the rest (bootstrap, infrastructure,
-//     addresses, conditions) is dropped, which is most of a Machine.
+//   - MachinePool: spec.clusterName, spec.template.spec.version and the
+//     topology-owned label.
+//   - Machine: spec.clusterName, spec.version, status.nodeInfo.kubeletVersion,
+//     its creation time and the control-plane and topology-owned labels; the
+//     rest (bootstrap, infrastructure, addresses, conditions) is dropped,
+//     which is most of a Machine.
+//   - ClusterClass: spec.kubernetesVersions and the upgrade-plan extension
+//     (how Cluster API plans a chained upgrade); its templates, variables
+//     and patches are dropped.
 //
 // Every kind loses its managed fields. Other kinds (control planes of other
 // providers, read as unstructured through the contract) keep their content
@@ -47,6 +52,7 @@ func CacheOptions() cache.Options {
 			&clusterv1.MachineDeployment{}:        {Transform: TrimMachineDeployment},
 			&clusterv1.MachinePool{}:              {Transform: TrimMachinePool},
 			&clusterv1.Machine{}:                  {Transform: TrimMachine},
+			&clusterv1.ClusterClass{}:             {Transform: TrimClusterClass},
 		},
 	}
 }
@@ -142,7 +148,7 @@ func TrimMachinePool(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	trimMeta(&mp.ObjectMeta, false, nil)
+	trimMeta(&mp.ObjectMeta, false, isTopologyOwnedLabel)
 	spec := clusterv1.MachinePoolSpec{ClusterName: mp.Spec.ClusterName}
 	spec.Template.Spec.Version = mp.Spec.Template.Spec.Version
 	mp.Spec = spec
@@ -157,7 +163,9 @@ func TrimMachine(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	trimMeta(&m.ObjectMeta, false, func(k string) bool { return k == clusterv1.MachineControlPlaneLabel })
+	trimMeta(&m.ObjectMeta, false, func(k string) bool {
+		return k == clusterv1.MachineControlPlaneLabel || isTopologyOwnedLabel(k)
+	})
 	m.Spec = clusterv1.MachineSpec{ClusterName: m.Spec.ClusterName, Version: m.Spec.Version}
 	var status clusterv1.MachineStatus
 	if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
@@ -166,6 +174,25 @@ func TrimMachine(obj any) (any, error) {
 	m.Status = status
 	return m, nil
 }
+
+// TrimClusterClass is the cache transform of ClusterClasses (see
+// CacheOptions). Objects of other types are returned unchanged.
+func TrimClusterClass(obj any) (any, error) {
+	cc, ok := obj.(*clusterv1.ClusterClass)
+	if !ok {
+		return obj, nil
+	}
+	trimMeta(&cc.ObjectMeta, false, nil)
+	spec := clusterv1.ClusterClassSpec{KubernetesVersions: cc.Spec.KubernetesVersions}
+	spec.Upgrade.External.GenerateUpgradePlanExtension = cc.Spec.Upgrade.External.GenerateUpgradePlanExtension
+	cc.Spec = spec
+	cc.Status = clusterv1.ClusterClassStatus{}
+	return cc, nil
+}
+
+// isTopologyOwnedLabel keeps the label of workers a Cluster's topology owns:
+// a topology version change leaves them to the topology controller.
+func isTopologyOwnedLabel(k string) bool { return k == clusterv1.ClusterTopologyOwnedLabel }
 
 // allLabels keeps every label: few and small on worker pools and control
 // planes, and the cluster-name label names a control plane's Cluster.

@@ -102,8 +102,9 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 			return fmt.Errorf("indexing %T by %s: %w", ix.obj, policy.ClusterNameField, err)
 		}
 	}
-	// Clusters and control planes are read by name; ask for their informers now.
-	for _, obj := range []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{}} {
+	// Clusters, control planes and ClusterClasses are read by name; ask for
+	// their informers now.
+	for _, obj := range []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{}, &clusterv1.ClusterClass{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("starting the %T informer: %w", obj, err)
 		}
@@ -115,7 +116,7 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 // and needs before it can judge anything.
 func bootKinds() []client.Object {
 	return []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{},
-		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}}
+		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}, &clusterv1.ClusterClass{}}
 }
 
 // CachesReady is the readiness check of the guard: the informers of the
