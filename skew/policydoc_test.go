@@ -33,6 +33,9 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 		with(kcp("v1.35.2", "v1.34.1"), func(c *cpCase) { c.workers = []Worker{md("md-0", "v1.35.2")} }),
 		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) { c.workers = []Worker{md("md-0", "v1.32.4")} }),
 		{cluster: true, old: "v1.34.3", new: "v1.33.5"},
+		{cluster: true, old: "v1.33.5", new: "v1.36.1"},
+		{cluster: true, old: "v1.33.5", new: "v1.36.1", plan: classPlan("v1.34.3", "v1.36.1")},
+		{cluster: true, old: "v1.32.4", new: "v1.36.1", plan: classPlan("v1.33.5", "v1.34.3", "v1.35.2", "v1.36.1"), workers: []Worker{md("extra", "v1.32.4")}},
 	}
 	var quoted []string
 	for _, c := range cps {
@@ -63,6 +66,9 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 			c.workers = []Worker{{Kind: "MachinePool", Name: "mp-0", Version: "garbage"}}
 		}).change()),
 		EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-0", OldVersion: "v1.30.0", NewVersion: "v1.31.0", ControlPlane: kcpState("v1.35.0")}),
+		EvaluateControlPlane(cpCase{cluster: true, old: "v1.33.5", new: "v1.36.1", plan: classPlan("v1.34.3", "v1.35.2", "v1.36.1")}.change()),
+		EvaluateControlPlane(cpCase{cluster: true, old: "v1.32.4", new: "v1.36.1", plan: &UpgradePlan{Source: "upgrade-plan extension plan.demo", Extension: "plan.demo"}}.change()),
+		EvaluateControlPlane(cpCase{old: "v1.36.1", new: "v1.35.2", unrolled: true, running: []string{"v1.35.2"}}.change()),
 	}
 	for _, d := range warnings {
 		require.True(t, d.Allowed(), "%v", d.Violations)
