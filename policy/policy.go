@@ -228,8 +228,13 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 // cluster from oldVersion: nil for one minor at a time (a class without a
 // version list or extension), or with a warning when the class cannot be read.
 func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, oldVersion string) (*skew.UpgradePlan, string, error) {
+	current := oldVersion
+	if kcp != nil && kcp.Spec.Version != "" {
+		current = kcp.Spec.Version
+	}
 	key := cluster.GetClassKey()
-	if key.Name == "" {
+	if key.Name == "" || !crossesMinors(current, cluster.Spec.Topology.Version) {
+		// One minor or less: every plan is the version itself.
 		return nil, "", nil
 	}
 	class := &clusterv1.ClusterClass{}
@@ -239,18 +244,25 @@ func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *con
 		}
 		return nil, "", fmt.Errorf("rollout-guard could not read ClusterClass %s of Cluster %s/%s: %w", key, cluster.Namespace, cluster.Name, err)
 	}
-	current := oldVersion
-	if kcp != nil && kcp.Spec.Version != "" {
-		current = kcp.Spec.Version
-	}
-	if current == "" {
-		return nil, "", nil // a new Cluster: its control plane starts at the version
-	}
 	plan, err := upgradePlanOf(class, cluster.Spec.Topology.Version, current)
 	if err != nil {
 		return nil, fmt.Sprintf("rollout-guard: the upgrade plan of Cluster %s/%s could not be computed (%v); judged as an upgrade of one minor at a time", cluster.Namespace, cluster.Name, err), nil
 	}
 	return plan, "", nil
+}
+
+// crossesMinors reports whether going from one version to another moves
+// more than one minor up; versions that do not parse do not.
+func crossesMinors(from, to string) bool {
+	f, err := skew.ParseVersion(from)
+	if err != nil {
+		return false
+	}
+	t, err := skew.ParseVersion(to)
+	if err != nil {
+		return false
+	}
+	return t.Major > f.Major || t.Major == f.Major && t.Minor > f.Minor+1
 }
 
 // unrolledTopologyChange returns what the control plane ran before a
