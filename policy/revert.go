@@ -49,8 +49,8 @@ func bumpOf(oldVersion, newVersion string) string {
 
 // unrolledKCPBump reports whether the latest revision of kcp (its version
 // set to bump, "" when only its etcd image tag changed) never rolled out: its
-// stamp knows what ran before it, no control-plane Machine of the cluster was
-// created since it was made, and none has or runs bump. It returns what ran
+// stamp knows what ran before it, the cluster has control-plane Machines and
+// none was created since the bump was made, and none has or runs bump. It returns what ran
 // before the bump when so.
 func (f factReader) unrolledKCPBump(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane, clusterName, bump string) (*unrolledBump, error) {
 	stamp := StampsOf(kcp)
@@ -61,6 +61,12 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *controlplanev1.Kub
 	machines, err := f.controlPlaneMachines(ctx, kcp.Namespace, clusterName)
 	if err != nil {
 		return nil, err
+	}
+	if len(machines) == 0 {
+		// Nothing shows what the control plane runs: the bump may be all it
+		// has (a new control plane), or the machines are not known. Judge it
+		// as run.
+		return nil, nil
 	}
 	for _, m := range machines {
 		// Creation times and stamps have second precision: a machine made in
@@ -74,11 +80,11 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *controlplanev1.Kub
 
 // unrolledTopologyBump reports whether a Cluster's topology version bump
 // that its control plane kcp has not been given yet (its spec.version is
-// still below bump) never rolled out: no control-plane Machine has or runs
-// bump. Its whole history then predates the bump.
+// still below bump) never rolled out: the cluster has control-plane Machines
+// and none has or runs bump. Its whole history then predates the bump.
 func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane, clusterName, bump string) (*unrolledBump, error) {
 	machines, err := f.controlPlaneMachines(ctx, kcp.Namespace, clusterName)
-	if err != nil {
+	if err != nil || len(machines) == 0 {
 		return nil, err
 	}
 	return unrolledIfNoneRuns(HighestRunOf(kcp).SkewHistory(), kcpRunningVersions(kcp), machines, bump), nil
