@@ -32,7 +32,7 @@ var (
 	// keep history in ControllerRevisions, authenticate and authorize
 	// metrics callers.
 	guardRules = []rbacv1.PolicyRule{
-		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "machinedeployments", "machinepools", "machines"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "clusterclasses", "machinedeployments", "machinepools", "machines"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
