@@ -19,8 +19,12 @@
 // its port and etcd, and StartGuardReplicas runs several guards behind a
 // stand-in for their Service that sends new connections to ready replicas.
 //
-// Cluster API's validating and defaulting admission webhooks are not
-// installed: every refusal a test sees comes from the guard.
+// Cluster API's validating and defaulting admission webhooks are installed
+// only with Options.ClusterAPIAdmission (the sandbox turns it on): they are
+// then served beside the conversion webhooks and registered from the
+// manifests shipped in the Cluster API module, named as clusterctl names
+// them ("capi-validating-webhook-configuration"…). Without it, every refusal
+// a test sees comes from the guard.
 //
 // The binaries etcd, kube-apiserver, kubectl and webhook are taken from the
 // repository's bin/ directory; nothing is downloaded.

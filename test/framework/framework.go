@@ -58,6 +58,16 @@ type Options struct {
 	// GuardMetrics serves the guard's metrics endpoint on a free local port
 	// (GuardMetricsURL). By default the guard serves no metrics.
 	GuardMetrics bool
+	// ClusterAPIAdmission also installs Cluster API's own defaulting and
+	// validating admission webhooks (core, kubeadm control plane, kubeadm
+	// bootstrap), served by the environment's webhook server beside the
+	// conversion webhooks and registered from the manifests shipped in the
+	// Cluster API module (ClusterAPIWebhookManifests), as a management
+	// cluster installed by clusterctl has them. Off by default: then every
+	// refusal a test sees comes from the guard. Cluster API's webhooks follow
+	// its feature gates (sigs.k8s.io/cluster-api/feature): topology Clusters
+	// and ClusterClasses pass only with ClusterTopology enabled.
+	ClusterAPIAdmission bool
 	// GuardStopTimeout is how long StopGuard (and a restart) waits for the
 	// guard to exit after SIGTERM before it sends SIGKILL. Default: 30s.
 	GuardStopTimeout time.Duration
@@ -74,7 +84,8 @@ type Options struct {
 }
 
 // Environment is a running local management cluster: etcd and kube-apiserver,
-// the Cluster API CRDs, Cluster API's conversion webhooks served in-process
+// the Cluster API CRDs, Cluster API's conversion webhooks (and, with
+// Options.ClusterAPIAdmission, its admission webhooks) served in-process
 // and, if started, the guard as a child process. Only one Environment may run
 // in a process at a time (Cluster API's conversion code keeps its API-version
 // lookup in a package variable).
@@ -192,7 +203,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if err := e.startConversionWebhooks(ctx); err != nil {
 		return nil, err
 	}
-	e.logger.Info("API server and Cluster API conversion webhooks ready", "after", time.Since(begin).Round(time.Millisecond).String())
+	e.logger.Info("API server and Cluster API webhooks ready", "admission", opts.ClusterAPIAdmission, "after", time.Since(begin).Round(time.Millisecond).String())
 
 	if opts.StartGuard {
 		if err := e.StartGuard(ctx); err != nil {
@@ -330,8 +341,10 @@ func (e *Environment) createLogFile(name string) (*os.File, error) {
 }
 
 // startConversionWebhooks runs a controller-runtime manager whose webhook
-// server answers the CRDs' conversion requests on envtest's serving host,
-// port and certificates, and waits until it serves.
+// server answers the CRDs' conversion requests (and, with
+// Options.ClusterAPIAdmission, Cluster API's admission requests) on
+// envtest's serving host, port and certificates, and waits until it serves
+// (and the API server calls the admission webhooks).
 func (e *Environment) startConversionWebhooks(ctx context.Context) error {
 	wio := &e.testEnv.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
@@ -348,7 +361,11 @@ func (e *Environment) startConversionWebhooks(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating the conversion webhook manager: %w", err)
 	}
-	if err := setupConversionWebhooks(mgr); err != nil {
+	if e.opts.ClusterAPIAdmission {
+		if err := setupAdmissionWebhooks(ctx, mgr); err != nil {
+			return err
+		}
+	} else if err := setupConversionWebhooks(mgr); err != nil {
 		return err
 	}
 	e.removeCRDReader = pushCRDReader(mgr.GetAPIReader())
@@ -362,7 +379,7 @@ func (e *Environment) startConversionWebhooks(ctx context.Context) error {
 	for {
 		err := started(nil)
 		if err == nil {
-			return nil
+			break
 		}
 		select {
 		case mgrErr := <-e.mgrDone:
@@ -376,6 +393,10 @@ func (e *Environment) startConversionWebhooks(ctx context.Context) error {
 			return fmt.Errorf("the conversion webhook server on %s:%d did not start within %s: %w", wio.LocalServingHost, wio.LocalServingPort, conversionServerTimeout, err)
 		}
 	}
+	if !e.opts.ClusterAPIAdmission {
+		return nil
+	}
+	return e.registerClusterAPIWebhooks(ctx, mgr.GetWebhookServer().WebhookMux())
 }
 
 // Stop stops the guard, the conversion webhook server, kube-apiserver and
