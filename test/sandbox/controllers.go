@@ -24,9 +24,13 @@ import (
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/etcd"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/reconcilers/kubeadmcontrolplane"
 	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
+	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
+	topologymachineset "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	"sigs.k8s.io/cluster-api/core/setup"
 	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/cluster-api/test/infrastructure/container"
@@ -286,6 +290,27 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 		}},
 		{"MachineDeployment", func() error {
 			return (&machinedeployment.Reconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			}).SetupWithManager(ctx, mgr, opts)
+		}},
+		// ClusterClass and managed topologies (feature gate ClusterTopology,
+		// see enableFeatureGates); no Runtime Extension runs, so no
+		// RuntimeClient (the RuntimeSDK gate stays off).
+		{"ClusterClass", func() error {
+			return (&clusterclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts)
+		}},
+		{"topology/cluster", func() error {
+			return (&topologycluster.Reconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: c.clusterCache,
+			}).SetupWithManager(ctx, mgr, opts)
+		}},
+		{"topology/machinedeployment", func() error {
+			return (&topologymachinedeployment.Reconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			}).SetupWithManager(ctx, mgr, opts)
+		}},
+		{"topology/machineset", func() error {
+			return (&topologymachineset.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			}).SetupWithManager(ctx, mgr, opts)
 		}},

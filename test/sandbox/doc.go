@@ -3,25 +3,37 @@
 // end-to-end tests of real rollouts.
 //
 // On top of the test environment of package framework (etcd and
-// kube-apiserver from bin/, the Cluster API CRDs and conversion webhooks, and
-// the guard as its own process registered from config/webhook), Start runs
-// one controller-runtime manager in this process with the real Cluster API
+// kube-apiserver from bin/, the Cluster API CRDs with Cluster API's own
+// conversion, defaulting and validating webhooks, and the guard as its own
+// process registered from config/webhook), Start runs one
+// controller-runtime manager in this process with the real Cluster API
 // controllers — Cluster, Machine, MachineSet, MachineDeployment,
-// KubeadmControlPlane and KubeadmConfig — and the development infrastructure
-// provider's DevCluster and DevMachine controllers with their in-memory
-// backend: every workload cluster gets a fake API server and fake etcd
-// members on a local TLS port, so the control-plane controller really talks
-// to "its" etcd and API servers, and nodes really join.
+// KubeadmControlPlane, KubeadmConfig, ClusterClass and the topology
+// controllers (Cluster API's ClusterTopology feature gate is turned on, as
+// an operator does with --feature-gates) — and the development
+// infrastructure provider's DevCluster and DevMachine controllers with
+// their in-memory backend: every workload cluster gets a fake API server
+// and fake etcd members on a local TLS port, so the control-plane
+// controller really talks to "its" etcd and API servers, and nodes really
+// join.
 //
 // Start then creates demo clusters (Cluster "demo", KubeadmControlPlane
 // "demo-control-plane", MachineDeployment "demo-md-0", their templates and
-// spare templates to switch to) and waits until every machine is ready.
+// spare templates to switch to) and, with Options.ClassCluster, a
+// ClusterClass-based one: Cluster "demo-cc" on ClusterClass "demo-class"
+// (whose kubernetesVersions are ClassKubernetesVersions), for which the
+// topology controller creates KubeadmControlPlane "demo-cc-control-plane"
+// and MachineDeployment "demo-cc-md-0". It waits until every machine is
+// ready. CreatePlainClassCluster adds a cluster on a class without
+// kubernetesVersions ("demo-class-plain").
 //
-// Cluster API's own defaulting and validating admission webhooks are not
-// installed: the demo objects are created fully specified (labels,
-// selectors, rollout strategies, deletion timeouts), so the controllers
-// behave as with the webhooks, and every refusal a user or test sees comes
-// from the guard.
+// Cluster API's admission webhooks are installed as clusterctl installs
+// them (framework.Options.ClusterAPIAdmission), so a request the guard
+// allows may still be refused by Cluster API (for example a topology
+// version decrease, a KubeadmControlPlane version skipping a minor, or an
+// even number of control-plane machines with stacked etcd). The demo
+// objects are created fully specified, so Cluster API's defaulting leaves
+// them as they are.
 //
 // The controllers log through controller-runtime's global logger and klog:
 // callers set both (ctrl.SetLogger, klog.SetLogger) before Start.

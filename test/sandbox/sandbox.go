@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -33,7 +34,8 @@ const (
 // Options configures Start.
 type Options struct {
 	// Environment configures the underlying test environment (paths, log,
-	// the guard's flags). Start always starts the guard.
+	// the guard's flags). Start always starts the guard and installs
+	// Cluster API's admission webhooks (ClusterAPIAdmission).
 	Environment framework.Options
 	// Clusters is how many demo clusters to create: "demo", then "demo-2",
 	// "demo-3"… Default 1; a negative number creates none.
@@ -48,6 +50,20 @@ type Options struct {
 	WorkerMachines int32
 	// KubernetesVersion of the demo clusters. Default DefaultKubernetesVersion.
 	KubernetesVersion string
+	// ClassCluster also creates the ClusterClass-based demo cluster
+	// DefaultClassClusterName on ClusterClass DefaultClassName (see
+	// DefaultClassCluster), in Namespace.
+	ClassCluster bool
+	// ClassControlPlaneMachines is the number of control-plane machines of
+	// the ClusterClass-based demo cluster. Default
+	// DefaultClassControlPlaneMachines.
+	ClassControlPlaneMachines int32
+	// ClassWorkerMachines is the number of machines of its worker pool.
+	// Default DefaultClassWorkerMachines.
+	ClassWorkerMachines int32
+	// ClassKubernetesVersion is its topology version, one of
+	// ClassKubernetesVersions. Default DefaultClassKubernetesVersion.
+	ClassKubernetesVersion string
 	// MachineStartup is how long each simulated start-up step of a machine
 	// takes (the VM, the node, the API server, the etcd member). Default
 	// DefaultMachineStartup.
@@ -84,6 +100,7 @@ func (opts Options) withDefaults() Options {
 		opts.ReadyTimeout = DefaultReadyTimeout
 	}
 	opts.Environment.StartGuard = true
+	opts.Environment.ClusterAPIAdmission = true
 	return opts
 }
 
@@ -106,6 +123,9 @@ type Sandbox struct {
 	Kubeconfig string
 	// Clusters are the demo clusters created by Start and CreateCluster, in order.
 	Clusters []ClusterSpec
+	// ClassClusters are the ClusterClass-based demo clusters created by
+	// Start and CreateClassCluster, in order.
+	ClassClusters []ClassClusterSpec
 	// EnvironmentReadyAfter is how long the start of the environment (API
 	// server, conversion webhooks, guard) took.
 	EnvironmentReadyAfter time.Duration
@@ -137,6 +157,9 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		}
 	}()
 
+	if err := enableFeatureGates(); err != nil {
+		return nil, err
+	}
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -175,16 +198,45 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 			return nil, err
 		}
 	}
+	if opts.ClassCluster {
+		spec := DefaultClassCluster(opts.Namespace)
+		spec.Class.MachineStartup = opts.MachineStartup
+		spec.ControlPlaneMachines = opts.ClassControlPlaneMachines
+		spec.WorkerMachines = opts.ClassWorkerMachines
+		spec.KubernetesVersion = opts.ClassKubernetesVersion
+		if _, err := s.CreateClassCluster(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
 
 	waitCtx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
+	var keys []client.ObjectKey
 	for _, spec := range s.Clusters {
-		if _, err := s.WaitClusterReady(waitCtx, spec.Namespace, spec.Name, opts.Progress); err != nil {
+		keys = append(keys, client.ObjectKey{Namespace: spec.Namespace, Name: spec.Name})
+	}
+	for _, spec := range s.ClassClusters {
+		keys = append(keys, client.ObjectKey{Namespace: spec.Namespace, Name: spec.Name})
+	}
+	for _, key := range keys {
+		if _, err := s.WaitClusterReady(waitCtx, key.Namespace, key.Name, opts.Progress); err != nil {
 			return nil, err
 		}
 	}
 	s.ReadyAfter = time.Since(begin)
 	return s, nil
+}
+
+// enableFeatureGates turns on the Cluster API feature gates the sandbox
+// needs, as a management cluster's operator does with --feature-gates:
+// ClusterTopology, for ClusterClasses and the topology controllers (and
+// for Cluster API's webhooks to accept them). The gates are global to the
+// process; they stay on after Stop.
+func enableFeatureGates() error {
+	if err := feature.MutableGates.SetFromMap(map[string]bool{string(feature.ClusterTopology): true}); err != nil {
+		return fmt.Errorf("enabling Cluster API's ClusterTopology feature gate: %w", err)
+	}
+	return nil
 }
 
 // Stop stops the controllers, then the environment (the guard,

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,4 +109,92 @@ func TestFreeWorkloadPort(t *testing.T) {
 		assert.GreaterOrEqual(t, p, int32(portRangeMin))
 		assert.Less(t, p, int32(portRangeMax))
 	}
+}
+
+func TestClassObjects(t *testing.T) {
+	spec := DefaultClass("default")
+	spec.MachineStartup = 2 * time.Second
+	var (
+		class     *clusterv1.ClusterClass
+		templates []string
+	)
+	for _, obj := range ClassObjects(spec) {
+		assert.Equal(t, "default", obj.GetNamespace())
+		if c, ok := obj.(*clusterv1.ClusterClass); ok {
+			class = c
+			continue
+		}
+		require.Nil(t, class, "the class comes after its templates")
+		templates = append(templates, fmt.Sprintf("%T %s", obj, obj.GetName()))
+	}
+	require.NotNil(t, class)
+	assert.ElementsMatch(t, []string{
+		"*v1beta2.DevClusterTemplate demo-class-cluster",
+		"*v1beta2.KubeadmControlPlaneTemplate demo-class-control-plane",
+		"*v1beta2.DevMachineTemplate demo-class-control-plane",
+		"*v1beta2.KubeadmConfigTemplate demo-class-default-worker",
+		"*v1beta2.DevMachineTemplate demo-class-default-worker",
+	}, templates)
+	assert.Equal(t, ClassKubernetesVersions, class.Spec.KubernetesVersions)
+	assert.Equal(t, "{{ .cluster.name }}-control-plane", class.Spec.ControlPlane.Naming.Template)
+	require.Len(t, class.Spec.Workers.MachineDeployments, 1)
+	assert.Equal(t, "default-worker", class.Spec.Workers.MachineDeployments[0].Class)
+	assert.Equal(t, "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}", class.Spec.Workers.MachineDeployments[0].Naming.Template)
+	require.Len(t, class.Spec.Patches, 1)
+	assert.Equal(t, "host: 127.0.0.1\nport: {{ .controlPlanePort }}", class.Spec.Patches[0].Definitions[0].JSONPatches[0].ValueFrom.Template)
+
+	plain := ClassObjects(PlainClass("default"))
+	plainClass, ok := plain[len(plain)-1].(*clusterv1.ClusterClass)
+	require.True(t, ok)
+	assert.Equal(t, "demo-class-plain", plainClass.Name)
+	assert.Empty(t, plainClass.Spec.KubernetesVersions)
+
+	spec.KubernetesVersions[0] = "v0.0.0"
+	assert.Equal(t, "v1.32.4", ClassKubernetesVersions[0], "a spec does not share the package's list")
+}
+
+func TestClassClusterObjects(t *testing.T) {
+	spec := ClassClusterSpec{Namespace: "default", Port: 20002}.withDefaults()
+	assert.Equal(t, "demo-cc", spec.Name)
+	assert.Equal(t, "demo-class", spec.Class.Name)
+	assert.Equal(t, "demo-cc-control-plane", spec.ControlPlaneName())
+	assert.Equal(t, "demo-cc-md-0", spec.MachineDeploymentName())
+	objs, err := ClassClusterObjects(spec)
+	require.NoError(t, err)
+	require.Len(t, objs, 1)
+	cluster, ok := objs[0].(*clusterv1.Cluster)
+	require.True(t, ok)
+	topology := cluster.Spec.Topology
+	assert.Equal(t, "demo-class", topology.ClassRef.Name)
+	assert.Equal(t, "v1.33.5", topology.Version)
+	assert.Equal(t, int32(1), *topology.ControlPlane.Replicas)
+	require.Len(t, topology.Workers.MachineDeployments, 1)
+	assert.Equal(t, "md-0", topology.Workers.MachineDeployments[0].Name)
+	assert.Equal(t, int32(1), *topology.Workers.MachineDeployments[0].Replicas)
+	require.Len(t, topology.Variables, 1)
+	assert.Equal(t, "controlPlanePort", topology.Variables[0].Name)
+	assert.JSONEq(t, "20002", string(topology.Variables[0].Value.Raw))
+}
+
+func TestClusterStateReadyWithTopology(t *testing.T) {
+	complete := func(name, version string) RolloutState {
+		return RolloutState{Name: name, Version: version, Desired: 1, Replicas: 1, Ready: 1, Available: 1, UpToDate: 1, Observed: true}
+	}
+	state := ClusterState{
+		Name: "demo-cc", ControlPlane: complete("demo-cc-control-plane", "v1.35.2"),
+		Workers:  []RolloutState{complete("demo-cc-md-0", "v1.35.2")},
+		Machines: 2, ReadyMachines: 2,
+		Topology: &TopologyState{Class: "demo-class", Version: "v1.35.2", MachineDeployments: 1, Reconciled: true},
+	}
+	assert.True(t, state.Ready())
+
+	midChain := state
+	midChain.Topology = &TopologyState{Class: "demo-class", Version: "v1.36.1", MachineDeployments: 1, Reconciled: false}
+	assert.False(t, midChain.Ready(), "an intermediate step of a chained upgrade is not the topology's version")
+	assert.Contains(t, midChain.Summary(), "topology v1.36.1 not reconciled yet")
+
+	noWorkersYet := state
+	noWorkersYet.Workers = nil
+	noWorkersYet.Machines, noWorkersYet.ReadyMachines = 1, 1
+	assert.False(t, noWorkersYet.Ready(), "a MachineDeployment topology without its MachineDeployment is not ready")
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -72,11 +73,45 @@ type ClusterState struct {
 	// Machines is the number of its Machines; ReadyMachines the number of
 	// them whose Ready condition is true and that are not being deleted.
 	Machines, ReadyMachines int
+	// Topology is what the Cluster's managed topology asks for; nil for a
+	// Cluster without one.
+	Topology *TopologyState
+}
+
+// TopologyState is what a Cluster's managed topology asks for and whether
+// the topology controller has carried it out.
+type TopologyState struct {
+	// Class is the name of the Cluster's ClusterClass.
+	Class string
+	// Version is spec.topology.version.
+	Version string
+	// MachineDeployments is the number of MachineDeployment topologies.
+	MachineDeployments int
+	// Reconciled reports that the Cluster's TopologyReconciled condition is
+	// true for its latest generation: no upgrade step or object creation is
+	// pending.
+	Reconciled bool
 }
 
 // Ready reports whether the control plane and every worker pool are
 // complete and the cluster has exactly the desired machines, all ready.
+//
+// For a Cluster with a managed topology it also requires the topology to be
+// carried out: its TopologyReconciled condition true, one MachineDeployment
+// per MachineDeployment topology, and the control plane and every worker
+// pool at the topology's version (a chained upgrade passes intermediate
+// versions, each of them complete for a while).
 func (s ClusterState) Ready() bool {
+	if t := s.Topology; t != nil {
+		if !t.Reconciled || len(s.Workers) != t.MachineDeployments || s.ControlPlane.Version != t.Version {
+			return false
+		}
+		for _, w := range s.Workers {
+			if w.Version != t.Version {
+				return false
+			}
+		}
+	}
 	want := int(s.ControlPlane.Desired)
 	if !s.ControlPlane.Complete() {
 		return false
@@ -97,6 +132,9 @@ func (s ClusterState) String() string {
 		parts = append(parts, w.String())
 	}
 	parts = append(parts, fmt.Sprintf("machines %d/%d ready", s.ReadyMachines, s.Machines))
+	if t := s.Topology; t != nil {
+		parts = append(parts, t.String())
+	}
 	return fmt.Sprintf("cluster %s: %s", s.Name, strings.Join(parts, "; "))
 }
 
@@ -115,17 +153,46 @@ func (s ClusterState) Summary() string {
 		parts = append(parts, w.Name+" "+brief(w))
 	}
 	parts = append(parts, fmt.Sprintf("machines %d/%d ready", s.ReadyMachines, s.Machines))
+	if t := s.Topology; t != nil && !t.Reconciled {
+		parts = append(parts, "topology "+t.Version+" not reconciled yet")
+	}
 	return strings.Join(parts, "; ")
+}
+
+// String renders the topology on one line, e.g. "topology demo-class
+// v1.33.5, 1 MachineDeployment topology, reconciled".
+func (t TopologyState) String() string {
+	state := "reconciled"
+	if !t.Reconciled {
+		state = "not reconciled yet"
+	}
+	return fmt.Sprintf("topology %s %s, %d MachineDeployment topology(ies), %s", t.Class, t.Version, t.MachineDeployments, state)
 }
 
 // ReadClusterState reads the state of Cluster namespace/name through c: its
 // KubeadmControlPlane (the Cluster's controlPlaneRef), its
-// MachineDeployments and Machines (by the cluster-name label).
+// MachineDeployments and Machines (by the cluster-name label) and, for a
+// Cluster with a managed topology, what the topology asks for. A topology
+// Cluster whose control plane the topology controller has not created yet
+// is an error.
 func ReadClusterState(ctx context.Context, c client.Reader, namespace, name string) (ClusterState, error) {
 	state := ClusterState{Namespace: namespace, Name: name}
 	cluster := &clusterv1.Cluster{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
 		return state, fmt.Errorf("reading Cluster %s/%s: %w", namespace, name, err)
+	}
+	if topology := cluster.Spec.Topology; topology.IsDefined() {
+		reconciled := conditions.Get(cluster, clusterv1.ClusterTopologyReconciledCondition)
+		state.Topology = &TopologyState{
+			Class:              topology.ClassRef.Name,
+			Version:            topology.Version,
+			MachineDeployments: len(topology.Workers.MachineDeployments),
+			Reconciled: reconciled != nil && reconciled.Status == metav1.ConditionTrue &&
+				reconciled.ObservedGeneration == cluster.Generation,
+		}
+	}
+	if !cluster.Spec.ControlPlaneRef.IsDefined() {
+		return state, fmt.Errorf("cluster %s/%s has no control plane yet", namespace, name)
 	}
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	key := client.ObjectKey{Namespace: namespace, Name: cluster.Spec.ControlPlaneRef.Name}

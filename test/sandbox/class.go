@@ -1,0 +1,447 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	infrav1 "sigs.k8s.io/cluster-api/test/infrastructure/docker/api/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	// DefaultClassName is the ClusterClass of the ClusterClass-based demo
+	// cluster; it lists ClassKubernetesVersions.
+	DefaultClassName = "demo-class"
+	// PlainClassName is a ClusterClass like DefaultClassName but without
+	// kubernetesVersions: Cluster API then upgrades a topology one minor at
+	// a time and refuses a jump of two minors (see PlainClass).
+	PlainClassName = "demo-class-plain"
+	// DefaultClassClusterName is the ClusterClass-based demo cluster.
+	DefaultClassClusterName = "demo-cc"
+	// DefaultClassKubernetesVersion is the version the ClusterClass-based
+	// demo cluster starts at: one of ClassKubernetesVersions, with newer
+	// minors to upgrade to and an older one to be refused.
+	DefaultClassKubernetesVersion = "v1.33.5"
+	// DefaultClassControlPlaneMachines is the default size of the
+	// ClusterClass-based demo cluster's control plane.
+	DefaultClassControlPlaneMachines = 1
+	// DefaultClassWorkerMachines is the default size of its worker pool.
+	DefaultClassWorkerMachines = 1
+	// WorkerClass is the class's only MachineDeployment class.
+	WorkerClass = "default-worker"
+	// WorkerTopologyName is the name of the cluster topology's only
+	// MachineDeployment topology, of class WorkerClass.
+	WorkerTopologyName = "md-0"
+	// PortVariable is the class variable that holds the local port of a
+	// workload cluster's fake API server and etcd members; a class patch
+	// writes it into the DevCluster's controlPlaneEndpoint (see
+	// ClassObjects).
+	PortVariable = "controlPlanePort"
+
+	// classReadyTimeout bounds the wait until a new ClusterClass is reconciled.
+	classReadyTimeout = 30 * time.Second
+)
+
+// ClassKubernetesVersions are the spec.kubernetesVersions of
+// DefaultClassName: one version per minor, oldest first. With them Cluster
+// API upgrades a topology through every minor in between ("chained
+// upgrades") and accepts only these versions.
+var ClassKubernetesVersions = []string{"v1.32.4", "v1.33.5", "v1.34.3", "v1.35.2", "v1.36.1"}
+
+// ClassSpec describes a ClusterClass for the in-memory infrastructure,
+// shaped like Cluster API's own infrastructure/docker/templates/
+// clusterclass-in-memory.yaml (without MachineHealthChecks, which no
+// controller of the sandbox runs). Its objects, all in Namespace:
+//
+//   - ClusterClass Name, with variable PortVariable and naming templates
+//     that name a cluster's KubeadmControlPlane CLUSTER-control-plane, its
+//     MachineDeployments CLUSTER-TOPOLOGYNAME and its DevCluster CLUSTER;
+//   - DevClusterTemplate Name-cluster;
+//   - KubeadmControlPlaneTemplate and DevMachineTemplate Name-control-plane;
+//   - KubeadmConfigTemplate and DevMachineTemplate Name-default-worker
+//     (MachineDeployment class WorkerClass).
+type ClassSpec struct {
+	// Name of the ClusterClass; its templates' names start with it.
+	Name string
+	// Namespace of every object.
+	Namespace string
+	// KubernetesVersions is the class's spec.kubernetesVersions; empty
+	// leaves it unset.
+	KubernetesVersions []string
+	// MachineStartup is how long each simulated start-up step of a machine
+	// of the class takes (VM, node, API server, etcd member).
+	MachineStartup time.Duration
+}
+
+// DefaultClass returns the spec of DefaultClassName in namespace, listing
+// ClassKubernetesVersions.
+func DefaultClass(namespace string) ClassSpec {
+	return ClassSpec{
+		Name: DefaultClassName, Namespace: namespace,
+		KubernetesVersions: slices.Clone(ClassKubernetesVersions), MachineStartup: DefaultMachineStartup,
+	}
+}
+
+// PlainClass returns the spec of PlainClassName in namespace: the same
+// class without kubernetesVersions.
+func PlainClass(namespace string) ClassSpec {
+	return ClassSpec{Name: PlainClassName, Namespace: namespace, MachineStartup: DefaultMachineStartup}
+}
+
+// ClusterTemplateName is the name of the class's DevClusterTemplate.
+func (c ClassSpec) ClusterTemplateName() string { return c.Name + "-cluster" }
+
+// ControlPlaneTemplateName is the name of the class's
+// KubeadmControlPlaneTemplate and control-plane DevMachineTemplate.
+func (c ClassSpec) ControlPlaneTemplateName() string { return c.Name + "-control-plane" }
+
+// WorkerTemplateName is the name of the class's KubeadmConfigTemplate and
+// worker DevMachineTemplate.
+func (c ClassSpec) WorkerTemplateName() string { return c.Name + "-" + WorkerClass }
+
+// ClassClusterSpec describes a ClusterClass-based demo cluster: a Cluster
+// Name whose topology, of Class, asks for ControlPlaneMachines control-plane
+// machines and one MachineDeployment topology WorkerTopologyName of
+// WorkerMachines machines. The topology controller creates the rest, named
+// by the class: DevCluster Name, KubeadmControlPlane Name-control-plane,
+// MachineDeployment Name-md-0 (see ControlPlaneName, MachineDeploymentName).
+type ClassClusterSpec struct {
+	// Name of the Cluster.
+	Name string
+	// Namespace of the Cluster; the class is in the same namespace.
+	Namespace string
+	// Class is the cluster's ClusterClass; CreateClassCluster creates it if
+	// it does not exist yet.
+	Class ClassSpec
+	// ControlPlaneMachines is the topology's control-plane replicas.
+	ControlPlaneMachines int32
+	// WorkerMachines is the replicas of MachineDeployment topology
+	// WorkerTopologyName.
+	WorkerMachines int32
+	// KubernetesVersion is the topology's version.
+	KubernetesVersion string
+	// Port is the local port of the workload cluster's fake API server and
+	// etcd (the PortVariable variable). 0: CreateClassCluster picks a free one.
+	Port int32
+}
+
+// ControlPlaneName is the name of the KubeadmControlPlane the topology
+// controller creates for the cluster (the class's naming template).
+func (c ClassClusterSpec) ControlPlaneName() string { return ClassControlPlaneName(c.Name) }
+
+// MachineDeploymentName is the name of the MachineDeployment the topology
+// controller creates for MachineDeployment topology WorkerTopologyName.
+func (c ClassClusterSpec) MachineDeploymentName() string {
+	return ClassMachineDeploymentName(c.Name, WorkerTopologyName)
+}
+
+// ClassControlPlaneName is the name of the KubeadmControlPlane of a cluster
+// of a class of this package: "{{ .cluster.name }}-control-plane".
+func ClassControlPlaneName(cluster string) string { return cluster + "-control-plane" }
+
+// ClassMachineDeploymentName is the name of the MachineDeployment of
+// MachineDeployment topology topologyName of a cluster of a class of this
+// package: "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}".
+func ClassMachineDeploymentName(cluster, topologyName string) string {
+	return cluster + "-" + topologyName
+}
+
+// DefaultClassCluster returns the spec of the ClusterClass-based demo
+// cluster DefaultClassClusterName in namespace, on DefaultClass, with the
+// default sizes and version, and no port yet.
+func DefaultClassCluster(namespace string) ClassClusterSpec {
+	return ClassClusterSpec{
+		Name: DefaultClassClusterName, Namespace: namespace, Class: DefaultClass(namespace),
+		ControlPlaneMachines: DefaultClassControlPlaneMachines, WorkerMachines: DefaultClassWorkerMachines,
+		KubernetesVersion: DefaultClassKubernetesVersion,
+	}
+}
+
+// ClassObjects returns the objects of a ClusterClass (see ClassSpec), in
+// the order to create them: the templates, then the class.
+func ClassObjects(spec ClassSpec) []client.Object {
+	ns := spec.Namespace
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+	nodeRegistration := bootstrapv1.NodeRegistrationOptions{
+		CRISocket: "unix:///var/run/containerd/containerd.sock",
+		KubeletExtraArgs: []bootstrapv1.Arg{
+			{Name: "eviction-hard", Value: ptr.To("nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%")},
+		},
+	}
+	provisioning := infrav1.CommonProvisioningSettings{StartupDuration: metav1.Duration{Duration: spec.MachineStartup}}
+	machineTemplate := func(name string) *infrav1.DevMachineTemplate {
+		return &infrav1.DevMachineTemplate{
+			ObjectMeta: meta(name),
+			Spec: infrav1.DevMachineTemplateSpec{Template: infrav1.DevMachineTemplateResource{Spec: infrav1.DevMachineSpec{
+				Backend: infrav1.DevMachineBackendSpec{InMemory: &infrav1.InMemoryMachineBackendSpec{
+					VM:        &infrav1.InMemoryVMSpec{Provisioning: provisioning},
+					Node:      &infrav1.InMemoryNodeSpec{Provisioning: provisioning},
+					APIServer: &infrav1.InMemoryAPIServerSpec{Provisioning: provisioning},
+					Etcd:      &infrav1.InMemoryEtcdSpec{Provisioning: provisioning},
+				}},
+			}}},
+		}
+	}
+
+	clusterTemplate := &infrav1.DevClusterTemplate{
+		ObjectMeta: meta(spec.ClusterTemplateName()),
+		Spec: infrav1.DevClusterTemplateSpec{Template: infrav1.DevClusterTemplateResource{
+			// The in-memory backend writes an annotation and panics on a nil map.
+			ObjectMeta: clusterv1.ObjectMeta{Annotations: map[string]string{"rollout-guard.io/sandbox": "true"}},
+			Spec:       infrav1.DevClusterSpec{Backend: infrav1.DevClusterBackendSpec{InMemory: &infrav1.InMemoryClusterBackendSpec{}}},
+		}},
+	}
+	controlPlaneTemplate := &controlplanev1.KubeadmControlPlaneTemplate{
+		ObjectMeta: meta(spec.ControlPlaneTemplateName()),
+		Spec: controlplanev1.KubeadmControlPlaneTemplateSpec{Template: controlplanev1.KubeadmControlPlaneTemplateResource{
+			Spec: controlplanev1.KubeadmControlPlaneTemplateResourceSpec{
+				KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
+					ClusterConfiguration: bootstrapv1.ClusterConfiguration{
+						APIServer: bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", "0.0.0.0"}},
+					},
+					InitConfiguration: bootstrapv1.InitConfiguration{NodeRegistration: nodeRegistration},
+					JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
+				},
+			},
+		}},
+	}
+	workerConfig := &bootstrapv1.KubeadmConfigTemplate{
+		ObjectMeta: meta(spec.WorkerTemplateName()),
+		Spec: bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{
+			Spec: bootstrapv1.KubeadmConfigSpec{JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration}},
+		}},
+	}
+
+	templateRef := func(apiVersion, kind, name string) clusterv1.ClusterClassTemplateReference {
+		return clusterv1.ClusterClassTemplateReference{APIVersion: apiVersion, Kind: kind, Name: name}
+	}
+	infraVersion := infrav1.GroupVersion.String()
+	class := &clusterv1.ClusterClass{
+		ObjectMeta: meta(spec.Name),
+		Spec: clusterv1.ClusterClassSpec{
+			Infrastructure: clusterv1.InfrastructureClass{
+				TemplateRef: templateRef(infraVersion, "DevClusterTemplate", spec.ClusterTemplateName()),
+				Naming:      clusterv1.InfrastructureClassNamingSpec{Template: "{{ .cluster.name }}"},
+			},
+			ControlPlane: clusterv1.ControlPlaneClass{
+				TemplateRef: templateRef(controlplanev1.GroupVersion.String(), "KubeadmControlPlaneTemplate", spec.ControlPlaneTemplateName()),
+				MachineInfrastructure: clusterv1.ControlPlaneClassMachineInfrastructureTemplate{
+					TemplateRef: templateRef(infraVersion, "DevMachineTemplate", spec.ControlPlaneTemplateName()),
+				},
+				Naming: clusterv1.ControlPlaneClassNamingSpec{Template: "{{ .cluster.name }}-control-plane"},
+			},
+			Workers: clusterv1.WorkersClass{MachineDeployments: []clusterv1.MachineDeploymentClass{{
+				Class: WorkerClass,
+				Bootstrap: clusterv1.MachineDeploymentClassBootstrapTemplate{
+					TemplateRef: templateRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", spec.WorkerTemplateName()),
+				},
+				Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{
+					TemplateRef: templateRef(infraVersion, "DevMachineTemplate", spec.WorkerTemplateName()),
+				},
+				Naming: clusterv1.MachineDeploymentClassNamingSpec{Template: "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}"},
+			}}},
+			Variables: []clusterv1.ClusterClassVariable{{
+				Name:     PortVariable,
+				Required: ptr.To(true),
+				Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{
+					Description: "Local port of the workload cluster's fake API server and etcd members (in-memory backend).",
+					Type:        "integer",
+					Minimum:     ptr.To[int64](1),
+					Maximum:     ptr.To[int64](65535),
+				}},
+			}},
+			// The in-memory backend listens for a workload cluster on the
+			// port of its DevCluster's controlPlaneEndpoint, or on the next
+			// port of a counter that does not check whether the port is
+			// free. A template cannot name a port per cluster: this inline
+			// patch writes the cluster's variable into its DevCluster.
+			Patches: []clusterv1.ClusterClassPatch{{
+				Name: "control-plane-endpoint",
+				Definitions: []clusterv1.PatchDefinition{{
+					Selector: clusterv1.PatchSelector{
+						APIVersion: infraVersion, Kind: "DevClusterTemplate",
+						MatchResources: clusterv1.PatchSelectorMatch{InfrastructureCluster: ptr.To(true)},
+					},
+					JSONPatches: []clusterv1.JSONPatch{{
+						Op: "add", Path: "/spec/template/spec/controlPlaneEndpoint",
+						ValueFrom: &clusterv1.JSONPatchValue{
+							Template: "host: " + workloadHost + "\nport: {{ ." + PortVariable + " }}",
+						},
+					}},
+				}},
+			}},
+			KubernetesVersions: slices.Clone(spec.KubernetesVersions),
+		},
+	}
+	return []client.Object{
+		clusterTemplate,
+		controlPlaneTemplate,
+		machineTemplate(spec.ControlPlaneTemplateName()),
+		workerConfig,
+		machineTemplate(spec.WorkerTemplateName()),
+		class,
+	}
+}
+
+// ClassClusterObjects returns the objects to create for a ClusterClass-based
+// demo cluster (see ClassClusterSpec): its Cluster only; the topology
+// controller creates the rest.
+func ClassClusterObjects(spec ClassClusterSpec) ([]client.Object, error) {
+	port, err := json.Marshal(spec.Port)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the port of cluster %s: %w", spec.Name, err)
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: spec.Namespace, Name: spec.Name},
+		Spec: clusterv1.ClusterSpec{
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:          clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
+				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{"10.128.0.0/12"}},
+				ServiceDomain: "cluster.local",
+			},
+			Topology: clusterv1.Topology{
+				ClassRef:     clusterv1.ClusterClassRef{Name: spec.Class.Name},
+				Version:      spec.KubernetesVersion,
+				ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To(spec.ControlPlaneMachines)},
+				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{
+					Class: WorkerClass, Name: WorkerTopologyName, Replicas: ptr.To(spec.WorkerMachines),
+				}}},
+				Variables: []clusterv1.ClusterVariable{{Name: PortVariable, Value: apiextensionsv1.JSON{Raw: port}}},
+			},
+		},
+	}
+	return []client.Object{cluster}, nil
+}
+
+// CreateClass creates the objects of a ClusterClass (see ClassSpec) unless
+// the class exists already, and waits until Cluster API has reconciled it:
+// its Cluster webhook validates a Cluster's topology against the class
+// only once the class's variables are reconciled.
+func (s *Sandbox) CreateClass(ctx context.Context, spec ClassSpec) error {
+	existing := &clusterv1.ClusterClass{}
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: spec.Namespace, Name: spec.Name}, existing)
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		for _, obj := range ClassObjects(spec) {
+			if err := s.Client.Create(ctx, obj); err != nil {
+				return fmt.Errorf("creating ClusterClass %s: %T %s: %w", spec.Name, obj, obj.GetName(), err)
+			}
+		}
+	default:
+		return fmt.Errorf("reading ClusterClass %s/%s: %w", spec.Namespace, spec.Name, err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, classReadyTimeout)
+	defer cancel()
+	return s.WaitClassReconciled(waitCtx, spec.Namespace, spec.Name)
+}
+
+// ClassReconciled reports whether Cluster API's ClusterClass controller has
+// reconciled the class's latest generation and its variables, as its
+// Cluster webhook requires before it validates a Cluster against it.
+func ClassReconciled(class *clusterv1.ClusterClass) bool {
+	return class.Status.ObservedGeneration == class.Generation &&
+		conditions.IsTrue(class, clusterv1.ClusterClassVariablesReadyCondition)
+}
+
+// WaitClassReconciled waits until the ClusterClass namespace/name is
+// reconciled (see ClassReconciled).
+func (s *Sandbox) WaitClassReconciled(ctx context.Context, namespace, name string) error {
+	ticker := time.NewTicker(200 * time.Millisecond)
+	defer ticker.Stop()
+	class := &clusterv1.ClusterClass{}
+	for {
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, class)
+		if err == nil && ClassReconciled(class) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for ClusterClass %s/%s to be reconciled: %w (last error: %v, conditions: %v)",
+				namespace, name, ctx.Err(), err, class.Status.Conditions)
+		case <-ticker.C:
+		}
+	}
+}
+
+// CreateClassCluster creates the class of a ClusterClass-based demo cluster
+// if needed (see CreateClass), then its Cluster, and records it in
+// s.ClassClusters; it does not wait for its machines (see
+// WaitClusterReady). Unset fields default as DefaultClassCluster's, the
+// class's namespace to the cluster's.
+func (s *Sandbox) CreateClassCluster(ctx context.Context, spec ClassClusterSpec) (ClassClusterSpec, error) {
+	spec = spec.withDefaults()
+	if spec.Port == 0 {
+		port, err := freeWorkloadPort()
+		if err != nil {
+			return spec, fmt.Errorf("creating cluster %s: %w", spec.Name, err)
+		}
+		spec.Port = port
+	}
+	if err := s.CreateClass(ctx, spec.Class); err != nil {
+		return spec, fmt.Errorf("creating cluster %s: %w", spec.Name, err)
+	}
+	objs, err := ClassClusterObjects(spec)
+	if err != nil {
+		return spec, err
+	}
+	for _, obj := range objs {
+		if err := s.Client.Create(ctx, obj); err != nil {
+			return spec, fmt.Errorf("creating cluster %s: %T %s: %w", spec.Name, obj, obj.GetName(), err)
+		}
+	}
+	s.ClassClusters = append(s.ClassClusters, spec)
+	return spec, nil
+}
+
+// CreatePlainClassCluster creates a Cluster name at version on PlainClass
+// (a class without kubernetesVersions, created if needed), with one
+// control-plane and one worker machine, for the case where Cluster API
+// upgrades a topology one minor at a time. It does not wait for its
+// machines.
+func (s *Sandbox) CreatePlainClassCluster(ctx context.Context, namespace, name, version string) (ClassClusterSpec, error) {
+	return s.CreateClassCluster(ctx, ClassClusterSpec{
+		Name: name, Namespace: namespace, Class: PlainClass(namespace), KubernetesVersion: version,
+	})
+}
+
+// withDefaults returns spec with every unset field defaulted.
+func (spec ClassClusterSpec) withDefaults() ClassClusterSpec {
+	def := DefaultClassCluster(spec.Namespace)
+	if spec.Name == "" {
+		spec.Name = def.Name
+	}
+	if spec.Namespace == "" {
+		spec.Namespace = DefaultNamespace
+	}
+	if spec.Class.Name == "" {
+		spec.Class = DefaultClass(spec.Namespace)
+	}
+	if spec.Class.Namespace == "" {
+		spec.Class.Namespace = spec.Namespace
+	}
+	if spec.Class.MachineStartup == 0 {
+		spec.Class.MachineStartup = DefaultMachineStartup
+	}
+	if spec.ControlPlaneMachines == 0 {
+		spec.ControlPlaneMachines = def.ControlPlaneMachines
+	}
+	if spec.WorkerMachines == 0 {
+		spec.WorkerMachines = def.WorkerMachines
+	}
+	if spec.KubernetesVersion == "" {
+		spec.KubernetesVersion = def.KubernetesVersion
+	}
+	return spec
+}
