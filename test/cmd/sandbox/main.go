@@ -1,10 +1,13 @@
 // Command sandbox runs a local Cluster API management cluster with the guard
 // and demo clusters whose machines are simulated in memory (package
 // test/sandbox): etcd and kube-apiserver from the repository's bin/, the
-// Cluster API CRDs with their conversion webhooks, bin/webhook registered
-// from config/webhook/manifests.yaml, the Cluster API controllers and the
-// in-memory infrastructure provider in this process, and a demo cluster
-// "demo" (plus "demo-2"… with --clusters). It writes an admin kubeconfig to
+// Cluster API CRDs with Cluster API's conversion and admission webhooks,
+// bin/webhook registered from config/webhook/manifests.yaml, the Cluster API
+// controllers (with ClusterClass and the topology controllers) and the
+// in-memory infrastructure provider in this process, a demo cluster "demo"
+// (plus "demo-2"… with --clusters) and the ClusterClass-based demo cluster
+// "demo-cc" on ClusterClass "demo-class" (unless --class-cluster=false). It
+// writes an admin kubeconfig to
 // <dir>/kubeconfig, logs to <dir>/sandbox.log, prints a tour of commands to
 // try once every machine is ready, and runs until SIGINT or SIGTERM, then
 // stops everything it started.
@@ -19,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +48,11 @@ func run() (retErr error) {
 	clusters := flag.Int("clusters", 1, `number of demo clusters: "demo", then "demo-2", "demo-3"…`)
 	cpMachines := flag.Int("control-plane-machines", sandbox.DefaultControlPlaneMachines, "control-plane machines of each demo cluster")
 	workerMachines := flag.Int("worker-machines", sandbox.DefaultWorkerMachines, "worker machines of each demo cluster")
+	classCluster := flag.Bool("class-cluster", true, `also create the ClusterClass-based demo cluster "`+sandbox.DefaultClassClusterName+`" (ClusterClass "`+sandbox.DefaultClassName+`")`)
+	classCPMachines := flag.Int("class-control-plane-machines", sandbox.DefaultClassControlPlaneMachines, "control-plane machines of the ClusterClass-based demo cluster")
+	classWorkerMachines := flag.Int("class-worker-machines", sandbox.DefaultClassWorkerMachines, "worker machines of the ClusterClass-based demo cluster")
+	classVersion := flag.String("class-kubernetes-version", sandbox.DefaultClassKubernetesVersion,
+		"Kubernetes version of the ClusterClass-based demo cluster, one of "+strings.Join(sandbox.ClassKubernetesVersions, ", "))
 	startup := flag.Duration("machine-startup", sandbox.DefaultMachineStartup, "how long each simulated start-up step of a machine takes (VM, node, API server, etcd)")
 	readyTimeout := flag.Duration("ready-timeout", sandbox.DefaultReadyTimeout, "how long to wait for every demo machine to be ready")
 	flag.Usage = func() {
@@ -54,8 +63,16 @@ func run() (retErr error) {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", flag.Args())
 	}
-	if *clusters < 1 || *cpMachines < 1 || *workerMachines < 1 {
-		return errors.New("--clusters, --control-plane-machines and --worker-machines must be at least 1")
+	if *clusters < 1 || *cpMachines < 1 || *workerMachines < 1 || *classCPMachines < 1 || *classWorkerMachines < 1 {
+		return errors.New("--clusters and the machine counts must be at least 1")
+	}
+	// Cluster API's KubeadmControlPlane webhook refuses an even number of
+	// machines with stacked etcd: say so before starting anything.
+	if *cpMachines%2 == 0 || *classCPMachines%2 == 0 {
+		return errors.New("--control-plane-machines and --class-control-plane-machines must be odd (etcd quorum; Cluster API refuses an even number)")
+	}
+	if !slices.Contains(sandbox.ClassKubernetesVersions, *classVersion) {
+		return fmt.Errorf("--class-kubernetes-version %s is not one of the ClusterClass's versions %s", *classVersion, strings.Join(sandbox.ClassKubernetesVersions, ", "))
 	}
 	if *startup <= 0 {
 		return errors.New("--machine-startup must be positive")
@@ -98,11 +115,15 @@ func run() (retErr error) {
 			Log:     logFile,
 			WorkDir: stateDir,
 		},
-		Clusters:             *clusters,
-		ControlPlaneMachines: int32(*cpMachines),
-		WorkerMachines:       int32(*workerMachines),
-		MachineStartup:       *startup,
-		ReadyTimeout:         *readyTimeout,
+		Clusters:                  *clusters,
+		ControlPlaneMachines:      int32(*cpMachines),
+		WorkerMachines:            int32(*workerMachines),
+		ClassCluster:              *classCluster,
+		ClassControlPlaneMachines: int32(*classCPMachines),
+		ClassWorkerMachines:       int32(*classWorkerMachines),
+		ClassKubernetesVersion:    *classVersion,
+		MachineStartup:            *startup,
+		ReadyTimeout:              *readyTimeout,
 		Progress: func(s sandbox.ClusterState) {
 			fmt.Printf("  %5.1fs  %s: %s\n", time.Since(begin).Seconds(), s.Name, s.Summary())
 		},
@@ -156,6 +177,7 @@ func printTour(sb *sandbox.Sandbox, took time.Duration, logPath, stateDir string
 		"{log}", logPath,
 		"{apiserverLog}", filepath.Join(stateDir, "kube-apiserver.log"),
 		"{etcdLog}", filepath.Join(stateDir, "etcd.log"),
+		"{classTour}", classTour(sb, relativeTo(root, filepath.Join(sb.Env.BinDir, "kubectl"))),
 	)
 	fmt.Print(tour.Replace(`
 sandbox ready in {took}: {clusters}, each with {cp} control-plane and {workers} worker
@@ -185,11 +207,54 @@ Try, in another shell, from {root}:
   # The simulated workload cluster itself (nodes and control-plane pods, in memory):
   {kubectl} get secret {cluster}-kubeconfig -o jsonpath='{.data.value}' | base64 -d > {workloadKubeconfig}
   {kubectl} --kubeconfig {workloadKubeconfig} get nodes
-
+{classTour}
 Logs: {log} (controllers and guard),
       {apiserverLog}, {etcdLog}
 Press Ctrl-C to stop.
 `))
+}
+
+// classTour returns the part of the tour about the ClusterClass-based demo
+// clusters, or "" when there is none.
+func classTour(sb *sandbox.Sandbox, kubectl string) string {
+	if len(sb.ClassClusters) == 0 {
+		return ""
+	}
+	cc := sb.ClassClusters[0]
+	text := `
+ClusterClass-based cluster {cc} on ClusterClass {class} (kubernetesVersions {versions}),
+with {cp} control-plane and {workers} worker machine(s) at {version}. The topology controller
+owns KubeadmControlPlane {kcp} and MachineDeployment {md}: change them through the Cluster.
+
+  {kubectl} get clusterclass,cluster -o wide
+`
+	// The neighbours of the version in the class's list: one minor up, one down.
+	versions := cc.Class.KubernetesVersions
+	if i := slices.Index(versions, cc.KubernetesVersion); i >= 0 {
+		if i+1 < len(versions) {
+			text += `
+  # Upgrade the whole cluster by one minor: control plane first, then the workers:
+  {kubectl} patch cluster {cc} --type merge -p '{"spec":{"topology":{"version":"` + versions[i+1] + `"}}}'
+`
+		}
+		if i > 0 {
+			text += `
+  # Going back a minor is refused (Cluster API's Cluster webhook and the guard both say no):
+  {kubectl} patch cluster {cc} --type merge -p '{"spec":{"topology":{"version":"` + versions[i-1] + `"}}}'
+`
+		}
+	}
+	return strings.NewReplacer(
+		"{cc}", cc.Name,
+		"{class}", cc.Class.Name,
+		"{versions}", strings.Join(cc.Class.KubernetesVersions, ", "),
+		"{cp}", fmt.Sprint(cc.ControlPlaneMachines),
+		"{workers}", fmt.Sprint(cc.WorkerMachines),
+		"{version}", cc.KubernetesVersion,
+		"{kcp}", cc.ControlPlaneName(),
+		"{md}", cc.MachineDeploymentName(),
+		"{kubectl}", kubectl,
+	).Replace(text)
 }
 
 // relativeTo returns path relative to dir when it lies below dir, else path.
