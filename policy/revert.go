@@ -2,13 +2,16 @@ package policy
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/blang/semver/v4"
 	"time"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
@@ -144,4 +147,40 @@ func refusesDowngrade(d skew.Decision) bool {
 		}
 	}
 	return false
+}
+
+// RevertedRun tells the revision stamp what a KubeadmControlPlane has run
+// when the change from oldKCP to newKCP takes back a bump that never rolled
+// out (the same test Decide makes): what ran before that bump, so the
+// reverted version stops counting as run. It returns nil for any other change.
+func (p Policy) RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (*revisions.HighestRun, error) {
+	if oldKCP == nil || newKCP == nil {
+		return nil, nil
+	}
+	bump := bumpOf(oldKCP.Spec.Version, newKCP.Spec.Version)
+	if bump == "" && !lowersEtcd(oldKCP, newKCP) {
+		return nil, nil
+	}
+	clusterName := clusterNameOf(oldKCP)
+	u, err := p.facts().unrolledKCPBump(ctx, oldKCP, clusterName, bump)
+	if err != nil || u == nil {
+		return nil, err
+	}
+	before, _ := HighestRunOf(oldKCP).BeforeOf(StampsOf(oldKCP).Revision)
+	return &before, nil
+}
+
+// lowersEtcd reports whether newKCP would run a lower etcd than oldKCP.
+func lowersEtcd(oldKCP, newKCP *controlplanev1.KubeadmControlPlane) bool {
+	run := func(k *controlplanev1.KubeadmControlPlane) (semver.Version, bool) {
+		v, err := skew.ParseVersion(k.Spec.Version)
+		if err != nil {
+			return semver.Version{}, false
+		}
+		e, _, err := skew.EtcdFor(v, etcdImageTag(k))
+		return e, err == nil
+	}
+	o, ok1 := run(oldKCP)
+	n, ok2 := run(newKCP)
+	return ok1 && ok2 && n.LT(o)
 }

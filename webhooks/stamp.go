@@ -202,12 +202,25 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	if s.Kind.GVK.Kind == history.KubeadmControlPlane.GVK.Kind {
 		oldKCP, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
 		var prev int64
+		highest := policy.HighestRunOf(oldKCP)
 		if oldKCP != nil {
 			prev = policy.StampsOf(oldKCP).Revision
+			// A revert of a bump that never rolled out takes the bump out of
+			// what the control plane has run.
+			newKCP, _ := newObj.(*controlplanev1.KubeadmControlPlane)
+			if rec.Revision != prev {
+				before, err := s.Policy.RevertedRun(ctx, oldKCP, newKCP)
+				if err != nil {
+					return nil, fmt.Errorf("rollout-guard could not tell whether %s reverts a bump: %w", id, err)
+				}
+				if before != nil {
+					highest = *before
+				}
+			}
 		}
 		// Advance keeps what ran before this revision, so that a bump can be
-		// reverted while it has not rolled out (policy.Revert).
-		highest := policy.HighestRunOf(oldKCP).Advance(newSnap, rec.Revision, prev)
+		// reverted while it has not rolled out (policy.RevertedRun).
+		highest = highest.Advance(newSnap, rec.Revision, prev)
 		data, err := json.Marshal(highest)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
@@ -152,6 +154,7 @@ func (b *watchBody) Close() error {
 // Decider judges a change: policy.Policy, or FreshPolicy in the guard.
 type Decider interface {
 	Decide(ctx context.Context, oldObj, newObj client.Object) (skew.Decision, []string, error)
+	RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (*revisions.HighestRun, error)
 }
 
 // FreshPolicy judges with Cached (the guard's informers) while every watch
@@ -169,6 +172,14 @@ type FreshPolicy struct {
 
 // Decide judges with the live policy while a watch is down, else with the
 // cached one.
+// RevertedRun asks Live or Cached, as Decide does.
+func (f FreshPolicy) RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (*revisions.HighestRun, error) {
+	if len(f.Watches.Lost()) > 0 {
+		return f.Live.RevertedRun(ctx, oldKCP, newKCP)
+	}
+	return f.Cached.RevertedRun(ctx, oldKCP, newKCP)
+}
+
 func (f FreshPolicy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.Decision, []string, error) {
 	if lost := f.Watches.Lost(); len(lost) > 0 {
 		countLiveDecision()
