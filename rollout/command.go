@@ -92,6 +92,9 @@ type clients struct {
 	mapper meta.RESTMapper
 	// namespace is the namespace of the command (-n or the kubeconfig's).
 	namespace string
+	// watch, when set, is the client status watches with (tests);
+	// otherwise status connects one of its own.
+	watch client.WithWatch
 }
 
 // Scheme holds the types the CLI reads and writes: client-go's (apps/v1

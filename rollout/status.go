@@ -90,8 +90,8 @@ func newStatusCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME",
 		Short: "Watch a rollout until it is done, stalled or paused",
-		Long: `Watch the rollout of a MachineDeployment or KubeadmControlPlane until it is done, and
-exit with a verdict. The object, its Machines and a MachineDeployment's MachineSets are
+		Long: `Watch the rollout of a MachineDeployment, KubeadmControlPlane or Cluster until it is done,
+and exit with a verdict. The object, its Machines and a MachineDeployment's MachineSets are
 watched (no polling).
 
 On a terminal the view is redrawn in place: progress bars of up-to-date, available and
@@ -125,10 +125,30 @@ superseded it: status exits 5 at once instead of waiting for a revision that wil
 cluster/NAME watches the cluster's control plane, then each of its MachineDeployments, in
 turn, within one --timeout.
 
+A ClusterClass cluster (one with spec.topology) is watched as a whole instead: its Cluster,
+control plane, MachineDeployments, Machines and MachineSets at once. Cluster API upgrades
+a topology in steps (a chained upgrade: the control plane one minor at a time, the workers
+when the kubelet version skew requires it and at the end), and while it does, it writes the
+versions still to apply in the Cluster's status.controlPlane.upgradePlan and
+status.workers.upgradePlan. status shows these steps in order, each done, now (the current
+one, the first not rolled out) or next, from the control plane's spec.version and its
+machines' versions and the MachineDeployments' versions, with the Cluster's
+TopologyReconciled condition while it is not True. Such a cluster is done only when its
+spec.topology.version is reached by the control plane (spec.version and every machine) and
+by every MachineDeployment of the topology, and every object is rolled out: a step rolled
+out on the way is not the end. Watching one topology-owned object instead ends at its own
+step.
+
 -o json prints one JSON object per change: {"time", "object", "phase" (Progressing,
 Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "available",
 "ready", "machines": [{"name", "phase", "upToDate", "ready", "deleting", "reason",
-"message"}], "done"}.
+"message"}], "done"}. For a ClusterClass cluster the first event of each change is the
+cluster's ("object": "cluster/NAME", the counts summed over its objects, no machines) with
+"upgrade": {"version", "reached", "controlPlane" and "workers": [{"object", "version",
+"machines": [{"version", "machines"}]}], "controlPlanePlan", "workersPlan", "steps":
+[{"version", "part" (controlPlane, workers), "state" (RolledOut, RollingOut, Pending),
+"current", "objects", "applied", "rolledOut"}], "missing", "topologyReconciled"}; its
+objects' events follow, with the cluster's phase and done.
 
 ` + statusExitCodesHelp,
 		Example: `  # Wait for a worker pool to roll out
@@ -137,7 +157,8 @@ Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "avai
   # Give up after 20 minutes; report a stall after 5 minutes without progress
   rollout status kcp/my-cluster-control-plane --timeout 20m --progress-deadline 5m
 
-  # The control plane, then every worker pool of a cluster, as JSON events
+  # The control plane, then every worker pool of a cluster, as JSON events; on a
+  # ClusterClass cluster, every step of an upgrade to spec.topology.version
   rollout status cluster/my-cluster -o json
 
   # One report, no waiting: exit 0 if rolled out
@@ -200,15 +221,18 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return o.timedOut(ctx, err)
 	}
-	objs := []client.Object{obj}
-	if cluster, ok := obj.(*clusterv1.Cluster); ok {
-		if objs, err = o.clusterObjects(ctx, cl, cluster); err != nil {
-			return o.timedOut(ctx, err)
-		}
-	}
 	p := &statusPrinter{out: o.c.IOStreams.Out, json: strings.EqualFold(o.Output, "json"), last: map[string]string{}}
 	if !p.json && o.Watch {
 		p.live = newLiveTerminal(o.c.IOStreams.Out, time.Now())
+	}
+	objs := []client.Object{obj}
+	if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		if cluster.Spec.Topology.IsDefined() {
+			return o.runTopology(ctx, cl, cluster, p)
+		}
+		if objs, err = o.clusterObjects(ctx, cl, cluster); err != nil {
+			return o.timedOut(ctx, err)
+		}
 	}
 	if !o.Watch {
 		failed := 0
@@ -267,29 +291,66 @@ func (o *StatusOptions) timedOut(ctx context.Context, err error) error {
 // clusterObjects returns a Cluster's control plane, then its
 // MachineDeployments sorted by name.
 func (o *StatusOptions) clusterObjects(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]client.Object, error) {
-	ns := cluster.Namespace
+	m, err := o.c.clusterMembers(ctx, cl, cluster, "status Cluster "+cluster.Namespace+"/"+cluster.Name)
+	if err != nil {
+		return nil, err
+	}
+	if ref := m.other; ref != nil {
+		return nil, fmt.Errorf("cannot watch Cluster %s/%s: its control plane is a %s.%s; status watches KubeadmControlPlanes only", cluster.Namespace, cluster.Name, ref.Kind, ref.APIGroup)
+	}
+	return m.objects(), nil
+}
+
+// clusterMembers are the objects of a Cluster the CLI works on.
+type clusterMembers struct {
+	// controlPlane is its KubeadmControlPlane, nil when it has none.
+	controlPlane *controlplanev1.KubeadmControlPlane
+	// other is its control plane when it is not a KubeadmControlPlane.
+	other *clusterv1.ContractVersionedObjectReference
+	// machineDeployments are its MachineDeployments, by name.
+	machineDeployments []*clusterv1.MachineDeployment
+}
+
+// objects are the control plane (if a KubeadmControlPlane), then the
+// MachineDeployments.
+func (m clusterMembers) objects() []client.Object {
 	var objs []client.Object
+	if m.controlPlane != nil {
+		objs = append(objs, m.controlPlane)
+	}
+	for _, md := range m.machineDeployments {
+		objs = append(objs, md)
+	}
+	return objs
+}
+
+// clusterMembers reads a Cluster's control plane (spec.controlPlaneRef) and
+// its MachineDeployments (spec.clusterName).
+func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, purpose string) (clusterMembers, error) {
+	ns := cluster.Namespace
+	var m clusterMembers
 	if ref := cluster.Spec.ControlPlaneRef; ref.IsDefined() {
 		if ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group {
-			return nil, fmt.Errorf("cannot watch Cluster %s/%s: its control plane is a %s.%s; status watches KubeadmControlPlanes only", ns, cluster.Name, ref.Kind, ref.APIGroup)
+			m.other = &ref
+		} else {
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			if err := cl.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kcp); err != nil {
+				return m, call{verb: "get", gr: KubeadmControlPlane.GroupResource(), kind: "KubeadmControlPlane", namespace: ns, name: ref.Name, purpose: purpose}.explain(err)
+			}
+			m.controlPlane = kcp
 		}
-		kcp := &controlplanev1.KubeadmControlPlane{}
-		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kcp); err != nil {
-			return nil, call{verb: "get", gr: KubeadmControlPlane.GroupResource(), kind: "KubeadmControlPlane", namespace: ns, name: ref.Name, purpose: "status Cluster " + ns + "/" + cluster.Name}.explain(err)
-		}
-		objs = append(objs, kcp)
 	}
 	mds := &clusterv1.MachineDeploymentList{}
 	if err := cl.client.List(ctx, mds, client.InNamespace(ns)); err != nil {
-		return nil, call{verb: "list", gr: MachineDeployment.GroupResource(), kind: "MachineDeployment", namespace: ns, purpose: "status Cluster " + ns + "/" + cluster.Name}.explain(err)
+		return m, call{verb: "list", gr: MachineDeployment.GroupResource(), kind: "MachineDeployment", namespace: ns, purpose: purpose}.explain(err)
 	}
 	sort.Slice(mds.Items, func(i, j int) bool { return mds.Items[i].Name < mds.Items[j].Name })
 	for i := range mds.Items {
 		if mds.Items[i].Spec.ClusterName == cluster.Name {
-			objs = append(objs, &mds.Items[i])
+			m.machineDeployments = append(m.machineDeployments, &mds.Items[i])
 		}
 	}
-	return objs, nil
+	return m, nil
 }
 
 // machineLabels selects the Machines of a MachineDeployment or
@@ -355,6 +416,9 @@ func (o *StatusOptions) evaluate(obj client.Object, machines []clusterv1.Machine
 
 // watchClient returns a client that can watch, on the invocation's connection.
 func (o *StatusOptions) watchClient(cl *clients) (client.WithWatch, error) {
+	if cl.watch != nil {
+		return cl.watch, nil
+	}
 	cfg, err := o.c.ConfigFlags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
@@ -730,6 +794,10 @@ type StatusReport struct {
 	Machines []MachineStatus `json:"machines"`
 	// Done is true once the rollout is declared done.
 	Done bool `json:"done"`
+	// Upgrade is, on the report of a ClusterClass cluster (object
+	// "cluster/NAME"), where it stands against its spec.topology.version;
+	// nil on every other report.
+	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
 
 	// Current is status.replicas.
 	Current int32 `json:"-"`
@@ -752,6 +820,9 @@ type StatusReport struct {
 	MachineSets []MachineSetStatus `json:"-"`
 	// WaitRevision is the --revision not live yet, 0 when none is awaited.
 	WaitRevision int64 `json:"-"`
+	// progress is what else must change for the rollout to count as
+	// progressing: a cluster's objects and upgrade steps.
+	progress string
 }
 
 // EvaluateStatus computes the state of the rollout of obj (a
@@ -878,6 +949,9 @@ func (s StatusReport) Summary() string {
 	if s.Paused != "" {
 		return "paused (" + s.Paused + ")"
 	}
+	if s.Upgrade != nil {
+		return s.Upgrade.Summary()
+	}
 	if s.WaitRevision > 0 {
 		return fmt.Sprintf("waiting for revision %d (revision %s is live)", s.WaitRevision, s.Revision)
 	}
@@ -976,6 +1050,7 @@ func progressKey(s StatusReport) string {
 	for _, m := range s.Machines {
 		fmt.Fprintf(&b, "%s %s %t %t %t %s;", m.Name, m.Phase, m.Ready, m.UpToDate, m.Deleting, m.Reason)
 	}
+	b.WriteString(s.progress)
 	return b.String()
 }
 
@@ -989,6 +1064,20 @@ type statusPrinter struct {
 	last map[string]string
 	// live, when set, redraws the live view instead of printing lines.
 	live *liveTerminal
+}
+
+// printCluster writes what changed in a ClusterClass cluster's report: the
+// cluster's line or event, then its objects'.
+func (p *statusPrinter) printCluster(r ClusterReport, now time.Time) error {
+	if p.live != nil {
+		return p.live.showCluster(r, now)
+	}
+	for _, s := range append([]StatusReport{r.Cluster}, r.Objects...) {
+		if err := p.print(s, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // print writes what changed in s.

@@ -1,0 +1,76 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// syncBuffer is a buffer a running command writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newFakeClient is controller-runtime's fake client holding objs; it lists
+// Clusters by metadata.name as the API server does. Its watches ignore
+// label and field selectors: status filters what it receives itself.
+func newFakeClient(objs ...client.Object) client.WithWatch {
+	return fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
+		WithIndex(&clusterv1.Cluster{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
+		Build()
+}
+
+// fakeRun is one command run in-process against a fake client.
+type fakeRun struct {
+	out, errOut *syncBuffer
+	done        chan int
+}
+
+// startFake runs the command line args in namespace ns against cl, with
+// the clock at now; wait returns its exit code.
+func startFake(ctx context.Context, cl client.WithWatch, ns string, now time.Time, args ...string) *fakeRun {
+	r := &fakeRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan int, 1)}
+	c := &cli{Options: Options{IOStreams: genericiooptions.IOStreams{Out: r.out, ErrOut: r.errOut}, Now: func() time.Time { return now }}, args: args}
+	c.once.Do(func() { c.cls = &clients{client: cl, mapper: cl.RESTMapper(), namespace: ns, watch: cl} })
+	root := newRoot(c)
+	root.SetArgs(args)
+	go func() {
+		err := root.ExecuteContext(ctx)
+		if err != nil {
+			fmt.Fprintf(r.errOut, "error: %v\n", err)
+		}
+		r.done <- ExitCode(err)
+	}()
+	return r
+}
+
+// runFake runs a command to its end.
+func runFake(t *testing.T, cl client.WithWatch, now time.Time, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := startFake(ctx, cl, topoNS, now, args...)
+	code := <-r.done
+	return r.out.String(), r.errOut.String(), code
+}
