@@ -1,0 +1,190 @@
+package topology
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/rollout"
+)
+
+const (
+	// rolloutTimeout bounds a wait for the controllers (a machine, a
+	// rollout, a chained upgrade).
+	rolloutTimeout = 8 * time.Minute
+	// pollInterval is how often waits read the API server.
+	pollInterval = 500 * time.Millisecond
+	// bypass is Cluster API's annotation that skips its own topology
+	// version checks (not the guard's).
+	bypass = clusterv1.ClusterTopologyUnsafeUpdateVersionAnnotation
+	// The guard's validating webhooks, as the API server names them.
+	guardClusterWebhook = "validate.cluster.rollout-guard.io"
+	guardKCPWebhook     = "validate.kubeadmcontrolplane.rollout-guard.io"
+	guardMDWebhook      = "validate.machinedeployment.rollout-guard.io"
+)
+
+// kubectl runs the repository's bin/kubectl against the sandbox, in the
+// clusters' namespace, and returns its stdout and stderr.
+func kubectl(args ...string) (stdout, stderr string, err error) {
+	cmd := exec.Command(filepath.Join(sb.Env.BinDir, "kubectl"),
+		append([]string{"--kubeconfig", sb.Kubeconfig, "-n", cc.Namespace}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// mustKubectl runs kubectl and fails the test when it fails.
+func mustKubectl(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	stdout, stderr, err := kubectl(args...)
+	require.NoError(t, err, "kubectl %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), stdout, stderr)
+	return stdout, stderr
+}
+
+// patchTopologyVersion sets spec.topology.version of Cluster name with one
+// kubectl patch, as an operator would.
+func patchTopologyVersion(name, version string) (stdout, stderr string, err error) {
+	return kubectl("patch", "cluster", name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"topology":{"version":%q}}}`, version))
+}
+
+// setBypass sets or removes Cluster API's bypass annotation on Cluster name.
+func setBypass(t *testing.T, name string, on bool) {
+	t.Helper()
+	if on {
+		mustKubectl(t, "annotate", "--overwrite", "cluster", name, bypass+"=")
+		return
+	}
+	mustKubectl(t, "annotate", "cluster", name, bypass+"-")
+}
+
+// setPaused pauses or resumes Cluster name (spec.paused): Cluster API's
+// controllers, the topology controller among them, leave it alone meanwhile.
+func setPaused(t *testing.T, name string, paused bool) {
+	t.Helper()
+	mustKubectl(t, "patch", "cluster", name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"paused":%t}}`, paused))
+}
+
+// waitFor polls cond until it holds, failing the test after rolloutTimeout;
+// cond returns a description of what it saw.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(rolloutTimeout)
+	for {
+		ok, saw := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.FailNowf(t, "timed out", "waiting for %s (%s); last seen: %s", what, rolloutTimeout, saw)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// controlPlaneMachines returns the versions of the control-plane Machines of
+// Cluster name, by Machine name.
+func controlPlaneMachines(t *testing.T, name string) map[string]string {
+	t.Helper()
+	list := &clusterv1.MachineList{}
+	require.NoError(t, sb.Client.List(context.Background(), list, client.InNamespace(cc.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: name}, client.HasLabels{clusterv1.MachineControlPlaneLabel}))
+	out := map[string]string{}
+	for _, m := range list.Items {
+		out[m.Name] = m.Spec.Version
+	}
+	return out
+}
+
+// allMachines returns the versions of every Machine of Cluster name that is
+// not being deleted, by Machine name.
+func allMachines(t *testing.T, name string) map[string]string {
+	t.Helper()
+	list := &clusterv1.MachineList{}
+	require.NoError(t, sb.Client.List(context.Background(), list, client.InNamespace(cc.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: name}))
+	out := map[string]string{}
+	for _, m := range list.Items {
+		if m.DeletionTimestamp.IsZero() {
+			out[m.Name] = m.Spec.Version
+		}
+	}
+	return out
+}
+
+// waitForControlPlaneMachineAt waits until Cluster name has a control-plane
+// Machine with version.
+func waitForControlPlaneMachineAt(t *testing.T, name, version string) {
+	t.Helper()
+	waitFor(t, "a control-plane Machine of "+name+" at "+version, func() (bool, string) {
+		got := controlPlaneMachines(t, name)
+		for _, v := range got {
+			if v == version {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(got)
+	})
+}
+
+// kcp reads KubeadmControlPlane name.
+func kcp(t *testing.T, name string) *controlplanev1.KubeadmControlPlane {
+	t.Helper()
+	k := &controlplanev1.KubeadmControlPlane{}
+	require.NoError(t, sb.Client.Get(context.Background(), client.ObjectKey{Namespace: cc.Namespace, Name: name}, k))
+	return k
+}
+
+// guardRejections returns how many requests each of the guard's validating
+// webhooks has refused, as the API server counts them
+// (apiserver_admission_webhook_rejection_count).
+func guardRejections(t *testing.T) map[string]float64 {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(sb.Config)
+	require.NoError(t, err)
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	require.NoError(t, err)
+	out := map[string]float64{guardClusterWebhook: 0, guardKCPWebhook: 0, guardMDWebhook: 0}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_admission_webhook_rejection_count{") {
+			continue
+		}
+		for name := range out {
+			if strings.Contains(line, `name="`+name+`"`) {
+				n, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+				require.NoError(t, err, line)
+				out[name] += n
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// history returns `rollout history RES -o json` of a resource of the
+// clusters' namespace.
+func history(t *testing.T, resource string) rollout.RolloutHistory {
+	t.Helper()
+	run := sb.RunCLI(t.TempDir(), cc.Namespace, "history", resource, "-o", "json")
+	require.Equal(t, 0, run.Code, "rollout history %s\nstdout: %s\nstderr: %s", resource, run.Stdout, run.Stderr)
+	var h rollout.RolloutHistory
+	require.NoError(t, json.Unmarshal([]byte(run.Stdout), &h), run.Stdout)
+	return h
+}
