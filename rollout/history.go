@@ -41,7 +41,7 @@ func newHistoryCommand(c *cli) *cobra.Command {
 	o := &HistoryOptions{c: c, PrintFlags: NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "history KIND/NAME",
-		Short: "Show the revisions of a worker pool or control plane: who changed what, when and why",
+		Short: "Show the revisions of a worker pool, control plane or cluster: who changed what, when and why",
 		Long: `Show the revision history rollout-guard recorded for a MachineDeployment or
 KubeadmControlPlane, read with one request from its ControllerRevisions: one line per
 revision (the content was live under every number listed), oldest first; the highest
@@ -68,15 +68,27 @@ Without rollout-guard's records (the guard is not installed, or has never seen t
 history says so and shows what the cluster itself still has: the revision annotations of
 a MachineDeployment's MachineSets.
 
+cluster/NAME merges the histories of the cluster's control plane (its KubeadmControlPlane)
+and of its MachineDeployments into one table ordered by time, with an OBJECT column
+(kcp/NAME, md/NAME): each revision at the time it was made live, each restart at the time
+it was asked. On a ClusterClass cluster the topology controller makes the changes, and
+each step of an upgrade shows as a revision of the control plane or of a worker pool with
+VIA capi-topology (Cluster API's topology controller), its version and a generated
+CHANGE-CAUSE such as "version v1.33.4 → v1.34.2". -o json|yaml prints it as a
+ClusterRolloutHistory, -o name the ControllerRevisions of every object. Revision numbers
+belong to each object, so --revision and --diff are refused on a cluster, naming the
+objects to ask instead.
+
 ` + exitCodesHelp,
 		Example: `  rollout history machinedeployment/md-0
   rollout history kcp/my-cluster-control-plane --revision 3
   rollout history md/md-0 --diff
-  rollout history md/md-0 -o yaml`,
+  rollout history md/md-0 -o yaml
+  rollout history cluster/my-cluster`,
 		RunE: runE(o),
 	}
-	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Print this revision in full.")
-	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print how the revision (--revision, default: the previous one) differs from the live object.")
+	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Print this revision in full. Not with cluster/NAME.")
+	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print how the revision (--revision, default: the previous one) differs from the live object. Not with cluster/NAME.")
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
 }
@@ -93,9 +105,6 @@ func (o *HistoryOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the flags.
 func (o *HistoryOptions) Validate() error {
-	if o.ref.Kind.GVK == Cluster.GVK {
-		return fmt.Errorf("history works on machinedeployment and kubeadmcontrolplane objects, not %s: run it on the cluster's control plane or one of its worker pools", o.ref)
-	}
 	if o.Revision < 0 {
 		return fmt.Errorf("--revision %d: revision numbers start at 1", o.Revision)
 	}
@@ -115,6 +124,9 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 	obj, err := o.c.get(ctx, cl, o.ref, purpose)
 	if err != nil {
 		return err
+	}
+	if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		return o.runCluster(ctx, cl, cluster)
 	}
 	set, err := o.c.loadHistory(ctx, cl, obj, purpose)
 	if err != nil {
