@@ -1,6 +1,7 @@
 // Package rollout is the `rollout` command line: restart, pause, resume,
 // history, undo and the template switch for Cluster API MachineDeployments
-// and KubeadmControlPlanes (and restart for a whole Cluster), shaped like
+// and KubeadmControlPlanes (and restart, status and history for a whole
+// Cluster, a ClusterClass cluster's chained upgrades included), shaped like
 // `kubectl rollout`.
 //
 // Every command is an Options struct with Complete, Validate and Run, as in

@@ -39,8 +39,8 @@ var (
 		Names:    []string{"kubeadmcontrolplane", "kubeadmcontrolplanes", "kcp"},
 		Short:    "kcp",
 	}
-	// Cluster is a Cluster API cluster: restart works on its control plane
-	// and every worker pool.
+	// Cluster is a Cluster API cluster: restart, status and history work
+	// on its control plane and every worker pool.
 	Cluster = Kind{
 		GVK:      clusterv1.GroupVersion.WithKind("Cluster"),
 		Resource: "clusters",

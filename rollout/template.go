@@ -52,8 +52,9 @@ func newSwitchCommand(c *cli) *cobra.Command {
 		Use:   "rollout KIND/NAME [--template KIND/NAME] [--bootstrap-template KIND/NAME] [--version vX.Y.Z]",
 		Short: "Safe, recorded rollouts of Cluster API worker pools and control planes",
 		Long: `rollout rolls out Cluster API MachineDeployments (machinedeployment, md) and
-KubeadmControlPlanes (kubeadmcontrolplane, kcp), and restarts whole Clusters (cluster):
-restart, pause, resume, history and undo, shaped like kubectl rollout. Every change goes
+KubeadmControlPlanes (kubeadmcontrolplane, kcp), and restarts, watches and shows the
+history of whole Clusters (cluster), ClusterClass upgrades included: restart, pause,
+resume, status, history and undo, shaped like kubectl rollout. Every change goes
 through rollout-guard, which refuses version-skew and etcd-downgrade mistakes and records
 who changed what, when and why.
 
