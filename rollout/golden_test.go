@@ -27,3 +27,15 @@ func golden(t *testing.T, name, got string) {
 	require.NoError(t, err, "golden file missing: run go test ./rollout/ -update")
 	assert.Equal(t, string(want), got, "output differs from %s (rewrite it with -update if the change is intended)", path)
 }
+
+// TestDocsQuoteGoldens: the examples docs/cli.md shows of cluster status
+// and history are these golden files, as they are.
+func TestDocsQuoteGoldens(t *testing.T) {
+	docs, err := os.ReadFile(filepath.Join("..", "docs", "cli.md"))
+	require.NoError(t, err)
+	for _, name := range []string{"history-cluster.txt", "status-cluster-lines.txt", "status-cluster-live-step-1-rolling.txt", "status-cluster-event.json"} {
+		want, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		assert.Contains(t, string(docs), string(want), "docs/cli.md does not quote testdata/%s as it is", name)
+	}
+}
