@@ -823,6 +823,9 @@ type StatusReport struct {
 	// progress is what else must change for the rollout to count as
 	// progressing: a cluster's objects and upgrade steps.
 	progress string
+	// deleting: the object is being deleted (a MachineDeployment of a
+	// ClusterClass cluster that its topology no longer has).
+	deleting bool
 }
 
 // EvaluateStatus computes the state of the rollout of obj (a
@@ -972,6 +975,9 @@ func (s StatusReport) Summary() string {
 	if n := len(s.Machines); n != int(s.Replicas) {
 		extra = append(extra, fmt.Sprintf("%d %s", n, plural(n, "machine exists", "machines exist")))
 	}
+	if s.deleting {
+		extra = append(extra, "being deleted")
+	}
 	if s.Complete && s.Phase == PhaseConfirming {
 		extra = append(extra, "complete, confirming")
 	} else if !s.Complete && s.RollingOut {
@@ -1043,7 +1049,7 @@ func (t *StatusTracker) Observe(s StatusReport, now time.Time) StatusVerdict {
 // the counts and each machine's phase and conditions.
 func progressKey(s StatusReport) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%t %d %d %d %d %d %d %s|", s.Observed, s.Generation, s.Current, s.UpToDate, s.Available, s.Ready, len(s.Machines), s.Revision)
+	fmt.Fprintf(&b, "%t %d %d %d %d %d %d %s %t|", s.Observed, s.Generation, s.Current, s.UpToDate, s.Available, s.Ready, len(s.Machines), s.Revision, s.deleting)
 	for _, ms := range s.MachineSets {
 		fmt.Fprintf(&b, "%s %t %d %d %d %d;", ms.Name, ms.New, ms.Replicas, ms.Current, ms.UpToDate, ms.Available)
 	}

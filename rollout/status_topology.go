@@ -189,9 +189,16 @@ func evaluateTopology(cluster *clusterv1.Cluster, cp *controlplanev1.KubeadmCont
 			}
 		}
 		s := evaluateStatus(md, own, ownSets, now)
+		if !md.DeletionTimestamp.IsZero() {
+			// The topology removed it (or someone deletes it): the cluster
+			// is not rolled out until it is gone.
+			s.deleting, s.Complete = true, false
+		}
 		r.Objects = append(r.Objects, s)
-		if !topologyOwned(md) {
-			continue // a pool added by hand: it counts for done, not for the upgrade
+		if !topologyOwned(md) || !md.DeletionTimestamp.IsZero() {
+			// A pool added by hand, or one the topology removed: it counts
+			// for done, not for the upgrade.
+			continue
 		}
 		created[topologyName(md)] = true
 		pools = append(pools, partFacts{object: s.Object, topology: topologyName(md), version: md.Spec.Template.Spec.Version, machines: machineVersions(own), complete: s.Complete})

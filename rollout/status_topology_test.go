@@ -45,6 +45,8 @@ type topoPool struct {
 	name, version string
 	machines      []string
 	byHand        bool
+	// deleting pools are no longer in the topology and being deleted.
+	deleting bool
 }
 
 const topoNS = "demo"
@@ -65,7 +67,7 @@ func (t topo) objects() (*clusterv1.Cluster, *controlplanev1.KubeadmControlPlane
 	c.Spec.Topology.ClassRef.Name = "quick-start"
 	c.Spec.Topology.Version = t.target
 	for _, p := range t.pools {
-		if !p.byHand {
+		if !p.byHand && !p.deleting {
 			c.Spec.Topology.Workers.MachineDeployments = append(c.Spec.Topology.Workers.MachineDeployments, clusterv1.MachineDeploymentTopology{Name: p.name, Class: "default-worker"})
 		}
 	}
@@ -130,6 +132,10 @@ func (t topo) objects() (*clusterv1.Cluster, *controlplanev1.KubeadmControlPlane
 		}
 		md.Annotations = map[string]string{clusterv1.RevisionAnnotation: "2", "rollout-guard.io/revision": "2"}
 		md.Spec.ClusterName = "c1"
+		if p.deleting {
+			md.DeletionTimestamp = &metav1.Time{Time: created}
+			md.Finalizers = []string{"cluster.x-k8s.io/machinedeployment"}
+		}
 		md.Spec.Template.Spec.Version = p.version
 		n := int32(len(p.machines))
 		md.Spec.Replicas = &n
@@ -270,6 +276,15 @@ func TestEvaluateTopology(t *testing.T) {
 			t.pools = append(t.pools, topoPool{name: "extra", version: "v1.34.2", machines: []string{"v1.33.4"}, byHand: true})
 			return t
 		}(), objects: []bool{true, false, true},
+			steps:   "v1.35.0 controlPlane RolledOut, v1.35.0 workers RolledOut",
+			summary: "at v1.35.0 on the control plane and 1 worker pool"},
+		// A pool the topology no longer has is not part of the upgrade, but
+		// the cluster is rolled out only once it is gone.
+		{name: "a pool the topology removed, being deleted", topo: func() topo {
+			t := chainDone
+			t.pools = append(t.pools, topoPool{name: "md-old", version: "v1.33.4", machines: []string{"v1.33.4"}, deleting: true})
+			return t
+		}(), objects: []bool{true, true, false},
 			steps:   "v1.35.0 controlPlane RolledOut, v1.35.0 workers RolledOut",
 			summary: "at v1.35.0 on the control plane and 1 worker pool"},
 		{name: "no control plane yet", topo: topo{target: "v1.35.0"}, objects: []bool{},
@@ -477,4 +492,15 @@ func TestRenderLiveCluster(t *testing.T) {
 			golden(t, "status-cluster-live-"+tc.name+".txt", strings.Join(got, "\n")+"\n")
 		})
 	}
+}
+
+// TestEvaluateTopologyDeletedPool: a MachineDeployment being deleted says so.
+func TestEvaluateTopologyDeletedPool(t *testing.T) {
+	tp := chainDone
+	tp.pools = append(tp.pools, topoPool{name: "md-old", version: "v1.33.4", machines: []string{"v1.33.4"}, deleting: true})
+	r := tp.report()
+	require.Len(t, r.Objects, 3)
+	assert.Equal(t, "machinedeployment/c1-md-old", r.Objects[2].Object)
+	assert.Equal(t, "1 of 1 machines up to date, 1 available (being deleted)", r.Objects[2].Summary())
+	assert.False(t, r.Cluster.Complete)
 }
