@@ -162,7 +162,7 @@ func (o *StatusOptions) runTopology(ctx context.Context, cl *clients, cluster *c
 		st := newClusterState(cluster.Name)
 		for _, src := range topologySources(cluster.Namespace, cluster.Name) {
 			if _, err := listInto(ctx, cl.client, src, st); err != nil {
-				return call{verb: "list", gr: src.gr, kind: src.kind, namespace: cluster.Namespace, purpose: purpose}.explain(err)
+				return o.timedOut(ctx, call{verb: "list", gr: src.gr, kind: src.kind, namespace: cluster.Namespace, purpose: purpose}.explain(err))
 			}
 		}
 		if st.cluster == nil {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // objectsOf lists a topo's objects for a client.
@@ -166,5 +169,23 @@ func waitFor(t *testing.T, r *fakeRun, line string) {
 			t.Fatalf("status did not print %q:\n%s%s", line, r.out, r.errOut)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStatusClusterForbidden: a ClusterClass cluster needs list and watch
+// on its Machines (and the other kinds); a refusal names the permission.
+func TestStatusClusterForbidden(t *testing.T) {
+	cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objectsOf(chainDone)...).
+		WithIndex(&clusterv1.Cluster{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*clusterv1.MachineList); ok {
+				return apierrors.NewForbidden(clusterv1.GroupVersion.WithResource("machines").GroupResource(), "", errors.New(`User "viewer" cannot list resource "machines" in API group "cluster.x-k8s.io" in the namespace "demo"`))
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	for _, watchFlag := range []string{"--watch=true", "--watch=false"} {
+		_, errOut, code := runFake(t, cl, time.Now(), "status", "cluster/c1", watchFlag)
+		assert.Equal(t, ExitError, code, watchFlag)
+		assert.Equal(t, `error: cannot status Cluster demo/c1: user "viewer" may not list machines.cluster.x-k8s.io in namespace "demo" (Forbidden); ask your cluster administrator for a Role granting "list" on "machines" in API group "cluster.x-k8s.io": machines.cluster.x-k8s.io is forbidden: User "viewer" cannot list resource "machines" in API group "cluster.x-k8s.io" in the namespace "demo"`+"\n", errOut, watchFlag)
 	}
 }
