@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -156,6 +157,15 @@ func TestChainedUpgradeAcrossThreeMinors(t *testing.T) {
 		assert.Equal(t, "v1.36.1", v, "Machine %s when status exited 0 (%v)", name, got)
 	}
 	recordTiming("chained upgrade v1.33.5 → v1.36.1 (1+1 machines)", time.Since(begin))
+	t.Logf("rollout status cluster/%s:\n%s", cc.Name, run.Stdout)
+	// It showed the steps as they went, and ended with the whole cluster.
+	lines := strings.Split(strings.TrimSpace(run.Stdout), "\n")
+	for _, step := range []string{"control plane v1.35.2 rolling out", "control plane v1.36.1 rolling out", "workers v1.36.1 rolling out"} {
+		assert.True(t, slices.ContainsFunc(lines, func(l string) bool {
+			return strings.HasPrefix(l, "cluster/demo-cc: upgrading to v1.36.1: ") && strings.Contains(l, step)
+		}), "no status line shows the step %q", step)
+	}
+	assert.Equal(t, "cluster/demo-cc successfully rolled out: at v1.36.1 on the control plane and 1 worker pool", lines[len(lines)-1])
 
 	after := guardRejections(t)
 	assert.Equal(t, before, after, "the guard refused none of the topology controller's edits")
@@ -170,6 +180,29 @@ func TestChainedUpgradeAcrossThreeMinors(t *testing.T) {
 	}
 	assert.Equal(t, []string{"v1.34.3", "v1.35.2", "v1.36.1"}, steps, "one control-plane revision per step, in order: %+v", h.Revisions)
 	assert.True(t, slices.IsSortedFunc(h.Revisions, func(a, b rollout.HistoryRevision) int { return int(a.Revision - b.Revision) }))
+
+	// The cluster's history: the control plane's steps and the workers',
+	// in one list, each made through the topology controller.
+	run = sb.RunCLI(t.TempDir(), cc.Namespace, "history", "cluster/"+cc.Name, "-o", "json")
+	require.Equal(t, 0, run.Code, "rollout history cluster/%s\nstdout: %s\nstderr: %s", cc.Name, run.Stdout, run.Stderr)
+	var ch rollout.ClusterRolloutHistory
+	require.NoError(t, json.Unmarshal([]byte(run.Stdout), &ch), run.Stdout)
+	var made []string
+	for _, r := range ch.Revisions {
+		if r.FieldManager == rollout.TopologyFieldManager && r.ChangeType != "restart" {
+			made = append(made, r.Object.Kind+" "+r.Version)
+		}
+	}
+	for _, want := range []string{"KubeadmControlPlane v1.34.3", "KubeadmControlPlane v1.35.2", "KubeadmControlPlane v1.36.1", "MachineDeployment v1.36.1"} {
+		assert.Contains(t, made, want, "history cluster/%s lists the topology controller's step: %s", cc.Name, run.Stdout)
+	}
+	table := sb.RunCLI(t.TempDir(), cc.Namespace, "history", "cluster/"+cc.Name)
+	require.Equal(t, 0, table.Code, table.Stderr)
+	t.Logf("rollout history cluster/%s:\n%s", cc.Name, table.Stdout)
+	refused := sb.RunCLI(t.TempDir(), cc.Namespace, "history", "cluster/"+cc.Name, "--revision", "2")
+	assert.Equal(t, 1, refused.Code)
+	assert.Empty(t, refused.Stdout)
+	assert.Equal(t, "error: --revision 2 has no meaning for cluster/demo-cc: its control plane and worker pools number their revisions apart; ask one of them: rollout history kcp/demo-cc-control-plane --revision 2 -n default, rollout history md/demo-cc-md-0 --revision 2 -n default\n", refused.Stderr)
 }
 
 // TestDowngradesThroughTheTopology: with Cluster API's bypass annotation
