@@ -34,9 +34,33 @@ type Change struct {
 // from may be the zero Snapshot (no previous content: everything is added).
 // The two snapshots must be of the same kind.
 func Diff(from, to Snapshot) ([]Change, error) {
-	_, fl, tl, err := leavesOfPair(from, to)
+	out, err := diff(from, to, false)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
+	}
+	return out, nil
+}
+
+// RolloutChanges returns the differences from one snapshot to the other
+// that make Cluster API replace machines, sorted by Path: the part of Diff
+// that IsInPlace does not apply in place (version, infrastructureRef,
+// bootstrap, failureDomain of a MachineDeployment; version,
+// infrastructureRef and most of kubeadmConfigSpec of a
+// KubeadmControlPlane). Empty when the change is in place or there is none.
+func RolloutChanges(from, to Snapshot) ([]Change, error) {
+	out, err := diff(from, to, true)
+	if err != nil {
+		return nil, fmt.Errorf("rollout changes: %w", err)
+	}
+	return out, nil
+}
+
+// diff compares two snapshots; rolloutOnly keeps the differences that
+// replace machines.
+func diff(from, to Snapshot, rolloutOnly bool) ([]Change, error) {
+	kind, fl, tl, err := leavesOfPair(from, to)
+	if err != nil {
+		return nil, err
 	}
 	var out []Change
 	for _, k := range unionKeys(fl, tl) {
@@ -44,6 +68,15 @@ func Diff(from, to Snapshot) ([]Change, error) {
 		t, tok := tl[k]
 		if fok && tok && f.cmp == t.cmp {
 			continue
+		}
+		if rolloutOnly {
+			raw := f.raw
+			if !fok {
+				raw = t.raw
+			}
+			if !rollsOut(kind, raw) {
+				continue
+			}
 		}
 		c := Change{}
 		if fok {

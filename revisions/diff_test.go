@@ -235,3 +235,35 @@ func TestIsInPlace(t *testing.T) {
 	_, err = revisions.IsInPlace(md, kcp)
 	require.Error(t, err)
 }
+
+// TestRolloutChanges: only the differences that replace machines, with the
+// split of IsInPlace.
+func TestRolloutChanges(t *testing.T) {
+	md := mdSnap(t, newMD())
+	kcp := kcpSnap(t, newKCP())
+	tests := []struct {
+		name     string
+		from, to revisions.Snapshot
+		want     []revisions.Change
+	}{
+		{"no change", md, md, nil},
+		{"labels only", md, editMD(t, func(m *clusterv1.MachineDeployment) { m.Spec.Template.Labels["team"] = "b" }), nil},
+		{"template and labels", md, editMD(t, func(m *clusterv1.MachineDeployment) {
+			m.Spec.Template.Labels["team"] = "b"
+			m.Spec.Template.Spec.InfrastructureRef.Name = "md-2"
+		}), []revisions.Change{{Path: "infrastructureRef", From: "DevMachineTemplate/md-1", To: "DevMachineTemplate/md-2"}}},
+		{"control plane version and CoreDNS", kcp, editKCP(t, func(k *controlplanev1.KubeadmControlPlane) {
+			k.Spec.Version = "v1.35.0"
+			k.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS = bootstrapv1.DNS{ImageTag: "v1.12.1"}
+		}), []revisions.Change{{Path: "version", From: "v1.34.2", To: "v1.35.0"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := revisions.RolloutChanges(tt.from, tt.to)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	_, err := revisions.RolloutChanges(md, kcp)
+	require.Error(t, err)
+}
