@@ -82,6 +82,47 @@ type cli struct {
 	cls     *clients
 	clsErr  error
 	warnOut io.Writer
+
+	// warnMu guards captured and capturing.
+	warnMu sync.Mutex
+	// capturing sends the API server's warnings to captured instead of
+	// stderr (plan shows them in its report).
+	capturing bool
+	captured  []string
+}
+
+// warningHandler prints the API server's warnings on stderr, as kubectl
+// does, or captures them while the CLI collects them.
+type warningHandler struct {
+	c     *cli
+	print rest.WarningHandler
+}
+
+// HandleWarningHeader implements rest.WarningHandler.
+func (h warningHandler) HandleWarningHeader(code int, agent, text string) {
+	h.c.warnMu.Lock()
+	if h.c.capturing {
+		if code == 299 && text != "" {
+			h.c.captured = append(h.c.captured, text)
+		}
+		h.c.warnMu.Unlock()
+		return
+	}
+	h.c.warnMu.Unlock()
+	h.print.HandleWarningHeader(code, agent, text)
+}
+
+// collectWarnings runs fn and returns the API server's warnings to its
+// requests instead of printing them.
+func (c *cli) collectWarnings(fn func() error) ([]string, error) {
+	c.warnMu.Lock()
+	c.capturing, c.captured = true, nil
+	c.warnMu.Unlock()
+	err := fn()
+	c.warnMu.Lock()
+	defer c.warnMu.Unlock()
+	c.capturing = false
+	return c.captured, err
 }
 
 // clients are the API clients of one invocation.
@@ -118,7 +159,7 @@ func (c *cli) clients() (*clients, error) {
 			return
 		}
 		cfg = rest.CopyConfig(cfg)
-		cfg.WarningHandler = rest.NewWarningWriter(c.IOStreams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
+		cfg.WarningHandler = warningHandler{c: c, print: rest.NewWarningWriter(c.IOStreams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})}
 		cfg.UserAgent = "rollout-guard-cli"
 		mapper, err := c.ConfigFlags.ToRESTMapper()
 		if err != nil {
@@ -198,6 +239,7 @@ func newRoot(c *cli) *cobra.Command {
 		newHistoryCommand(c),
 		newUndoCommand(c),
 		newStatusCommand(c),
+		newPlanCommand(c),
 		newVersionCommand(c),
 	)
 	if c.DisplayName != "" {

@@ -2,7 +2,9 @@
 // history, undo and the template switch for Cluster API MachineDeployments
 // and KubeadmControlPlanes (and restart, status and history for a whole
 // Cluster, a ClusterClass cluster's chained upgrades included), shaped like
-// `kubectl rollout`.
+// `kubectl rollout`; and plan, which previews any of these changes (or an
+// edited manifest) through a server-side dry run: the verdict, the steps,
+// the machines replaced and what would hold it.
 //
 // Every command is an Options struct with Complete, Validate and Run, as in
 // kubectl; the switch over kinds lives in exactly one place per verb. The

@@ -54,9 +54,10 @@ func newSwitchCommand(c *cli) *cobra.Command {
 		Long: `rollout rolls out Cluster API MachineDeployments (machinedeployment, md) and
 KubeadmControlPlanes (kubeadmcontrolplane, kcp), and restarts, watches and shows the
 history of whole Clusters (cluster), ClusterClass upgrades included: restart, pause,
-resume, status, history and undo, shaped like kubectl rollout. Every change goes
-through rollout-guard, which refuses version-skew and etcd-downgrade mistakes and records
-who changed what, when and why.
+resume, status, history and undo, shaped like kubectl rollout, and plan, which shows what
+any of these changes would do before it is made. Every change goes through rollout-guard,
+which refuses version-skew and etcd-downgrade mistakes and records who changed what, when
+and why.
 
 rollout KIND/NAME --template KIND/NAME switches the object to another infrastructure machine
 template (and --bootstrap-template to another bootstrap config template, --version to
@@ -201,39 +202,9 @@ func (o *SwitchOptions) Run(ctx context.Context) error {
 func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference) error {
 	id := describe(obj, o.ref.Kind)
 	purpose := "roll out " + id
-	ref := func(r *clusterv1.ContractVersionedObjectReference) map[string]any {
-		return map[string]any{"apiGroup": r.APIGroup, "kind": r.Kind, "name": r.Name}
-	}
-	var spec map[string]any
-	switch obj.(type) {
-	case *clusterv1.MachineDeployment:
-		if topologyOwned(obj) {
-			return topologyError("switch the templates of", obj, "change the templates of its worker class in the ClusterClass of Cluster CLUSTER, or the class and version in the Cluster's topology ("+topologyPath(obj)+", spec.topology.version)")
-		}
-		tspec := map[string]any{}
-		if infra != nil {
-			tspec["infrastructureRef"] = ref(infra)
-		}
-		if bootstrap != nil {
-			tspec["bootstrap"] = map[string]any{"configRef": ref(bootstrap)}
-		}
-		if o.Version != "" {
-			tspec["version"] = o.Version
-		}
-		spec = map[string]any{"template": map[string]any{"spec": tspec}}
-	case *controlplanev1.KubeadmControlPlane:
-		if topologyOwned(obj) {
-			return topologyError("switch the template of", obj, "change the control plane's machine infrastructure template in the ClusterClass of Cluster CLUSTER (spec.controlPlane.machineInfrastructure), or spec.topology.version of the Cluster")
-		}
-		spec = map[string]any{}
-		if infra != nil {
-			spec["machineTemplate"] = map[string]any{"spec": map[string]any{"infrastructureRef": ref(infra)}}
-		}
-		if o.Version != "" {
-			spec["version"] = o.Version
-		}
-	default:
-		return fmt.Errorf("the template switch does not work on %T", obj)
+	spec, err := switchSpec(obj, infra, bootstrap, o.Version)
+	if err != nil {
+		return err
 	}
 	patch, err := patchOf(obj.GetResourceVersion(), causeAnnotations(o.cause), spec)
 	if err != nil {
@@ -294,6 +265,46 @@ func (o *SwitchOptions) print(obj client.Object, op string) error {
 		return err
 	}
 	return p.PrintObj(obj, o.c.IOStreams.Out)
+}
+
+// switchSpec is the spec part of the merge patch of a template switch of
+// obj: the infrastructure and bootstrap templates and the version, each
+// when set. A topology-managed object is refused, naming what to change
+// instead.
+func switchSpec(obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference, version string) (map[string]any, error) {
+	ref := func(r *clusterv1.ContractVersionedObjectReference) map[string]any {
+		return map[string]any{"apiGroup": r.APIGroup, "kind": r.Kind, "name": r.Name}
+	}
+	switch obj.(type) {
+	case *clusterv1.MachineDeployment:
+		if topologyOwned(obj) {
+			return nil, topologyError("switch the templates of", obj, "change the templates of its worker class in the ClusterClass of Cluster CLUSTER, or the class and version in the Cluster's topology ("+topologyPath(obj)+", spec.topology.version)")
+		}
+		tspec := map[string]any{}
+		if infra != nil {
+			tspec["infrastructureRef"] = ref(infra)
+		}
+		if bootstrap != nil {
+			tspec["bootstrap"] = map[string]any{"configRef": ref(bootstrap)}
+		}
+		if version != "" {
+			tspec["version"] = version
+		}
+		return map[string]any{"template": map[string]any{"spec": tspec}}, nil
+	case *controlplanev1.KubeadmControlPlane:
+		if topologyOwned(obj) {
+			return nil, topologyError("switch the template of", obj, "change the control plane's machine infrastructure template in the ClusterClass of Cluster CLUSTER (spec.controlPlane.machineInfrastructure), or spec.topology.version of the Cluster")
+		}
+		spec := map[string]any{}
+		if infra != nil {
+			spec["machineTemplate"] = map[string]any{"spec": map[string]any{"infrastructureRef": ref(infra)}}
+		}
+		if version != "" {
+			spec["version"] = version
+		}
+		return spec, nil
+	}
+	return nil, fmt.Errorf("the template switch does not work on %T", obj)
 }
 
 // snapshots returns the revision content of an object before and after a change.

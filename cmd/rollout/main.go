@@ -1,7 +1,8 @@
 // Command rollout is the rollout-guard CLI: restart, pause, resume, status,
 // history, undo and the template switch for Cluster API MachineDeployments
 // and KubeadmControlPlanes, and restart, status and history for whole
-// Clusters (ClusterClass upgrades included). Installed as
+// Clusters (ClusterClass upgrades included), and plan, the preview of any of
+// these changes. Installed as
 // kubectl-capi-rollout on the PATH it is also `kubectl capi rollout`. The
 // work lives in package rollout.
 package main

@@ -7,7 +7,7 @@ import (
 
 // TestHelp pins the help of every command, exit codes included.
 func TestHelp(t *testing.T) {
-	for _, verb := range []string{"", "restart", "pause", "resume", "history", "undo", "status"} {
+	for _, verb := range []string{"", "restart", "pause", "resume", "history", "undo", "status", "plan"} {
 		name := verb
 		if name == "" {
 			name = "rollout"

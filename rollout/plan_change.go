@@ -1,0 +1,397 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// deniedBy finds the admission webhook in the API server's refusal:
+// `admission webhook "validate.kubeadmcontrolplane.rollout-guard.io" denied
+// the request: ...`.
+var deniedBy = regexp.MustCompile(`admission webhook "([^"]+)" denied the request: `)
+
+// ruleIDs finds rollout-guard's rule ids in a refusal: "[rule EtcdDowngrade]".
+var ruleIDs = regexp.MustCompile(`\[rule ([A-Za-z]+)\]`)
+
+// verdictOf turns the answer to a server-side dry run into a verdict. An
+// error that is not the API server refusing the change (the guard
+// unreachable, a permission denied, a conflict, the API server unreachable)
+// is returned as an error: there is no verdict then.
+func verdictOf(err error, warnings []string) (PlanVerdict, error) {
+	v := PlanVerdict{Admitted: err == nil, Warnings: warnings}
+	if err == nil {
+		return v, nil
+	}
+	if isGuardUnavailable(err) || isConflict(err) {
+		return v, err
+	}
+	msg := apiStatusOf(err).Error()
+	if m := deniedBy.FindStringSubmatchIndex(msg); m != nil {
+		v.Webhook = msg[m[2]:m[3]]
+		v.Message = msg[m[1]:]
+		switch {
+		case strings.HasSuffix(v.Webhook, ".rollout-guard.io"):
+			v.RefusedBy = "rollout-guard"
+		case strings.HasSuffix(v.Webhook, ".cluster.x-k8s.io"):
+			v.RefusedBy = "Cluster API"
+		default:
+			v.RefusedBy = "admission webhook " + v.Webhook
+		}
+		for _, r := range ruleIDs.FindAllStringSubmatch(v.Message, -1) {
+			if !contains(v.Rules, r[1]) {
+				v.Rules = append(v.Rules, r[1])
+			}
+		}
+		return v, nil
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+		v.RefusedBy, v.Message = "API server", msg
+		return v, nil
+	}
+	return v, err
+}
+
+// dryRun sends one patch of obj as a server-side dry run and returns the
+// verdict and the object as the API server would store it (nil when
+// refused), with the warnings it returned.
+func (c *cli) dryRun(ctx context.Context, cl *clients, obj client.Object, pt types.PatchType, data []byte, purpose string) (PlanVerdict, client.Object, error) {
+	answer := obj.DeepCopyObject().(client.Object)
+	warnings, err := c.collectWarnings(func() error {
+		return c.send(ctx, cl, answer, pt, data, dryRunServer, purpose)
+	})
+	v, verr := verdictOf(err, warnings)
+	if verr != nil {
+		return v, nil, verr
+	}
+	if !v.Admitted {
+		return v, nil, nil
+	}
+	return v, answer, nil
+}
+
+// planObjectChange plans a change of one MachineDeployment or
+// KubeadmControlPlane given by flags: the template switch, an undo or a
+// restart.
+func (o *PlanOptions) planObjectChange(ctx context.Context, cl *clients, obj client.Object) (ObjectPlan, error) {
+	kind := kindOf(obj)
+	id := describe(obj, kind)
+	purpose := "plan a change of " + id
+	var (
+		patch   []byte
+		err     error
+		restart time.Time
+		note    string
+	)
+	switch {
+	case o.Restart:
+		if topologyOwned(obj) {
+			return o.planTopologyRestart(ctx, cl, obj)
+		}
+		restart = o.now()
+		if patch, err = patchOf(obj.GetResourceVersion(), nil, map[string]any{"rollout": map[string]any{"after": metav1.NewTime(restart)}}); err != nil {
+			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+	case o.undo:
+		if topologyOwned(obj) {
+			return ObjectPlan{}, topologyError("plan an undo of", obj, "plan the change of Cluster CLUSTER instead, e.g. rollout plan cluster/CLUSTER --version V")
+		}
+		set, err := o.c.loadHistory(ctx, cl, obj, purpose)
+		if err != nil {
+			return ObjectPlan{}, err
+		}
+		var target revisions.Revision
+		var ok bool
+		if o.ToRevision > 0 {
+			if target, ok = set.find(o.ToRevision); !ok {
+				return ObjectPlan{}, fmt.Errorf("cannot %s: it has no revision %d; recorded revisions: %s (see %s history %s)", purpose, o.ToRevision, set.numbers(), o.c.name(), o.ref)
+			}
+		} else if target, ok = set.previous(); !ok {
+			return ObjectPlan{}, fmt.Errorf("cannot %s: it has no earlier revision to roll back to; recorded revisions: %s", purpose, set.numbers())
+		}
+		note = "undo to " + label(target)
+		if patch, err = revisions.RollbackPatch(obj, target.Snapshot); err != nil {
+			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+	default:
+		var infra, bootstrap *clusterv1.ContractVersionedObjectReference
+		if o.Template != "" {
+			if infra, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, infrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
+				return ObjectPlan{}, err
+			}
+		}
+		if o.BootstrapTemplate != "" {
+			if bootstrap, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, bootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
+				return ObjectPlan{}, err
+			}
+		}
+		spec, err := switchSpec(obj, infra, bootstrap, o.Version)
+		if err != nil {
+			return ObjectPlan{}, err
+		}
+		if patch, err = patchOf(obj.GetResourceVersion(), nil, spec); err != nil {
+			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+	}
+	verdict, answer, err := o.c.dryRun(ctx, cl, obj, types.MergePatchType, patch, purpose)
+	if err != nil {
+		return ObjectPlan{}, err
+	}
+	planned := answer
+	if planned == nil {
+		// Refused: what it would have been, for the preview.
+		if planned, err = applyMergePatch(obj, patch); err != nil {
+			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+	}
+	op, err := o.c.objectPlan(ctx, cl, obj, planned, restart)
+	if err != nil {
+		return ObjectPlan{}, err
+	}
+	op.Verdict = verdict
+	if note != "" {
+		op.Summary = note + ": " + op.Summary
+	}
+	return op, nil
+}
+
+// objectPlan computes what the change of live into planned does to a
+// MachineDeployment or KubeadmControlPlane: its changes, machines, steps,
+// strategy, holds and duration (everything but the verdict). restartAt is
+// a planned spec.rollout.after, zero when unchanged.
+func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.Object, restartAt time.Time) (ObjectPlan, error) {
+	kind := kindOf(live)
+	id := describe(live, kind)
+	purpose := "plan a change of " + id
+	op := ObjectPlan{Object: refOf(live), Changes: []PlanFieldChange{}, Steps: []PlanStep{}, Machines: []PlanMachine{}, Holds: []PlanHold{}}
+	oldSnap, newSnap, err := snapshots(live, planned)
+	if err != nil {
+		return op, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	changes, err := revisions.Diff(oldSnap, newSnap)
+	if err != nil {
+		return op, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	rollout, err := revisions.RolloutChanges(oldSnap, newSnap)
+	if err != nil {
+		return op, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	inPlace, err := revisions.IsInPlace(oldSnap, newSnap)
+	if err != nil {
+		return op, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	rolls := map[string]bool{}
+	for _, ch := range rollout {
+		rolls[ch.Path] = true
+	}
+	for _, ch := range changes {
+		op.Changes = append(op.Changes, PlanFieldChange{Path: ch.Path, From: ch.From, To: ch.To, RollsOut: rolls[ch.Path]})
+	}
+	if !restartAt.IsZero() && !rolloutAfter(live).Before(restartAt) {
+		restartAt = time.Time{} // already restarted at or after it
+	}
+	if !restartAt.IsZero() {
+		op.Changes = append(op.Changes, PlanFieldChange{Path: "spec.rollout.after", From: timeText(rolloutAfter(live)), To: restartAt.Format(time.RFC3339), RollsOut: true})
+	}
+	switch {
+	case len(rollout) > 0:
+		op.Effect = EffectRollout
+	case !restartAt.IsZero():
+		op.Effect = EffectRestart
+	case inPlace:
+		op.Effect = EffectInPlace
+	default:
+		op.Effect = EffectNone
+	}
+	cause, err := revisions.ChangeCause(oldSnap, newSnap)
+	if err != nil {
+		return op, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	switch {
+	case cause != "" && op.Effect == EffectRestart:
+		op.Summary = "restart; " + cause
+	case cause != "":
+		op.Summary = cause
+	case op.Effect == EffectRestart:
+		op.Summary = "restart: every machine created before " + restartAt.Format(time.RFC3339) + " is replaced"
+	default:
+		op.Summary = "no change to what its machines are made of"
+	}
+
+	ch := machineChange{rollout: rollout, inPlace: inPlace, restartAt: restartAt}
+	machines, err := c.listPlanMachines(ctx, cl, live, purpose)
+	if err != nil {
+		return op, err
+	}
+	facts, err := c.holdFactsOf(ctx, cl, live, purpose)
+	if err != nil {
+		return op, err
+	}
+	switch p := planned.(type) {
+	case *clusterv1.MachineDeployment:
+		sets, err := c.listPlanMachineSets(ctx, cl, live, purpose)
+		if err != nil {
+			return op, err
+		}
+		if op.Machines, err = planMachineDeploymentMachines(p, ch, machines, sets); err != nil {
+			return op, fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+		op.Counts = countMachines(op.Machines)
+		if op.Counts.Replace > 0 {
+			op.Strategy = machineDeploymentStrategy(p)
+		}
+		if ref := p.Spec.Template.Spec.Bootstrap.ConfigRef; ref.IsDefined() && op.Counts.Replace > 0 {
+			facts.bootstrapSkip = c.templateAnnotation(ctx, cl, p.Namespace, ref, clusterv1.MachineSetSkipPreflightChecksAnnotation)
+		}
+		op.Holds = append(op.Holds, machineDeploymentHolds(p, op.Counts.Replace > 0, facts)...)
+		if old := live.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version; old != p.Spec.Template.Spec.Version {
+			op.Steps = []PlanStep{{Part: PartWorkers, Version: p.Spec.Template.Spec.Version, Objects: []string{objectName(live)}, Machines: op.Counts.Replace}}
+		}
+	case *controlplanev1.KubeadmControlPlane:
+		op.Machines = planControlPlaneMachines(p, ch, machines)
+		op.Counts = countMachines(op.Machines)
+		if op.Counts.Replace > 0 {
+			op.Strategy = controlPlaneStrategy(p)
+		}
+		facts.cpMachines = machines
+		op.Holds = append(op.Holds, controlPlaneHolds(p, op.Counts.Replace > 0, facts)...)
+		if old := live.(*controlplanev1.KubeadmControlPlane).Spec.Version; old != p.Spec.Version {
+			st := PlanStep{Part: PartControlPlane, Version: p.Spec.Version, Objects: []string{objectName(live)}, Machines: op.Counts.Replace}
+			st.Etcd, st.EtcdSource = etcdAt(p.Spec.Version, etcdImageTagOf(p))
+			op.Steps = []PlanStep{st}
+		}
+	}
+	if topologyOwned(live) {
+		op.Holds = append(op.Holds, topologyManagedHold(live, kind, orText(clusterNameOf(live), "<its Cluster>")))
+	}
+	op.Duration = c.durationOf(ctx, cl, live, machines, op.Counts.Replace)
+	return op, nil
+}
+
+// refOf names an object in a plan.
+func refOf(obj client.Object) PlanObjectRef {
+	return PlanObjectRef{Kind: kindOf(obj).GVK.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orText(s, none string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+// etcdImageTagOf is a KubeadmControlPlane's pinned etcd image tag, "" when
+// kubeadm picks it.
+func etcdImageTagOf(kcp *controlplanev1.KubeadmControlPlane) string {
+	return kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag
+}
+
+// listPlanMachines reads the Machines of a MachineDeployment or
+// KubeadmControlPlane.
+func (c *cli) listPlanMachines(ctx context.Context, cl *clients, obj client.Object, purpose string) ([]clusterv1.Machine, error) {
+	list := &clusterv1.MachineList{}
+	if err := cl.client.List(ctx, list, client.InNamespace(obj.GetNamespace()), machineLabels(obj)); err != nil {
+		return nil, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: obj.GetNamespace(), purpose: purpose}.explain(err)
+	}
+	return list.Items, nil
+}
+
+// listPlanMachineSets reads the MachineSets of a MachineDeployment.
+func (c *cli) listPlanMachineSets(ctx context.Context, cl *clients, obj client.Object, purpose string) ([]clusterv1.MachineSet, error) {
+	list := &clusterv1.MachineSetList{}
+	if err := cl.client.List(ctx, list, client.InNamespace(obj.GetNamespace()), machineSetLabels(obj)); err != nil {
+		return nil, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machinesets").GroupResource(), kind: "MachineSet", namespace: obj.GetNamespace(), purpose: purpose}.explain(err)
+	}
+	return list.Items, nil
+}
+
+// holdFactsOf reads what the holds of a change of obj depend on: its
+// Cluster and the Cluster's KubeadmControlPlane. A Cluster or control
+// plane that cannot be found leaves them out (the holds they would show are
+// then not checked); other errors are returned.
+func (c *cli) holdFactsOf(ctx context.Context, cl *clients, obj client.Object, purpose string) (holdFacts, error) {
+	f := holdFacts{cli: c.name()}
+	name := clusterNameOf(obj)
+	if name == "" {
+		return f, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := cl.client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.warnf("Cluster %s/%s of %s not found: holds of the Cluster and its control plane are not checked", obj.GetNamespace(), name, describe(obj, kindOf(obj)))
+			return f, nil
+		}
+		return f, call{verb: "get", gr: Cluster.GroupResource(), kind: "Cluster", namespace: obj.GetNamespace(), name: name, purpose: purpose}.explain(err)
+	}
+	f.cluster = cluster
+	if kcp, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
+		f.controlPlane = kcp
+		return f, nil
+	}
+	ref := cluster.Spec.ControlPlaneRef
+	if !ref.IsDefined() || ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group {
+		return f, nil
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := cl.client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, kcp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return f, nil
+		}
+		return f, call{verb: "get", gr: KubeadmControlPlane.GroupResource(), kind: "KubeadmControlPlane", namespace: cluster.Namespace, name: ref.Name, purpose: purpose}.explain(err)
+	}
+	f.controlPlane = kcp
+	return f, nil
+}
+
+// templateAnnotation reads one annotation of a referenced template, ""
+// when it cannot be read.
+func (c *cli) templateAnnotation(ctx context.Context, cl *clients, namespace string, ref clusterv1.ContractVersionedObjectReference, key string) string {
+	mapping, err := cl.mapper.RESTMapping(ref.GroupKind())
+	if err != nil {
+		return ""
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, meta); err != nil {
+		return ""
+	}
+	return meta.GetAnnotations()[key]
+}
+
+// durationOf estimates how long replacing n machines of obj takes, from its
+// recorded history (see estimateDuration). A history that cannot be read
+// leaves it unknown, saying why.
+func (c *cli) durationOf(ctx context.Context, cl *clients, obj client.Object, machines []clusterv1.Machine, n int) PlanDuration {
+	if n == 0 {
+		return PlanDuration{Basis: "no machine is replaced"}
+	}
+	set, err := c.loadHistory(ctx, cl, obj, "read the history of "+describe(obj, kindOf(obj)))
+	if err != nil {
+		return PlanDuration{Basis: "unknown: " + err.Error()}
+	}
+	live, ok := set.current()
+	if !ok {
+		return PlanDuration{Basis: fmt.Sprintf("unknown: rollout-guard has recorded no revision of %s", objectName(obj))}
+	}
+	return estimateDuration(objectName(obj), live.Record, machines, n)
+}

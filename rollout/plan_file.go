@@ -1,0 +1,165 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/resource"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// PlanFieldManager is the field manager of plan -f's server-side apply dry
+// runs (nothing is stored under it).
+const PlanFieldManager = "rollout-plan"
+
+// readManifests reads the objects of -f: files, directories (-R: and their
+// subdirectories), URLs, or - for stdin, with YAML or JSON documents and
+// lists, through cli-runtime's resource builder as kubectl reads them.
+func (o *PlanOptions) readManifests() ([]*unstructured.Unstructured, error) {
+	r := resource.NewLocalBuilder().
+		Unstructured().
+		FilenameParam(false, &resource.FilenameOptions{Filenames: o.Filenames, Recursive: o.Recursive}).
+		Flatten().
+		Do()
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("reading -f %v: %w", o.Filenames, err)
+	}
+	infos, err := r.Infos()
+	if err != nil {
+		return nil, fmt.Errorf("reading -f %v: %w", o.Filenames, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, info := range infos {
+		u, ok := info.Object.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("reading %s: %T is not an object", info.Source, info.Object)
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-f %v holds no objects", o.Filenames)
+	}
+	return out, nil
+}
+
+// planFiles plans every MachineDeployment, KubeadmControlPlane and Cluster
+// of the manifests, each as server-side apply would change it, against the
+// live cluster; other objects are skipped with a warning.
+func (o *PlanOptions) planFiles(ctx context.Context, cl *clients) ([]ObjectPlan, error) {
+	objs, err := o.readManifests()
+	if err != nil {
+		return nil, err
+	}
+	var out []ObjectPlan
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		kind, ok := planKindOf(gvk)
+		if !ok {
+			o.c.warnf("skipping %s %s: rollout plan previews MachineDeployments, KubeadmControlPlanes and Clusters", gvk.Kind, u.GetName())
+			continue
+		}
+		if u.GetNamespace() == "" {
+			u.SetNamespace(cl.namespace)
+		}
+		op, err := o.planManifest(ctx, cl, kind, u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-f %v holds no MachineDeployment, KubeadmControlPlane or Cluster to plan", o.Filenames)
+	}
+	return out, nil
+}
+
+// planKindOf is the CLI kind of a manifest's group and kind, in any served
+// version.
+func planKindOf(gvk schema.GroupVersionKind) (Kind, bool) {
+	for _, k := range kinds {
+		if k.GVK.Group == gvk.Group && k.GVK.Kind == gvk.Kind {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// planManifest plans one object of -f: a server-side apply dry run of it
+// as written (forcing ownership of its fields, as GitOps controllers do),
+// compared with the live object.
+func (o *PlanOptions) planManifest(ctx context.Context, cl *clients, kind Kind, u *unstructured.Unstructured) (ObjectPlan, error) {
+	id := kind.GVK.Kind + " " + u.GetNamespace() + "/" + u.GetName()
+	purpose := "plan the manifest of " + id
+	applied := u.DeepCopy()
+	// What the API server sets, or refuses in an apply.
+	for _, f := range [][]string{{"metadata", "resourceVersion"}, {"metadata", "uid"}, {"metadata", "managedFields"}, {"metadata", "creationTimestamp"}, {"metadata", "generation"}, {"status"}} {
+		unstructured.RemoveNestedField(applied.Object, f...)
+	}
+	live := kind.New()
+	err := cl.client.Get(ctx, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}, live)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ObjectPlan{}, call{verb: "get", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: u.GetNamespace(), name: u.GetName(), purpose: purpose}.explain(err)
+	}
+	warnings, err := o.c.collectWarnings(func() error {
+		return cl.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.DryRunAll, client.ForceOwnership, client.FieldOwner(PlanFieldManager))
+	})
+	verdict, err := verdictOf(call{verb: "patch", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: u.GetNamespace(), name: u.GetName(), purpose: purpose}.explain(err), warnings)
+	if err != nil {
+		return ObjectPlan{}, err
+	}
+	if !exists {
+		op := ObjectPlan{Object: PlanObjectRef{Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}, Effect: EffectCreate,
+			Summary: "created: its machines are new, none is replaced", Verdict: verdict,
+			Changes: []PlanFieldChange{}, Steps: []PlanStep{}, Machines: []PlanMachine{}, Holds: []PlanHold{}, Duration: PlanDuration{Basis: "no machine is replaced"}}
+		return op, nil
+	}
+	// The object as it would be: the dry run's answer (decoded into
+	// applied), or when refused the manifest itself.
+	planned, err := typedOf(kind, applied)
+	if err != nil {
+		return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	var op ObjectPlan
+	switch l := live.(type) {
+	case *clusterv1.Cluster:
+		op, err = o.c.topologyPlan(ctx, cl, l, planned.(*clusterv1.Cluster))
+	default:
+		op, err = o.c.objectPlan(ctx, cl, live, planned, rolloutAfterChange(live, planned))
+	}
+	if err != nil {
+		return ObjectPlan{}, err
+	}
+	op.Verdict = verdict
+	return op, nil
+}
+
+// rolloutAfterChange is the planned spec.rollout.after when the change
+// moves it forward, zero otherwise.
+func rolloutAfterChange(live, planned client.Object) time.Time {
+	a, b := rolloutAfter(live), rolloutAfter(planned)
+	if b.After(a) {
+		return b
+	}
+	return time.Time{}
+}
+
+// typedOf converts a manifest (or the dry run's answer to it) into the
+// kind's v1beta2 type, the version the CLI works in.
+func typedOf(kind Kind, u *unstructured.Unstructured) (client.Object, error) {
+	gv := u.GroupVersionKind().GroupVersion()
+	if gv != kind.GVK.GroupVersion() {
+		return nil, fmt.Errorf("%s %s is %s: rollout plan -f reads %s manifests (convert it with clusterctl alpha migrate, or write it as %s)", kind.GVK.Kind, u.GetName(), gv, kind.GVK.GroupVersion(), kind.GVK.GroupVersion())
+	}
+	out := kind.New()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, fmt.Errorf("decoding %s %s: %w", kind.GVK.Kind, u.GetName(), err)
+	}
+	return out, nil
+}
