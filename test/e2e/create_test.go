@@ -58,8 +58,8 @@ func TestGuardJudgesNewControlPlanes(t *testing.T) {
 		}
 	}
 	const (
-		kcpCreateDenied     = `admission webhook "validate.kubeadmcontrolplane.rollout-guard.io" denied the request: KubeadmControlPlane.controlplane.cluster.x-k8s.io "c1-control-plane" is invalid: `
-		clusterCreateDenied = `admission webhook "validate.cluster.rollout-guard.io" denied the request: Cluster.cluster.x-k8s.io "c1" is invalid: `
+		kcpCreateDenied     = `admission webhook "validate-create.kubeadmcontrolplane.rollout-guard.io" denied the request: KubeadmControlPlane.controlplane.cluster.x-k8s.io "c1-control-plane" is invalid: `
+		clusterCreateDenied = `admission webhook "validate-create.cluster.rollout-guard.io" denied the request: Cluster.cluster.x-k8s.io "c1" is invalid: `
 	)
 	cases := []struct {
 		name    string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	jsonpatch "gomodules.xyz/jsonpatch/v2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -147,6 +148,17 @@ func standInGuard(args []string) int {
 		Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 			log.Info("admitting", "operation", req.Operation, "kind", req.Kind.Kind, "name", req.Name, "user", req.UserInfo.Username)
 			return admission.Allowed("stand-in guard")
+		}),
+	})
+	// Like the guard's stamper, it stamps a new MachineDeployment: the
+	// environment knows the API server reached the guard by that stamp,
+	// since creates fail open.
+	mgr.GetWebhookServer().Register("/mutate-cluster-x-k8s-io-v1beta2-machinedeployment", &admission.Webhook{
+		Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+			log.Info("stamping", "operation", req.Operation, "kind", req.Kind.Kind, "name", req.Name, "user", req.UserInfo.Username)
+			return admission.Patched("stand-in guard", jsonpatch.JsonPatchOperation{
+				Operation: "add", Path: "/metadata/annotations", Value: map[string]string{"rollout-guard.io/revision": "1"},
+			})
 		}),
 	})
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -354,11 +366,15 @@ func TestGuardStopAndRestart(t *testing.T) {
 	require.NoError(t, env.StopGuard(), "stopping a stopped guard is a no-op")
 	assert.Empty(t, env.GuardURL())
 
-	// The registration stays: an edit the guard polices fails closed, one
-	// its match conditions leave out (a label, as Cluster API's controllers
-	// set) still goes through.
-	err := env.Client.Create(ctx, machineDeployment("while-down", "v1.36.0"))
-	require.Error(t, err)
+	// The registration stays: a policed update fails closed, one its match
+	// conditions leave out (a label, as Cluster API's controllers set)
+	// still goes through, and a create fails open, unstamped.
+	whileDown := machineDeployment("while-down", "v1.36.0")
+	require.NoError(t, env.Client.Create(ctx, whileDown), "creates fail open while the guard is down")
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), whileDown) })
+	assert.Empty(t, whileDown.Annotations["rollout-guard.io/revision"], "nothing stamped the create")
+	err := env.Client.Patch(ctx, whileDown, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"template":{"spec":{"version":"v1.36.1"}}}}`)))
+	require.Error(t, err, "a version update while the guard is down")
 	assert.Contains(t, err.Error(), "failed calling webhook")
 	unpoliced.Labels = map[string]string{"example.com/touched": "while-the-guard-is-down"}
 	require.NoError(t, env.Client.Update(ctx, unpoliced))

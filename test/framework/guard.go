@@ -18,6 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
 const (
@@ -258,17 +260,22 @@ func waitGuardReady(ctx context.Context, g *guardProcess) error {
 
 // waitAdmissionRoundTrip makes a server-side dry-run create of a
 // MachineDeployment with a version, which the guard's MachineDeployment
-// webhook selects, until the API server reaches the guard: the create is
-// admitted or refused by a webhook, rather than failing to call it (as it
-// does while the registration still names an old port).
+// webhooks select, until the API server reaches the guard: the create comes
+// back stamped by the guard's mutating webhook, or is refused by a webhook.
+// Creates fail open (failurePolicy Ignore), so an admitted create without
+// the stamp means the API server could not call the guard yet (as while the
+// registration still names an old port).
 func (e *Environment) waitAdmissionRoundTrip(ctx context.Context, g *guardProcess) error {
 	deadline := time.Now().Add(guardRoundTripTimeout)
 	for {
-		err := e.Client.Create(ctx, admissionProbe(), client.DryRunAll)
-		if err == nil || strings.Contains(err.Error(), "denied the request") {
+		probe := admissionProbe()
+		err := e.Client.Create(ctx, probe, client.DryRunAll)
+		if err == nil && probe.Annotations[revisions.AnnotationRevision] != "" || err != nil && strings.Contains(err.Error(), "denied the request") {
 			return nil
 		}
-		if !strings.Contains(err.Error(), "failed calling webhook") {
+		if err == nil {
+			err = errors.New("a dry-run create came back without the guard's stamp: the API server did not reach the guard")
+		} else if !strings.Contains(err.Error(), "failed calling webhook") {
 			return fmt.Errorf("admission round trip: %w", err)
 		}
 		select {

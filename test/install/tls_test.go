@@ -84,7 +84,7 @@ func TestServingCertificateNames(t *testing.T) {
 	dnsNames, _, err := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	require.NoError(t, err)
 	clientConfigs, _ := webhookConfigurations(t, m)
-	require.Len(t, clientConfigs, 5, "three validating and two mutating webhooks")
+	require.Len(t, clientConfigs, 10, "three validating and two mutating webhooks, each once for UPDATE and once for CREATE")
 	for name, cc := range clientConfigs {
 		require.NotNil(t, cc.Service, "webhook %s calls a Service", name)
 		svc := m.find(t, "Service", cc.Service.Name)
@@ -104,7 +104,7 @@ func TestServingCertificateNames(t *testing.T) {
 	for _, w := range mutating.Webhooks {
 		registered = append(registered, w.ClientConfig)
 	}
-	require.Len(t, registered, 5)
+	require.Len(t, registered, 10)
 	for _, cc := range registered {
 		require.NotNil(t, cc.URL)
 		u, err := url.Parse(*cc.URL)
