@@ -22,10 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// settle is how long the test lets the API server take up a change of a
-// webhook configuration; it sees changes through a watch, in milliseconds.
-const settle = 2 * time.Second
-
 // TestServingCertRotation replaces the running guard's serving certificate
 // and CA with new ones, the way an operator without cert-manager does
 // (docs/install.md), while a client keeps making admission requests that
@@ -119,15 +115,25 @@ func TestServingCertRotation(t *testing.T) {
 	}
 	defer stopLoop()
 
+	// passThrough waits until admission requests and new connections have
+	// gone on through a step of the swap: 10 more of each, each admitted
+	// only through a webhook configuration the API server has read again,
+	// rather than a fixed time that may be too short on a busy machine.
+	passThrough := func(what string) {
+		t.Helper()
+		r0, h0 := requests.Load(), handshakes.Load()
+		require.Eventually(t, func() bool { return requests.Load() >= r0+10 && handshakes.Load() >= h0+10 },
+			30*time.Second, 20*time.Millisecond, "admission requests go on %s", what)
+	}
 	begin := time.Now()
-	time.Sleep(500 * time.Millisecond) // a baseline with the old certificate
+	passThrough("with the old certificate") // a baseline
 	ca := newCA(t, "rollout-guard-rotated-ca")
 	next := ca.issue(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
 	require.NotEqual(t, 0, next.serial.Cmp(oldSerial))
 
 	// 1. Trust both CAs.
 	require.NoError(t, env.SetGuardCABundle(ctx, append(append([]byte(nil), oldBundle...), ca.pem...)))
-	time.Sleep(settle)
+	passThrough("once both CAs are trusted")
 	// 2. New files.
 	written := time.Now()
 	require.NoError(t, env.WriteGuardServingCert(next.certPEM, next.keyPEM))
@@ -135,10 +141,10 @@ func TestServingCertRotation(t *testing.T) {
 	require.Eventually(t, func() bool { return servedSerial(t, u.Host).Cmp(next.serial) == 0 },
 		15*time.Second, 20*time.Millisecond, "the guard serves the new certificate")
 	pickedUp := time.Since(written)
-	time.Sleep(settle)
+	passThrough("with the new certificate served")
 	// 4. Trust the new CA only.
 	require.NoError(t, env.SetGuardCABundle(ctx, ca.pem))
-	time.Sleep(settle)
+	passThrough("once the new CA alone is trusted")
 	stopLoop()
 
 	mu.Lock()
