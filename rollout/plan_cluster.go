@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/skew"
 )
 
 // planClusterRef plans a change of a whole Cluster: --version (a ClusterClass
@@ -92,11 +93,15 @@ func (c *cli) topologyPlan(ctx context.Context, cl *clients, live, planned *clus
 	cpVersion := kcp.Spec.Version
 
 	// The control plane's steps: from the class's version list, its
-	// upgrade-plan extension, or one minor.
+	// upgrade-plan extension, or one minor; a decrease (which Cluster API
+	// refuses) as the one step asked.
 	class := &clusterv1.ClusterClass{}
 	key := live.GetClassKey()
 	var cpPlan []string
 	switch err := cl.client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, class); {
+	case lowerVersion(to, cpVersion):
+		op.StepsFrom = "a decrease from the control plane's " + cpVersion + ", which Cluster API does not carry out"
+		cpPlan = []string{to}
 	case apierrors.IsNotFound(err):
 		return op, fmt.Errorf("cannot %s: its ClusterClass %s/%s (spec.topology.classRef) does not exist", purpose, key.Namespace, key.Name)
 	case err != nil:
@@ -163,6 +168,13 @@ func (c *cli) topologyPlan(ctx context.Context, cl *clients, live, planned *clus
 	op.Holds = append(op.Holds, topologyUpgradeHolds(live, f)...)
 	op.Duration = c.upgradeDuration(ctx, cl, kcp, cpMachines, op.Steps)
 	return op, nil
+}
+
+// lowerVersion reports whether version a is lower than b (both parsed).
+func lowerVersion(a, b string) bool {
+	av, err1 := skew.ParseVersion(a)
+	bv, err2 := skew.ParseVersion(b)
+	return err1 == nil && err2 == nil && av.LT(bv)
 }
 
 // countReplaced counts the machines of object that are replaced.
