@@ -77,15 +77,22 @@ func TestGuardReplicaKilledDuringBurst(t *testing.T) {
 		}
 	})
 
+	// Without the delay, or with SIGKILL, the edits that fail are those
+	// in flight on the dying replica (one per client at most) and those the
+	// balancer still sends it before its readiness poll notices (one more
+	// per client at most): never more than twice the clients, all failing
+	// closed ("failed calling webhook"), all within failWindow of the
+	// replica's exit. Runs measured 0–3 and 3–6 (docs/reliability.md).
+	const failWindow = 2 * time.Second
 	for _, tc := range []struct {
-		name        string
-		sig         syscall.Signal
-		args        []string
-		mustNotFail bool
+		name      string
+		sig       syscall.Signal
+		args      []string
+		maxFailed int
 	}{
-		{name: "SIGTERM with the shipped shutdown delay", sig: syscall.SIGTERM, args: []string{"--shutdown-delay=" + delay.String()}, mustNotFail: true},
-		{name: "SIGTERM without a shutdown delay", sig: syscall.SIGTERM, args: []string{"--shutdown-delay=0s"}},
-		{name: "SIGKILL", sig: syscall.SIGKILL, args: []string{"--shutdown-delay=" + delay.String()}},
+		{name: "SIGTERM with the shipped shutdown delay", sig: syscall.SIGTERM, args: []string{"--shutdown-delay=" + delay.String()}, maxFailed: 0},
+		{name: "SIGTERM without a shutdown delay", sig: syscall.SIGTERM, args: []string{"--shutdown-delay=0s"}, maxFailed: 2 * burstWriters},
+		{name: "SIGKILL", sig: syscall.SIGKILL, args: []string{"--shutdown-delay=" + delay.String()}, maxFailed: 2 * burstWriters},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			replicas, err := sb.Env.StartGuardReplicas(ctx, framework.ReplicaOptions{Replicas: 2, Args: tc.args})
@@ -118,8 +125,10 @@ func TestGuardReplicaKilledDuringBurst(t *testing.T) {
 			recordFigure("guard replica %s during a burst: %d edits by %d clients, %d failed; exited %s after the signal; connections routed %v, reset %d",
 				tc.name, edits, burstWriters, len(failures), exited.Round(100*time.Millisecond), replicas.Routed(), replicas.Reset())
 			require.Greater(t, edits, 0, "the burst made no edit")
-			if tc.mustNotFail {
-				assert.Empty(t, failures, "edits failed while a replica shut down with the shipped configuration")
+			assert.LessOrEqual(t, len(failures), tc.maxFailed, "%s: more edits failed than the bound", tc.name)
+			for _, f := range failures {
+				assert.Contains(t, f.err, "failed calling webhook", "a failed edit failed closed at the webhook: %s", f)
+				assert.WithinRange(t, f.at, signalled, signalled.Add(exited+failWindow), "a failed edit came with the replica's end: %s", f)
 			}
 		})
 	}
@@ -158,7 +167,19 @@ type burst struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	edits    int
-	failures []string
+	failures []burstFailure
+}
+
+// burstFailure is one failed edit of a burst.
+type burstFailure struct {
+	pool string
+	at   time.Time
+	err  string
+}
+
+// String is how the test logs a failed edit.
+func (f burstFailure) String() string {
+	return fmt.Sprintf("%s at %s: %s", f.pool, f.at.Format("15:04:05.000"), f.err)
 }
 
 // startBurst starts one client per pool, each changing its pool's template
@@ -182,7 +203,7 @@ func startBurst(t *testing.T, pools []client.ObjectKey) *burst {
 				b.mu.Lock()
 				b.edits++
 				if err != nil {
-					b.failures = append(b.failures, fmt.Sprintf("%s at %s: %v", key.Name, time.Now().Format("15:04:05.000"), err))
+					b.failures = append(b.failures, burstFailure{pool: key.Name, at: time.Now(), err: err.Error()})
 				}
 				b.mu.Unlock()
 			}
@@ -192,10 +213,10 @@ func startBurst(t *testing.T, pools []client.ObjectKey) *burst {
 }
 
 // stop ends the burst and returns the number of edits and the failures.
-func (b *burst) stop() (int, []string) {
+func (b *burst) stop() (int, []burstFailure) {
 	b.cancel()
 	b.wg.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.edits, append([]string(nil), b.failures...)
+	return b.edits, append([]burstFailure(nil), b.failures...)
 }

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -21,6 +23,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
 const (
@@ -31,6 +34,25 @@ const (
 	gitOpsManager = "argocd-controller"
 	gitOpsUser    = "system:serviceaccount:argocd:argocd-application-controller"
 )
+
+// writeOutcome is the result of one write of a racing writer.
+type writeOutcome struct {
+	writer, want    string // who wrote, and the template it asked for ("" for undo)
+	n               int    // the writer's attempt
+	ok              bool   // it reported success
+	conflict        bool   // it failed on a conflict (server-side apply)
+	resourceVersion string // the version it made, on success
+	infra           string // that version's infrastructure template
+	message         string // its error output
+}
+
+// String is how the test logs an outcome.
+func (o writeOutcome) String() string {
+	if o.ok {
+		return fmt.Sprintf("%s %d: ok, resourceVersion %s, template %s", o.writer, o.n, o.resourceVersion, o.infra)
+	}
+	return fmt.Sprintf("%s %d: failed: %s", o.writer, o.n, o.message)
+}
 
 // persisted is one version of the pool as the API server persisted it.
 type persisted struct {
@@ -108,13 +130,28 @@ func TestWritersRacing(t *testing.T) {
 		}
 	}()
 
-	// Who wrote what, from the writers' own successful results.
+	// Who wrote what, from the writers' own results: each write's outcome,
+	// and for a success the version it made (resourceVersion, template).
 	var madeMu sync.Mutex
-	var outcomes []string
-	note := func(format string, args ...any) {
+	var outcomes []writeOutcome
+	note := func(o writeOutcome) {
 		madeMu.Lock()
 		defer madeMu.Unlock()
-		outcomes = append(outcomes, fmt.Sprintf(format, args...))
+		outcomes = append(outcomes, o)
+	}
+	cliOutcome := func(writer string, n int, want string, r sandbox.CLIRun) writeOutcome {
+		o := writeOutcome{writer: writer, n: n, want: want, message: strings.TrimSpace(r.Stderr)}
+		if r.Code != 0 {
+			return o
+		}
+		o.ok = true
+		written := &clusterv1.MachineDeployment{}
+		if err := json.Unmarshal([]byte(r.Stdout), written); err != nil {
+			o.message = fmt.Sprintf("exit 0 but -o json printed no MachineDeployment: %v: %s", err, r.Stdout)
+			return o
+		}
+		o.resourceVersion, o.infra = written.ResourceVersion, written.Spec.Template.Spec.InfrastructureRef.Name
+		return o
 	}
 	gitOps, err := sb.ClientAs(gitOpsUser, "system:masters")
 	require.NoError(t, err)
@@ -123,16 +160,14 @@ func TestWritersRacing(t *testing.T) {
 	go func() { // CLI 1: undo
 		defer wg.Done()
 		for n := range raceRounds {
-			r := runRollout(t, "undo", "md/"+name)
-			note("undo %d: exit %d %s", n, r.Code, r.Stderr)
+			note(cliOutcome("undo", n, "", runRollout(t, "undo", "md/"+name, "-o", "json")))
 		}
 	}()
 	go func() { // CLI 2: template switches, to the spare and back
 		defer wg.Done()
 		for n := range raceRounds {
 			target := []string{original, spare}[n%2]
-			r := runRollout(t, "md/"+name, "--template", "devmachinetemplate/"+target)
-			note("template %s %d: exit %d %s", target, n, r.Code, r.Stderr)
+			note(cliOutcome("template", n, target, runRollout(t, "md/"+name, "--template", "devmachinetemplate/"+target, "-o", "json")))
 		}
 	}()
 	go func() { // GitOps: server-side apply of the original template
@@ -148,7 +183,14 @@ func TestWritersRacing(t *testing.T) {
 				}}},
 			}}
 			err := gitOps.Patch(ctx, applied, client.Apply, client.FieldOwner(gitOpsManager), client.ForceOwnership)
-			note("apply %d: %v", n, err)
+			o := writeOutcome{writer: "apply", n: n, want: original, ok: err == nil, conflict: apierrors.IsConflict(err)}
+			if err != nil {
+				o.message = err.Error()
+			} else {
+				o.resourceVersion = applied.GetResourceVersion()
+				o.infra, _, _ = unstructured.NestedString(applied.Object, "spec", "template", "spec", "infrastructureRef", "name")
+			}
+			note(o)
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
@@ -174,6 +216,32 @@ func TestWritersRacing(t *testing.T) {
 
 	for _, o := range outcomes {
 		t.Log(o)
+	}
+	// Every writer got through at least once; every failure is a conflict it
+	// gave up on or a refusal, never anything else; and no write is lost:
+	// each success made a version the API server persisted, with the
+	// template that writer asked for.
+	persistedInfra := map[string]string{}
+	seenMu.Lock()
+	for _, v := range seen {
+		persistedInfra[v.resourceVersion] = v.infra
+	}
+	seenMu.Unlock()
+	succeededBy := map[string]int{}
+	for _, o := range outcomes {
+		if !o.ok {
+			assert.True(t, o.conflict || strings.Contains(o.message, "conflict") || strings.Contains(o.message, "[rule "),
+				"%s %d failed with neither a conflict nor a refusal: %s", o.writer, o.n, o.message)
+			continue
+		}
+		succeededBy[o.writer]++
+		infra, ok := persistedInfra[o.resourceVersion]
+		if assert.True(t, ok, "%s %d succeeded with resourceVersion %s, which the API server never persisted (a lost write)", o.writer, o.n, o.resourceVersion) && o.want != "" {
+			assert.Equal(t, o.want, infra, "%s %d: the version it made has the template it asked for", o.writer, o.n)
+		}
+	}
+	for _, writer := range []string{"undo", "template", "apply"} {
+		assert.Positive(t, succeededBy[writer], "%s never got through in %d attempts", writer, raceRounds)
 	}
 	revs := historyOf(t, final.UID)
 	t.Logf("history:\n%s", describeHistory(revs))
@@ -207,12 +275,7 @@ func TestWritersRacing(t *testing.T) {
 	for _, rev := range revs {
 		assert.True(t, contents[rev.Snapshot.Hash], "history holds content %s (revision %d) that the API server never persisted", rev.Snapshot.Hash, rev.Record.Revision)
 	}
-	succeeded := 0
-	for _, o := range outcomes {
-		if strings.Contains(o, ": exit 0") || strings.HasSuffix(o, ": <nil>") {
-			succeeded++
-		}
-	}
+	succeeded := succeededBy["undo"] + succeededBy["template"] + succeededBy["apply"]
 	recordFigure("writers racing: %d undo + %d template switch + %d server-side apply on one pool, %d succeeded; %d persisted versions, %d contents, revisions %v, all in history",
 		raceRounds, raceRounds, raceRounds, succeeded, len(versions), len(contents), sortedInts(numbers))
 }
