@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -48,6 +49,10 @@ type recorded struct {
 	// content, with the content's own record as stored; nil when it did not
 	// list.
 	listed []revisions.Revision
+	// above is the number of the content's AnnotationNumberedAbove: a
+	// number given to other content while this content's number was
+	// stamped on the object; 0 when none.
+	above int64
 }
 
 // listedHighest is the highest revision number of the listed history, 0
@@ -108,9 +113,12 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 			out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: existing.Name})
 		}
 		want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
-		if refused, ok := existing.Annotations[AnnotationRefusedOverrides]; ok {
-			want.Annotations[AnnotationRefusedOverrides] = refused
+		for _, keep := range []string{AnnotationRefusedOverrides, AnnotationNumberedAbove} {
+			if v, ok := existing.Annotations[keep]; ok {
+				want.Annotations[keep] = v
+			}
 		}
+		out.above = numberedAbove(existing)
 		if existing.Revision == want.Revision && reflect.DeepEqual(existing.Annotations, want.Annotations) &&
 			reflect.DeepEqual(existing.Labels, want.Labels) && string(existing.Data.Raw) == string(want.Data.Raw) {
 			return nil
@@ -165,7 +173,48 @@ func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, owne
 	if err != nil {
 		return 0, err
 	}
-	return max(rec.Revision, out.stored.Revision, out.listedHighest()), nil
+	return max(rec.Revision, out.stored.Revision, out.listedHighest(), out.above), nil
+}
+
+// AnnotationNumberedAbove is set on the ControllerRevision of the content
+// whose number the object carried when other content became live without
+// the guard and was numbered above it (see number): the highest such
+// number. The object may come back to this content, still stamped with its
+// number, before the reconciler renumbers it; the next admitted change,
+// which reads this record, is then numbered above the mark rather than
+// reusing the number of the unadmitted content.
+const AnnotationNumberedAbove = revisions.Prefix + "numbered-above"
+
+// numberedAbove reads the AnnotationNumberedAbove of a ControllerRevision,
+// 0 when absent or malformed.
+func numberedAbove(cr *appsv1.ControllerRevision) int64 {
+	n, err := strconv.ParseInt(cr.Annotations[AnnotationNumberedAbove], 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// markNumberedAbove raises the AnnotationNumberedAbove of the
+// ControllerRevision name to n.
+func (r *Recorder) markNumberedAbove(ctx context.Context, namespace, name string, n int64) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cr := &appsv1.ControllerRevision{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cr); err != nil {
+			return fmt.Errorf("reading ControllerRevision %s/%s: %w", namespace, name, err)
+		}
+		if numberedAbove(cr) >= n {
+			return nil
+		}
+		if cr.Annotations == nil {
+			cr.Annotations = map[string]string{}
+		}
+		cr.Annotations[AnnotationNumberedAbove] = strconv.FormatInt(n, 10)
+		if err := r.Client.Update(ctx, cr); err != nil {
+			return fmt.Errorf("marking ControllerRevision %s/%s numbered above by %d: %w", namespace, name, n, err)
+		}
+		return nil
+	})
 }
 
 // number returns the record under which snap is recorded: rec, unless
@@ -199,7 +248,25 @@ func (r *Recorder) number(ctx context.Context, owner client.Object, snap revisio
 	}
 	out := Unadmitted(Highest(revs)+1, time.Now())
 	out.Restarts = rec.Restarts
+	// The object may come back to the holder's content still stamped with
+	// its number: leave the new number on the holder's record, which the
+	// next admitted change reads.
+	if name := nameOf(revs, holder); name != "" {
+		if err := r.markNumberedAbove(ctx, owner.GetNamespace(), name, out.Revision); err != nil {
+			return revisions.Record{}, nil, err
+		}
+	}
 	return out, revs, nil
+}
+
+// nameOf returns the ControllerRevision name of the content hash in revs.
+func nameOf(revs []revisions.Revision, hash string) string {
+	for _, rev := range revs {
+		if rev.Snapshot.Hash == hash {
+			return rev.Name
+		}
+	}
+	return ""
 }
 
 // holderOf returns the content hash that holds revision number n in revs,

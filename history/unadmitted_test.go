@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -152,4 +153,70 @@ func historyOf(t *testing.T, c client.Reader) ([]revisions.Revision, map[string]
 		numbers[rev.Snapshot.Hash] = rev.Record.History
 	}
 	return revs, numbers
+}
+
+// TestNoNumberReuseAfterSlipSlipAdmit: A is live as revision n; B becomes
+// live without the guard and is recorded (by the reconciler, or by the next
+// admission) as n+1; A comes back without the guard, still stamped n; and an
+// admitted change comes before the reconciler sees A. That change must be
+// numbered above n+1, never n+1 again: no number may name two contents.
+// Twenty rounds, each on the history the last one left, with both orders
+// of who records B.
+func TestNoNumberReuseAfterSlipSlipAdmit(t *testing.T) {
+	ctx := context.Background()
+	s := runtime.NewScheme()
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, appsv1.AddToScheme(s))
+	live := kcpAt("v1.35.0", 1)
+	snap0, err := revisions.ForKubeadmControlPlane(live)
+	require.NoError(t, err)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		revisions.ControllerRevision(live, KubeadmControlPlane.GVK, snap0, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}),
+	).Build()
+	stamped := int64(1)
+	for round := range 20 {
+		// Each round its own recorder: a fresh guard process, no memory.
+		recorder := &Recorder{Client: c, Reader: c}
+		a := kcpAt(live.Spec.Version, int(stamped))
+		b := kcpAt(fmt.Sprintf("v1.35.%d-slipped", round), int(stamped)) // B, still stamped as A
+		snapA, err := revisions.ForKubeadmControlPlane(a)
+		require.NoError(t, err)
+		snapB, err := revisions.ForKubeadmControlPlane(b)
+		require.NoError(t, err)
+		stamps := revisions.Record{Revision: stamped, History: []int64{stamped}}
+		if round%2 == 0 {
+			require.NoError(t, recorder.Record(ctx, b, KubeadmControlPlane.GVK, snapB, stamps), "round %d: the reconciler records B", round)
+		} else {
+			_, err := recorder.RecordReplaced(ctx, b, KubeadmControlPlane.GVK, snapB, stamps)
+			require.NoError(t, err, "round %d: an admission dry-run reads B", round)
+		}
+		revs, _ := historyOf(t, c)
+		numberOfB := Highest(revs)
+		require.Greater(t, numberOfB, stamped, "round %d: B is numbered above A", round)
+
+		// A again, stamped as before; the admitted change comes first.
+		highest, err := recorder.RecordReplaced(ctx, a, KubeadmControlPlane.GVK, snapA, stamps)
+		require.NoError(t, err)
+		next := highest + 1
+		assert.Greater(t, next, numberOfB, "round %d: the admitted change is numbered %d, above B's %d", round, next, numberOfB)
+
+		// The admitted change C becomes live as next; the next round starts from it.
+		live = kcpAt(fmt.Sprintf("v1.36.%d", round), int(next))
+		snapC, err := revisions.ForKubeadmControlPlane(live)
+		require.NoError(t, err)
+		require.NoError(t, recorder.Record(ctx, live, KubeadmControlPlane.GVK, snapC, revisions.Record{Revision: next, History: []int64{next}, ChangedBy: "alice"}))
+		stamped = next
+
+		// No number names two contents (byNumber fails on one that does).
+		revs, _ = historyOf(t, c)
+		byNumber := map[int64]string{}
+		for _, rev := range revs {
+			for _, n := range rev.Record.History {
+				if other, ok := byNumber[n]; ok {
+					require.Failf(t, "a number names two contents", "round %d: revision %d names %s and %s", round, n, other, rev.Snapshot.Hash)
+				}
+				byNumber[n] = rev.Snapshot.Hash
+			}
+		}
+	}
 }
