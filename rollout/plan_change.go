@@ -39,6 +39,18 @@ func verdictOf(err error, warnings []string) (PlanVerdict, error) {
 		return v, err
 	}
 	msg := apiStatusOf(err).Error()
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil {
+			for _, c := range d.Causes {
+				if c.Field != "" {
+					v.Causes = append(v.Causes, c.Field+": "+c.Message)
+				} else if c.Message != "" {
+					v.Causes = append(v.Causes, c.Message)
+				}
+			}
+		}
+	}
 	if m := deniedBy.FindStringSubmatchIndex(msg); m != nil {
 		v.Webhook = msg[m[2]:m[3]]
 		v.Message = msg[m[1]:]
@@ -57,8 +69,7 @@ func verdictOf(err error, warnings []string) (PlanVerdict, error) {
 		}
 		return v, nil
 	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+	if status != nil && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
 		v.RefusedBy, v.Message = "API server", msg
 		return v, nil
 	}
@@ -221,12 +232,12 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 		return op, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	switch {
-	case cause != "" && op.Effect == EffectRestart:
-		op.Summary = "restart; " + cause
+	case cause != "" && !restartAt.IsZero():
+		op.Summary = cause + "; spec.rollout.after " + restartAt.Format(time.RFC3339)
 	case cause != "":
 		op.Summary = cause
-	case op.Effect == EffectRestart:
-		op.Summary = "restart: every machine created before " + restartAt.Format(time.RFC3339) + " is replaced"
+	case !restartAt.IsZero():
+		op.Summary = "every machine created before " + restartAt.Format(time.RFC3339) + " is replaced"
 	default:
 		op.Summary = "no change to what its machines are made of"
 	}
@@ -389,9 +400,12 @@ func (c *cli) durationOf(ctx context.Context, cl *clients, obj client.Object, ma
 	if err != nil {
 		return PlanDuration{Basis: "unknown: " + err.Error()}
 	}
-	live, ok := set.current()
-	if !ok {
+	if !set.recorded() {
 		return PlanDuration{Basis: fmt.Sprintf("unknown: rollout-guard has recorded no revision of %s", objectName(obj))}
 	}
-	return estimateDuration(objectName(obj), live.Record, machines, n)
+	records := make([]revisions.Record, 0, len(set.revs))
+	for _, r := range set.revs {
+		records = append(records, r.Record)
+	}
+	return estimateDuration(objectName(obj), records, machines, n)
 }

@@ -18,26 +18,29 @@ import (
 // The guard records when each revision was made live (and when each
 // restart was asked), not when its rollout finished, and Cluster API keeps
 // no old machines; so the last rollout is measured on the machines it
-// created, the ones running now: it started at the live revision's
-// changed-at (when that change replaced machines) or at the latest restart,
-// whichever is later; machine k took from its creation to the creation of
+// created, the ones running now: it started at the latest changed-at of a
+// revision that replaced machines (change type rollout) or at the latest
+// restart, whichever is later (a later in-place change, such as a label,
+// replaced none); machine k took from its creation to the creation of
 // machine k+1 (the next one is created when it is available), and the last
 // one until its Ready condition turned True. The median of these is the
-// time per machine. Unknown when the live revision was not a rollout
-// (created, in place, adopted) and nothing was restarted, or when no
-// running machine was created by that rollout.
-func estimateDuration(object string, live revisions.Record, machines []clusterv1.Machine, replaced int) PlanDuration {
+// time per machine. Unknown when no recorded revision rolled out and
+// nothing was restarted, or when no running machine was created by that
+// rollout.
+func estimateDuration(object string, records []revisions.Record, machines []clusterv1.Machine, replaced int) PlanDuration {
 	start, what := time.Time{}, ""
-	if live.ChangeType == revisions.ChangeRollout && !live.ChangedAt.IsZero() {
-		start, what = live.ChangedAt, fmt.Sprintf("the rollout of revision %d", live.Revision)
-	}
-	for _, r := range live.Restarts {
-		if r.At.After(start) {
-			start, what = r.At, fmt.Sprintf("the restart of revision %d at %s", live.Revision, r.At.UTC().Format(time.RFC3339))
+	for _, rec := range records {
+		if rec.ChangeType == revisions.ChangeRollout && rec.ChangedAt.After(start) {
+			start, what = rec.ChangedAt, fmt.Sprintf("the rollout of revision %d", rec.Revision)
+		}
+		for _, r := range rec.Restarts {
+			if r.At.After(start) {
+				start, what = r.At, fmt.Sprintf("the restart of revision %d at %s", rec.Revision, r.At.UTC().Format(time.RFC3339))
+			}
 		}
 	}
 	if start.IsZero() {
-		return PlanDuration{Basis: fmt.Sprintf("unknown: the history of %s records no rollout of its live revision to learn from", object)}
+		return PlanDuration{Basis: fmt.Sprintf("unknown: the history of %s records no rollout or restart to learn from", object)}
 	}
 	var created []clusterv1.Machine
 	for _, m := range machines {

@@ -78,7 +78,13 @@ func writeObjectPlan(out io.Writer, op ObjectPlan) error {
 			who += " (" + strings.Join(detail, "; ") + ")"
 		}
 		fmt.Fprintf(out, "  Verdict:  REFUSED by %s\n", who)
-		fmt.Fprintf(out, "            %s\n", v.Message)
+		if len(v.Causes) > 0 {
+			for _, c := range v.Causes {
+				fmt.Fprintf(out, "            - %s\n", c)
+			}
+		} else {
+			fmt.Fprintf(out, "            %s\n", v.Message)
+		}
 	}
 	for _, w := range v.Warnings {
 		fmt.Fprintf(out, "  Warning:  %s\n", w)

@@ -35,14 +35,18 @@ func goldenPlans() map[string]*RolloutPlan {
 		},
 		Counts:   PlanCounts{Replace: 3},
 		Holds:    []PlanHold{},
-		Duration: PlanDuration{Basis: "unknown: the history of machinedeployment/demo-md-0 records no rollout of its live revision to learn from"},
+		Duration: PlanDuration{Basis: "unknown: the history of machinedeployment/demo-md-0 records no rollout or restart to learn from"},
 	}
 	kcp := ObjectPlan{
 		Object:  PlanObjectRef{Kind: "KubeadmControlPlane", Namespace: "default", Name: "demo-control-plane"},
 		Effect:  EffectRollout,
 		Summary: "undo to revision 1: version v1.34.3 → v1.33.5",
 		Verdict: PlanVerdict{RefusedBy: "rollout-guard", Webhook: "validate.kubeadmcontrolplane.rollout-guard.io", Rules: []string{"ControlPlaneDowngrade", "EtcdDowngrade"},
-			Message: `KubeadmControlPlane.controlplane.cluster.x-k8s.io "demo-control-plane" is invalid: [spec.version: Forbidden: KubeadmControlPlane demo-control-plane: Kubernetes downgrade from v1.34.3 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later, spec.version: Forbidden: KubeadmControlPlane demo-control-plane: etcd downgrade from 3.6.5 to 3.5.24 is not supported [rule EtcdDowngrade]]`},
+			Message: `KubeadmControlPlane.controlplane.cluster.x-k8s.io "demo-control-plane" is invalid: [spec.version: Forbidden: KubeadmControlPlane demo-control-plane: Kubernetes downgrade from v1.34.3 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later, spec.version: Forbidden: KubeadmControlPlane demo-control-plane: etcd downgrade from 3.6.5 to 3.5.24 is not supported [rule EtcdDowngrade]]`,
+			Causes: []string{
+				"spec.version: Forbidden: KubeadmControlPlane demo-control-plane: Kubernetes downgrade from v1.34.3 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later",
+				"spec.version: Forbidden: KubeadmControlPlane demo-control-plane: etcd downgrade from 3.6.5 to 3.5.24 is not supported [rule EtcdDowngrade]",
+			}},
 		Changes: []PlanFieldChange{{Path: "version", From: "v1.34.3", To: "v1.33.5", RollsOut: true}},
 		Steps: []PlanStep{{Part: PartControlPlane, Version: "v1.33.5", Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
 			Objects: []string{"kubeadmcontrolplane/demo-control-plane"}, Machines: 1}},
@@ -75,7 +79,7 @@ func goldenPlans() map[string]*RolloutPlan {
 		Counts: PlanCounts{Replace: 2},
 		Holds: []PlanHold{{Kind: HoldTopology, Check: "topology.cluster.x-k8s.io/defer-upgrade", Object: "cluster/demo-cc",
 			Message: "worker pool md-0 (spec.topology.workers.machineDeployments[name=md-0]) has annotation topology.cluster.x-k8s.io/defer-upgrade: the topology controller does not upgrade it until it is removed"}},
-		Duration: PlanDuration{Basis: "unknown: the history of kubeadmcontrolplane/demo-cc-control-plane records no rollout of its live revision to learn from"},
+		Duration: PlanDuration{Basis: "unknown: the history of kubeadmcontrolplane/demo-cc-control-plane records no rollout or restart to learn from"},
 	}
 	return map[string]*RolloutPlan{
 		"plan-md-template.txt":   newRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []ObjectPlan{md}),

@@ -390,30 +390,34 @@ func TestEstimateDuration(t *testing.T) {
 	at := func(name string, d time.Duration) clusterv1.Machine {
 		return planMachine(name, "md-0-aaa", "", "v1.34.3", time.Hour-d)
 	}
+	created := revisions.Record{Revision: 1, ChangeType: revisions.ChangeCreated, ChangedAt: start.Add(-time.Hour)}
 	rollout := revisions.Record{Revision: 2, ChangeType: revisions.ChangeRollout, ChangedAt: start}
+	label := revisions.Record{Revision: 3, ChangeType: revisions.ChangeInPlace, ChangedAt: start.Add(10 * time.Minute)}
 	tests := []struct {
 		name     string
-		live     revisions.Record
+		records  []revisions.Record
 		machines []clusterv1.Machine
 		want     PlanDuration
 	}{
-		{"three machines", rollout, []clusterv1.Machine{at("a", 0), at("b", 40*time.Second), ready(at("c", 90*time.Second), 45*time.Second)},
+		{"three machines", []revisions.Record{created, rollout}, []clusterv1.Machine{at("a", 0), at("b", 40*time.Second), ready(at("c", 90*time.Second), 45*time.Second)},
 			PlanDuration{Known: true, PerMachine: "45s", Estimate: "2m15s", Basis: "median per machine over 3 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
-		{"older machines are not counted", rollout, []clusterv1.Machine{planMachine("old", "x", "", "v1.34.3", 3*time.Hour), at("a", 0), ready(at("b", 30*time.Second), 50*time.Second)},
+		{"a label changed since", []revisions.Record{created, rollout, label}, []clusterv1.Machine{at("a", 0), at("b", 40*time.Second), ready(at("c", 90*time.Second), 45*time.Second)},
+			PlanDuration{Known: true, PerMachine: "45s", Estimate: "2m15s", Basis: "median per machine over 3 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
+		{"older machines are not counted", []revisions.Record{rollout}, []clusterv1.Machine{planMachine("old", "x", "", "v1.34.3", 3*time.Hour), at("a", 0), ready(at("b", 30*time.Second), 50*time.Second)},
 			PlanDuration{Known: true, PerMachine: "40s", Estimate: "2m0s", Basis: "median per machine over 2 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
-		{"a restart after the revision", revisions.Record{Revision: 1, ChangeType: revisions.ChangeCreated, Restarts: []revisions.Restart{{At: start}}},
+		{"a restart after the revision", []revisions.Record{{Revision: 1, ChangeType: revisions.ChangeCreated, Restarts: []revisions.Restart{{At: start}}}},
 			[]clusterv1.Machine{at("a", 0), at("b", 20*time.Second)},
 			PlanDuration{Known: true, PerMachine: "20s", Estimate: "1m0s", Basis: "median per machine over 1 machine of the restart of revision 1 at 2030-01-02T02:00:00Z (2030-01-02T02:00:00Z)"}},
-		{"created, never rolled", revisions.Record{Revision: 1, ChangeType: revisions.ChangeCreated, ChangedAt: start}, []clusterv1.Machine{at("a", 0)},
-			PlanDuration{Basis: "unknown: the history of machinedeployment/md-0 records no rollout of its live revision to learn from"}},
-		{"no machine of that rollout", rollout, []clusterv1.Machine{planMachine("old", "x", "", "v1.34.3", 3*time.Hour)},
+		{"created, never rolled", []revisions.Record{created, label}, []clusterv1.Machine{at("a", 0)},
+			PlanDuration{Basis: "unknown: the history of machinedeployment/md-0 records no rollout or restart to learn from"}},
+		{"no machine of that rollout", []revisions.Record{rollout}, []clusterv1.Machine{planMachine("old", "x", "", "v1.34.3", 3*time.Hour)},
 			PlanDuration{Basis: "unknown: no running machine of machinedeployment/md-0 was created by the rollout of revision 2"}},
-		{"one machine, not ready", rollout, []clusterv1.Machine{at("a", 0)},
+		{"one machine, not ready", []revisions.Record{rollout}, []clusterv1.Machine{at("a", 0)},
 			PlanDuration{Basis: "unknown: the one machine the rollout of revision 2 created is not ready yet"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, estimateDuration("machinedeployment/md-0", tt.live, tt.machines, 3))
+			assert.Equal(t, tt.want, estimateDuration("machinedeployment/md-0", tt.records, tt.machines, 3))
 		})
 	}
 }
@@ -433,6 +437,13 @@ func TestVerdictOf(t *testing.T) {
 	assert.Equal(t, []string{"ControlPlaneDowngrade", "EtcdDowngrade"}, v.Rules)
 	assert.True(t, strings.HasPrefix(v.Message, `KubeadmControlPlane.controlplane.cluster.x-k8s.io "cp" is invalid: spec.version: Forbidden: downgrade`), v.Message)
 	assert.Equal(t, []string{"w"}, v.Warnings)
+	assert.Empty(t, v.Causes, "a message without details")
+
+	v, err = verdictOf(fmt.Errorf("cannot undo: %w", &apierrors.StatusError{ErrStatus: metav1.Status{Message: guard.Error(), Reason: metav1.StatusReasonInvalid, Code: 422,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Field: "spec.version", Message: "Forbidden: downgrade [rule ControlPlaneDowngrade]"}, {Field: "spec.version", Message: "Forbidden: etcd [rule EtcdDowngrade]"}}}}}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"spec.version: Forbidden: downgrade [rule ControlPlaneDowngrade]", "spec.version: Forbidden: etcd [rule EtcdDowngrade]"}, v.Causes)
+	assert.Equal(t, "rollout-guard", v.RefusedBy)
 
 	capi := errors.New(`admission webhook "validation.cluster.cluster.x-k8s.io" denied the request: Cluster.cluster.x-k8s.io "c1" is invalid: spec.topology.version: Invalid value: "v1.30.0": version cannot be decreased`)
 	v, err = verdictOf(capi, nil)

@@ -164,6 +164,10 @@ type PlanVerdict struct {
 	Rules []string `json:"rules,omitempty"`
 	// Message is the refusal as the API server returned it.
 	Message string `json:"message,omitempty"`
+	// Causes are the refusal's causes, one per field, "FIELD: Reason:
+	// detail" (e.g. "spec.version: Forbidden: ..."), when the answer lists
+	// them.
+	Causes []string `json:"causes,omitempty"`
 	// Warnings are the warnings the API server returned (rollout-guard's
 	// among them, e.g. the steps of a chained upgrade).
 	Warnings []string `json:"warnings,omitempty"`

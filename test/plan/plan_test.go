@@ -1,0 +1,349 @@
+package plan
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollout-guard/rollout-guard/rollout"
+)
+
+// TestPlanDemo previews changes of the plain cluster demo, then makes them
+// and compares. It runs beside TestPlanClassCluster (the clusters are
+// independent); its own steps run in order.
+func TestPlanDemo(t *testing.T) {
+	t.Parallel()
+	sb.RequireClusterReady(t, demo.Namespace, demo.Name, rolloutTimeout)
+	for _, step := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"a template switch replaces exactly the machines listed", templateSwitch},
+		{"an edited manifest changing a label replaces none", labelOnly},
+		{"a restart lists every machine", restart},
+		{"a control-plane bump lists its machine and etcd, and holds the workers", controlPlaneBump},
+		{"an undo the guard refuses changes nothing", refusedUndo},
+	} {
+		if !t.Run(step.name, step.run) {
+			return // the next steps build on this one
+		}
+	}
+}
+
+func mdKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}
+}
+
+func kcpKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}
+}
+
+func templateSwitch(t *testing.T) {
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}}
+	before := storedOf(t, md)
+	old := machines(t, workers())
+	require.Len(t, old, workerMachines)
+	change := []string{"md/" + demo.MachineDeploymentName(), "--template", "devmachinetemplate/" + demo.SpareWorkerTemplate()}
+
+	p, _ := plan(t, 0, change...)
+	require.Len(t, p.Objects, 1)
+	op := p.Objects[0]
+	assert.True(t, p.Admitted)
+	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
+	assert.Equal(t, rollout.EffectRollout, op.Effect)
+	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the plan lists exactly the worker machines")
+	assert.Equal(t, rollout.PlanCounts{Replace: workerMachines}, op.Counts)
+	assert.Equal(t, []rollout.PlanFieldChange{{Path: "infrastructureRef", From: "DevMachineTemplate/" + demo.MachineDeploymentName(), To: "DevMachineTemplate/" + demo.SpareWorkerTemplate(), RollsOut: true}}, op.Changes)
+	require.NotNil(t, op.Strategy)
+	assert.Equal(t, rollout.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
+		Description: "RollingUpdate: up to 1 new machine above the 3 wanted, at most 0 unavailable; old machines deleted in Random order once new ones are available"}, *op.Strategy)
+	assert.Empty(t, op.Holds)
+	assert.False(t, op.Duration.Known, "the pool has never rolled out: %s", op.Duration.Basis)
+	report(t, 0, change...)
+	plan(t, rollout.ExitWouldReplace, append(change, "--fail-on-replace")...)
+	assert.Equal(t, before, storedOf(t, md), "plan stored nothing: no stamp, no history record")
+
+	// Make the change: exactly the machines listed are replaced.
+	begin := time.Now()
+	run := cli(t, change...)
+	require.Equal(t, 0, run.Code, "stdout: %s\nstderr: %s", run.Stdout, run.Stderr)
+	rolledOut(t, "md/"+demo.MachineDeploymentName())
+	recordTiming("template switch of 3 workers, rolled out", time.Since(begin))
+	now := machines(t, workers())
+	assert.Len(t, now, workerMachines)
+	for name := range now {
+		assert.NotContains(t, old, name, "a new machine")
+	}
+	var replaced []string
+	for name := range old {
+		if _, still := now[name]; !still {
+			replaced = append(replaced, name)
+		}
+	}
+	slices.Sort(replaced)
+	assert.Equal(t, planned(op, rollout.ActionReplace), replaced, "the machines replaced are the ones the plan listed")
+}
+
+// manifest writes objects as one YAML file of several documents, as a
+// GitOps repository holds them.
+func manifest(t *testing.T, objs ...client.Object) string {
+	t.Helper()
+	var docs []string
+	for _, obj := range objs {
+		gvk, err := sb.Client.GroupVersionKindFor(obj)
+		require.NoError(t, err)
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		obj.SetManagedFields(nil)
+		raw, err := yaml.Marshal(obj)
+		require.NoError(t, err)
+		docs = append(docs, string(raw))
+	}
+	path := filepath.Join(t.TempDir(), "edited.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(docs, "---\n")), 0o600))
+	return path
+}
+
+func labelOnly(t *testing.T) {
+	ctx := context.Background()
+	md := &clusterv1.MachineDeployment{}
+	require.NoError(t, sb.Client.Get(ctx, mdKey(), md))
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	require.NoError(t, sb.Client.Get(ctx, kcpKey(), kcp))
+	beforeMD, beforeKCP := storedOf(t, md.DeepCopy()), storedOf(t, kcp.DeepCopy())
+	old := machines(t, workers())
+
+	edited := md.DeepCopy()
+	edited.Spec.Template.Labels["team"] = "payments"
+	file := manifest(t, edited, kcp.DeepCopy())
+	p, _ := plan(t, 0, "-f", file, "--fail-on-replace")
+	require.Len(t, p.Objects, 2, "both objects of the file")
+	mdPlan, kcpPlan := p.Objects[0], p.Objects[1]
+	assert.Equal(t, rollout.PlanObjectRef{Kind: "MachineDeployment", Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}, mdPlan.Object)
+	assert.True(t, mdPlan.Verdict.Admitted, "%+v", mdPlan.Verdict)
+	assert.Equal(t, rollout.EffectInPlace, mdPlan.Effect)
+	assert.Equal(t, []rollout.PlanFieldChange{{Path: "metadata.labels.team", To: "payments"}}, mdPlan.Changes)
+	assert.Empty(t, planned(mdPlan, rollout.ActionReplace), "a label is no rollout")
+	assert.Equal(t, keys(old), planned(mdPlan, rollout.ActionInPlace))
+	assert.Equal(t, rollout.EffectNone, kcpPlan.Effect)
+	assert.Equal(t, rollout.PlanCounts{Untouched: cpMachines}, kcpPlan.Counts)
+	assert.False(t, p.ReplacesMachines)
+	report(t, 0, "-f", file)
+	assert.Equal(t, beforeMD, storedOf(t, md.DeepCopy()))
+	assert.Equal(t, beforeKCP, storedOf(t, kcp.DeepCopy()))
+
+	// Make it: the label reaches every machine in place, none is replaced.
+	kubectl(t, "patch", "md", demo.MachineDeploymentName(), "--type", "merge", "-p", `{"spec":{"template":{"metadata":{"labels":{"team":"payments"}}}}}`)
+	waitFor(t, "the label on every worker machine", func() (bool, string) {
+		list := &clusterv1.MachineList{}
+		require.NoError(t, sb.Client.List(ctx, list, client.InNamespace(demo.Namespace), workers()))
+		labelled := 0
+		for _, m := range list.Items {
+			if m.Labels["team"] == "payments" {
+				labelled++
+			}
+		}
+		return labelled == workerMachines && len(list.Items) == workerMachines, strings.Join(keys(machines(t, workers())), ", ")
+	})
+	rolledOut(t, "md/"+demo.MachineDeploymentName())
+	assert.Equal(t, keys(old), keys(machines(t, workers())), "no machine was replaced")
+}
+
+func restart(t *testing.T) {
+	workersNow := machines(t, workers())
+	p, _ := plan(t, 0, "md/"+demo.MachineDeploymentName(), "--restart")
+	op := p.Objects[0]
+	assert.Equal(t, rollout.EffectRestart, op.Effect)
+	assert.Equal(t, keys(workersNow), planned(op, rollout.ActionReplace))
+	for _, m := range op.Machines {
+		assert.True(t, strings.HasPrefix(m.Reason, "created before spec.rollout.after "), m.Reason)
+	}
+
+	p, _ = plan(t, 0, "cluster/"+demo.Name, "--restart")
+	require.Len(t, p.Objects, 2, "the control plane, then the worker pool")
+	assert.Equal(t, "KubeadmControlPlane", p.Objects[0].Object.Kind)
+	assert.Equal(t, keys(machines(t, controlPlane())), planned(p.Objects[0], rollout.ActionReplace))
+	assert.Equal(t, keys(workersNow), planned(p.Objects[1], rollout.ActionReplace))
+	report(t, 0, "cluster/"+demo.Name, "--restart")
+}
+
+func controlPlaneBump(t *testing.T) {
+	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
+	before := storedOf(t, kcp)
+	old := machines(t, controlPlane())
+	require.Len(t, old, cpMachines)
+	change := []string{"kcp/" + demo.ControlPlaneName(), "--version", "v1.34.3"}
+
+	p, _ := plan(t, 0, change...)
+	require.Len(t, p.Objects, 1)
+	op := p.Objects[0]
+	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
+	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the plan lists the control-plane machines")
+	assert.Equal(t, []rollout.PlanStep{{Part: rollout.PartControlPlane, Version: "v1.34.3", Etcd: "3.6.5", EtcdSource: "kubeadm's default for v1.34.3",
+		Objects: []string{"kubeadmcontrolplane/" + demo.ControlPlaneName()}, Machines: cpMachines}}, op.Steps, "one step, with its etcd")
+	require.NotNil(t, op.Strategy)
+	assert.Equal(t, "Oldest", op.Strategy.DeletionOrder)
+	report(t, 0, change...)
+	assert.Equal(t, before, storedOf(t, kcp))
+
+	begin := time.Now()
+	run := cli(t, change...)
+	require.Equal(t, 0, run.Code, "stdout: %s\nstderr: %s", run.Stdout, run.Stderr)
+
+	// While the control plane is at v1.34 and the workers at v1.33, Cluster
+	// API's MachineSet preflight checks keep a worker change from creating
+	// machines: the plan names the check.
+	back := []string{"md/" + demo.MachineDeploymentName(), "--template", "devmachinetemplate/" + demo.MachineDeploymentName()}
+	p, _ = plan(t, 0, back...)
+	var checks []string
+	for _, h := range p.Objects[0].Holds {
+		if h.Kind == rollout.HoldPreflightCheck {
+			checks = append(checks, h.Check)
+		}
+	}
+	assert.Contains(t, checks, string(clusterv1.MachineSetPreflightCheckKubeadmVersionSkew), "%+v", p.Objects[0].Holds)
+	d := p.Objects[0].Duration
+	assert.True(t, d.Known, "the template switch is in the history (the label since replaced nothing): %s", d.Basis)
+	assert.Contains(t, d.Basis, "machines of the rollout of revision 2")
+	report(t, 0, back...)
+
+	rolledOut(t, "kcp/"+demo.ControlPlaneName())
+	recordTiming("control plane v1.33.5 → v1.34.3 (1 machine), rolled out", time.Since(begin))
+	now := machines(t, controlPlane())
+	for name, v := range now {
+		assert.NotContains(t, old, name)
+		assert.Equal(t, "v1.34.3", v)
+	}
+}
+
+func refusedUndo(t *testing.T) {
+	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
+	before := storedOf(t, kcp)
+	// The revision that ran startVersion.
+	h := history(t, "kcp/"+demo.ControlPlaneName())
+	var first int64
+	for _, r := range h.Revisions {
+		if r.Version == startVersion {
+			first = r.Revision
+		}
+	}
+	require.NotZero(t, first, "a revision at %s: %+v", startVersion, h.Revisions)
+	undo := []string{"kcp/" + demo.ControlPlaneName(), "--to-revision", itoa(first)}
+
+	p, run := plan(t, rollout.ExitRefused, undo...)
+	require.Len(t, p.Objects, 1)
+	v := p.Objects[0].Verdict
+	assert.False(t, p.Admitted)
+	assert.False(t, v.Admitted)
+	assert.Equal(t, "rollout-guard", v.RefusedBy)
+	assert.Equal(t, "validate.kubeadmcontrolplane.rollout-guard.io", v.Webhook)
+	assert.Equal(t, []string{"ControlPlaneDowngrade", "EtcdDowngrade"}, v.Rules)
+	assert.Contains(t, v.Message, "KubeadmControlPlane demo-control-plane: Kubernetes downgrade from v1.34.3 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]")
+	assert.Contains(t, v.Message, "etcd downgrade from 3.6.5")
+	require.Len(t, v.Causes, 2, "one cause per rule, with its field")
+	assert.True(t, strings.HasPrefix(v.Causes[0], "spec.version: Forbidden: KubeadmControlPlane demo-control-plane: Kubernetes downgrade"), v.Causes[0])
+	assert.Equal(t, "error: the change would be refused: kubeadmcontrolplane/demo-control-plane by rollout-guard (ControlPlaneDowngrade, EtcdDowngrade); nothing was changed\n", run.Stderr)
+	assert.Equal(t, []rollout.PlanStep{{Part: rollout.PartControlPlane, Version: startVersion, Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
+		Objects: []string{"kubeadmcontrolplane/" + demo.ControlPlaneName()}, Machines: cpMachines}}, p.Objects[0].Steps)
+	text := report(t, rollout.ExitRefused, undo...)
+	assert.Contains(t, text.Stdout, "  Verdict:  REFUSED by rollout-guard (webhook validate.kubeadmcontrolplane.rollout-guard.io; rules ControlPlaneDowngrade, EtcdDowngrade)\n")
+	assert.Equal(t, before, storedOf(t, kcp), "resourceVersion and history unchanged")
+}
+
+// history returns `rollout history RES -o json`.
+func history(t *testing.T, res string) rollout.RolloutHistory {
+	t.Helper()
+	run := cli(t, "history", res, "-o", "json")
+	require.Equal(t, 0, run.Code, "rollout history %s\nstdout: %s\nstderr: %s", res, run.Stdout, run.Stderr)
+	var h rollout.RolloutHistory
+	require.NoError(t, yaml.Unmarshal([]byte(run.Stdout), &h), run.Stdout)
+	return h
+}
+
+// TestPlanClassCluster previews the chained upgrade of demo-cc, then makes
+// it: the steps the plan lists are the steps the topology controller takes,
+// as the recorded history of its control plane and worker pool shows them.
+func TestPlanClassCluster(t *testing.T) {
+	t.Parallel()
+	sb.RequireClusterReady(t, cc.Namespace, cc.Name, rolloutTimeout)
+	ctx := context.Background()
+	cluster := &clusterv1.Cluster{}
+	require.NoError(t, sb.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: cc.Name}, cluster))
+	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.ControlPlaneName()}}
+	beforeKCP := storedOf(t, kcp)
+	cpOld := machines(t, client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: cc.ControlPlaneName()})
+	wOld := machines(t, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: cc.MachineDeploymentName()})
+	const target = "v1.36.1"
+
+	// A decrease: Cluster API's and the guard's webhooks both refuse it.
+	down, run := plan(t, rollout.ExitRefused, "cluster/"+cc.Name, "--version", "v1.32.4")
+	assert.Contains(t, []string{"Cluster API", "rollout-guard"}, down.Objects[0].Verdict.RefusedBy, "%+v", down.Objects[0].Verdict)
+	assert.Contains(t, run.Stderr, "error: the change would be refused: cluster/demo-cc by ")
+
+	p, _ := plan(t, 0, "cluster/"+cc.Name, "--version", target)
+	require.Len(t, p.Objects, 1)
+	op := p.Objects[0]
+	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
+	assert.Equal(t, rollout.EffectUpgrade, op.Effect)
+	assert.Equal(t, "ClusterClass demo-class spec.kubernetesVersions", op.StepsFrom)
+	assert.Contains(t, op.Verdict.Warnings, "Cluster demo-cc: Cluster API upgrades the control plane from v1.33.5 through v1.34.3, v1.35.2, v1.36.1 (steps from ClusterClass demo-class spec.kubernetesVersions)", "the guard's own warning")
+	var cpSteps, workerSteps, etcd []string
+	for _, st := range op.Steps {
+		if st.Part == rollout.PartControlPlane {
+			cpSteps = append(cpSteps, st.Version)
+			etcd = append(etcd, st.Etcd)
+		} else {
+			workerSteps = append(workerSteps, st.Version)
+		}
+	}
+	assert.Equal(t, []string{"v1.34.3", "v1.35.2", "v1.36.1"}, cpSteps)
+	assert.Equal(t, []string{"v1.36.1"}, workerSteps)
+	assert.Equal(t, []string{"3.6.5", "3.6.6", "3.6.8"}, etcd, "kubeadm's etcd at each step")
+	assert.Equal(t, append(keys(cpOld), keys(wOld)...), planned(op, rollout.ActionReplace))
+	report(t, 0, "cluster/"+cc.Name, "--version", target)
+	fresh := &clusterv1.Cluster{}
+	require.NoError(t, sb.Client.Get(ctx, client.ObjectKeyFromObject(cluster), fresh))
+	assert.Equal(t, cluster.ResourceVersion, fresh.ResourceVersion, "plan stored nothing")
+	assert.Equal(t, beforeKCP, storedOf(t, kcp))
+
+	// Make it, and read what the topology controller did.
+	begin := time.Now()
+	kubectl(t, "patch", "cluster", cc.Name, "--type", "merge", "-p", `{"spec":{"topology":{"version":"`+target+`"}}}`)
+	rolledOut(t, "cluster/"+cc.Name)
+	recordTiming("chained upgrade v1.33.5 → v1.36.1 (1+1 machines)", time.Since(begin))
+	made := func(res string) []string {
+		var out []string
+		for _, r := range history(t, res).Revisions {
+			if r.FieldManager == rollout.TopologyFieldManager && r.Version != startVersion {
+				out = append(out, r.Version)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, cpSteps, made("kcp/"+cc.ControlPlaneName()), "the control plane went through the steps listed")
+	assert.Equal(t, workerSteps, made("md/"+cc.MachineDeploymentName()), "the workers went through the steps listed")
+
+	// A topology-managed pool is restarted through its Cluster.
+	p, _ = plan(t, 0, "md/"+cc.MachineDeploymentName(), "--restart")
+	op = p.Objects[0]
+	assert.Equal(t, &rollout.PlanObjectRef{Kind: "Cluster", Namespace: cc.Namespace, Name: cc.Name}, op.EditedThrough)
+	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
+	assert.Equal(t, keys(machines(t, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: cc.MachineDeploymentName()})), planned(op, rollout.ActionReplace))
+	report(t, 0, "md/"+cc.MachineDeploymentName(), "--restart")
+}
+
+func itoa(n int64) string {
+	return strconv.FormatInt(n, 10)
+}
