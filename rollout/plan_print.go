@@ -142,7 +142,11 @@ func writeObjectPlan(out io.Writer, op ObjectPlan) error {
 			if m.MachineSet != "" {
 				owner = "machineset/" + m.MachineSet
 			}
-			fmt.Fprintf(w, "    %s\t%s\t%s\t%s\t%s\n", m.Name, owner, orNone(m.Version), m.Action, m.Reason)
+			row := fmt.Sprintf("    %s\t%s\t%s\t%s", m.Name, owner, orNone(m.Version), m.Action)
+			if m.Reason != "" {
+				row += "\t" + m.Reason
+			}
+			fmt.Fprintln(w, row)
 		}
 		if err := w.Flush(); err != nil {
 			return err

@@ -73,7 +73,8 @@ func templateSwitch(t *testing.T) {
 	assert.Empty(t, op.Holds)
 	assert.False(t, op.Duration.Known, "the pool has never rolled out: %s", op.Duration.Basis)
 	report(t, 0, change...)
-	plan(t, rollout.ExitWouldReplace, append(change, "--fail-on-replace")...)
+	_, strict := plan(t, rollout.ExitWouldReplace, append(change, "--fail-on-replace")...)
+	assert.Equal(t, "error: the change would replace 3 machines (--fail-on-replace); nothing was changed\n", strict.Stderr)
 	assert.Equal(t, before, storedOf(t, md), "plan stored nothing: no stamp, no history record")
 
 	// Make the change: exactly the machines listed are replaced.
@@ -201,6 +202,7 @@ func controlPlaneBump(t *testing.T) {
 	begin := time.Now()
 	run := cli(t, change...)
 	require.Equal(t, 0, run.Code, "stdout: %s\nstderr: %s", run.Stdout, run.Stderr)
+	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/demo-control-plane rolling out: version v1.33.5 → v1.34.3\n", run.Stdout)
 
 	// While the control plane is at v1.34 and the workers at v1.33, Cluster
 	// API's MachineSet preflight checks keep a worker change from creating
@@ -243,6 +245,7 @@ func refusedUndo(t *testing.T) {
 	undo := []string{"kcp/" + demo.ControlPlaneName(), "--to-revision", itoa(first)}
 
 	p, run := plan(t, rollout.ExitRefused, undo...)
+	t.Logf("rollout plan %s -o json:\n%s", strings.Join(undo, " "), run.Stdout)
 	require.Len(t, p.Objects, 1)
 	v := p.Objects[0].Verdict
 	assert.False(t, p.Admitted)
