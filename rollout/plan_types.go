@@ -127,10 +127,11 @@ type ObjectPlan struct {
 	// Strategy is how Cluster API replaces the machines; nil when none is
 	// replaced.
 	Strategy *PlanStrategy `json:"strategy,omitempty"`
-	// StepsFrom says where the steps come from: "ClusterClass NAME
-	// spec.kubernetesVersions", "upgrade-plan extension NAME" (which decides
-	// the steps when the upgrade starts: Steps then holds the target only),
-	// "one minor", or "" for a change of one object.
+	// StepsFrom says where the steps of a topology upgrade come from:
+	// "ClusterClass NAME spec.kubernetesVersions", "upgrade-plan extension
+	// NAME of ClusterClass NAME, which decides the steps when the upgrade
+	// starts: ..." (Steps then holds the target only), "Cluster API's
+	// one-minor upgrade: ...", or "" for a change of one object.
 	StepsFrom string `json:"stepsFrom,omitempty"`
 	// Steps are the versions the control plane and the workers go through,
 	// in order; empty when the Kubernetes version does not change.
@@ -244,8 +245,11 @@ type PlanMachine struct {
 
 // PlanCounts count machines by action.
 type PlanCounts struct {
-	Replace   int `json:"replace"`
-	InPlace   int `json:"inPlace"`
+	// Replace is how many machines are replaced.
+	Replace int `json:"replace"`
+	// InPlace is how many are updated in place.
+	InPlace int `json:"inPlace"`
+	// Untouched is how many the change does not concern.
 	Untouched int `json:"untouched"`
 }
 
