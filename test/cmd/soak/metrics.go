@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// MetricSum says which samples of a Prometheus text exposition to add up:
+// those of metric Name whose label text contains every string of Contains.
+type MetricSum struct {
+	Name     string
+	Contains []string
+}
+
+// SumMetrics reads a Prometheus text exposition and returns, for each
+// wanted sum, the total of its samples (NaN when no sample matched).
+func SumMetrics(r io.Reader, wanted []MetricSum) ([]float64, error) {
+	out := make([]float64, len(wanted))
+	found := make([]bool, len(wanted))
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		head := line[:sp]
+		name, labels := head, ""
+		if i := strings.IndexByte(head, '{'); i >= 0 {
+			name, labels = head[:i], head[i:]
+		}
+		for i, w := range wanted {
+			if name != w.Name || !containsAll(labels, w.Contains) {
+				continue
+			}
+			v, err := strconv.ParseFloat(line[sp+1:], 64)
+			if err != nil {
+				continue
+			}
+			out[i] += v
+			found[i] = true
+		}
+	}
+	for i := range out {
+		if !found[i] {
+			out[i] = math.NaN()
+		}
+	}
+	return out, sc.Err()
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// What the sampler reads from the guard's metrics endpoint.
+var guardMetrics = []MetricSum{
+	{Name: "go_goroutines"},
+	{Name: "go_memstats_heap_inuse_bytes"},
+	{Name: "rest_client_requests_total"},
+}
+
+// What it reads from kube-apiserver's.
+var apiServerMetrics = []MetricSum{
+	{Name: "apiserver_request_total"},
+	{Name: "apiserver_request_total", Contains: []string{`resource="controllerrevisions"`}},
+	{Name: "apiserver_admission_webhook_admission_duration_seconds_count", Contains: []string{`rollout-guard.io"`}},
+}
+
+// guardScraper reads the guard's metrics endpoint with a token bound to the
+// shipped rollout-guard-metrics-reader ClusterRole, over one kept-alive
+// connection (its certificate is self-signed).
+type guardScraper struct {
+	url, token string
+	http       *http.Client
+}
+
+// newGuardScraper creates a ServiceAccount, binds it to the metrics-reader
+// role and requests a token for it valid for the whole run.
+func newGuardScraper(ctx context.Context, c client.Client, url string, valid time.Duration) (*guardScraper, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "soak-metrics"}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "scraper"}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "soak-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rollout-guard-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: sa.Name}},
+	}
+	for _, obj := range []client.Object{ns, sa, binding} {
+		if err := c.Create(ctx, obj); err != nil {
+			return nil, fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(valid.Seconds()))}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return nil, fmt.Errorf("requesting a token for the metrics scraper: %w", err)
+	}
+	// The guard keeps a refusal for 30 s: ask the API server first, so the
+	// first scrape is judged with the binding in place.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:                  "system:serviceaccount:" + ns.Name + ":" + sa.Name,
+			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns.Name, "system:authenticated"},
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+		}}
+		if err := c.Create(ctx, sar); err == nil && sar.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the metrics scraper's ClusterRoleBinding never took effect")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return &guardScraper{url: url, token: tr.Status.Token, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
+	}}}, nil
+}
+
+// scrape returns the guardMetrics sums.
+func (g *guardScraper) scrape(ctx context.Context) ([]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return SumMetrics(resp.Body, guardMetrics)
+}
+
+// apiServerScraper reads kube-apiserver's /metrics as the admin.
+type apiServerScraper struct {
+	cs *kubernetes.Clientset
+}
+
+func newAPIServerScraper(cfg *rest.Config) (*apiServerScraper, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating a client for the API server's /metrics: %w", err)
+	}
+	return &apiServerScraper{cs: cs}, nil
+}
+
+// scrape returns the apiServerMetrics sums.
+func (a *apiServerScraper) scrape(ctx context.Context) ([]float64, error) {
+	raw, err := a.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return SumMetrics(bytes.NewReader(raw), apiServerMetrics)
+}
+
+// processStats reads the resident memory (bytes) and the number of open
+// file descriptors of pid from /proc.
+func processStats(pid int) (rss float64, fds float64, err error) {
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, 0, err
+	}
+	rss = math.NaN()
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v) // "123456 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseFloat(f[0], 64)
+				if err == nil {
+					rss = kb * 1024
+				}
+			}
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	if err != nil {
+		return rss, 0, err
+	}
+	return rss, float64(len(entries)), nil
+}
+
+// Sockets counts the guard's established TCP connections by role.
+type Sockets struct {
+	// WebhookIn are connections to its webhook port (from kube-apiserver,
+	// and the harness's TLS probes during rotations).
+	WebhookIn int
+	// APIServerOut are its connections to kube-apiserver.
+	APIServerOut int
+	// Other are the rest (metrics scrapes, health probes).
+	Other int
+}
+
+// tcpSocket is one line of /proc/PID/net/tcp or tcp6.
+type tcpSocket struct {
+	localPort, remotePort int
+	state                 string
+}
+
+// parseProcTCP reads /proc/PID/net/tcp (or tcp6) and returns the sockets by inode.
+func parseProcTCP(r io.Reader) (map[string]tcpSocket, error) {
+	out := map[string]tcpSocket{}
+	sc := bufio.NewScanner(r)
+	first := true
+	for sc.Scan() {
+		if first { // the header
+			first = false
+			continue
+		}
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 {
+			continue
+		}
+		lp, err1 := hexPort(f[1])
+		rp, err2 := hexPort(f[2])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out[f[9]] = tcpSocket{localPort: lp, remotePort: rp, state: f[3]}
+	}
+	return out, sc.Err()
+}
+
+// hexPort returns the port of an address "0100007F:DD7E".
+func hexPort(addr string) (int, error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return 0, fmt.Errorf("no port in %q", addr)
+	}
+	p, err := strconv.ParseInt(addr[i+1:], 16, 32)
+	return int(p), err
+}
+
+// tcpEstablished is the state of an established connection in /proc/net/tcp.
+const tcpEstablished = "01"
+
+// socketStats counts pid's established TCP connections: those to
+// webhookPort, those to apiServerPort, the others.
+func socketStats(pid, webhookPort, apiServerPort int) (Sockets, error) {
+	var out Sockets
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	entries, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if err != nil {
+		return out, err
+	}
+	inodes := map[string]bool{}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(dir, "fd", e.Name()))
+		if err != nil {
+			continue
+		}
+		if inode, ok := strings.CutPrefix(target, "socket:["); ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	for _, table := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(filepath.Join(dir, "net", table))
+		if err != nil {
+			return out, err
+		}
+		socks, err := parseProcTCP(f)
+		f.Close()
+		if err != nil {
+			return out, err
+		}
+		for inode, s := range socks {
+			if !inodes[inode] || s.state != tcpEstablished {
+				continue
+			}
+			switch {
+			case s.localPort == webhookPort:
+				out.WebhookIn++
+			case s.remotePort == apiServerPort:
+				out.APIServerOut++
+			default:
+				out.Other++
+			}
+		}
+	}
+	return out, nil
+}
