@@ -151,19 +151,27 @@ func kcp(t *testing.T, name string) *controlplanev1.KubeadmControlPlane {
 
 // guardRejections returns how many requests each of the guard's validating
 // webhooks has refused, as the API server counts them
-// (apiserver_admission_webhook_rejection_count).
-func guardRejections(t *testing.T) map[string]float64 {
+// (apiserver_admission_webhook_rejection_count): every refusal, or with
+// deniedOnly only the requests the guard answered with a denial (error type
+// no_error), leaving out calls that failed to reach it. The counts start
+// again at zero when kube-apiserver restarts. It retries for a minute while
+// the API server does not answer.
+func guardRejections(t *testing.T, deniedOnly bool) map[string]float64 {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(sb.Config)
 	require.NoError(t, err)
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	require.NoError(t, err)
+	var raw []byte
+	require.Eventually(t, func() bool {
+		raw, err = cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+		return err == nil
+	}, time.Minute, 500*time.Millisecond, "reading the API server's metrics")
 	out := map[string]float64{guardClusterWebhook: 0, guardKCPWebhook: 0, guardMDWebhook: 0}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_admission_webhook_rejection_count{") {
+		if !strings.HasPrefix(line, "apiserver_admission_webhook_rejection_count{") ||
+			deniedOnly && !strings.Contains(line, `error_type="no_error"`) {
 			continue
 		}
 		for name := range out {

@@ -121,10 +121,10 @@ func TestTopologyRefusals(t *testing.T) {
 		// Both judges refuse it; which answer the API server returns first
 		// is a race, so the API server's count of the guard's refusals
 		// shows that the guard refused it too.
-		before := guardRejections(t)[guardClusterWebhook]
+		before := guardRejections(t, false)[guardClusterWebhook]
 		_, stderr, err := patchTopologyVersion("demo-plain", "v1.36.1")
 		require.Error(t, err, stderr)
-		assert.Equal(t, before+1, guardRejections(t)[guardClusterWebhook], "the guard refused the jump: %s", stderr)
+		assert.Equal(t, before+1, guardRejections(t, false)[guardClusterWebhook], "the guard refused the jump: %s", stderr)
 
 		// With Cluster API's own check bypassed, the guard's answer shows:
 		// the rule, and the way to do it in one edit.
@@ -142,7 +142,7 @@ func TestTopologyRefusals(t *testing.T) {
 // status cluster/demo-cc` exits 0 only once every Machine runs v1.36.1.
 func TestChainedUpgradeAcrossThreeMinors(t *testing.T) {
 	requireAllAt(t, cc.Name, "v1.33.5")
-	before := guardRejections(t)
+	before := guardRejections(t, false)
 	begin := time.Now()
 
 	_, stderr := mustKubectl(t, "patch", "cluster", cc.Name, "--type", "merge", "-p", `{"spec":{"topology":{"version":"v1.36.1"}}}`)
@@ -167,7 +167,7 @@ func TestChainedUpgradeAcrossThreeMinors(t *testing.T) {
 	}
 	assert.Equal(t, "cluster/demo-cc successfully rolled out: at v1.36.1 on the control plane and 1 worker pool", lines[len(lines)-1])
 
-	after := guardRejections(t)
+	after := guardRejections(t, false)
 	assert.Equal(t, before, after, "the guard refused none of the topology controller's edits")
 
 	h := history(t, "kcp/"+cc.ControlPlaneName())
