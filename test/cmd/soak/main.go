@@ -298,10 +298,11 @@ type sampler struct {
 func (m *sampler) sample(ctx context.Context) Sample {
 	s := m.s
 	smp := Sample{At: time.Since(s.begin), PID: s.sb.Env.GuardPID()}
-	smp.RSSBytes, smp.FDs, smp.WebhookConns, smp.APIConns = nanOf(), nanOf(), nanOf(), nanOf()
+	smp.RSSBytes, smp.RSSAnonBytes, smp.RSSFileBytes, smp.FDs = nanOf(), nanOf(), nanOf(), nanOf()
+	smp.WebhookConns, smp.APIConns = nanOf(), nanOf()
 	if smp.PID != 0 {
-		if rss, fds, err := processStats(smp.PID); err == nil {
-			smp.RSSBytes, smp.FDs = rss, fds
+		if st, err := processStats(smp.PID); err == nil {
+			smp.RSSBytes, smp.RSSAnonBytes, smp.RSSFileBytes, smp.FDs = st.rss, st.rssAnon, st.rssFile, st.fds
 		}
 		if socks, err := socketStats(smp.PID, m.webhookPort, m.apiServerPort); err == nil {
 			smp.WebhookConns, smp.APIConns = float64(socks.WebhookIn), float64(socks.APIServerOut)

@@ -189,30 +189,55 @@ func (a *apiServerScraper) scrape(ctx context.Context) ([]float64, error) {
 	return SumMetrics(bytes.NewReader(raw), apiServerMetrics)
 }
 
-// processStats reads the resident memory (bytes) and the number of open
-// file descriptors of pid from /proc.
-func processStats(pid int) (rss float64, fds float64, err error) {
+// procStats is what processStats reads from /proc.
+type procStats struct {
+	rss, rssAnon, rssFile float64 // bytes
+	fds                   float64
+}
+
+// processStats reads the resident memory (VmRSS, RssAnon, RssFile) and the
+// number of open file descriptors of pid from /proc.
+func processStats(pid int) (procStats, error) {
+	st := procStats{rss: math.NaN(), rssAnon: math.NaN(), rssFile: math.NaN(), fds: math.NaN()}
 	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
-		return 0, 0, err
+		return st, err
 	}
-	rss = math.NaN()
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v) // "123456 kB"
-			if len(f) == 2 && f[1] == "kB" {
-				kb, err := strconv.ParseFloat(f[0], 64)
-				if err == nil {
-					rss = kb * 1024
-				}
+	parseStatus(string(status), &st)
+	entries, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	if err != nil {
+		return st, err
+	}
+	st.fds = float64(len(entries))
+	return st, nil
+}
+
+// parseStatus reads VmRSS, RssAnon and RssFile ("123456 kB") of a
+// /proc/PID/status text into st.
+func parseStatus(status string, st *procStats) {
+	for _, line := range strings.Split(status, "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var into *float64
+		switch name {
+		case "VmRSS":
+			into = &st.rss
+		case "RssAnon":
+			into = &st.rssAnon
+		case "RssFile":
+			into = &st.rssFile
+		default:
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 2 && f[1] == "kB" {
+			if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
+				*into = kb * 1024
 			}
 		}
 	}
-	entries, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
-	if err != nil {
-		return rss, 0, err
-	}
-	return rss, float64(len(entries)), nil
 }
 
 // Sockets counts the guard's established TCP connections by role.

@@ -28,7 +28,7 @@ type result struct {
 	tally       Tally
 	outcomes    []Outcome
 	trends      []Trend // RSS, goroutines, fds: judged
-	heap        *Trend  // heap in use: reported only
+	reported    []Trend // heap in use, RSS parts: reported only
 	trendErrs   []string
 	histories   []objectHistory
 	events      []Event
@@ -121,8 +121,17 @@ func (s *soak) evaluate(samples []Sample, histories []objectHistory, guardPID in
 	if len(r.trendErrs) > 0 {
 		r.verdicts = append(r.verdicts, Verdict{Name: "enough samples for the trends", Pass: false, Detail: strings.Join(r.trendErrs, "; ")})
 	}
-	if t, err := FitTrend("heap in use MiB", steady(func(x Sample) float64 { return x.HeapInuseBytes / mib }), r.warmup, s.o.rssBound); err == nil {
-		r.heap = &t
+	for _, rep := range []struct {
+		name  string
+		value func(Sample) float64
+	}{
+		{"heap in use MiB", func(x Sample) float64 { return x.HeapInuseBytes / mib }},
+		{"RssAnon MiB", func(x Sample) float64 { return x.RSSAnonBytes / mib }},
+		{"RssFile MiB", func(x Sample) float64 { return x.RSSFileBytes / mib }},
+	} {
+		if t, err := FitTrend(rep.name, steady(rep.value), r.warmup, s.o.rssBound); err == nil {
+			r.reported = append(r.reported, t)
+		}
 	}
 
 	pids := map[int]bool{}
@@ -292,6 +301,8 @@ func (r result) print(w io.Writer, s *soak) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", name, num(v(r.first), prec), num(v(r.warm), prec), num(v(r.last), prec))
 	}
 	row("RSS MiB", func(x Sample) float64 { return x.RSSBytes / mib }, 1)
+	row("of which RssAnon MiB", func(x Sample) float64 { return x.RSSAnonBytes / mib }, 1)
+	row("of which RssFile MiB (the binary's pages)", func(x Sample) float64 { return x.RSSFileBytes / mib }, 1)
 	row("heap in use MiB", func(x Sample) float64 { return x.HeapInuseBytes / mib }, 1)
 	row("goroutines", func(x Sample) float64 { return x.Goroutines }, 0)
 	row("open fds", func(x Sample) float64 { return x.FDs }, 0)
@@ -301,8 +312,8 @@ func (r result) print(w io.Writer, s *soak) {
 	for _, t := range r.trends {
 		fmt.Fprintf(w, "- %s\n", t)
 	}
-	if r.heap != nil {
-		fmt.Fprintf(w, "- (reported, not judged) %s\n", strings.TrimPrefix(strings.TrimPrefix(r.heap.String(), "PASS "), "FAIL "))
+	for _, t := range r.reported {
+		fmt.Fprintf(w, "- (reported, not judged) %s\n", strings.TrimPrefix(strings.TrimPrefix(t.String(), "PASS "), "FAIL "))
 	}
 	for _, e := range r.trendErrs {
 		fmt.Fprintf(w, "- %s\n", e)

@@ -14,8 +14,10 @@ type Sample struct {
 	At time.Duration
 	// PID is the guard's process id (0: not running).
 	PID int
-	// RSSBytes is the guard's resident memory (/proc/PID/status VmRSS).
-	RSSBytes float64
+	// RSSBytes is the guard's resident memory (/proc/PID/status VmRSS);
+	// RSSAnonBytes and RSSFileBytes its parts (RssAnon: heap, stacks and
+	// the runtime's own; RssFile: pages of the mapped binary).
+	RSSBytes, RSSAnonBytes, RSSFileBytes float64
 	// FDs is the number of the guard's open file descriptors (/proc/PID/fd).
 	FDs float64
 	// WebhookConns and APIConns are its established TCP connections to its
@@ -44,7 +46,7 @@ type Sample struct {
 
 // csvHeader are the CSV columns, in order.
 var csvHeader = []string{
-	"seconds", "guard_pid", "rss_mib", "fds", "webhook_conns_in", "apiserver_conns_out", "goroutines", "heap_inuse_mib",
+	"seconds", "guard_pid", "rss_mib", "rss_anon_mib", "rss_file_mib", "fds", "webhook_conns_in", "apiserver_conns_out", "goroutines", "heap_inuse_mib",
 	"guard_api_requests", "apiserver_requests", "apiserver_controllerrevision_requests", "guard_webhook_calls",
 	"edits_ok", "policed_edits_ok", "edits_failed", "event",
 }
@@ -60,6 +62,8 @@ func WriteCSV(w io.Writer, samples []Sample) error {
 			strconv.FormatFloat(s.At.Seconds(), 'f', 1, 64),
 			strconv.Itoa(s.PID),
 			num(s.RSSBytes/mib, 2),
+			num(s.RSSAnonBytes/mib, 2),
+			num(s.RSSFileBytes/mib, 2),
 			num(s.FDs, 0),
 			num(s.WebhookConns, 0),
 			num(s.APIConns, 0),
