@@ -85,7 +85,7 @@ func main() {
 	flag.DurationVar(&o.apiEvery, "apiserver-every", 4*time.Minute, "how often kube-apiserver is restarted (at most a third of --duration apart)")
 	flag.DurationVar(&o.apiDown, "apiserver-down", 5*time.Second, "how long kube-apiserver stays down at each restart")
 	flag.DurationVar(&o.restartGrace, "restart-grace", 5*time.Second, "how long after kube-apiserver is ready again failures still count as the restart's")
-	flag.DurationVar(&o.trendSettle, "trend-settle", 30*time.Second, "samples from a kube-apiserver restart until this long after it is ready are left out of the trends (client-go's watch backoff is at most 30s)")
+	flag.DurationVar(&o.trendSettle, "trend-settle", time.Minute, "samples from a kube-apiserver restart until this long after it is ready are left out of the trends (client-go's reflectors back off up to 30s, jittered up to twice that)")
 	flag.DurationVar(&o.rotateEvery, "rotate-every", 6*time.Minute, "how often the guard's serving certificate is rotated (at most a third of --duration apart)")
 	flag.DurationVar(&o.rotateSettle, "rotate-settle", 5*time.Second, "wait after each caBundle change of a rotation, for the API server to read it")
 	flag.Float64Var(&o.rssBound.Fraction, "rss-bound", 0.05, "RSS may rise at most this fraction of its mean over the measured span...")
@@ -308,11 +308,11 @@ func (m *sampler) sample(ctx context.Context) Sample {
 			smp.WebhookConns, smp.APIConns = float64(socks.WebhookIn), float64(socks.APIServerOut)
 		}
 	}
-	smp.Goroutines, smp.HeapInuseBytes, smp.GuardRequests = nanOf(), nanOf(), nanOf()
+	smp.Goroutines, smp.HeapInuseBytes, smp.GuardRequests, smp.LiveDecisions = nanOf(), nanOf(), nanOf(), nanOf()
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if v, err := m.guard.scrape(sctx); err == nil {
-		smp.Goroutines, smp.HeapInuseBytes, smp.GuardRequests = v[0], v[1], v[2]
+		smp.Goroutines, smp.HeapInuseBytes, smp.GuardRequests, smp.LiveDecisions = v[0], v[1], v[2], zeroIfNaN(v[3])
 	} else {
 		m.guardErrs++
 		m.lastGuardErr = err.Error()

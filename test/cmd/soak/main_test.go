@@ -189,16 +189,16 @@ apiserver_admission_webhook_admission_duration_seconds_count{name="default.machi
 func TestWriteCSV(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WriteCSV(&b, []Sample{
-		{At: 0, PID: 42, RSSBytes: 50 * mib, RSSAnonBytes: 20 * mib, RSSFileBytes: 30 * mib, FDs: 20, WebhookConns: 1, APIConns: 2, Goroutines: 100, HeapInuseBytes: 10 * mib, GuardRequests: 5, APIRequests: 0, CRRequests: 0, WebhookCalls: 0},
-		{At: 5 * time.Second, PID: 42, RSSBytes: 51.5 * mib, RSSAnonBytes: math.NaN(), RSSFileBytes: math.NaN(), FDs: 21, WebhookConns: math.NaN(), APIConns: math.NaN(), Goroutines: math.NaN(), HeapInuseBytes: math.NaN(), GuardRequests: math.NaN(),
+		{At: 0, PID: 42, RSSBytes: 50 * mib, RSSAnonBytes: 20 * mib, RSSFileBytes: 30 * mib, FDs: 20, WebhookConns: 1, APIConns: 2, Goroutines: 100, HeapInuseBytes: 10 * mib, GuardRequests: 5, LiveDecisions: 0, APIRequests: 0, CRRequests: 0, WebhookCalls: 0},
+		{At: 5 * time.Second, PID: 42, RSSBytes: 51.5 * mib, RSSAnonBytes: math.NaN(), RSSFileBytes: math.NaN(), FDs: 21, WebhookConns: math.NaN(), APIConns: math.NaN(), Goroutines: math.NaN(), HeapInuseBytes: math.NaN(), GuardRequests: math.NaN(), LiveDecisions: math.NaN(),
 			APIRequests: 300, CRRequests: 12, WebhookCalls: 8, Edits: 4, PolicedEdits: 3, Failed: 1, Event: "apiserver-restart"},
 	}))
 	rows, err := csv.NewReader(&b).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
 	assert.Equal(t, csvHeader, rows[0])
-	assert.Equal(t, []string{"0.0", "42", "50.00", "20.00", "30.00", "20", "1", "2", "100", "10.00", "5", "0", "0", "0", "0", "0", "0", ""}, rows[1])
-	assert.Equal(t, []string{"5.0", "42", "51.50", "", "", "21", "", "", "", "", "", "300", "12", "8", "4", "3", "1", "apiserver-restart"}, rows[2])
+	assert.Equal(t, []string{"0.0", "42", "50.00", "20.00", "30.00", "20", "1", "2", "100", "10.00", "5", "0", "0", "0", "0", "0", "0", "0", ""}, rows[1])
+	assert.Equal(t, []string{"5.0", "42", "51.50", "", "", "21", "", "", "", "", "", "", "300", "12", "8", "4", "3", "1", "apiserver-restart"}, rows[2])
 }
 
 func TestRatio(t *testing.T) {

@@ -88,6 +88,7 @@ var guardMetrics = []MetricSum{
 	{Name: "go_goroutines"},
 	{Name: "go_memstats_heap_inuse_bytes"},
 	{Name: "rest_client_requests_total"},
+	{Name: "rollout_guard_live_decisions_total"},
 }
 
 // What it reads from kube-apiserver's.

@@ -213,6 +213,11 @@ func (s *soak) evaluate(samples []Sample, histories []objectHistory, guardPID in
 	return r
 }
 
+// minSteadySamples is how many samples after the warm-up and outside the
+// restart windows a trend verdict needs to mean something (2 minutes of
+// steady state at the default 5 s); fewer earn a caution in the summary.
+const minSteadySamples = 24
+
 // Ratio is the rise of value over the rise of per between the first and
 // the last samples in [from, to] where both are known; NaN when per did
 // not rise.
@@ -312,6 +317,11 @@ func (r result) print(w io.Writer, s *soak) {
 	for _, t := range r.trends {
 		fmt.Fprintf(w, "- %s\n", t)
 	}
+	if len(r.trends) > 0 && r.trends[0].N < minSteadySamples {
+		fmt.Fprintf(w, "- CAUTION: only %d steady samples after the warm-up (fewer than %d): in a run this short, faults leave little steady time and the trend verdicts mean little; judge leaks on the default 30 minutes\n",
+			r.trends[0].N, minSteadySamples)
+	}
+	fmt.Fprintf(w, "- decisions the guard made from live reads because one of its watches was down (rollout_guard_live_decisions_total): %s over the run\n", num(r.last.LiveDecisions, 0))
 	for _, t := range r.reported {
 		fmt.Fprintf(w, "- (reported, not judged) %s\n", strings.TrimPrefix(strings.TrimPrefix(t.String(), "PASS "), "FAIL "))
 	}

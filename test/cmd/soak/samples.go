@@ -24,10 +24,12 @@ type Sample struct {
 	// webhook port (from kube-apiserver) and to kube-apiserver
 	// (/proc/PID/net/tcp): NaN when unreadable.
 	WebhookConns, APIConns float64
-	// Goroutines, HeapInuseBytes and GuardRequests are read from the
-	// guard's metrics endpoint (go_goroutines, go_memstats_heap_inuse_bytes,
-	// rest_client_requests_total): NaN when it could not be read.
-	Goroutines, HeapInuseBytes, GuardRequests float64
+	// Goroutines, HeapInuseBytes, GuardRequests and LiveDecisions are read
+	// from the guard's metrics endpoint (go_goroutines,
+	// go_memstats_heap_inuse_bytes, rest_client_requests_total,
+	// rollout_guard_live_decisions_total: decisions made from live reads
+	// because one of its watches was down): NaN when it could not be read.
+	Goroutines, HeapInuseBytes, GuardRequests, LiveDecisions float64
 	// APIRequests is the API server's apiserver_request_total summed over
 	// every label, and CRRequests over resource controllerrevisions, both
 	// totalled across API server restarts (Counter); NaN when unreadable.
@@ -47,7 +49,7 @@ type Sample struct {
 // csvHeader are the CSV columns, in order.
 var csvHeader = []string{
 	"seconds", "guard_pid", "rss_mib", "rss_anon_mib", "rss_file_mib", "fds", "webhook_conns_in", "apiserver_conns_out", "goroutines", "heap_inuse_mib",
-	"guard_api_requests", "apiserver_requests", "apiserver_controllerrevision_requests", "guard_webhook_calls",
+	"guard_api_requests", "guard_live_decisions", "apiserver_requests", "apiserver_controllerrevision_requests", "guard_webhook_calls",
 	"edits_ok", "policed_edits_ok", "edits_failed", "event",
 }
 
@@ -70,6 +72,7 @@ func WriteCSV(w io.Writer, samples []Sample) error {
 			num(s.Goroutines, 0),
 			num(s.HeapInuseBytes/mib, 2),
 			num(s.GuardRequests, 0),
+			num(s.LiveDecisions, 0),
 			num(s.APIRequests, 0),
 			num(s.CRRequests, 0),
 			num(s.WebhookCalls, 0),
