@@ -124,17 +124,7 @@ func planned(op rollout.ObjectPlan, action string) []string {
 // cond returns a description of what it saw.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(rolloutTimeout)
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			require.FailNowf(t, "timed out", "waiting for %s (%s); last seen: %s", what, rolloutTimeout, saw)
-		}
-		time.Sleep(pollInterval)
-	}
+	sandbox.WaitFor(t, rolloutTimeout, pollInterval, what, cond)
 }
 
 // rolledOut waits with `rollout status` until res is rolled out.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
 const (
@@ -83,17 +84,7 @@ func setPaused(t *testing.T, name string, paused bool) {
 // cond returns a description of what it saw.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(rolloutTimeout)
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			require.FailNowf(t, "timed out", "waiting for %s (%s); last seen: %s", what, rolloutTimeout, saw)
-		}
-		time.Sleep(pollInterval)
-	}
+	sandbox.WaitFor(t, rolloutTimeout, pollInterval, what, cond)
 }
 
 // controlPlaneMachines returns the versions of the control-plane Machines of
