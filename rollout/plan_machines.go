@@ -75,20 +75,26 @@ func planMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch machin
 			// A machine of no MachineSet still known: judge it by the change.
 			rollout = ch.rollout
 		}
-		switch {
-		case len(rollout) > 0:
-			pm.Action, pm.Reason = ActionReplace, changeText(rollout)
-		case !ch.restartAt.IsZero() && m.CreationTimestamp.Time.Before(ch.restartAt):
-			pm.Action, pm.Reason = ActionReplace, "created before spec.rollout.after "+ch.restartAt.UTC().Format(time.RFC3339)
-		case ch.inPlace:
-			pm.Action, pm.Reason = ActionInPlace, "updated in place"
-		default:
-			pm.Action = ActionUntouched
-		}
+		pm.Action, pm.Reason = ch.decide(m, rollout)
 		out = append(out, pm)
 	}
 	sortMachines(out)
 	return out, nil
+}
+
+// decide says what the change does to machine m, given the fields that
+// roll it out (rollout): replaced for those, or for a restart asked after it
+// was created; updated in place; or untouched.
+func (ch machineChange) decide(m clusterv1.Machine, rollout []revisions.Change) (string, string) {
+	switch {
+	case len(rollout) > 0:
+		return ActionReplace, changeText(rollout)
+	case !ch.restartAt.IsZero() && m.CreationTimestamp.Time.Before(ch.restartAt):
+		return ActionReplace, "created before spec.rollout.after " + ch.restartAt.UTC().Format(time.RFC3339)
+	case ch.inPlace:
+		return ActionInPlace, "updated in place"
+	}
+	return ActionUntouched, ""
 }
 
 // machineSetOf is the MachineSet of a machine: its set-name label, or its
@@ -121,16 +127,11 @@ func planControlPlaneMachines(newKCP *controlplanev1.KubeadmControlPlane, ch mac
 			continue
 		}
 		pm := PlanMachine{Name: m.Name, Object: object, Version: m.Spec.Version}
-		switch {
-		case len(ch.rollout) > 0 && !(versionOnly && m.Spec.Version == newKCP.Spec.Version):
-			pm.Action, pm.Reason = ActionReplace, changeText(ch.rollout)
-		case !ch.restartAt.IsZero() && m.CreationTimestamp.Time.Before(ch.restartAt):
-			pm.Action, pm.Reason = ActionReplace, "created before spec.rollout.after "+ch.restartAt.UTC().Format(time.RFC3339)
-		case ch.inPlace:
-			pm.Action, pm.Reason = ActionInPlace, "updated in place"
-		default:
-			pm.Action = ActionUntouched
+		rollout := ch.rollout
+		if versionOnly && m.Spec.Version == newKCP.Spec.Version {
+			rollout = nil // already runs the new version
 		}
+		pm.Action, pm.Reason = ch.decide(m, rollout)
 		out = append(out, pm)
 	}
 	sortMachines(out)

@@ -282,7 +282,7 @@ func checkPlan(r *verdict, plan *UpgradePlan, obj, field, value string, newV sem
 		through = append(through, vs(step))
 		prev = step
 	}
-	if !MinorOf(prev).Less(MinorOf(newV)) && len(through) > 1 {
+	if len(through) > 1 {
 		r.warn(fmt.Sprintf("%s: Cluster API upgrades the control plane from %s through %s (steps from %s)", obj, from, strings.Join(through, ", "), plan.Source))
 	}
 }
