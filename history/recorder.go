@@ -134,6 +134,7 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		return nil
 	})
 	if err != nil {
+		recordErrorsTotal.WithLabelValues(ownerGVK.Kind).Inc()
 		return recorded{}, err
 	}
 	r.recorded.remember(owner, snap.Hash, out.stored)
