@@ -33,6 +33,11 @@ type Worker struct {
 	// Version is the pool's spec version or the machine's kubelet version;
 	// "" means unknown: the worker is skipped with no warning.
 	Version string
+	// PoolKind and PoolName name the pool a Machine belongs to
+	// ("MachineDeployment" or "MachinePool"); both "" when it belongs to
+	// none or its pool is not known. A pool leaves them empty. Refusals
+	// name a pool's Machines together with it, in one line per rule.
+	PoolKind, PoolName string
 }
 
 // ControlPlaneChange is the facts of one change to a control plane's version
@@ -154,9 +159,13 @@ func EvaluateControlPlane(c ControlPlaneChange) Decision {
 		checkEtcdAlongPlan(&r, c, obj, versionField, etcdField, newV, old, oldKnown, running)
 	}
 	checkSkip(&r, c.Plan, obj, versionField, c.NewVersion, newV, old, oldKnown, running)
+	var left []leftWorker
 	for _, w := range c.Workers {
-		checkWorkerLeft(&r, obj, versionField, c.NewVersion, newV, old, oldKnown, w)
+		if l, ok := checkWorkerLeft(&r, obj, newV, old, oldKnown, w); ok {
+			left = append(left, l)
+		}
 	}
+	reportWorkersLeft(&r, obj, versionField, c.NewVersion, newV, left)
 	return r.d
 }
 
@@ -395,45 +404,27 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 }
 
 // checkWorkerLeft is rules ControlPlaneLeavesWorkerNewer and
-// ControlPlaneLeavesWorkerTooOld for one worker.
-func checkWorkerLeft(r *verdict, obj, field, value string, newV semver.Version, old known, oldKnown bool, w Worker) {
+// ControlPlaneLeavesWorkerTooOld for one worker: it returns the rule the
+// worker breaks, and whether the change creates or widens the breach
+// (refused) or leaves it as it was (a warning). ok is false when the worker
+// breaks neither, or its version is unknown or does not parse.
+// reportWorkersLeft words the findings, a line per group of workers.
+func checkWorkerLeft(r *verdict, obj string, newV semver.Version, old known, oldKnown bool, w Worker) (leftWorker, bool) {
 	if w.Version == "" {
-		return
+		return leftWorker{}, false
 	}
-	who := object(w.Kind, w.Name)
-	wv, ok := parseOther(r, obj+": "+who, w.Version)
+	wv, ok := parseOther(r, obj+": "+object(w.Kind, w.Name), w.Version)
 	if !ok {
-		return
+		return leftWorker{}, false
 	}
 	wm, cpNew, cpOld := MinorOf(wv), MinorOf(newV), MinorOf(old.v)
 
 	if bad := wm.minorsAfter(cpNew); bad > 0 {
-		if !worse(bad, oldKnown, wm.minorsAfter(cpOld)) {
-			r.warn(fmt.Sprintf("%s: %s runs %s, newer than %s; allowed because this change does not widen the gap", obj, who, vs(wv), vs(newV)))
-			return
-		}
-		r.refuse(Violation{
-			Rule:    RuleControlPlaneLeavesWorkerNewer,
-			Field:   field,
-			Value:   value,
-			Message: fmt.Sprintf("%s: %s runs %s, newer than %s; a kubelet must not be newer than the API server", obj, who, vs(wv), vs(newV)),
-			Remedy:  fmt.Sprintf("keep %s at %s.x or later while %s runs %s", field, wm.v(), who, wm.v()),
-		})
-		return
+		return leftWorker{rule: RuleControlPlaneLeavesWorkerNewer, refused: worse(bad, oldKnown, wm.minorsAfter(cpOld)), worker: w, v: wv}, true
 	}
 	skew := kubeletSkew(wm)
-	gap := cpNew.minorsAfter(wm)
-	if bad := gap - skew; bad > 0 {
-		if !worse(bad, oldKnown, cpOld.minorsAfter(wm)-skew) {
-			r.warn(fmt.Sprintf("%s: %s runs %s, %s older than %s, beyond the kubelet skew; allowed because this change does not widen the gap", obj, who, vs(wv), minors(gap), vs(newV)))
-			return
-		}
-		r.refuse(Violation{
-			Rule:    RuleControlPlaneLeavesWorkerTooOld,
-			Field:   field,
-			Value:   value,
-			Message: fmt.Sprintf("%s: %s runs %s, %s older than %s; %s", obj, who, vs(wv), minors(gap), vs(newV), kubeletRule(wm)),
-			Remedy:  fmt.Sprintf("upgrade %s to %s.x or newer first, then set %s to %s", who, oldestKubeletFor(cpNew).v(), field, vs(newV)),
-		})
+	if bad := cpNew.minorsAfter(wm) - skew; bad > 0 {
+		return leftWorker{rule: RuleControlPlaneLeavesWorkerTooOld, refused: worse(bad, oldKnown, cpOld.minorsAfter(wm)-skew), worker: w, v: wv}, true
 	}
+	return leftWorker{}, false
 }
