@@ -2,8 +2,11 @@ package policy
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"hash/fnv"
 	"sort"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -189,8 +193,15 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 	if err := f.reader.List(ctx, mps, inCluster...); err != nil {
 		return nil, fmt.Errorf("listing MachinePools of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
+	// A MachinePool's Machines carry its name as a label value, hashed when
+	// the name is not a valid label value.
+	poolByLabel := map[string]string{}
 	for _, mp := range mps.Items {
-		if mp.Spec.ClusterName != clusterName || which.skips(mp.Labels) {
+		if mp.Spec.ClusterName != clusterName {
+			continue
+		}
+		poolByLabel[poolLabelValue(mp.Name)] = mp.Name
+		if which.skips(mp.Labels) {
 			continue
 		}
 		workers = append(workers, skew.Worker{Kind: "MachinePool", Name: mp.Name, Version: mp.Spec.Template.Spec.Version})
@@ -211,7 +222,9 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
 			version = m.Status.NodeInfo.KubeletVersion
 		}
-		workers = append(workers, skew.Worker{Kind: "Machine", Name: m.Name, Version: version})
+		w := skew.Worker{Kind: "Machine", Name: m.Name, Version: version}
+		w.PoolKind, w.PoolName = poolOf(m.Labels, poolByLabel)
+		workers = append(workers, w)
 	}
 	sort.SliceStable(workers, func(i, j int) bool {
 		if workers[i].Kind != workers[j].Kind {
@@ -220,6 +233,46 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		return workers[i].Name < workers[j].Name
 	})
 	return workers, nil
+}
+
+// poolOf returns the pool a worker Machine belongs to, from the labels
+// Cluster API puts on it: cluster.x-k8s.io/deployment-name (the
+// MachineDeployment's name, through its MachineSet) or
+// cluster.x-k8s.io/pool-name (the MachinePool's name, or its hash, looked up
+// in poolByLabel). Both are "" when it belongs to no pool, or to a MachinePool
+// whose hashed name matches none of the cluster's.
+func poolOf(labels map[string]string, poolByLabel map[string]string) (kind, name string) {
+	if md := labels[clusterv1.MachineDeploymentNameLabel]; md != "" {
+		return "MachineDeployment", md
+	}
+	value := labels[clusterv1.MachinePoolNameLabel]
+	if value == "" {
+		return "", ""
+	}
+	if mp, ok := poolByLabel[value]; ok {
+		return "MachinePool", mp
+	}
+	if !strings.Contains(value, "_") {
+		// The pool is not listed (gone, or not yet in the cache): a value
+		// that is not a hash ("_" is in no object name) is its name.
+		return "MachinePool", value
+	}
+	return "", ""
+}
+
+// poolLabelValue is the value Cluster API writes into a Machine's
+// cluster.x-k8s.io/pool-name label for a MachinePool name: the name when it
+// is a valid label value, else "hash_" + the unpadded URL-safe base64 of its
+// 32-bit FNV-1a hash + "_z" (format.MustFormatValue of
+// sigs.k8s.io/cluster-api/util/labels/format, which the product does not
+// import: it lives in Cluster API's controller module).
+func poolLabelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name)) // never fails
+	return "hash_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil)) + "_z"
 }
 
 // clusterNaming returns the name of the Cluster in namespace whose
