@@ -33,9 +33,10 @@ import (
 //   - MachinePool: spec.clusterName, spec.template.spec.version and the
 //     topology-owned label.
 //   - Machine: spec.clusterName, spec.version, status.nodeInfo.kubeletVersion,
-//     its creation time and the control-plane and topology-owned labels; the
-//     rest (bootstrap, infrastructure, addresses, conditions) is dropped,
-//     which is most of a Machine.
+//     its creation time, the control-plane and topology-owned labels and the
+//     labels that name its MachineDeployment or MachinePool (refusals group
+//     Machines by pool); the rest (bootstrap, infrastructure, addresses,
+//     conditions) is dropped, which is most of a Machine.
 //   - ClusterClass: spec.kubernetesVersions and the upgrade-plan extension
 //     (how Cluster API plans a chained upgrade); its templates, variables
 //     and patches are dropped.
@@ -164,7 +165,11 @@ func TrimMachine(obj any) (any, error) {
 		return obj, nil
 	}
 	trimMeta(&m.ObjectMeta, false, func(k string) bool {
-		return k == clusterv1.MachineControlPlaneLabel || isTopologyOwnedLabel(k)
+		switch k {
+		case clusterv1.MachineControlPlaneLabel, clusterv1.MachineDeploymentNameLabel, clusterv1.MachinePoolNameLabel:
+			return true
+		}
+		return isTopologyOwnedLabel(k)
 	})
 	m.Spec = clusterv1.MachineSpec{ClusterName: m.Spec.ClusterName, Version: m.Spec.Version}
 	var status clusterv1.MachineStatus

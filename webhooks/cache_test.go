@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,7 +27,9 @@ import (
 // cluster puts on them that the guard never reads: managed fields, other
 // controllers' annotations and finalizers, conditions, addresses, topology.
 // Worker Machine md-1-m runs (per its node) v1.31.0 while its spec says
-// v1.34.2, so only a cache that kept status.nodeInfo sees the skew.
+// v1.34.2, so only a cache that kept status.nodeInfo sees the skew. Worker
+// Machines carry the labels that name their pool, so only a cache that kept
+// them words a refusal per pool.
 func fullWorld() []client.Object {
 	world := cluster("v1.34.2", "v1.34.2", "v1.34.2")
 	managed := []metav1.ManagedFieldsEntry{{Manager: "capi-controller", APIVersion: "cluster.x-k8s.io/v1beta2", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
@@ -68,6 +71,7 @@ func fullWorld() []client.Object {
 			o.Status.Replicas = ptr.To[int32](3)
 		case *clusterv1.Machine:
 			decorate(&o.ObjectMeta)
+			o.Labels = map[string]string{clusterv1.MachineDeploymentNameLabel: strings.TrimSuffix(o.Name, "-m"), "other": "x"}
 			o.Spec.ProviderID = "dev://" + o.Name
 			o.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachine", Name: o.Name}
 			o.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineInternalIP, Address: "10.0.0.1"}}
@@ -83,6 +87,8 @@ func fullWorld() []client.Object {
 		&clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mp-0", Annotations: map[string]string{"other": "x"}},
 			Spec: clusterv1.MachinePoolSpec{ClusterName: "c1", Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.31.5",
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{Kind: "DevMachinePool", Name: "mp-0"}}}}},
+		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mp-0-m", Labels: map[string]string{clusterv1.MachinePoolNameLabel: "mp-0", "other": "x"}},
+			Spec: clusterv1.MachineSpec{ClusterName: "c1", Version: "v1.31.5"}},
 	)
 	return world
 }
@@ -136,11 +142,11 @@ func TestCacheTransformsKeepWhatThePolicyReads(t *testing.T) {
 		// Needs pools' versions, the pool of a MachinePool, Machines' node
 		// versions and the control-plane label (cp-0 at v1.30.0 is not a worker).
 		{name: "control plane upgrade leaves workers too old", old: kcp("v1.34.2"), new: kcp("v1.35.0"), wantInRule: "ControlPlaneLeavesWorkerTooOld",
-			wantNames: []string{"Machine md-1-m runs v1.31.0", "MachinePool mp-0 runs v1.31.5"}},
+			wantNames: []string{"Machine md-1-m of MachineDeployment md-1 runs v1.31.0", "MachinePool mp-0 and its Machine mp-0-m run v1.31.5"}},
 		// Needs the KCP's running versions and highest-run stamp from the cache.
 		{name: "topology downgrade", old: topology("v1.34.2"), new: topology("v1.33.0"), wantInRule: "ControlPlaneDowngrade"},
 		{name: "topology upgrade past the workers", old: topology("v1.34.2"), new: topology("v1.35.0"), wantInRule: "ControlPlaneLeavesWorkerTooOld",
-			wantNames: []string{"Machine md-1-m runs v1.31.0"}},
+			wantNames: []string{"Machine md-1-m of MachineDeployment md-1 runs v1.31.0"}},
 	}
 	full, cached := testFacts(t, fullWorld()...), testFacts(t, trimmed(t, fullWorld())...)
 	for _, tc := range cases {
