@@ -53,7 +53,10 @@ number is the live revision. Columns:
   BOOTSTRAP       the bootstrap config template (MachineDeployment); "inline" for a
                   KubeadmControlPlane, with its pinned etcd image tag if any
   CHANGED-BY      the user whose request made it live, from the API server
-  VIA             the field manager of that request (rollout, kubectl-patch, capi-topology, ...)
+  VIA             the field manager of that request (rollout, kubectl-patch, capi-topology, ...),
+                  with the GitOps controller that made the revision in brackets:
+                  "argocd-controller [Argo CD]", "kustomize-controller [Flux]" (known by its
+                  field manager or its service account)
   AGE             how long ago it was made live
   CHANGE-CAUSE    why (--change-cause, or a generated description), with any break-glass
                   override: [override by USER: REASON]
@@ -63,6 +66,12 @@ line below the revision whose content it restarted, with who asked for it and wh
 
 --revision N prints revision N in full (its record and content, as YAML); --diff prints
 how a revision (--revision, default: the previous one) differs from the live object.
+--revision N -o yaml|json prints revision N as the object it is a revision of, as kubectl
+prints the object that holds a revision: apiVersion, kind, name and namespace of the
+MachineDeployment or KubeadmControlPlane, the revision's stamps as its annotations, and the
+revision's content at its place in the spec (spec.template; spec.version,
+spec.machineTemplate and spec.kubeadmConfigSpec), to compare with a manifest in Git.
+-o name prints its ControllerRevision.
 
 Without rollout-guard's records (the guard is not installed, or has never seen the object)
 history says so and shows what the cluster itself still has: the revision annotations of
@@ -82,12 +91,13 @@ objects to ask instead.
 ` + exitCodesHelp,
 		Example: `  rollout history machinedeployment/md-0
   rollout history kcp/my-cluster-control-plane --revision 3
+  rollout history md/md-0 --revision 3 -o yaml
   rollout history md/md-0 --diff
   rollout history md/md-0 -o yaml
   rollout history cluster/my-cluster`,
 		RunE: runE(o),
 	}
-	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Print this revision in full. Not with cluster/NAME.")
+	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Print this revision in full; with -o yaml|json as the object it is a revision of, its content at its place in the spec. Not with cluster/NAME.")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print how the revision (--revision, default: the previous one) differs from the live object. Not with cluster/NAME.")
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -165,7 +175,7 @@ func (o *HistoryOptions) table(set *revisionSet) error {
 			rev += " (also " + also + ")"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rev, orNone(sum.Version), orNone(sum.Infrastructure), orNone(sum.Bootstrap),
-			orUnknown(r.Record.ChangedBy), orDash(r.Record.FieldManager), age(now, r.Record.ChangedAt), oneLine(causeOf(r.Record)))
+			orUnknown(r.Record.ChangedBy), via(r.Record), age(now, r.Record.ChangedAt), oneLine(causeOf(r.Record)))
 		for _, rs := range r.Record.Restarts {
 			fmt.Fprintf(w, "restart\t\t\t\t%s\t%s\t%s\t%s\n", orUnknown(rs.By), orDash(rs.FieldManager), age(now, rs.At),
 				"restart (spec.rollout.after "+rs.After+")")
@@ -253,14 +263,12 @@ func (o *HistoryOptions) revision(set *revisionSet) error {
 	if !ok {
 		return fmt.Errorf("%s has no revision %d; recorded revisions: %s", describe(set.obj, set.kind), o.Revision, set.numbers())
 	}
+	if o.PrintFlags.Data() {
+		return o.printRevision(set, r)
+	}
 	entry, err := entryOf(set, r, true)
 	if err != nil {
 		return err
-	}
-	if o.PrintFlags.Data() {
-		h := newRolloutHistory(set)
-		h.Revisions = []HistoryRevision{entry}
-		return o.printHistory(h)
 	}
 	content := entry.Content
 	entry.Content = nil
@@ -534,6 +542,9 @@ type HistoryRevision struct {
 	ChangedAt string `json:"changedAt,omitempty"`
 	// FieldManager is the request's field manager.
 	FieldManager string `json:"fieldManager,omitempty"`
+	// GitOps is the GitOps controller that made the revision ("Argo CD",
+	// "Flux"), known by its field manager or service account.
+	GitOps string `json:"gitOps,omitempty"`
 	// ChangeType is created, rollout, in-place or adopted.
 	ChangeType string `json:"changeType,omitempty"`
 	// ChangeCause says why.
@@ -619,6 +630,7 @@ func entryOf(set *revisionSet, r revisions.Revision, withContent bool) (HistoryR
 		EtcdImageTag:       sum.EtcdImageTag,
 		ChangedBy:          r.Record.ChangedBy,
 		FieldManager:       r.Record.FieldManager,
+		GitOps:             gitOpsController(r.Record),
 		ChangeType:         r.Record.ChangeType,
 		ChangeCause:        r.Record.ChangeCause,
 		Restarts:           r.Record.Restarts,

@@ -171,7 +171,7 @@ func writeClusterTable(out io.Writer, now time.Time, rows []historyRow) error {
 			rev += " (also " + also + ")"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortRef(r.set), rev, orNone(sum.Version), orUnknown(r.rev.Record.ChangedBy),
-			orDash(r.rev.Record.FieldManager), age(now, r.at), oneLine(causeOf(r.rev.Record)))
+			via(r.rev.Record), age(now, r.at), oneLine(causeOf(r.rev.Record)))
 	}
 	return w.Flush()
 }

@@ -40,10 +40,18 @@ type SwitchOptions struct {
 	DryRun string
 	// ChangeCause is --change-cause.
 	ChangeCause string
+	// Force is --force: change the object even if a GitOps controller
+	// manages it.
+	Force bool
+	// Emit is --emit: print the manifest (yaml) or merge patch (patch) for
+	// Git instead of changing the object.
+	Emit string
 
-	ref   Ref
-	dry   dryRun
-	cause string
+	ref      Ref
+	dry      dryRun
+	emit     emitFormat
+	cause    string
+	causeSet bool
 }
 
 func newSwitchCommand(c *cli) *cobra.Command {
@@ -66,7 +74,10 @@ infrastructure (bootstrap) template kind; the change is checked against rollout-
 policy before it is sent. For a KubeadmControlPlane it sets
 spec.machineTemplate.spec.infrastructureRef and spec.version. A paused object takes the
 change and rolls it out when resumed. Objects managed by a Cluster's topology are refused:
-change the ClusterClass or the Cluster's topology instead.
+change the ClusterClass or the Cluster's topology instead. Objects managed by a GitOps
+controller (Argo CD, Flux) are refused too, because it would revert the change at its next
+sync: make the change in Git (--emit yaml prints the manifest to commit, --emit patch the
+merge patch), or add --force.
 
 rollout KIND/NAME with none of these flags rolls the object out now, like restart.
 
@@ -80,7 +91,10 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
   rollout kcp/my-cluster-control-plane --template devmachinetemplate/cp-rev-2 --version v1.35.2
 
   # Roll out now (the same as rollout restart)
-  rollout machinedeployment/md-0`,
+  rollout machinedeployment/md-0
+
+  # Managed by Argo CD or Flux: print the manifest to commit to Git instead
+  rollout machinedeployment/md-0 --version v1.35.2 --emit yaml`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && cmd.Flags().NFlag() == 0 {
@@ -103,6 +117,8 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2.")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll out; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
+	cmd.Flags().BoolVar(&o.Force, "force", false, "Change the object even if a GitOps controller (Argo CD, Flux) manages it, which reverts the change at its next sync unless Git has it too.")
+	cmd.Flags().StringVar(&o.Emit, "emit", "", emitHelp)
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -126,7 +142,11 @@ func (o *SwitchOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.dry, err = parseDryRun(o.DryRun); err != nil {
 		return err
 	}
+	if o.emit, err = parseEmit(o.Emit); err != nil {
+		return err
+	}
 	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	o.causeSet = cmd.Flags().Changed("change-cause")
 	return nil
 }
 
@@ -151,6 +171,12 @@ func (o *SwitchOptions) Validate() error {
 	}
 	if !switching && o.dry != dryRunNone {
 		return fmt.Errorf("--dry-run goes with --template, --bootstrap-template or --version")
+	}
+	if !switching && (o.emit != emitNone || o.Force) {
+		return fmt.Errorf("--emit and --force go with --template, --bootstrap-template or --version")
+	}
+	if err := validateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, o.Force); err != nil {
+		return err
 	}
 	return o.PrintFlags.Validate()
 }
@@ -219,9 +245,18 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	if oldSnap.Hash == newSnap.Hash {
+		if o.emit != emitNone {
+			o.c.notef("%s already uses these templates and version: nothing to change; printing it as it is live", id)
+			return emit(o.c.IOStreams.Out, o.emit, obj, obj, patch)
+		}
 		return o.print(obj, "unchanged: it already uses these templates and version")
 	}
-	if how := pausedBy(obj); how != "" {
+	if o.emit == emitNone && o.dry == dryRunNone {
+		if err := o.c.checkGitOps("roll out", obj, o.Force, o.inGit(obj)); err != nil {
+			return err
+		}
+	}
+	if how := pausedBy(obj); how != "" && o.emit == emitNone {
 		o.c.warnf("%s is paused (%s): the change is stored now and rolls out when it is resumed", id, how)
 	}
 	if o.dry == dryRunClient && !o.PrintFlags.Data() {
@@ -235,9 +270,16 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.
 		}
 	}
 	if o.dry != dryRunServer {
-		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, "To ask the guard itself, add --dry-run=server.", o.dry == dryRunClient); refusal != nil {
+		hint := "To ask the guard itself, add --dry-run=server."
+		if o.emit != emitNone {
+			hint = "The guard refuses it the same way when a GitOps controller applies it. To ask the guard itself, run the command with --dry-run=server instead of --emit."
+		}
+		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, hint, o.dry == dryRunClient || o.emit != emitNone); refusal != nil {
 			return refusal
 		}
+	}
+	if o.emit != emitNone {
+		return emit(o.c.IOStreams.Out, o.emit, obj, newObj, patch)
 	}
 	cause, err := revisions.ChangeCause(oldSnap, newSnap)
 	if err != nil {
@@ -257,6 +299,17 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.
 		op = "rolling out (server dry run): " + cause
 	}
 	return o.print(obj, op)
+}
+
+// inGit is the command that prints this switch for Git.
+func (o *SwitchOptions) inGit(obj client.Object) string {
+	words := []string{o.c.name(), o.ref.String()}
+	for _, f := range []struct{ flag, value string }{{"--template", o.Template}, {"--bootstrap-template", o.BootstrapTemplate}, {"--version", o.Version}} {
+		if f.value != "" {
+			words = append(words, f.flag, quote(f.value))
+		}
+	}
+	return strings.Join(append(words, "-n", obj.GetNamespace(), "--emit", "yaml"), " ")
 }
 
 func (o *SwitchOptions) print(obj client.Object, op string) error {

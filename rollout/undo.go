@@ -25,16 +25,23 @@ type UndoOptions struct {
 	ToRevision int64
 	// DryRun is --dry-run: none, client or server.
 	DryRun string
-	// Force is --force: send rollout-guard's override annotation.
+	// Force is --force: change the object even if a GitOps controller
+	// manages it; with Reason, also send rollout-guard's override
+	// annotation.
 	Force bool
 	// Reason is --reason, the override's reason.
 	Reason string
 	// ChangeCause is --change-cause.
 	ChangeCause string
+	// Emit is --emit: print the manifest (yaml) or merge patch (patch) for
+	// Git instead of changing the object.
+	Emit string
 
-	ref   Ref
-	dry   dryRun
-	cause string
+	ref      Ref
+	dry      dryRun
+	emit     emitFormat
+	cause    string
+	causeSet bool
 }
 
 func newUndoCommand(c *cli) *cobra.Command {
@@ -47,6 +54,11 @@ history (see rollout history): by default the previous one, or --to-revision N.
 
 Before sending anything, undo checks that
   - the object is not paused and not managed by a Cluster's topology;
+  - the object is not managed by a GitOps controller (Argo CD: annotation
+    argocd.argoproj.io/tracking-id or label app.kubernetes.io/instance; Flux: labels
+    kustomize.toolkit.fluxcd.io/name or helm.toolkit.fluxcd.io/name; or a field manager
+    argocd-controller, kustomize-controller or helm-controller), which would revert the
+    rollback at its next sync: make the change in Git instead (--emit), or add --force;
   - every template the revision references (infrastructureRef, bootstrap configRef) still
     exists;
   - rollout-guard's policy allows the change, judged as the guard judges it (version skew,
@@ -65,6 +77,13 @@ API server and the guard, changing nothing. --force --reason TEXT sends rollout-
 break-glass override annotation: the guard lets a refused change through only for members
 of its override groups, and records the override, its reason and its user in the history.
 
+--emit yaml changes nothing and prints the manifest to commit to Git: the live object with
+the revision's fields, without what the API server and controllers fill in (status,
+managedFields, resourceVersion, uid, creationTimestamp, generation, ownerReferences,
+finalizers) and without rollout-guard's stamps, which the guard writes itself when the
+GitOps controller applies it. --emit patch prints the JSON merge patch instead. Both are
+checked exactly as the rollback itself (the same checks, the same refusals and exit codes).
+
 ` + exitCodesHelp,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
@@ -76,14 +95,18 @@ of its override groups, and records the override, its reason and its user in the
   rollout undo kcp/my-cluster-control-plane --to-revision 3 --dry-run=server
 
   # Break glass (members of the guard's override groups only; recorded)
-  rollout undo kcp/my-cluster-control-plane --to-revision 3 --force --reason "INC-42: restore from backup follows"`,
+  rollout undo kcp/my-cluster-control-plane --to-revision 3 --force --reason "INC-42: restore from backup follows"
+
+  # Managed by Argo CD or Flux: print the manifest of revision 3 to commit to Git
+  rollout undo md/md-0 --to-revision 3 --emit yaml > clusters/prod/md-0.yaml`,
 		RunE: runE(o),
 	}
 	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "The revision to roll back to (default: the previous revision).")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll back; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
-	cmd.Flags().BoolVar(&o.Force, "force", false, "Send rollout-guard's override annotation (needs --reason): the guard lets a refused change through for members of its override groups, and records it.")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "Roll back even if a GitOps controller (Argo CD, Flux) manages the object, which reverts the rollback at its next sync unless Git has it too. With --reason, also send rollout-guard's override annotation: the guard lets a refused change through for members of its override groups, and records it.")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "The reason of a --force override, recorded in the history.")
+	cmd.Flags().StringVar(&o.Emit, "emit", "", emitHelp)
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -99,7 +122,11 @@ func (o *UndoOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.dry, err = parseDryRun(o.DryRun); err != nil {
 		return err
 	}
+	if o.emit, err = parseEmit(o.Emit); err != nil {
+		return err
+	}
 	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	o.causeSet = cmd.Flags().Changed("change-cause")
 	return nil
 }
 
@@ -112,10 +139,13 @@ func (o *UndoOptions) Validate() error {
 		return fmt.Errorf("--to-revision %d: revision numbers start at 1", o.ToRevision)
 	}
 	switch {
-	case o.Force && strings.TrimSpace(o.Reason) == "":
-		return fmt.Errorf("--force needs --reason TEXT: the reason is recorded with the override in the revision history")
+	case o.Force && o.Reason != "" && strings.TrimSpace(o.Reason) == "":
+		return fmt.Errorf("--reason is blank: the reason is recorded with the override in the revision history")
 	case !o.Force && o.Reason != "":
 		return fmt.Errorf("--reason goes with --force: it is the reason of an override")
+	}
+	if err := validateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, o.Force); err != nil {
+		return err
 	}
 	return o.PrintFlags.Validate()
 }
@@ -227,6 +257,15 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 		if n := set.liveNumber(); n != want && n > 0 {
 			op += fmt.Sprintf(" (its content is live as revision %d)", n)
 		}
+		if o.emit != emitNone {
+			// Git may still hold something else: the manifest is worth having.
+			o.c.notef("%s is already at revision %d: nothing to change; printing it as it is live", id, want)
+			patch, err := o.patch(obj, target)
+			if err != nil {
+				return fmt.Errorf("cannot %s: %w", purpose, err)
+			}
+			return emit(o.c.IOStreams.Out, o.emit, obj, obj, patch)
+		}
 		return o.print(obj, op)
 	}
 
@@ -237,6 +276,12 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 	newObj, err := applyMergePatch(obj, patch)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	if o.emit == emitNone && o.dry == dryRunNone {
+		inGit := fmt.Sprintf("%s undo %s --to-revision %d -n %s --emit yaml", o.c.name(), o.ref, want, obj.GetNamespace())
+		if err := o.c.checkGitOps("undo", obj, o.Force, inGit); err != nil {
+			return err
+		}
 	}
 	if o.dry == dryRunClient && !o.PrintFlags.Data() {
 		title := fmt.Sprintf("%s: would roll back from %s to %s (dry run: nothing sent)", id, liveLabel(set), label(target))
@@ -250,12 +295,21 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 	}
 	if o.dry != dryRunServer {
 		hint := "To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT."
-		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, hint, o.dry == dryRunClient); refusal != nil {
-			if !o.Force {
+		switch {
+		case o.emit != emitNone:
+			hint = "The guard refuses it the same way when a GitOps controller applies it. To ask the guard itself, run the undo with --dry-run=server instead of --emit."
+		case o.Force && o.Reason == "":
+			hint = "To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --reason TEXT to --force."
+		}
+		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, hint, o.dry == dryRunClient || o.emit != emitNone); refusal != nil {
+			if !o.Force || o.Reason == "" {
 				return refusal
 			}
 			o.c.warnf("rollout-guard's policy refuses this change (%s); sending it with the override (--force): the guard decides whether you may", strings.Join(refusal.(*policyRefusal).rules, ", "))
 		}
+	}
+	if o.emit != emitNone {
+		return emit(o.c.IOStreams.Out, o.emit, obj, newObj, patch)
 	}
 	if o.dry == dryRunClient {
 		if o.PrintFlags.Data() {
@@ -288,7 +342,7 @@ func (o *UndoOptions) patch(obj client.Object, target revisions.Revision) ([]byt
 		return nil, fmt.Errorf("decoding the rollback patch: %w", err)
 	}
 	ann := causeAnnotations(o.cause)
-	if o.Force {
+	if o.Force && o.Reason != "" {
 		if obj.GetAnnotations()[revisions.AnnotationOverride] == o.Reason {
 			return nil, fmt.Errorf("the object still carries the override reason %q from an earlier override, which the guard treats as spent: give a different --reason", o.Reason)
 		}

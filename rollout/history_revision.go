@@ -1,0 +1,64 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// printRevision prints one revision as data: -o yaml|json the revision as
+// the object it is a revision of (revisionObject), -o name its
+// ControllerRevision.
+func (o *HistoryOptions) printRevision(set *revisionSet, r revisions.Revision) error {
+	if strings.ToLower(o.PrintFlags.Output) == "name" {
+		if r.Name == "" {
+			return fmt.Errorf("%s of %s is live and not recorded in a ControllerRevision yet (rollout-guard records it shortly after each change); try again in a moment, or print it with -o yaml",
+				label(r), describe(set.obj, set.kind))
+		}
+		_, err := fmt.Fprintf(o.c.IOStreams.Out, "controllerrevision.apps/%s\n", r.Name)
+		return err
+	}
+	u, err := revisionObject(set, r)
+	if err != nil {
+		return err
+	}
+	p, err := o.PrintFlags.ToPrinter("")
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(u, o.c.IOStreams.Out)
+}
+
+// revisionObject is revision r of set's object as that object: kubectl
+// prints a revision as the object that holds it (a ReplicaSet, a
+// ControllerRevision); a revision here is part of a MachineDeployment or
+// KubeadmControlPlane, so it is printed as one: the object's apiVersion,
+// kind, name and namespace, the revision's stamps as its annotations (as the
+// object carried them while the revision was live, with the numbers it was
+// live under and its restarts), and the revision's content at its place in
+// the spec (a MachineDeployment's spec.template; a KubeadmControlPlane's
+// spec.version, spec.machineTemplate and spec.kubeadmConfigSpec). It is what
+// a manifest in Git holds at those paths.
+func revisionObject(set *revisionSet, r revisions.Revision) (*unstructured.Unstructured, error) {
+	var content map[string]any
+	if err := json.Unmarshal(r.Snapshot.Data, &content); err != nil {
+		return nil, fmt.Errorf("reading %s of %s: %w", label(r), describe(set.obj, set.kind), err)
+	}
+	spec := content
+	if set.kind.GVK == MachineDeployment.GVK {
+		spec = map[string]any{"template": content}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(set.kind.GVK)
+	u.SetNamespace(set.obj.GetNamespace())
+	u.SetName(set.obj.GetName())
+	// The ControllerRevision codec writes a record's stamps as the object
+	// carries them.
+	cr := revisions.ControllerRevision(set.obj, set.kind.GVK, r.Snapshot, r.Record)
+	u.SetAnnotations(cr.Annotations)
+	return u, nil
+}
