@@ -86,7 +86,41 @@ func RunTests(m *testing.M, name string, opts Options, figures *Figures, started
 		code = max(code, 1)
 	}
 	figures.print("figures")
+	if code != 0 {
+		printErrorDigest(logFile.Name(), 40)
+	}
 	return code
+}
+
+// printErrorDigest writes the last limit error lines of the sandbox log to
+// stderr. CI keeps a failed run's output but not its temporary files, and a
+// rollout that never finishes is most often explained by a controller's
+// repeated "Reconciler error" or a refused write, which this brings into
+// the test output.
+func printErrorDigest(path string, limit int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reading the sandbox log:", err)
+		return
+	}
+	var errs []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, "\tERROR\t") || strings.Contains(line, "Reconciler error") || strings.Contains(line, "denied the request") {
+			errs = append(errs, line)
+		}
+	}
+	if len(errs) == 0 {
+		fmt.Fprintln(os.Stderr, "sandbox log: no error lines")
+		return
+	}
+	skipped := max(len(errs)-limit, 0)
+	fmt.Fprintf(os.Stderr, "sandbox log: last %d of %d error lines:\n", len(errs)-skipped, len(errs))
+	for _, line := range errs[skipped:] {
+		if len(line) > 600 {
+			line = line[:600] + " …"
+		}
+		fmt.Fprintln(os.Stderr, "  "+line)
+	}
 }
 
 // RequireClusterReady fails t unless the Cluster namespace/name, its
