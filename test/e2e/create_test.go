@@ -71,8 +71,8 @@ func TestGuardJudgesNewControlPlanes(t *testing.T) {
 			name:   "control plane older than the workers, found by its label",
 			world:  worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2", workerKubelt: []string{"v1.35.2"}},
 			object: newKCP("v1.34.3", true),
-			wantErr: kcpCreateDenied + `[spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Machine c1-worker-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while Machine c1-worker-0 runs v1.35, ` +
-				`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35]`,
+			wantErr: kcpCreateDenied + `[spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35, ` +
+				`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Machine c1-worker-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while Machine c1-worker-0 runs v1.35]`,
 		},
 		{
 			name:    "control plane older than the workers, found through its Cluster",

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -88,48 +89,78 @@ func newWorld(t *testing.T, spec worldSpec) *world {
 		require.NoError(t, c.Status().Update(ctx, w.kcp))
 	}
 
-	w.md = &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-md-0"},
+	w.md = w.addPool(t, "c1-md-0", spec.mdVersion)
+
+	for i, v := range spec.workerKubelt {
+		w.addMachine(t, fmt.Sprintf("c1-worker-%d", i), v, nil)
+	}
+	// The guard reads through its cache: wait until it has seen this world.
+	waitForGuardCache(t, w)
+	return w
+}
+
+// addPool creates MachineDeployment name of the world's cluster at version.
+func (w *world) addPool(t *testing.T, name, version string) *clusterv1.MachineDeployment {
+	t.Helper()
+	pool := strings.TrimPrefix(name, "c1-")
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: "c1",
 			Replicas:    ptr.To[int32](3),
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": "md-0"}},
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
 			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": "md-0"}},
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": pool}},
 				Spec: clusterv1.MachineSpec{
 					ClusterName: "c1",
-					Version:     spec.mdVersion,
+					Version:     version,
 					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "c1-md-0",
+						APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: name,
 					}},
 					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "c1-md-0",
+						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name,
 					},
 				},
 			},
 		},
 	}
-	require.NoError(t, c.Create(ctx, w.md))
+	require.NoError(t, env.Client.Create(context.Background(), md))
+	return md
+}
 
-	for i, v := range spec.workerKubelt {
-		m := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c1-worker-%d", i)},
-			Spec: clusterv1.MachineSpec{
-				ClusterName: "c1",
-				Version:     v,
-				Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachine", Name: fmt.Sprintf("c1-worker-%d", i),
-				},
-			},
-		}
-		require.NoError(t, c.Create(ctx, m))
-		m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: v}
-		require.NoError(t, c.Status().Update(ctx, m))
+// addPoolMachines creates n worker Machines of MachineDeployment md, named
+// md-00, md-01, ... and labelled as its MachineSet labels them, whose nodes
+// run version. It returns their names.
+func (w *world) addPoolMachines(t *testing.T, md *clusterv1.MachineDeployment, n int, version string) []string {
+	t.Helper()
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("%s-%02d", md.Name, i)
+		w.addMachine(t, name, version, map[string]string{clusterv1.MachineDeploymentNameLabel: md.Name, clusterv1.MachineSetNameLabel: md.Name + "-abcde"})
+		names = append(names, name)
 	}
-	// The guard reads through its cache: wait until it has seen this world.
-	waitForGuardCache(t, w)
-	return w
+	return names
+}
+
+// addMachine creates worker Machine name of the world's cluster with labels,
+// whose node runs version.
+func (w *world) addMachine(t *testing.T, name, version string, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "c1",
+			Version:     version,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachine", Name: name,
+			},
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, m))
+	m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: version}
+	require.NoError(t, env.Client.Status().Update(ctx, m))
 }
 
 // refresh re-reads every object of the world.

@@ -17,7 +17,10 @@ import (
 // probes only a guard that sees everything refuses for the right reasons:
 // md at v1.99.0 (needs the Cluster and kcp: WorkerNewerThanControlPlane),
 // and kcp at v1.99.0, whose refusal must name md and every worker Machine in
-// machines as left too old. Dry-runs record nothing.
+// machines as left too old. A refusal names a pool's Machines with the pool
+// and at most skew.NamesShown of them by name, so machines should be
+// Machines of no pool, or the first of their pool by name. Dry-runs record
+// nothing.
 func (e *Environment) WaitGuardSees(ctx context.Context, md *clusterv1.MachineDeployment, kcp *controlplanev1.KubeadmControlPlane, machines ...string) error {
 	if err := e.waitRefused(ctx, "the Cluster and control plane in the guard's cache", func() error {
 		fresh := md.DeepCopy()
@@ -29,10 +32,10 @@ func (e *Environment) WaitGuardSees(ctx context.Context, md *clusterv1.MachineDe
 	}, "[rule WorkerNewerThanControlPlane]"); err != nil {
 		return err
 	}
-	wants := []string{"MachineDeployment " + md.Name + " runs"}
-	for _, m := range machines {
-		wants = append(wants, "Machine "+m+" runs")
-	}
+	// "...: MachineDeployment md-0 runs ..." alone, or "...: MachineDeployment
+	// md-0 and 3 of its Machines (...) run ..." with its Machines.
+	wants := []string{": MachineDeployment " + md.Name + " "}
+	wants = append(wants, machines...)
 	return e.waitRefused(ctx, "the workers in the guard's cache", func() error {
 		fresh := kcp.DeepCopy()
 		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh); err != nil {
