@@ -1,6 +1,7 @@
 package skew
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,18 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) { c.running = []string{"v1.34.3", "v1.35.0"} }),
 		with(kcp("v1.35.2", "v1.34.1"), func(c *cpCase) { c.workers = []Worker{md("md-0", "v1.35.2")} }),
 		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) { c.workers = []Worker{md("md-0", "v1.32.4")} }),
+		with(kcp("v1.35.2", "v1.34.1"), func(c *cpCase) {
+			c.workers = workers([]Worker{md("demo-md-0", "v1.35.2")}, docMachines("MachineDeployment", "demo-md-0", "mf7ng", 25, "v1.35.2"))
+		}),
+		with(kcp("v1.35.2", "v1.34.1"), func(c *cpCase) {
+			c.workers = []Worker{machineOf("", "", "edge-1", "v1.35.1"), machineOf("", "", "edge-2", "v1.35.2")}
+		}),
+		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) {
+			c.workers = workers([]Worker{md("md-0", "v1.32.4")}, docMachines("MachineDeployment", "md-0", "x7k2q", 3, "v1.31.9"))
+		}),
+		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) {
+			c.workers = workers([]Worker{{Kind: "MachinePool", Name: "mp-0", Version: "v1.33.1"}}, docMachines("MachinePool", "mp-0", "", 4, "v1.32.4"))
+		}),
 		{cluster: true, old: "v1.34.3", new: "v1.33.5"},
 		{cluster: true, old: "v1.33.5", new: "v1.36.1"},
 		{cluster: true, old: "v1.33.5", new: "v1.36.1", plan: classPlan("v1.34.3", "v1.36.1")},
@@ -69,6 +82,7 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 		EvaluateControlPlane(cpCase{cluster: true, old: "v1.33.5", new: "v1.36.1", plan: classPlan("v1.34.3", "v1.35.2", "v1.36.1")}.change()),
 		EvaluateControlPlane(cpCase{cluster: true, old: "v1.32.4", new: "v1.36.1", plan: &UpgradePlan{Source: "upgrade-plan extension plan.demo", Extension: "plan.demo"}}.change()),
 		EvaluateControlPlane(cpCase{old: "v1.36.1", new: "v1.35.2", unrolled: true, running: []string{"v1.35.2"}}.change()),
+		EvaluateControlPlane(cpCase{old: "v1.34.0", new: "v1.34.1", workers: docMachines("MachineDeployment", "md-0", "q4c8v", 5, "v1.35.0")}.change()),
 	}
 	for _, d := range warnings {
 		require.True(t, d.Allowed(), "%v", d.Violations)
@@ -78,4 +92,24 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 	for _, q := range quoted {
 		assert.True(t, strings.Contains(doc, q), "docs/policy.md does not quote:\n%s", q)
 	}
+}
+
+// docMachines returns n Machines of a pool named as Cluster API names them:
+// the pool, its MachineSet's suffix (none for a MachinePool) and a suffix of
+// their own.
+func docMachines(poolKind, pool, set string, n int, version string) []Worker {
+	suffixes := []string{"4xk2p", "8hq9z", "b2l7d", "f6tnw", "j3rm5"}
+	prefix := pool + "-"
+	if set != "" {
+		prefix += set + "-"
+	}
+	var out []Worker
+	for i := range n {
+		suffix := fmt.Sprintf("z%04d", i)
+		if i < len(suffixes) {
+			suffix = suffixes[i]
+		}
+		out = append(out, machineOf(poolKind, pool, prefix+suffix, version))
+	}
+	return out
 }
