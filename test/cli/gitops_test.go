@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -140,4 +141,16 @@ func TestGitOpsUndoArgoCD(t *testing.T) {
 	w.refresh(t)
 	assert.Equal(t, "c1-control-plane", w.kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name)
 	assert.Empty(t, w.kcp.Annotations[revisions.AnnotationOverride], "--force without --reason sends no override")
+}
+
+// TestGitOpsDocsQuoteGoldens: the GitOps transcripts docs/cli.md shows are
+// these golden files, as they are.
+func TestGitOpsDocsQuoteGoldens(t *testing.T) {
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	require.NoError(t, err)
+	for _, name := range []string{"md-emit-revision-1.yaml", "md-table.txt", "md-revision-1.yaml"} {
+		want, err := os.ReadFile(filepath.Join("testdata", "gitops", name))
+		require.NoError(t, err)
+		assert.Contains(t, string(docs), string(want), "docs/cli.md does not quote testdata/gitops/%s as it is", name)
+	}
 }
