@@ -85,34 +85,55 @@ func TestPluginDisplayName(t *testing.T) {
 }
 
 // TestRefusalTextIsTheGuards checks that a refusal found before sending
-// reads exactly as the guard's validating webhook words it.
+// reads exactly as the guard's validating webhook words it, workers grouped
+// by pool as the guard groups them.
 func TestRefusalTextIsTheGuards(t *testing.T) {
-	s := Scheme()
-	live := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
-		Spec:       controlplanev1.KubeadmControlPlaneSpec{Version: "v1.34.2"},
+	machine := func(name string) client.Object {
+		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{clusterv1.MachineDeploymentNameLabel: "md"}}}
+		m.Spec.ClusterName = "c1"
+		m.Spec.Version = "v1.34.2"
+		return m
 	}
-	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md"}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}}
-	md.Spec.Template.Spec.Version = "v1.34.2"
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(live, md).Build()
-	p := policy.Policy{Reader: c, Mapper: c.RESTMapper()}
-	next := live.DeepCopy()
-	next.Spec.Version = "v1.32.0"
+	cases := []struct {
+		name     string
+		machines []client.Object
+		wantLine string // one field error of the refusal
+	}{
+		{name: "a downgrade below a pool", wantLine: "spec.version: Forbidden: KubeadmControlPlane cp: MachineDeployment md runs v1.34.2, newer than v1.32.0;"},
+		{name: "a downgrade below a pool of 5 Machines", machines: []client.Object{machine("md-a"), machine("md-b"), machine("md-c"), machine("md-d"), machine("md-e")},
+			wantLine: "spec.version: Forbidden: KubeadmControlPlane cp: MachineDeployment md and 5 of its Machines (md-a, md-b, md-c and 2 more) run v1.34.2, newer than v1.32.0;"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Scheme()
+			live := &controlplanev1.KubeadmControlPlane{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
+				Spec:       controlplanev1.KubeadmControlPlaneSpec{Version: "v1.34.2"},
+			}
+			md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md"}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}}
+			md.Spec.Template.Spec.Version = "v1.34.2"
+			c := fake.NewClientBuilder().WithScheme(s).WithObjects(append([]client.Object{live, md}, tc.machines...)...).Build()
+			p := policy.Policy{Reader: c, Mapper: c.RESTMapper()}
+			next := live.DeepCopy()
+			next.Spec.Version = "v1.32.0"
 
-	d, _, err := p.Decide(context.Background(), live, next)
-	require.NoError(t, err)
-	require.False(t, d.Allowed())
-	_, kcpV, _ := webhooks.NewValidators(p, nil, nil)
-	_, guardErr := kcpV.ValidateUpdate(context.Background(), live, next)
-	require.Error(t, guardErr)
-	assert.Equal(t, guardErr.Error(), refusalText(KubeadmControlPlane, "cp", d))
+			d, _, err := p.Decide(context.Background(), live, next)
+			require.NoError(t, err)
+			require.False(t, d.Allowed())
+			_, kcpV, _ := webhooks.NewValidators(p, nil, nil)
+			_, guardErr := kcpV.ValidateUpdate(context.Background(), live, next)
+			require.Error(t, guardErr)
+			assert.Contains(t, guardErr.Error(), tc.wantLine)
+			assert.Equal(t, guardErr.Error(), refusalText(KubeadmControlPlane, "cp", d))
 
-	cl := &clients{client: c, mapper: c.RESTMapper()}
-	r := &cli{Options: Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}}
-	refusal := r.checkPolicy(context.Background(), cl, live, next, "hint", false)
-	require.Error(t, refusal)
-	assert.Equal(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+guardErr.Error()+"\nhint", refusal.Error())
-	assert.NoError(t, r.checkPolicy(context.Background(), cl, live, live.DeepCopyObject().(client.Object), "hint", false))
+			cl := &clients{client: c, mapper: c.RESTMapper()}
+			r := &cli{Options: Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}}
+			refusal := r.checkPolicy(context.Background(), cl, live, next, "hint", false)
+			require.Error(t, refusal)
+			assert.Equal(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+guardErr.Error()+"\nhint", refusal.Error())
+			assert.NoError(t, r.checkPolicy(context.Background(), cl, live, live.DeepCopyObject().(client.Object), "hint", false))
+		})
+	}
 }
 
 func TestQuote(t *testing.T) {
