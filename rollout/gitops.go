@@ -19,13 +19,15 @@ const (
 	// ArgoCDInstanceLabel is Argo CD's label tracking method (its default
 	// before 3.0): the Application's name.
 	ArgoCDInstanceLabel = "app.kubernetes.io/instance"
-	// FluxKustomizeNameLabel and FluxKustomizeNamespaceLabel name the Flux
-	// Kustomization that applied an object.
-	FluxKustomizeNameLabel      = "kustomize.toolkit.fluxcd.io/name"
+	// FluxKustomizeNameLabel is the name of the Flux Kustomization that
+	// applied an object.
+	FluxKustomizeNameLabel = "kustomize.toolkit.fluxcd.io/name"
+	// FluxKustomizeNamespaceLabel is that Kustomization's namespace.
 	FluxKustomizeNamespaceLabel = "kustomize.toolkit.fluxcd.io/namespace"
-	// FluxHelmNameLabel and FluxHelmNamespaceLabel name the Flux HelmRelease
-	// that installed an object.
-	FluxHelmNameLabel      = "helm.toolkit.fluxcd.io/name"
+	// FluxHelmNameLabel is the name of the Flux HelmRelease that installed
+	// an object.
+	FluxHelmNameLabel = "helm.toolkit.fluxcd.io/name"
+	// FluxHelmNamespaceLabel is that HelmRelease's namespace.
 	FluxHelmNamespaceLabel = "helm.toolkit.fluxcd.io/namespace"
 )
 

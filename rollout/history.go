@@ -177,7 +177,7 @@ func (o *HistoryOptions) table(set *revisionSet) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rev, orNone(sum.Version), orNone(sum.Infrastructure), orNone(sum.Bootstrap),
 			orUnknown(r.Record.ChangedBy), via(r.Record), age(now, r.Record.ChangedAt), oneLine(causeOf(r.Record)))
 		for _, rs := range r.Record.Restarts {
-			fmt.Fprintf(w, "restart\t\t\t\t%s\t%s\t%s\t%s\n", orUnknown(rs.By), orDash(rs.FieldManager), age(now, rs.At),
+			fmt.Fprintf(w, "restart\t\t\t\t%s\t%s\t%s\t%s\n", orUnknown(rs.By), via(revisions.Record{ChangedBy: rs.By, FieldManager: rs.FieldManager}), age(now, rs.At),
 				"restart (spec.rollout.after "+rs.After+")")
 		}
 	}

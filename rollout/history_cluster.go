@@ -158,7 +158,7 @@ func writeClusterTable(out io.Writer, now time.Time, rows []historyRow) error {
 	fmt.Fprintln(w, "OBJECT\tREVISION\tVERSION\tCHANGED-BY\tVIA\tAGE\tCHANGE-CAUSE")
 	for _, r := range rows {
 		if rs := r.restart; rs != nil {
-			fmt.Fprintf(w, "%s\trestart\t\t%s\t%s\t%s\t%s\n", shortRef(r.set), orUnknown(rs.By), orDash(rs.FieldManager), age(now, rs.At),
+			fmt.Fprintf(w, "%s\trestart\t\t%s\t%s\t%s\t%s\n", shortRef(r.set), orUnknown(rs.By), via(revisions.Record{ChangedBy: rs.By, FieldManager: rs.FieldManager}), age(now, rs.At),
 				"restart (spec.rollout.after "+rs.After+")")
 			continue
 		}
