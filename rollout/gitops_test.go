@@ -341,6 +341,8 @@ func TestUndoEmit(t *testing.T) {
 			refusal, _, _ := strings.Cut(liveErr[strings.Index(liveErr, "error: "):], "\n")
 			assert.Contains(t, refusal, "error: rollout-guard's policy refuses this change (checked before sending; nothing was changed): ")
 			assert.Contains(t, refusal, "[rule WorkerNewerThanControlPlane]")
+			assert.True(t, strings.HasSuffix(liveErr, refusal+"\nTo ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --reason TEXT to --force.\n"),
+				"--force without --reason sends no override and says so:\n%s", liveErr)
 			assert.Equal(t, refusal+"\nThe guard refuses it the same way when a GitOps controller applies it. To ask the guard itself, run the undo with --dry-run=server instead of --emit.\n", errOut)
 
 			assert.Empty(t, w.all(), "nothing is sent")
