@@ -17,7 +17,7 @@ help: ## Show the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd and kubectl from source into bin/ (skipped when up to date).
+tools: ## Build kube-apiserver, etcd, kubectl, promtool and kube-state-metrics from source into bin/ (skipped when up to date).
 	hack/tools/install.sh $(BIN)
 
 .PHONY: build
@@ -89,7 +89,7 @@ bench-admission: tools build ## End-to-end admission overhead: no admission, VAP
 	  --out $(BENCH_DIR)/admission.txt $(BENCH_ADMISSION_FLAGS)
 
 .PHONY: bench-scale
-bench-scale: build ## The guard against 2,000 clusters: memory and latency, next to 100 clusters (bench/scale.txt; takes minutes).
+bench-scale: tools build ## The guard against 2,000 clusters: memory and latency, next to 100 clusters (bench/scale.txt; takes minutes).
 	@mkdir -p $(BENCH_DIR)
 	cd test && go run ./cmd/bench-scale --clusters 2000 --small 100 --burst 500 --variants default,GOGC=100,GOMEMLIMIT=96MiB --out $(BENCH_DIR)/scale.txt
 
