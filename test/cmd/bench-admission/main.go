@@ -486,6 +486,8 @@ func (b *bench) startNoop(ctx context.Context) error {
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// Any answer will do (the server has no health path, as the
+		// guard's webhook server has none).
 		resp, err := hc.Get(b.noopURL + "/healthz")
 		if err == nil {
 			_ = resp.Body.Close()

@@ -1,46 +1,65 @@
-// Command noop-webhook is the cheapest admission webhook server one could
-// register: it answers every AdmissionReview on HTTPS with "allowed" and no
-// patch. make bench-admission registers it in place of the guard (same
-// rules, timeouts and matchConditions) to measure the floor any
-// validating + mutating webhook pair pays: the API server's round trips.
+// Command noop-webhook is the floor any validating + mutating webhook pair
+// pays: the API server's round trips to a webhook server, and nothing else.
+// make bench-admission registers it in place of the guard, from the guard's
+// own manifests (config/webhook/manifests.yaml: same paths, rules,
+// matchConditions and timeouts).
 //
-// Paths beginning with /mutate answer as a mutating webhook, every other path
-// as a validating one. So that the benchmark can tell that the API server
-// really calls it, an object carrying the annotation
-// rollout-bench/probe=refuse is refused (validating paths), and one carrying
-// rollout-bench/probe=mutate gets the annotation rollout-bench/mutated=true
-// (mutating paths). The benchmark's own edits carry neither.
+// It is served by the guard's own stack, so that the comparison is about
+// the guard's work and not about the server: controller-runtime's webhook
+// server (webhook.NewServer) with the Options cmd/webhook gives it (TLS 1.2
+// at least, the serving certificate watched in --cert-dir, HTTP/2 offered
+// through ALPN as controller-runtime does), wrapped in
+// webhooks.DrainingServer as the guard is, each path handled by a
+// controller-runtime admission.Webhook (which decodes the AdmissionReview
+// as the guard's handlers do). The handlers allow everything.
+//
+// So that the benchmark can tell that the API server really calls it, an
+// object carrying the annotation rollout-bench/probe=refuse is refused
+// (validating paths), and one carrying rollout-bench/probe=mutate gets the
+// annotation rollout-bench/mutated=true (mutating paths). The benchmark's
+// own edits carry neither.
 package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
-	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"gomodules.xyz/jsonpatch/v2"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rollout-guard/rollout-guard/webhooks"
 )
 
 // Markers the benchmark's probes put on an object (see the package comment).
 var (
 	refuseMarker = []byte(`"rollout-bench/probe":"refuse"`)
 	mutateMarker = []byte(`"rollout-bench/probe":"mutate"`)
-	// mutatePatch adds rollout-bench/mutated=true; the probe object always
-	// has annotations (it carries the marker), so the map exists.
-	mutatePatch = []byte(`[{"op":"add","path":"/metadata/annotations/rollout-bench~1mutated","value":"true"}]`)
+)
+
+// refusal is the message of a refused probe; the benchmark looks for it.
+const refusal = "noop-webhook: refused the probe (annotation rollout-bench/probe=refuse)"
+
+// validatingPaths and mutatingPaths are the paths the guard serves
+// (webhooks.SetupWithManager), which config/webhook/manifests.yaml names;
+// TestPathsAreTheManifests keeps them in step.
+var (
+	validatingPaths = []string{
+		"/validate-cluster-x-k8s-io-v1beta2-machinedeployment",
+		webhooks.ValidateKubeadmControlPlanePath,
+		"/validate-cluster-x-k8s-io-v1beta2-cluster",
+	}
+	mutatingPaths = []string{
+		webhooks.MutateMachineDeploymentPath,
+		webhooks.MutateKubeadmControlPlanePath,
+	}
 )
 
 func main() {
@@ -51,68 +70,58 @@ func main() {
 	if *certDir == "" {
 		log.Fatal("noop-webhook: --cert-dir is required")
 	}
-	if err := serve(net.JoinHostPort(*host, strconv.Itoa(*port)), *certDir); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, *host, *port, *certDir); err != nil {
 		log.Fatalf("noop-webhook: %v", err)
 	}
 }
 
-func serve(addr, certDir string) error {
-	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
-	if err != nil {
-		return fmt.Errorf("loading the serving certificate from %s: %w", certDir, err)
+// newServer is the guard's webhook server (cmd/webhook) with the no-op
+// handlers registered at the guard's paths.
+func newServer(host string, port int, certDir string) webhook.Server {
+	srv := webhooks.DrainingServer{Server: webhook.NewServer(webhook.Options{
+		Host:    host,
+		Port:    port,
+		CertDir: certDir,
+		TLSOpts: []func(*tls.Config){minTLS12},
+	})}
+	for _, path := range validatingPaths {
+		srv.Register(path, &webhook.Admission{Handler: admission.HandlerFunc(validate)})
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/", review)
-	srv := &http.Server{
-		Addr:    addr,
-		Handler: mux,
-		// HTTP/1.1 only, as controller-runtime's webhook server (the guard's)
-		// serves by default: the comparison is then about the work, not the
-		// protocol. A non-nil empty TLSNextProto turns HTTP/2 off.
-		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
+	for _, path := range mutatingPaths {
+		srv.Register(path, &webhook.Admission{Handler: admission.HandlerFunc(mutate)})
 	}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	errs := make(chan error, 1)
-	go func() { errs <- srv.ListenAndServeTLS("", "") }()
-	log.Printf("noop-webhook: serving on https://%s", addr)
-	select {
-	case <-stop:
-		return srv.Close()
-	case err := <-errs:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return fmt.Errorf("serving on %s: %w", addr, err)
-	}
+	return srv
 }
 
-// review answers one AdmissionReview: allowed, unless a probe marker asks
-// otherwise.
-func review(w http.ResponseWriter, r *http.Request) {
-	var in admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Request == nil {
-		http.Error(w, fmt.Sprintf("decoding the AdmissionReview: %v", err), http.StatusBadRequest)
-		return
+func serve(ctx context.Context, host string, port int, certDir string) error {
+	srv := newServer(host, port, certDir)
+	log.Printf("noop-webhook: serving on https://%s:%d", host, port)
+	if err := srv.Start(ctx); err != nil {
+		return fmt.Errorf("serving on %s:%d: %w", host, port, err)
 	}
-	resp := &admissionv1.AdmissionResponse{UID: in.Request.UID, Allowed: true}
-	obj := in.Request.Object.Raw
-	if strings.HasPrefix(r.URL.Path, "/mutate") {
-		if bytes.Contains(obj, mutateMarker) {
-			pt := admissionv1.PatchTypeJSONPatch
-			resp.PatchType, resp.Patch = &pt, mutatePatch
-		}
-	} else if bytes.Contains(obj, refuseMarker) {
-		resp.Allowed = false
-		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden,
-			Reason: metav1.StatusReasonForbidden, Message: "noop-webhook: refused the probe (annotation rollout-bench/probe=refuse)"}
+	return nil
+}
+
+// minTLS12 is cmd/webhook's TLS option, repeated here because that one is
+// in a main package.
+func minTLS12(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }
+
+// validate allows, unless the probe marker asks for a refusal.
+func validate(_ context.Context, req admission.Request) admission.Response {
+	if bytes.Contains(req.Object.Raw, refuseMarker) {
+		return admission.Denied(refusal)
 	}
-	out := admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp}
-	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(&out); err != nil {
-		log.Printf("noop-webhook: writing the response: %v", err)
+	return admission.Allowed("")
+}
+
+// mutate allows unchanged, unless the probe marker asks for a mutation.
+// The probe object always has annotations (it carries the marker), so the
+// map exists.
+func mutate(_ context.Context, req admission.Request) admission.Response {
+	if bytes.Contains(req.Object.Raw, mutateMarker) {
+		return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/annotations/rollout-bench~1mutated", "true"))
 	}
+	return admission.Allowed("")
 }

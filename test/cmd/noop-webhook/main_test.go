@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// TestPathsAreTheManifests: the no-op server serves exactly the paths the
+// guard's manifests register, so the API server calls it for the same
+// requests it would call the guard for.
+func TestPathsAreTheManifests(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var validating, mutating []string
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var cfg struct {
+			Kind     string `json:"kind"`
+			Webhooks []struct {
+				ClientConfig admissionregistrationv1.WebhookClientConfig `json:"clientConfig"`
+			} `json:"webhooks"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
+			t.Fatalf("decoding the manifests: %v", err)
+		}
+		for _, w := range cfg.Webhooks {
+			if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
+				t.Fatalf("webhook without a service path in the manifests: %+v", w.ClientConfig)
+			}
+			switch cfg.Kind {
+			case "ValidatingWebhookConfiguration":
+				validating = append(validating, *w.ClientConfig.Service.Path)
+			case "MutatingWebhookConfiguration":
+				mutating = append(mutating, *w.ClientConfig.Service.Path)
+			}
+		}
+	}
+	same := func(a, b []string) bool {
+		a, b = slices.Clone(a), slices.Clone(b)
+		slices.Sort(a)
+		slices.Sort(b)
+		return slices.Equal(slices.Compact(a), slices.Compact(b))
+	}
+	if !same(validating, validatingPaths) {
+		t.Errorf("validating paths %v, the manifests name %v", validatingPaths, validating)
+	}
+	if !same(mutating, mutatingPaths) {
+		t.Errorf("mutating paths %v, the manifests name %v", mutatingPaths, mutating)
+	}
+}
+
+// TestServesHTTP2AndAllows: through the same server stack as the guard, a
+// client offering HTTP/2 (as the API server's webhook client does) speaks
+// HTTP/2, every request is allowed, and the probe markers work.
+func TestServesHTTP2AndAllows(t *testing.T) {
+	dir := t.TempDir()
+	pool := writeCert(t, dir)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := newServer("127.0.0.1", port, dir)
+	go func() { _ = srv.Start(ctx) }()
+
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}}
+	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	review := func(path, obj string) (*admissionv1.AdmissionResponse, string) {
+		t.Helper()
+		in := admissionv1.AdmissionReview{}
+		in.APIVersion, in.Kind = "admission.k8s.io/v1", "AdmissionReview"
+		in.Request = &admissionv1.AdmissionRequest{UID: "u1", Object: runtime.RawExtension{Raw: []byte(obj)}, OldObject: runtime.RawExtension{Raw: []byte(obj)}}
+		body, _ := json.Marshal(&in)
+		var resp *http.Response
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err = hc.Post(base+path, "application/json", bytes.NewReader(body))
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		var out admissionv1.AdmissionReview
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil {
+			t.Fatalf("POST %s: decoding the answer: %v", path, err)
+		}
+		return out.Response, resp.Proto
+	}
+	plain := `{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineDeployment","metadata":{"name":"a"}}`
+	for _, path := range append(slices.Clone(validatingPaths), mutatingPaths...) {
+		r, proto := review(path, plain)
+		if !r.Allowed || len(r.Patch) != 0 {
+			t.Errorf("%s: allowed %v, patch %s; want allowed, no patch", path, r.Allowed, r.Patch)
+		}
+		if proto != "HTTP/2.0" {
+			t.Errorf("%s: served over %s, want HTTP/2.0 as the guard's server negotiates it", path, proto)
+		}
+	}
+	marked := func(v string) string {
+		return `{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineDeployment","metadata":{"name":"a","annotations":{"rollout-bench/probe":"` + v + `"}}}`
+	}
+	if r, _ := review(validatingPaths[0], marked("refuse")); r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, "noop-webhook: refused the probe") {
+		t.Errorf("refuse probe: %+v, want refused with the probe's message", r)
+	}
+	if r, _ := review(mutatingPaths[0], marked("mutate")); !r.Allowed || !strings.Contains(string(r.Patch), "rollout-bench~1mutated") {
+		t.Errorf("mutate probe: allowed %v, patch %s; want the mutated annotation", r.Allowed, r.Patch)
+	}
+}
+
+// writeCert writes a self-signed serving certificate for 127.0.0.1 into
+// dir and returns a pool that trusts it.
+func writeCert(t *testing.T, dir string) *x509.CertPool {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "noop"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
+}
