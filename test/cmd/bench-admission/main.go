@@ -98,6 +98,10 @@ type options struct {
 	binDir            string
 	out               string
 	configs           string
+	// watch runs the background watcher in every configuration.
+	watch bool
+	// watchKubeconfig makes this process the watcher (see watcher.go).
+	watchKubeconfig string
 }
 
 func main() {
@@ -113,7 +117,16 @@ func main() {
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
 	flag.StringVar(&o.configs, "configs", "none,vap,noop,noop-nomc,guard", "configurations to run")
+	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")
+	flag.StringVar(&o.watchKubeconfig, "watch-kubeconfig", "", "internal: be the background watcher of the cluster of this kubeconfig")
 	flag.Parse()
+	if o.watchKubeconfig != "" {
+		if err := runWatcher(o.watchKubeconfig); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-admission watcher:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-admission:", err)
 		os.Exit(1)
@@ -139,6 +152,7 @@ type bench struct {
 	out      io.Writer
 	noopURL  string
 	noopCmd  *exec.Cmd
+	watcher  *watcher
 	mds      []types.NamespacedName
 	kcps     []types.NamespacedName
 	patchSeq map[types.NamespacedName]int
@@ -189,6 +203,7 @@ func run(o options) (retErr error) {
 		cpu: map[string]map[string]map[string]time.Duration{}}
 	defer func() {
 		b.stopNoop()
+		b.stopWatcher()
 		if err := env.Stop(); err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("stopping the environment: %w", err))
 		}
@@ -203,6 +218,11 @@ func run(o options) (retErr error) {
 
 	if err := b.createObjects(ctx); err != nil {
 		return err
+	}
+	if o.watch {
+		if err := b.startWatcher(ctx); err != nil {
+			return err
+		}
 	}
 	// Start the guard once to set up its identity and certificate, which the
 	// no-op webhook serves too (the API server trusts its CA).
@@ -230,6 +250,9 @@ func run(o options) (retErr error) {
 		}
 	}
 	b.report(configs, time.Since(begin))
+	if o.watch {
+		fmt.Fprintf(b.out, "\n# The background watcher's events over the whole run: %s\n", b.stopWatcher())
+	}
 	if err := b.apiServerMetrics(ctx, &cfg); err != nil {
 		return err
 	}
@@ -276,12 +299,12 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if _, _, err := b.timeEdits(ctx, edit, b.o.warmup); err != nil {
 			return fmt.Errorf("warming up %s: %w", edit, err)
 		}
-		cpu0 := processCPU()
+		cpu0 := processCPU(b.procNames())
 		lat, wall, err := b.timeEdits(ctx, edit, n)
 		if err != nil {
 			return fmt.Errorf("edits %s: %w", edit, err)
 		}
-		cpu1 := processCPU()
+		cpu1 := processCPU(b.procNames())
 		b.add(cf.name, edit, lat, wall, cpu0, cpu1)
 		s := summarize(lat, wall)
 		fmt.Fprintf(b.out, "BenchmarkAdmission/config=%s/edit=%s %d %d ns/op %d p50-ns %d p90-ns %d p99-ns %.1f req/s\n",
@@ -859,7 +882,7 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 	}
 
 	fmt.Fprintf(w, "\n# CPU time per edit (ms), from /proc of each process during the measured slices\n\n")
-	procs := []string{"kube-apiserver", "etcd", "webhook", "noop-webhook", "bench-admission"}
+	procs := []string{"kube-apiserver", "etcd", "webhook", "noop-webhook", "watcher", "bench-admission"}
 	fmt.Fprintf(w, "| edit | configuration | %s |\n", strings.Join(procs, " | "))
 	fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(procs)))
 	for _, edit := range edits {
@@ -915,8 +938,9 @@ func ratio(v time.Duration, stats map[string]map[string]summary, base, edit stri
 
 // processCPU returns the CPU time (user + system) of this process and of
 // each of its child processes, by command name (kube-apiserver, etcd,
-// webhook, noop-webhook); this process is "bench-admission".
-func processCPU() map[string]time.Duration {
+// webhook, noop-webhook), or by the name names gives its pid; this process
+// is "bench-admission".
+func processCPU(names map[int]string) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	self := os.Getpid()
 	if t, _, _, ok := readStat(self); ok {
@@ -934,6 +958,9 @@ func processCPU() map[string]time.Duration {
 		t, ppid, comm, ok := readStat(pid)
 		if !ok || ppid != self {
 			continue
+		}
+		if name, ok := names[pid]; ok {
+			comm = name
 		}
 		out[comm] += t
 	}
@@ -973,6 +1000,15 @@ func apiServerVersion(binDir string) string {
 		return "unknown"
 	}
 	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes "))
+}
+
+// procNames names the child processes whose command name is not theirs
+// alone: the watcher is this binary too.
+func (b *bench) procNames() map[int]string {
+	if pid := b.watcher.pid(); pid != 0 {
+		return map[int]string{pid: "watcher"}
+	}
+	return nil
 }
 
 // insecureTLS is for the readiness wait only (see startNoop).

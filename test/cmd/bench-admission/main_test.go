@@ -62,7 +62,7 @@ func TestShare(t *testing.T) {
 }
 
 func TestReadStatOfThisProcess(t *testing.T) {
-	cpu := processCPU()
+	cpu := processCPU(nil)
 	if _, ok := cpu["bench-admission"]; !ok {
 		t.Fatalf("processCPU() = %v, want an entry for this process", cpu)
 	}
