@@ -1,5 +1,5 @@
-// Package history keeps the revision history of MachineDeployments and
-// KubeadmControlPlanes in apps/v1 ControllerRevisions: the Recorder writes one
+// Package history keeps the revision history of MachineDeployments,
+// MachinePools and KubeadmControlPlanes in apps/v1 ControllerRevisions: the Recorder writes one
 // revision (idempotently, keyed by the hash of its content), List reads an
 // object's history with one request, and the Reconciler makes sure the live
 // revision of every object is recorded and prunes old ones.

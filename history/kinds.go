@@ -44,6 +44,21 @@ var MachineDeployment = Kind{
 	},
 }
 
+// MachinePool is the history kind of MachinePools. A MachinePool has no
+// rollout.after (Cluster API gives it none), so it is never restarted.
+var MachinePool = Kind{
+	GVK: clusterv1.GroupVersion.WithKind("MachinePool"),
+	New: func() client.Object { return &clusterv1.MachinePool{} },
+	Snapshot: func(o client.Object) (revisions.Snapshot, error) {
+		mp, ok := o.(*clusterv1.MachinePool)
+		if !ok {
+			return revisions.Snapshot{}, fmt.Errorf("expected a MachinePool, got %T", o)
+		}
+		return revisions.ForMachinePool(mp)
+	},
+	RolloutAfter: func(client.Object) string { return "" },
+}
+
 // KubeadmControlPlane is the history kind of KubeadmControlPlanes.
 var KubeadmControlPlane = Kind{
 	GVK: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"),
@@ -69,6 +84,8 @@ func KindOf(obj client.Object) (Kind, bool) {
 	switch obj.(type) {
 	case *clusterv1.MachineDeployment:
 		return MachineDeployment, true
+	case *clusterv1.MachinePool:
+		return MachinePool, true
 	case *controlplanev1.KubeadmControlPlane:
 		return KubeadmControlPlane, true
 	}

@@ -21,7 +21,7 @@ func init() {
 	// Every kind's series exists from the start at 0, so that the first
 	// failure after a restart is an increase an alert sees, not the first
 	// sample of a new series (which increase() and rate() cannot count).
-	for _, k := range []Kind{MachineDeployment, KubeadmControlPlane} {
+	for _, k := range []Kind{MachineDeployment, MachinePool, KubeadmControlPlane} {
 		recordErrorsTotal.WithLabelValues(k.GVK.Kind)
 	}
 }

@@ -4,8 +4,9 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 )
 
-// machineDeploymentVersionField is where a MachineDeployment's Kubernetes version lives.
-const machineDeploymentVersionField = "spec.template.spec.version"
+// workerVersionField is where a worker pool's (MachineDeployment's or
+// MachinePool's) Kubernetes version lives.
+const workerVersionField = "spec.template.spec.version"
 
 // SkipTopologyVersionCheckAnnotation is Cluster API's bypass of its own
 // topology version checks. The guard's rules still apply with it set.

@@ -46,6 +46,9 @@ func (p Policy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.
 	case *clusterv1.MachineDeployment:
 		old, _ := oldObj.(*clusterv1.MachineDeployment)
 		return p.decideMachineDeployment(ctx, old, obj)
+	case *clusterv1.MachinePool:
+		old, _ := oldObj.(*clusterv1.MachinePool)
+		return p.decideMachinePool(ctx, old, obj)
 	case *controlplanev1.KubeadmControlPlane:
 		old, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
 		return p.decideKubeadmControlPlane(ctx, old, obj)
@@ -57,14 +60,44 @@ func (p Policy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.
 }
 
 func (p Policy) decideMachineDeployment(ctx context.Context, oldMD, newMD *clusterv1.MachineDeployment) (skew.Decision, []string, error) {
-	change := skew.WorkerChange{
-		Kind:         "MachineDeployment",
-		Name:         newMD.Name,
-		VersionField: machineDeploymentVersionField,
-		NewVersion:   newMD.Spec.Template.Spec.Version,
-	}
+	pool := workerPool{kind: "MachineDeployment", namespace: newMD.Namespace, name: newMD.Name, clusterName: newMD.Spec.ClusterName, newVersion: newMD.Spec.Template.Spec.Version}
 	if oldMD != nil {
-		change.OldVersion = oldMD.Spec.Template.Spec.Version
+		pool.oldVersion, pool.hasOld = oldMD.Spec.Template.Spec.Version, true
+	}
+	return p.decideWorkerPool(ctx, pool)
+}
+
+// decideMachinePool judges a MachinePool exactly as a MachineDeployment:
+// both run kubelets of spec.template.spec.version against their Cluster's
+// control plane.
+func (p Policy) decideMachinePool(ctx context.Context, oldMP, newMP *clusterv1.MachinePool) (skew.Decision, []string, error) {
+	pool := workerPool{kind: "MachinePool", namespace: newMP.Namespace, name: newMP.Name, clusterName: newMP.Spec.ClusterName, newVersion: newMP.Spec.Template.Spec.Version}
+	if oldMP != nil {
+		pool.oldVersion, pool.hasOld = oldMP.Spec.Template.Spec.Version, true
+	}
+	return p.decideWorkerPool(ctx, pool)
+}
+
+// workerPool is the part of a worker pool (MachineDeployment or
+// MachinePool) its version change is judged on.
+type workerPool struct {
+	kind, namespace, name, clusterName string
+	oldVersion, newVersion             string
+	// hasOld is false on create.
+	hasOld bool
+}
+
+// decideWorkerPool judges a worker pool's version change against its
+// Cluster's control plane: the one code path of every worker pool kind.
+func (p Policy) decideWorkerPool(ctx context.Context, pool workerPool) (skew.Decision, []string, error) {
+	change := skew.WorkerChange{
+		Kind:         pool.kind,
+		Name:         pool.name,
+		VersionField: workerVersionField,
+		NewVersion:   pool.newVersion,
+	}
+	if pool.hasOld {
+		change.OldVersion = pool.oldVersion
 		if change.OldVersion == change.NewVersion {
 			return skew.Decision{}, nil, nil
 		}
@@ -72,15 +105,15 @@ func (p Policy) decideMachineDeployment(ctx context.Context, oldMD, newMD *clust
 	if change.NewVersion == "" {
 		return skew.Decision{}, nil, nil
 	}
-	cp, reason, err := p.facts().controlPlaneOf(ctx, newMD.Namespace, newMD.Spec.ClusterName)
+	cp, reason, err := p.facts().controlPlaneOf(ctx, pool.namespace, pool.clusterName)
 	if err != nil {
-		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of MachineDeployment %s/%s: %w", newMD.Namespace, newMD.Name, err)
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of %s %s/%s: %w", pool.kind, pool.namespace, pool.name, err)
 	}
 	if cp == nil {
 		// Without a control plane there is nothing to judge the skew against:
 		// refuse only what is wrong on its own, and say why the rest was not checked.
-		return versionOnly("MachineDeployment "+newMD.Name, machineDeploymentVersionField, change.NewVersion),
-			[]string{fmt.Sprintf("rollout-guard: version skew of MachineDeployment %s/%s not checked: %s", newMD.Namespace, newMD.Name, reason)}, nil
+		return versionOnly(pool.kind+" "+pool.name, workerVersionField, change.NewVersion),
+			[]string{fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.kind, pool.namespace, pool.name, reason)}, nil
 	}
 	change.ControlPlane = cp
 	return skew.EvaluateWorker(change), nil, nil

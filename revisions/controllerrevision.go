@@ -110,8 +110,8 @@ func FromControllerRevision(cr *appsv1.ControllerRevision) (Revision, error) {
 	}
 	name := cr.Namespace + "/" + cr.Name
 	kind := cr.Labels[LabelOwnerKind]
-	if kind != KindMachineDeployment && kind != KindKubeadmControlPlane {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s or %s", name, LabelOwnerKind, kind, KindMachineDeployment, KindKubeadmControlPlane)
+	if !knownKind(kind) {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
 	}
 	want := cr.Labels[LabelHash]
 	if want == "" {

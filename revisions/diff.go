@@ -151,7 +151,7 @@ func IsInPlace(from, to Snapshot) (bool, error) {
 func rollsOut(kind string, raw []string) bool {
 	has := func(p ...string) bool { return len(raw) >= len(p) && equalPath(raw[:len(p)], p) }
 	switch kind {
-	case KindMachineDeployment:
+	case KindMachineDeployment, KindMachinePool:
 		return has("spec", "version") || has("spec", "bootstrap") || has("spec", "infrastructureRef") || has("spec", "failureDomain")
 	case KindKubeadmControlPlane:
 		switch {
@@ -333,7 +333,7 @@ func leavesOfKind(kind string, s Snapshot) (map[string]leaf, error) {
 	if len(s.Data) == 0 {
 		return out, nil
 	}
-	if kind != KindMachineDeployment && kind != KindKubeadmControlPlane {
+	if !knownKind(kind) {
 		return nil, fmt.Errorf("kind %q has no revisions", kind)
 	}
 	v, err := decodeJSON(s.Data)
@@ -354,7 +354,7 @@ func leavesOfKind(kind string, s Snapshot) (map[string]leaf, error) {
 // displayRoot maps the first segment of a data path to display segments.
 func displayRoot(kind, key string) []string {
 	switch {
-	case kind == KindMachineDeployment && key == "spec":
+	case isTemplateKind(kind) && key == "spec":
 		return nil
 	case kind == KindKubeadmControlPlane && key == "machineTemplate":
 		return []string{}
@@ -369,7 +369,7 @@ type walker struct {
 
 func (w walker) isRef(raw []string) bool {
 	switch w.kind {
-	case KindMachineDeployment:
+	case KindMachineDeployment, KindMachinePool:
 		return equalPath(raw, []string{"spec", "infrastructureRef"}) || equalPath(raw, []string{"spec", "bootstrap", "configRef"})
 	case KindKubeadmControlPlane:
 		return equalPath(raw, []string{"machineTemplate", "spec", "infrastructureRef"})

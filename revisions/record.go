@@ -53,7 +53,8 @@ const (
 	// KubeadmControlPlane a ControllerRevision belongs to: one List call with
 	// this label finds an object's whole history.
 	LabelOwnerUID = Prefix + "owner-uid"
-	// LabelOwnerKind is KindMachineDeployment or KindKubeadmControlPlane.
+	// LabelOwnerKind is KindMachineDeployment, KindMachinePool or
+	// KindKubeadmControlPlane.
 	LabelOwnerKind = Prefix + "owner-kind"
 	// LabelHash is the Snapshot hash of the recorded content.
 	LabelHash = Prefix + "hash"
@@ -70,6 +71,9 @@ const (
 	// KindMachineDeployment is a Cluster API MachineDeployment: a revision is
 	// its spec.template.
 	KindMachineDeployment = "MachineDeployment"
+	// KindMachinePool is a Cluster API MachinePool: like a MachineDeployment,
+	// a revision is its spec.template.
+	KindMachinePool = "MachinePool"
 	// KindKubeadmControlPlane is a Cluster API KubeadmControlPlane: a revision
 	// is its spec.version, spec.machineTemplate and spec.kubeadmConfigSpec.
 	KindKubeadmControlPlane = "KubeadmControlPlane"

@@ -14,13 +14,14 @@ import (
 
 // RollbackPatch returns a JSON merge patch (RFC 7386, content type
 // application/merge-patch+json) that makes the revision content of live, a
-// *MachineDeployment or *KubeadmControlPlane (v1beta2), equal to target's.
+// *MachineDeployment, *MachinePool or *KubeadmControlPlane (v1beta2), equal
+// to target's.
 //
 // The patch sets metadata.resourceVersion to live's resourceVersion, a
 // precondition: if the object changed since live was read, the API server
 // refuses the patch with a conflict instead of overwriting the concurrent
 // change. It touches only the revision fields (spec.template of a
-// MachineDeployment; spec.version, spec.machineTemplate and
+// MachineDeployment or MachinePool; spec.version, spec.machineTemplate and
 // spec.kubeadmConfigSpec of a KubeadmControlPlane): a field present in live
 // but absent from target is set to null, a field that differs is set to
 // target's value, and equal fields are left out. Replicas, rollout, paused,
@@ -43,6 +44,12 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 		}
 		kind = KindMachineDeployment
 		liveRaw, err = json.Marshal(&o.Spec.Template)
+	case *clusterv1.MachinePool:
+		if o == nil {
+			return nil, fmt.Errorf("rollback patch: the live MachinePool is nil")
+		}
+		kind = KindMachinePool
+		liveRaw, err = json.Marshal(&o.Spec.Template)
 	case *controlplanev1.KubeadmControlPlane:
 		if o == nil {
 			return nil, fmt.Errorf("rollback patch: the live KubeadmControlPlane is nil")
@@ -50,7 +57,7 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 		kind = KindKubeadmControlPlane
 		liveRaw, err = json.Marshal(kcpContentOf(o))
 	default:
-		return nil, fmt.Errorf("rollback patch: %T has no revisions; want a *v1beta2 MachineDeployment or KubeadmControlPlane", live)
+		return nil, fmt.Errorf("rollback patch: %T has no revisions; want a *v1beta2 MachineDeployment, MachinePool or KubeadmControlPlane", live)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rollback patch: encode the live %s: %w", kind, err)
@@ -86,7 +93,7 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 	content := mergeDiff(rulesFor(kind), []string{}, liveMap, targetMap)
 	patch := map[string]any{"metadata": map[string]any{"resourceVersion": rv}}
 	if len(content) > 0 {
-		if kind == KindMachineDeployment {
+		if isTemplateKind(kind) {
 			patch["spec"] = map[string]any{"template": content}
 		} else {
 			patch["spec"] = content

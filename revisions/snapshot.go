@@ -19,7 +19,8 @@ import (
 // Data is a JSON object shaped like the part of the object's spec it comes
 // from:
 //
-//   - MachineDeployment: spec.template, i.e. {"metadata": {...}, "spec": {...}};
+//   - MachineDeployment and MachinePool: spec.template, i.e. {"metadata":
+//     {...}, "spec": {...}};
 //   - KubeadmControlPlane: {"version": ..., "machineTemplate": {...},
 //     "kubeadmConfigSpec": {...}}, the three revision fields of spec.
 //
@@ -51,7 +52,7 @@ import (
 // argument value may be ""), and the order of lists (Cluster API compares
 // lists in order). Unknown fields in Data (from a newer Cluster API) are kept.
 type Snapshot struct {
-	// Kind is KindMachineDeployment or KindKubeadmControlPlane.
+	// Kind is KindMachineDeployment, KindMachinePool or KindKubeadmControlPlane.
 	Kind string
 	// Data is the canonical JSON of the revision's content.
 	Data []byte
@@ -83,6 +84,38 @@ func ForMachineDeployment(md *clusterv1.MachineDeployment) (Snapshot, error) {
 	return s, nil
 }
 
+// ForMachinePool returns the Snapshot of mp's spec.template: the same
+// content, canonical form and rules as a MachineDeployment's, under its own
+// kind (so equal templates of the two kinds never share a hash).
+func ForMachinePool(mp *clusterv1.MachinePool) (Snapshot, error) {
+	if mp == nil {
+		return Snapshot{}, errors.New("snapshot of MachinePool: the object is nil")
+	}
+	raw, err := json.Marshal(&mp.Spec.Template)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of MachinePool %s/%s: %w", mp.Namespace, mp.Name, err)
+	}
+	s, err := snapshotOf(KindMachinePool, raw)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of MachinePool %s/%s: %w", mp.Namespace, mp.Name, err)
+	}
+	return s, nil
+}
+
+// isTemplateKind reports whether a revision of kind is a machine template
+// (spec.template), as MachineDeployments' and MachinePools' are.
+func isTemplateKind(kind string) bool {
+	return kind == KindMachineDeployment || kind == KindMachinePool
+}
+
+// knownKind reports whether kind has revisions.
+func knownKind(kind string) bool {
+	return isTemplateKind(kind) || kind == KindKubeadmControlPlane
+}
+
+// knownKinds lists the kinds with revisions, for messages.
+const knownKinds = KindMachineDeployment + ", " + KindMachinePool + " or " + KindKubeadmControlPlane
+
 // ForKubeadmControlPlane returns the Snapshot of kcp's spec.version,
 // spec.machineTemplate and spec.kubeadmConfigSpec.
 func ForKubeadmControlPlane(kcp *controlplanev1.KubeadmControlPlane) (Snapshot, error) {
@@ -111,8 +144,8 @@ func kcpContentOf(kcp *controlplanev1.KubeadmControlPlane) *kcpContent {
 // snapshotOf canonicalizes raw, the JSON of kind's revision content, and
 // hashes it. It is idempotent: the Data of a Snapshot gives the same Snapshot.
 func snapshotOf(kind string, raw []byte) (Snapshot, error) {
-	if kind != KindMachineDeployment && kind != KindKubeadmControlPlane {
-		return Snapshot{}, fmt.Errorf("kind %q has no revisions: want %s or %s", kind, KindMachineDeployment, KindKubeadmControlPlane)
+	if !knownKind(kind) {
+		return Snapshot{}, fmt.Errorf("kind %q has no revisions: want %s", kind, knownKinds)
 	}
 	v, err := decodeJSON(raw)
 	if err != nil {
@@ -292,7 +325,7 @@ type Summary struct {
 // Summary returns the gist of s for history tables.
 func (s Snapshot) Summary() (Summary, error) {
 	switch s.Kind {
-	case KindMachineDeployment:
+	case KindMachineDeployment, KindMachinePool:
 		var t clusterv1.MachineTemplateSpec
 		if err := json.Unmarshal(s.Data, &t); err != nil {
 			return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)

@@ -30,8 +30,10 @@ import (
 //     are owned by the object).
 //   - MachineDeployment: the whole spec (hashed into its revision), the
 //     project's annotations, labels and owner references; no status.
-//   - MachinePool: spec.clusterName, spec.template.spec.version and the
-//     topology-owned label.
+//   - MachinePool: spec.clusterName and spec.template (hashed into its
+//     revision), the project's annotations, labels and owner references;
+//     no status, and none of spec.providerIDList, which holds one entry per
+//     instance (up to 10,000).
 //   - Machine: spec.clusterName, spec.version, status.nodeInfo.kubeletVersion,
 //     its creation time, the control-plane and topology-owned labels and the
 //     labels that name its MachineDeployment or MachinePool (refusals group
@@ -149,10 +151,8 @@ func TrimMachinePool(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	trimMeta(&mp.ObjectMeta, false, isTopologyOwnedLabel)
-	spec := clusterv1.MachinePoolSpec{ClusterName: mp.Spec.ClusterName}
-	spec.Template.Spec.Version = mp.Spec.Template.Spec.Version
-	mp.Spec = spec
+	trimMeta(&mp.ObjectMeta, true, allLabels)
+	mp.Spec = clusterv1.MachinePoolSpec{ClusterName: mp.Spec.ClusterName, Template: mp.Spec.Template}
 	mp.Status = clusterv1.MachinePoolStatus{}
 	return mp, nil
 }

@@ -84,9 +84,13 @@ func fullWorld() []client.Object {
 	world = append(world,
 		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-0", Labels: map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.ClusterNameLabel: "c1"}},
 			Spec: clusterv1.MachineSpec{ClusterName: "c1", Version: "v1.30.0"}},
-		&clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mp-0", Annotations: map[string]string{"other": "x"}},
-			Spec: clusterv1.MachinePoolSpec{ClusterName: "c1", Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.31.5",
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{Kind: "DevMachinePool", Name: "mp-0"}}}}},
+		&clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mp-0", Annotations: map[string]string{"other": "x", revisions.AnnotationRevision: "4"},
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}, UID: "uid-mp-0",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "c1", UID: "uid-c1"}}},
+			Spec: clusterv1.MachinePoolSpec{ClusterName: "c1", Replicas: ptr.To[int32](2), ProviderIDList: []string{"dev://mp-0-a", "dev://mp-0-b"},
+				Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.31.5",
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{Kind: "DevMachinePool", Name: "mp-0"}}}},
+			Status: clusterv1.MachinePoolStatus{Replicas: ptr.To[int32](2), NodeRefs: []corev1.ObjectReference{{Kind: "Node", Name: "mp-0-a"}}}},
 		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mp-0-m", Labels: map[string]string{clusterv1.MachinePoolNameLabel: "mp-0", "other": "x"}},
 			Spec: clusterv1.MachineSpec{ClusterName: "c1", Version: "v1.31.5"}},
 	)
@@ -169,8 +173,8 @@ func TestCacheTransformsKeepWhatThePolicyReads(t *testing.T) {
 }
 
 // TestCacheTransformsKeepWhatHistoryReads checks that the history
-// reconciler, which reads MachineDeployments and KubeadmControlPlanes from
-// the cache, records the same revision from a trimmed object: same content
+// reconciler, which reads MachineDeployments, MachinePools and
+// KubeadmControlPlanes from the cache, records the same revision from a trimmed object: same content
 // hash, stamps, highest versions run, owner and creation time.
 func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 	world := fullWorld()
@@ -222,7 +226,9 @@ func TestCacheTransformsDrop(t *testing.T) {
 			case *clusterv1.MachineDeployment:
 				assert.Equal(t, clusterv1.MachineDeploymentStatus{}, o.Status)
 			case *clusterv1.MachinePool:
-				assert.Empty(t, o.Spec.Template.Spec.InfrastructureRef.Name)
+				assert.Empty(t, o.Spec.ProviderIDList)
+				assert.Nil(t, o.Spec.Replicas)
+				assert.Equal(t, clusterv1.MachinePoolStatus{}, o.Status)
 			case *clusterv1.Machine:
 				assert.Empty(t, o.Spec.ProviderID)
 				assert.Empty(t, o.Spec.InfrastructureRef.Name)

@@ -21,6 +21,7 @@ import (
 // Paths of the mutating webhooks, as config/webhook/manifests.yaml names them.
 const (
 	MutateMachineDeploymentPath   = "/mutate-cluster-x-k8s-io-v1beta2-machinedeployment"
+	MutateMachinePoolPath         = "/mutate-cluster-x-k8s-io-v1beta2-machinepool"
 	MutateKubeadmControlPlanePath = "/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane"
 )
 
@@ -41,9 +42,11 @@ type Options struct {
 // paths config/webhook/manifests.yaml names:
 //
 //	/validate-cluster-x-k8s-io-v1beta2-machinedeployment
+//	/validate-cluster-x-k8s-io-v1beta2-machinepool
 //	/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
 //	/validate-cluster-x-k8s-io-v1beta2-cluster
 //	/mutate-cluster-x-k8s-io-v1beta2-machinedeployment
+//	/mutate-cluster-x-k8s-io-v1beta2-machinepool
 //	/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := AddIndexes(ctx, mgr); err != nil {
@@ -64,6 +67,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).Complete(); err != nil {
 		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(NewMachinePoolValidator(judge, overrides, opts.Recorder)).Complete(); err != nil {
+		return fmt.Errorf("registering the MachinePool validating webhook: %w", err)
+	}
 	// KubeadmControlPlanes are judged by a handler that decodes only the
 	// fields the policy reads (see KubeadmControlPlaneHandler), served by a
 	// reader of AdmissionReviews that decodes each once (see reviewServer).
@@ -75,6 +81,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	for path, kind := range map[string]history.Kind{
 		MutateMachineDeploymentPath:   history.MachineDeployment,
+		MutateMachinePoolPath:         history.MachinePool,
 		MutateKubeadmControlPlanePath: history.KubeadmControlPlane,
 	} {
 		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: judge, Overrides: overrides, Decoder: decoder}

@@ -23,7 +23,7 @@ import (
 )
 
 // Validator is the validating webhook of one kind (MachineDeployment,
-// KubeadmControlPlane or Cluster): it refuses what Policy refuses, unless a
+// MachinePool, KubeadmControlPlane or Cluster): it refuses what Policy refuses, unless a
 // member of an override group sets the break-glass annotation.
 type Validator[T client.Object] struct {
 	// Policy judges changes (a policy.Policy, or FreshPolicy in the guard).
@@ -41,6 +41,12 @@ func NewValidators(p Decider, overrides policy.OverrideGroups, recorder *history
 	return &Validator[*clusterv1.MachineDeployment]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()},
 		&Validator[*controlplanev1.KubeadmControlPlane]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()},
 		&Validator[*clusterv1.Cluster]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("Cluster").GroupKind()}
+}
+
+// NewMachinePoolValidator returns the validator of MachinePools: the worker
+// rules, as for MachineDeployments (policy.Policy judges both alike).
+func NewMachinePoolValidator(p Decider, overrides policy.OverrideGroups, recorder *history.Recorder) *Validator[*clusterv1.MachinePool] {
+	return &Validator[*clusterv1.MachinePool]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("MachinePool").GroupKind()}
 }
 
 // ValidateCreate judges a new object.
@@ -103,7 +109,8 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 }
 
 // recordRefusedOverride notes a refused override on the live revision of the
-// object (MachineDeployments and KubeadmControlPlanes), except on dry-run.
+// object (MachineDeployments, MachinePools and KubeadmControlPlanes), except
+// on dry-run.
 func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.Request, oldObj client.Object, reason string, d skew.Decision) error {
 	if v.Recorder == nil || oldObj == nil || (req.DryRun != nil && *req.DryRun) {
 		return nil

@@ -1,5 +1,5 @@
 // Command webhook is rollout-guard's admission webhook server: it refuses
-// MachineDeployment, KubeadmControlPlane and Cluster edits that break the
+// MachineDeployment, MachinePool, KubeadmControlPlane and Cluster edits that break the
 // version-skew or etcd-downgrade policy. Flags only; the work lives in package
 // webhooks.
 package main
@@ -62,7 +62,7 @@ func main() {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas for background work (admission is served by every replica)")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
 	fs.StringVar(&o.overrideGroups, "override-groups", "", "comma-separated groups whose members may let one refused change through with the "+revisions.AnnotationOverride+" annotation (empty: nobody)")
-	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
+	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment, MachinePool or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
@@ -162,7 +162,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}); err != nil {
 		return err
 	}
-	for _, kind := range []history.Kind{history.MachineDeployment, history.KubeadmControlPlane} {
+	for _, kind := range []history.Kind{history.MachineDeployment, history.MachinePool, history.KubeadmControlPlane} {
 		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
