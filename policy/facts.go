@@ -260,6 +260,11 @@ func poolOf(labels map[string]string, poolByLabel map[string]string) (kind, name
 	return "", ""
 }
 
+// MachinePoolLabelValue is the value of the cluster.x-k8s.io/pool-name
+// label Cluster API puts on the Machines of the MachinePool named name (see
+// poolLabelValue), so a client can select them.
+func MachinePoolLabelValue(name string) string { return poolLabelValue(name) }
+
 // poolLabelValue is the value Cluster API writes into a Machine's
 // cluster.x-k8s.io/pool-name label for a MachinePool name: the name when it
 // is a valid label value, else "hash_" + the unpadded URL-safe base64 of its

@@ -42,15 +42,15 @@ func newHistoryCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history KIND/NAME",
 		Short: "Show the revisions of a worker pool, control plane or cluster: who changed what, when and why",
-		Long: `Show the revision history rollout-guard recorded for a MachineDeployment or
-KubeadmControlPlane, read with one request from its ControllerRevisions: one line per
+		Long: `Show the revision history rollout-guard recorded for a MachineDeployment,
+MachinePool or KubeadmControlPlane, read with one request from its ControllerRevisions: one line per
 revision (the content was live under every number listed), oldest first; the highest
 number is the live revision. Columns:
 
   REVISION        the revision number ("4 (also 2)": the same content was live as 2 before)
   VERSION         the Kubernetes version
   INFRASTRUCTURE  the infrastructure machine template
-  BOOTSTRAP       the bootstrap config template (MachineDeployment); "inline" for a
+  BOOTSTRAP       the bootstrap config (template) of a MachineDeployment or MachinePool; "inline" for a
                   KubeadmControlPlane, with its pinned etcd image tag if any
   CHANGED-BY      the user whose request made it live, from the API server
   VIA             the field manager of that request (rollout, kubectl-patch, capi-topology, ...),
@@ -68,7 +68,7 @@ line below the revision whose content it restarted, with who asked for it and wh
 how a revision (--revision, default: the previous one) differs from the live object.
 --revision N -o yaml|json prints revision N as the object it is a revision of, as kubectl
 prints the object that holds a revision: apiVersion, kind, name and namespace of the
-MachineDeployment or KubeadmControlPlane, the revision's stamps as its annotations, and the
+MachineDeployment, MachinePool or KubeadmControlPlane, the revision's stamps as its annotations, and the
 revision's content at its place in the spec (spec.template; spec.version,
 spec.machineTemplate and spec.kubeadmConfigSpec), to compare with a manifest in Git.
 -o name prints its ControllerRevision.
@@ -91,6 +91,7 @@ objects to ask instead.
 ` + exitCodesHelp,
 		Example: `  rollout history machinedeployment/md-0
   rollout history kcp/my-cluster-control-plane --revision 3
+  rollout history mp/my-pool
   rollout history md/md-0 --revision 3 -o yaml
   rollout history md/md-0 --diff
   rollout history md/md-0 -o yaml
@@ -418,15 +419,15 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisi
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", orNone(s.Revision), s.MachineSet, orNone(s.Version), orNone(s.Infrastructure), orNone(s.Bootstrap), s.Replicas, age(now, created))
 		}
 		return w.Flush()
-	case *controlplanev1.KubeadmControlPlane:
+	case *controlplanev1.KubeadmControlPlane, *clusterv1.MachinePool:
 		sum, err := summaryOf(set.live)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(out, "A KubeadmControlPlane keeps no history of its own; only the live revision is known:")
+		fmt.Fprintf(out, "A %s keeps no history of its own; only the live revision is known:\n", set.kind.GVK.Kind)
 		w := printers.GetNewTabWriter(out)
 		fmt.Fprintln(w, "REVISION\tVERSION\tINFRASTRUCTURE\tBOOTSTRAP\tAGE")
-		fmt.Fprintf(w, "live\t%s\t%s\t%s\t%s\n", orNone(sum.Version), orNone(sum.Infrastructure), sum.Bootstrap, age(now, obj.CreationTimestamp.Time))
+		fmt.Fprintf(w, "live\t%s\t%s\t%s\t%s\n", orNone(sum.Version), orNone(sum.Infrastructure), sum.Bootstrap, age(now, obj.GetCreationTimestamp().Time))
 		return w.Flush()
 	}
 	return nil

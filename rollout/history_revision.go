@@ -40,7 +40,7 @@ func (o *HistoryOptions) printRevision(set *revisionSet, r revisions.Revision) e
 // kind, name and namespace, the revision's stamps as its annotations (as the
 // object carried them while the revision was live, with the numbers it was
 // live under and its restarts), and the revision's content at its place in
-// the spec (a MachineDeployment's spec.template; a KubeadmControlPlane's
+// the spec (a MachineDeployment's or MachinePool's spec.template; a KubeadmControlPlane's
 // spec.version, spec.machineTemplate and spec.kubeadmConfigSpec). It is what
 // a manifest in Git holds at those paths.
 func revisionObject(set *revisionSet, r revisions.Revision) (*unstructured.Unstructured, error) {
@@ -49,7 +49,7 @@ func revisionObject(set *revisionSet, r revisions.Revision) (*unstructured.Unstr
 		return nil, fmt.Errorf("reading %s of %s: %w", label(r), describe(set.obj, set.kind), err)
 	}
 	spec := content
-	if set.kind.GVK == MachineDeployment.GVK {
+	if set.kind.GVK == MachineDeployment.GVK || set.kind.GVK == MachinePool.GVK {
 		spec = map[string]any{"template": content}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}

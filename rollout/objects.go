@@ -77,6 +77,10 @@ func (c *cli) resolve(ctx context.Context, cl *clients, t Targets, selector stri
 		for i := range l.Items {
 			objs = append(objs, &l.Items[i])
 		}
+	case *clusterv1.MachinePoolList:
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
 	case *controlplanev1.KubeadmControlPlaneList:
 		for i := range l.Items {
 			objs = append(objs, &l.Items[i])
@@ -138,13 +142,16 @@ func (c *cli) pausedError(verb string, obj client.Object, how string) error {
 }
 
 // clusterNameOf finds the Cluster an object belongs to: its cluster-name
-// label, a MachineDeployment's spec.clusterName, or its owning Cluster.
+// label, a worker pool's spec.clusterName, or its owning Cluster.
 func clusterNameOf(obj client.Object) string {
 	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
 		return name
 	}
 	if md, ok := obj.(*clusterv1.MachineDeployment); ok && md.Spec.ClusterName != "" {
 		return md.Spec.ClusterName
+	}
+	if mp, ok := obj.(*clusterv1.MachinePool); ok && mp.Spec.ClusterName != "" {
+		return mp.Spec.ClusterName
 	}
 	for _, ref := range obj.GetOwnerReferences() {
 		if ref.Kind == "Cluster" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
@@ -181,8 +188,11 @@ func topologyError(verb string, obj client.Object, instead string) error {
 // topologyPath names a topology-managed object's place in its Cluster's
 // topology, for messages.
 func topologyPath(obj client.Object) string {
-	if _, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
+	switch obj.(type) {
+	case *controlplanev1.KubeadmControlPlane:
 		return "spec.topology.controlPlane"
+	case *clusterv1.MachinePool:
+		return fmt.Sprintf("spec.topology.workers.machinePools[name=%s]", obj.GetLabels()[clusterv1.ClusterTopologyMachinePoolNameLabel])
 	}
 	return fmt.Sprintf("spec.topology.workers.machineDeployments[name=%s]", topologyName(obj))
 }
@@ -206,6 +216,13 @@ func templateRefsOf(obj client.Object) []templateRef {
 		}
 		if o.Spec.Template.Spec.Bootstrap.ConfigRef.IsDefined() {
 			out = append(out, templateRef{"spec.template.spec.bootstrap.configRef", "bootstrap template", o.Spec.Template.Spec.Bootstrap.ConfigRef})
+		}
+	case *clusterv1.MachinePool:
+		if o.Spec.Template.Spec.InfrastructureRef.IsDefined() {
+			out = append(out, templateRef{"spec.template.spec.infrastructureRef", "infrastructure machine pool", o.Spec.Template.Spec.InfrastructureRef})
+		}
+		if o.Spec.Template.Spec.Bootstrap.ConfigRef.IsDefined() {
+			out = append(out, templateRef{"spec.template.spec.bootstrap.configRef", "bootstrap config", o.Spec.Template.Spec.Bootstrap.ConfigRef})
 		}
 	case *controlplanev1.KubeadmControlPlane:
 		if o.Spec.MachineTemplate.Spec.InfrastructureRef.IsDefined() {

@@ -31,8 +31,8 @@ func newPauseCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pause (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Stop rollouts of a worker pool or control plane",
-		Long: `Pause a MachineDeployment (spec.paused) or a KubeadmControlPlane (annotation
-cluster.x-k8s.io/paused): Cluster API stops rolling it out until it is resumed; changes
+		Long: `Pause a MachineDeployment (spec.paused), a MachinePool or a KubeadmControlPlane (both
+by the annotation cluster.x-k8s.io/paused, as they have no spec.paused): Cluster API stops rolling it out until it is resumed; changes
 made meanwhile roll out on resume. Pausing an object that is already paused does nothing
 and succeeds.
 
@@ -145,6 +145,23 @@ func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) 
 				annotations[clusterv1.PausedAnnotation] = nil
 			}
 		}
+	case *clusterv1.MachinePool:
+		// A MachinePool has no spec.paused: Cluster API pauses it with the
+		// annotation, as a KubeadmControlPlane.
+		if !o.Resume && topologyOwned(obj) {
+			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.Namespace+` --type merge -p '{"spec":{"paused":true}}'`)
+		}
+		_, paused := obj.Annotations[clusterv1.PausedAnnotation]
+		switch {
+		case !o.Resume && paused:
+			done = "already paused"
+		case !o.Resume:
+			annotations[clusterv1.PausedAnnotation] = "true"
+		case !paused:
+			done = "already resumed"
+		default:
+			annotations[clusterv1.PausedAnnotation] = nil
+		}
 	case *controlplanev1.KubeadmControlPlane:
 		if !o.Resume && topologyOwned(obj) {
 			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.Namespace+` --type merge -p '{"spec":{"paused":true}}'`)
@@ -162,7 +179,7 @@ func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) 
 			annotations[clusterv1.PausedAnnotation] = nil
 		}
 	case *clusterv1.Cluster:
-		return fmt.Errorf("cannot %s Cluster %s/%s: %s works on machinedeployment and kubeadmcontrolplane objects; to %s a whole cluster, set its spec.paused (kubectl patch cluster %s -n %s --type merge -p '{\"spec\":{\"paused\":%t}}')",
+		return fmt.Errorf("cannot %s Cluster %s/%s: %s works on machinedeployment, machinepool and kubeadmcontrolplane objects; to %s a whole cluster, set its spec.paused (kubectl patch cluster %s -n %s --type merge -p '{\"spec\":{\"paused\":%t}}')",
 			o.verb(), obj.Namespace, obj.Name, o.verb(), o.verb(), obj.Name, obj.Namespace, !o.Resume)
 	default:
 		return fmt.Errorf("%s does not work on %T", o.verb(), obj)

@@ -178,6 +178,10 @@ func (o *PlanOptions) Validate() error {
 	}
 	if len(o.Filenames) == 0 {
 		switch o.ref.Kind.GVK {
+		case MachinePool.GVK:
+			// A pool's instances are replaced by its infrastructure
+			// provider, in an order the plan cannot know.
+			return fmt.Errorf("plan does not work on machinepool objects: their infrastructure provider replaces their instances, in an order rollout-guard cannot foresee; check a change with --dry-run=server instead (rollout undo %s --dry-run=server)", o.ref)
 		case Cluster.GVK:
 			if o.Template != "" || o.BootstrapTemplate != "" {
 				return fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects, not %s: a ClusterClass cluster's templates are in its ClusterClass", o.ref)

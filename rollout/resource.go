@@ -32,6 +32,14 @@ var (
 		Names:    []string{"machinedeployment", "machinedeployments", "md"},
 		Short:    "md",
 	}
+	// MachinePool is a Cluster API worker pool whose machines the
+	// infrastructure provider manages as one group (a cloud's scale set).
+	MachinePool = Kind{
+		GVK:      clusterv1.GroupVersion.WithKind("MachinePool"),
+		Resource: "machinepools",
+		Names:    []string{"machinepool", "machinepools", "mp"},
+		Short:    "mp",
+	}
 	// KubeadmControlPlane is a Cluster API kubeadm control plane.
 	KubeadmControlPlane = Kind{
 		GVK:      controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"),
@@ -46,11 +54,11 @@ var (
 		Resource: "clusters",
 		Names:    []string{"cluster", "clusters"},
 	}
-	kinds = []Kind{MachineDeployment, KubeadmControlPlane, Cluster}
+	kinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster}
 )
 
 // kindsHelp lists the kinds for messages.
-const kindsHelp = "use machinedeployment (md), kubeadmcontrolplane (kcp) or cluster"
+const kindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster"
 
 // GroupResource is the kind's group and resource, e.g.
 // "machinedeployments.cluster.x-k8s.io".
@@ -66,6 +74,8 @@ func (k Kind) New() client.Object {
 	switch k.GVK.Kind {
 	case MachineDeployment.GVK.Kind:
 		return &clusterv1.MachineDeployment{}
+	case MachinePool.GVK.Kind:
+		return &clusterv1.MachinePool{}
 	case KubeadmControlPlane.GVK.Kind:
 		return &controlplanev1.KubeadmControlPlane{}
 	}
@@ -77,6 +87,8 @@ func (k Kind) NewList() client.ObjectList {
 	switch k.GVK.Kind {
 	case MachineDeployment.GVK.Kind:
 		return &clusterv1.MachineDeploymentList{}
+	case MachinePool.GVK.Kind:
+		return &clusterv1.MachinePoolList{}
 	case KubeadmControlPlane.GVK.Kind:
 		return &controlplanev1.KubeadmControlPlaneList{}
 	}
@@ -84,7 +96,8 @@ func (k Kind) NewList() client.ObjectList {
 }
 
 // ParseKind resolves what a user typed as a kind, case-insensitively:
-// machinedeployment(s) or md, kubeadmcontrolplane(s) or kcp, cluster(s); a
+// machinedeployment(s) or md, machinepool(s) or mp, kubeadmcontrolplane(s)
+// or kcp, cluster(s); a
 // fully qualified name such as machinedeployments.cluster.x-k8s.io works too.
 func ParseKind(s string) (Kind, error) {
 	name, group, _ := strings.Cut(strings.ToLower(s), ".")
@@ -205,6 +218,8 @@ func kindOf(obj client.Object) Kind {
 	switch obj.(type) {
 	case *clusterv1.MachineDeployment:
 		return MachineDeployment
+	case *clusterv1.MachinePool:
+		return MachinePool
 	case *controlplanev1.KubeadmControlPlane:
 		return KubeadmControlPlane
 	}

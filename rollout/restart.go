@@ -50,6 +50,8 @@ carries out; a direct edit would be reverted.
 cluster/NAME restarts the cluster's control plane first, then every MachineDeployment of
 the cluster.
 
+A MachinePool cannot be restarted: Cluster API v1beta2 gives it no spec.rollout.after.
+
 ` + exitCodesHelp,
 		Example: `  # Replace every machine of a worker pool now
   rollout restart machinedeployment/md-0
@@ -119,6 +121,10 @@ func (o *RestartOptions) Run(ctx context.Context) error {
 			return o.restart(ctx, cl, obj)
 		case *clusterv1.Cluster:
 			return o.restartCluster(ctx, cl, obj)
+		case *clusterv1.MachinePool:
+			// Cluster API gives a MachinePool no rollout.after: replacing
+			// its instances is the infrastructure provider's business.
+			return fmt.Errorf("cannot restart %s: a MachinePool has no spec.rollout.after in Cluster API v1beta2, so there is nothing to ask a rollout with; roll its instances through its infrastructure provider (for example a new spec.template.spec.infrastructureRef), or use a MachineDeployment", describe(obj, MachinePool))
 		}
 		return fmt.Errorf("restart does not work on %T", obj)
 	})

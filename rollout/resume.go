@@ -13,7 +13,7 @@ func newResumeCommand(c *cli) *cobra.Command {
 		Use:   "resume (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Resume rollouts of a paused worker pool or control plane",
 		Long: `Resume a paused MachineDeployment (clears spec.paused and the annotation
-cluster.x-k8s.io/paused) or KubeadmControlPlane (removes the annotation
+cluster.x-k8s.io/paused), MachinePool or KubeadmControlPlane (removes the annotation
 cluster.x-k8s.io/paused). Resuming an object that is not paused does nothing and
 succeeds.
 

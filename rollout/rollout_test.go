@@ -23,6 +23,9 @@ func TestParseKind(t *testing.T) {
 		"MachineDeployment":                   MachineDeployment,
 		"machinedeployments":                  MachineDeployment,
 		"machinedeployments.cluster.x-k8s.io": MachineDeployment,
+		"mp":                                  MachinePool,
+		"MachinePool":                         MachinePool,
+		"machinepools.cluster.x-k8s.io":       MachinePool,
 		"kcp":                                 KubeadmControlPlane,
 		"KubeadmControlPlane":                 KubeadmControlPlane,
 		"kubeadmcontrolplanes":                KubeadmControlPlane,
@@ -34,7 +37,7 @@ func TestParseKind(t *testing.T) {
 		assert.Equal(t, want.GVK, got.GVK, in)
 	}
 	_, err := ParseKind("deploy")
-	assert.EqualError(t, err, `unknown resource kind "deploy": use machinedeployment (md), kubeadmcontrolplane (kcp) or cluster`)
+	assert.EqualError(t, err, `unknown resource kind "deploy": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster`)
 	_, err = ParseKind("md.apps")
 	assert.Error(t, err, "a kind of another group")
 }

@@ -21,6 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -90,8 +91,8 @@ func newStatusCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME",
 		Short: "Watch a rollout until it is done, stalled or paused",
-		Long: `Watch the rollout of a MachineDeployment, KubeadmControlPlane or Cluster until it is done,
-and exit with a verdict. The object, its Machines and a MachineDeployment's MachineSets are
+		Long: `Watch the rollout of a MachineDeployment, MachinePool, KubeadmControlPlane or Cluster until
+it is done, and exit with a verdict. The object, its Machines and a MachineDeployment's MachineSets are
 watched (no polling).
 
 On a terminal the view is redrawn in place: progress bars of up-to-date, available and
@@ -115,7 +116,10 @@ is trusted and status exits as soon as the API server shows the rollout complete
 KubeadmControlPlane writes its machines' UpToDate conditions before the status that observes
 the new generation. A machine created before spec.rollout.after (a restart) counts as old
 whatever its conditions say, unless rollout.after is more than a minute ahead of this
-clock (a restart scheduled for later). Availability already includes minReadySeconds. --grace D additionally
+clock (a restart scheduled for later). A MachinePool is done on its status counts
+(replicas, ready, up to date, available) and, when its infrastructure provider gives it
+Machines (label cluster.x-k8s.io/pool-name), on those Machines as well; most providers run
+a pool's instances without Machines. Availability already includes minReadySeconds. --grace D additionally
 requires the done state to hold for D (default 0).
 
 --revision N waits for revision N (rollout history; rollout-guard stamps it on every
@@ -353,11 +357,14 @@ func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv
 	return m, nil
 }
 
-// machineLabels selects the Machines of a MachineDeployment or
+// machineLabels selects the Machines of a MachineDeployment, MachinePool or
 // KubeadmControlPlane.
 func machineLabels(obj client.Object) client.MatchingLabels {
-	if _, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
+	switch obj.(type) {
+	case *controlplanev1.KubeadmControlPlane:
 		return client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: obj.GetName()}
+	case *clusterv1.MachinePool:
+		return client.MatchingLabels{clusterv1.MachinePoolNameLabel: policy.MachinePoolLabelValue(obj.GetName())}
 	}
 	return client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: obj.GetName()}
 }
@@ -829,7 +836,7 @@ type StatusReport struct {
 }
 
 // EvaluateStatus computes the state of the rollout of obj (a
-// MachineDeployment or KubeadmControlPlane) from it, its Machines and, for
+// MachineDeployment, MachinePool or KubeadmControlPlane) from it, its Machines and, for
 // a MachineDeployment, its MachineSets.
 func EvaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets []clusterv1.MachineSet) StatusReport {
 	return evaluateStatus(obj, machines, machineSets, time.Now())
@@ -866,6 +873,10 @@ func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 	case *clusterv1.MachineDeployment:
 		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
 		observed, conds, rolloutAfter = o.Status.ObservedGeneration, o.Status.Conditions, o.Spec.Rollout.After
+	case *clusterv1.MachinePool:
+		// No rollout.after: a MachinePool is never restarted.
+		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
+		observed, conds = o.Status.ObservedGeneration, o.Status.Conditions
 	case *controlplanev1.KubeadmControlPlane:
 		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
 		observed, conds, rolloutAfter = o.Status.ObservedGeneration, o.Status.Conditions, o.Spec.Rollout.After
@@ -921,8 +932,13 @@ func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 	if s.Machines == nil {
 		s.Machines = []MachineStatus{}
 	}
+	// Most infrastructure providers run a MachinePool's instances without
+	// Machines (MachinePool Machines are optional in Cluster API's
+	// contract): then its status counts are all there is to go by.
+	_, isPool := obj.(*clusterv1.MachinePool)
+	machinesCounted := int32(len(s.Machines)) == s.Replicas || isPool && len(s.Machines) == 0
 	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
-		!s.RollingOut && allGood && int32(len(s.Machines)) == s.Replicas && (sets == nil || sets.settled)
+		!s.RollingOut && allGood && machinesCounted && (sets == nil || sets.settled)
 	return s
 }
 

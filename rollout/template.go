@@ -166,6 +166,9 @@ func (o *SwitchOptions) Validate() error {
 	if o.ref.Kind.GVK == Cluster.GVK && switching {
 		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s", o.ref)
 	}
+	if o.ref.Kind.GVK == MachinePool.GVK && switching {
+		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s: a MachinePool references its own infrastructure machine pool, not a template; edit its spec.template with kubectl (the guard judges and records the change)", o.ref)
+	}
 	if o.BootstrapTemplate != "" && o.ref.Kind.GVK == KubeadmControlPlane.GVK {
 		return fmt.Errorf("--bootstrap-template works on machinedeployments only: a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec")
 	}

@@ -49,7 +49,7 @@ func newUndoCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "undo KIND/NAME [--to-revision N]",
 		Short: "Roll a worker pool or control plane back to an earlier revision",
-		Long: `Roll a MachineDeployment or KubeadmControlPlane back to an earlier revision of its
+		Long: `Roll a MachineDeployment, MachinePool or KubeadmControlPlane back to an earlier revision of its
 history (see rollout history): by default the previous one, or --to-revision N.
 
 Before sending anything, undo checks that
@@ -133,7 +133,7 @@ func (o *UndoOptions) Complete(cmd *cobra.Command, args []string) error {
 // Validate checks the flags.
 func (o *UndoOptions) Validate() error {
 	if o.ref.Kind.GVK == Cluster.GVK {
-		return fmt.Errorf("undo works on machinedeployment and kubeadmcontrolplane objects, not %s: undo the cluster's control plane or one of its worker pools", o.ref)
+		return fmt.Errorf("undo works on machinedeployment, machinepool and kubeadmcontrolplane objects, not %s: undo the cluster's control plane or one of its worker pools", o.ref)
 	}
 	if o.ToRevision < 0 {
 		return fmt.Errorf("--to-revision %d: revision numbers start at 1", o.ToRevision)
@@ -211,6 +211,10 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 	purpose := "undo " + id
 	switch obj.(type) {
 	case *clusterv1.MachineDeployment:
+		if topologyOwned(obj) {
+			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, the class of "+topologyPath(obj)+", or that worker class's templates in the ClusterClass")
+		}
+	case *clusterv1.MachinePool:
 		if topologyOwned(obj) {
 			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, the class of "+topologyPath(obj)+", or that worker class's templates in the ClusterClass")
 		}
@@ -387,6 +391,9 @@ func snapshotHash(obj client.Object) (string, error) {
 	switch o := obj.(type) {
 	case *clusterv1.MachineDeployment:
 		s, err := revisions.ForMachineDeployment(o)
+		return s.Hash, err
+	case *clusterv1.MachinePool:
+		s, err := revisions.ForMachinePool(o)
 		return s.Hash, err
 	case *controlplanev1.KubeadmControlPlane:
 		s, err := revisions.ForKubeadmControlPlane(o)

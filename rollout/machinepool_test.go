@@ -1,0 +1,91 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// statusPool is MachinePool mp-0 wanting 3 instances, with its status counts.
+func statusPool(current, ready, upToDate, available int32) *clusterv1.MachinePool {
+	mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mp-0", Generation: 2}}
+	mp.Spec.Replicas = ptr.To[int32](3)
+	mp.Status.ObservedGeneration = 2
+	mp.Status.Replicas, mp.Status.ReadyReplicas = ptr.To(current), ptr.To(ready)
+	mp.Status.UpToDateReplicas, mp.Status.AvailableReplicas = ptr.To(upToDate), ptr.To(available)
+	return mp
+}
+
+// poolMachine is a Machine of MachinePool mp-0, ready and up to date or not.
+func poolMachine(name string, good bool) clusterv1.Machine {
+	status := metav1.ConditionFalse
+	if good {
+		status = metav1.ConditionTrue
+	}
+	m := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{clusterv1.MachinePoolNameLabel: "mp-0"}}}
+	m.Status.Phase = "Running"
+	m.Status.Conditions = []metav1.Condition{
+		{Type: clusterv1.MachineReadyCondition, Status: status, Reason: "R"},
+		{Type: clusterv1.MachineUpToDateCondition, Status: status, Reason: "U"},
+	}
+	return m
+}
+
+// TestMachinePoolStatus: a MachinePool's rollout is judged on its status
+// counts, and on its Machines when its provider gives it any.
+func TestMachinePoolStatus(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name     string
+		mp       *clusterv1.MachinePool
+		machines []clusterv1.Machine
+		complete bool
+	}{
+		{name: "counts all caught up, no Machines (most providers)", mp: statusPool(3, 3, 3, 3), complete: true},
+		{name: "one instance not up to date, no Machines", mp: statusPool(3, 3, 2, 3)},
+		{name: "one instance missing, no Machines", mp: statusPool(2, 2, 2, 2)},
+		{name: "generation not observed yet", mp: func() *clusterv1.MachinePool { m := statusPool(3, 3, 3, 3); m.Generation = 3; return m }()},
+		{name: "counts caught up, every Machine good", mp: statusPool(3, 3, 3, 3),
+			machines: []clusterv1.Machine{poolMachine("mp-0-a", true), poolMachine("mp-0-b", true), poolMachine("mp-0-c", true)}, complete: true},
+		{name: "counts caught up, one Machine not ready", mp: statusPool(3, 3, 3, 3),
+			machines: []clusterv1.Machine{poolMachine("mp-0-a", true), poolMachine("mp-0-b", false), poolMachine("mp-0-c", true)}},
+		{name: "counts caught up, a Machine short", mp: statusPool(3, 3, 3, 3),
+			machines: []clusterv1.Machine{poolMachine("mp-0-a", true), poolMachine("mp-0-b", true)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := evaluateStatus(tc.mp, tc.machines, nil, now)
+			assert.Equal(t, "machinepool/mp-0", s.Object)
+			assert.Equal(t, tc.complete, s.Complete, "%+v", s)
+			assert.Len(t, s.Machines, len(tc.machines))
+		})
+	}
+}
+
+// TestMachinePoolMachineLabels selects a pool's Machines by the label value
+// Cluster API writes, hashed for a name that is no label value.
+func TestMachinePoolMachineLabels(t *testing.T) {
+	short := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "mp-0"}}
+	assert.Equal(t, client.MatchingLabels{clusterv1.MachinePoolNameLabel: "mp-0"}, machineLabels(short))
+	long := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + strings.Repeat("x", 70)}}
+	assert.Equal(t, client.MatchingLabels{clusterv1.MachinePoolNameLabel: "hash_YSBc6g_z"}, machineLabels(long))
+	assert.Nil(t, machineSetLabels(short), "a MachinePool has no MachineSets")
+}
+
+// TestMachinePoolKind: "mp" names MachinePools, whose objects the registry
+// makes typed.
+func TestMachinePoolKind(t *testing.T) {
+	k, err := ParseKind("mp")
+	require.NoError(t, err)
+	assert.Equal(t, MachinePool.GVK, k.GVK)
+	assert.Equal(t, MachinePool, kindOf(&clusterv1.MachinePool{}))
+	assert.IsType(t, &clusterv1.MachinePool{}, MachinePool.New())
+	assert.IsType(t, &clusterv1.MachinePoolList{}, MachinePool.NewList())
+}
