@@ -11,7 +11,9 @@
 // through ALPN as controller-runtime does), wrapped in
 // webhooks.DrainingServer as the guard is, each path handled by a
 // controller-runtime admission.Webhook (which decodes the AdmissionReview
-// as the guard's handlers do). The handlers allow everything.
+// as the guard's handlers do). The handlers allow everything. The paths
+// are read from the registration it is installed with (--manifests), so
+// that it serves what the guard's manifests name as they grow new kinds.
 //
 // So that the benchmark can tell that the API server really calls it, an
 // object carrying the annotation rollout-bench/probe=refuse is refused
@@ -27,13 +29,20 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net/url"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"gomodules.xyz/jsonpatch/v2"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
@@ -47,56 +56,109 @@ var (
 // refusal is the message of a refused probe; the benchmark looks for it.
 const refusal = "noop-webhook: refused the probe (annotation rollout-bench/probe=refuse)"
 
-// validatingPaths and mutatingPaths are the paths the guard serves
-// (webhooks.SetupWithManager), which config/webhook/manifests.yaml names;
-// TestPathsAreTheManifests keeps them in step.
-var (
-	validatingPaths = []string{
-		"/validate-cluster-x-k8s-io-v1beta2-machinedeployment",
-		webhooks.ValidateKubeadmControlPlanePath,
-		"/validate-cluster-x-k8s-io-v1beta2-cluster",
+// paths are the validating and mutating paths of a webhook registration
+// file.
+type paths struct{ validating, mutating []string }
+
+// readPaths returns the paths the webhook configurations in the YAML file
+// at path call, so that the no-op serves exactly the paths the guard's
+// manifests register (and the guard serves), whatever kinds they grow to.
+func readPaths(path string) (paths, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return paths{}, fmt.Errorf("reading the webhook registration: %w", err)
 	}
-	mutatingPaths = []string{
-		webhooks.MutateMachineDeploymentPath,
-		webhooks.MutateKubeadmControlPlanePath,
+	var out paths
+	for i, doc := range strings.Split(string(raw), "\n---") {
+		var cfg struct {
+			Kind     string `json:"kind"`
+			Webhooks []struct {
+				Name         string                                      `json:"name"`
+				ClientConfig admissionregistrationv1.WebhookClientConfig `json:"clientConfig"`
+			} `json:"webhooks"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
+			return paths{}, fmt.Errorf("decoding document %d of %s: %w", i+1, path, err)
+		}
+		for _, w := range cfg.Webhooks {
+			p := ""
+			switch {
+			case w.ClientConfig.Service != nil && w.ClientConfig.Service.Path != nil:
+				p = *w.ClientConfig.Service.Path
+			case w.ClientConfig.URL != nil:
+				u, err := url.Parse(*w.ClientConfig.URL)
+				if err != nil {
+					return paths{}, fmt.Errorf("webhook %s in %s: %w", w.Name, path, err)
+				}
+				p = u.Path
+			}
+			if p == "" {
+				return paths{}, fmt.Errorf("webhook %s in %s has no path", w.Name, path)
+			}
+			switch cfg.Kind {
+			case "ValidatingWebhookConfiguration":
+				out.validating = appendNew(out.validating, p)
+			case "MutatingWebhookConfiguration":
+				out.mutating = appendNew(out.mutating, p)
+			}
+		}
 	}
-)
+	if len(out.validating)+len(out.mutating) == 0 {
+		return paths{}, fmt.Errorf("no webhook in %s", path)
+	}
+	return out, nil
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
 
 func main() {
 	host := flag.String("host", "127.0.0.1", "address to listen on")
 	port := flag.Int("port", 9444, "HTTPS port")
 	certDir := flag.String("cert-dir", "", "directory holding tls.crt and tls.key")
+	manifests := flag.String("manifests", "", "the guard's webhook registration (config/webhook/manifests.yaml), whose paths are served")
 	flag.Parse()
-	if *certDir == "" {
-		log.Fatal("noop-webhook: --cert-dir is required")
+	if *certDir == "" || *manifests == "" {
+		log.Fatal("noop-webhook: --cert-dir and --manifests are required")
 	}
+	ps, err := readPaths(*manifests)
+	if err != nil {
+		log.Fatalf("noop-webhook: %v", err)
+	}
+	// controller-runtime's server and certificate watcher log through
+	// its global logger, as in the guard.
+	ctrllog.SetLogger(zap.New())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, *host, *port, *certDir); err != nil {
+	if err := serve(ctx, *host, *port, *certDir, ps); err != nil {
 		log.Fatalf("noop-webhook: %v", err)
 	}
 }
 
 // newServer is the guard's webhook server (cmd/webhook) with the no-op
 // handlers registered at the guard's paths.
-func newServer(host string, port int, certDir string) webhook.Server {
+func newServer(host string, port int, certDir string, ps paths) webhook.Server {
 	srv := webhooks.DrainingServer{Server: webhook.NewServer(webhook.Options{
 		Host:    host,
 		Port:    port,
 		CertDir: certDir,
 		TLSOpts: []func(*tls.Config){minTLS12},
 	})}
-	for _, path := range validatingPaths {
+	for _, path := range ps.validating {
 		srv.Register(path, &webhook.Admission{Handler: admission.HandlerFunc(validate)})
 	}
-	for _, path := range mutatingPaths {
+	for _, path := range ps.mutating {
 		srv.Register(path, &webhook.Admission{Handler: admission.HandlerFunc(mutate)})
 	}
 	return srv
 }
 
-func serve(ctx context.Context, host string, port int, certDir string) error {
-	srv := newServer(host, port, certDir)
+func serve(ctx context.Context, host string, port int, certDir string, ps paths) error {
+	srv := newServer(host, port, certDir, ps)
 	log.Printf("noop-webhook: serving on https://%s:%d", host, port)
 	if err := srv.Start(ctx); err != nil {
 		return fmt.Errorf("serving on %s:%d: %w", host, port, err)

@@ -23,53 +23,35 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
+
+	"github.com/rollout-guard/rollout-guard/webhooks"
 )
 
-// TestPathsAreTheManifests: the no-op server serves exactly the paths the
-// guard's manifests register, so the API server calls it for the same
-// requests it would call the guard for.
+// manifests is the guard's webhook registration.
+var manifests = filepath.Join("..", "..", "..", "config", "webhook", "manifests.yaml")
+
+// TestPathsAreTheManifests: the no-op server serves the paths the guard's
+// manifests register, and those include the guard's own paths, so the API
+// server calls it for the same requests it would call the guard for.
 func TestPathsAreTheManifests(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "webhook", "manifests.yaml"))
+	ps, err := readPaths(manifests)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var validating, mutating []string
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		var cfg struct {
-			Kind     string `json:"kind"`
-			Webhooks []struct {
-				ClientConfig admissionregistrationv1.WebhookClientConfig `json:"clientConfig"`
-			} `json:"webhooks"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
-			t.Fatalf("decoding the manifests: %v", err)
-		}
-		for _, w := range cfg.Webhooks {
-			if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
-				t.Fatalf("webhook without a service path in the manifests: %+v", w.ClientConfig)
-			}
-			switch cfg.Kind {
-			case "ValidatingWebhookConfiguration":
-				validating = append(validating, *w.ClientConfig.Service.Path)
-			case "MutatingWebhookConfiguration":
-				mutating = append(mutating, *w.ClientConfig.Service.Path)
-			}
+	for _, p := range []string{"/validate-cluster-x-k8s-io-v1beta2-machinedeployment", webhooks.ValidateKubeadmControlPlanePath,
+		"/validate-cluster-x-k8s-io-v1beta2-cluster"} {
+		if !slices.Contains(ps.validating, p) {
+			t.Errorf("validating paths %v lack %s", ps.validating, p)
 		}
 	}
-	same := func(a, b []string) bool {
-		a, b = slices.Clone(a), slices.Clone(b)
-		slices.Sort(a)
-		slices.Sort(b)
-		return slices.Equal(slices.Compact(a), slices.Compact(b))
+	for _, p := range []string{webhooks.MutateMachineDeploymentPath, webhooks.MutateKubeadmControlPlanePath} {
+		if !slices.Contains(ps.mutating, p) {
+			t.Errorf("mutating paths %v lack %s", ps.mutating, p)
+		}
 	}
-	if !same(validating, validatingPaths) {
-		t.Errorf("validating paths %v, the manifests name %v", validatingPaths, validating)
-	}
-	if !same(mutating, mutatingPaths) {
-		t.Errorf("mutating paths %v, the manifests name %v", mutatingPaths, mutating)
+	if len(slices.Compact(slices.Sorted(slices.Values(ps.validating)))) != len(ps.validating) {
+		t.Errorf("validating paths %v repeat a path", ps.validating)
 	}
 }
 
@@ -87,7 +69,12 @@ func TestServesHTTP2AndAllows(t *testing.T) {
 	_ = l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv := newServer("127.0.0.1", port, dir)
+	ps, err := readPaths(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validatingPaths, mutatingPaths := ps.validating, ps.mutating
+	srv := newServer("127.0.0.1", port, dir, ps)
 	go func() { _ = srv.Start(ctx) }()
 
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
