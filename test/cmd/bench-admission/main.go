@@ -1,31 +1,46 @@
 // Command bench-admission measures what admission costs an edit end to end:
 // one real kube-apiserver (bin/) with the Cluster API CRDs, and the same
-// sequential edits of MachineDeployments and KubeadmControlPlanes under each
+// edits of MachineDeployments and KubeadmControlPlanes under each
 // configuration:
 //
 //   - none: no webhook and no policy for these kinds;
 //   - vap: a ValidatingAdmissionPolicy (CEL in the API server) refusing a
 //     same-object version downgrade;
-//   - noop: a no-op validating + mutating webhook pair (test/cmd/noop-webhook)
-//     over TLS, registered with the guard's rules, timeouts and
-//     matchConditions (config/webhook/manifests.yaml);
+//   - noop: the fair floor: test/cmd/noop-webhook, a validating + mutating
+//     pair served by the guard's own stack (controller-runtime's webhook
+//     server over TLS and HTTP/2) that allows everything, registered from
+//     the guard's manifests (config/webhook/manifests.yaml: same paths,
+//     rules, timeouts and matchConditions);
 //   - noop-nomc: the same pair without matchConditions;
 //   - guard: bin/webhook registered from config/webhook/manifests.yaml, as
 //     test/framework runs it (validating, mutating, recording revisions).
 //
-// The edits are template updates (a version bump, which every webhook of the
-// guard selects), label-only updates and status updates. The run is split
-// into rounds; each round installs every configuration in turn (rotating
-// the order), confirms with dry-run probes that exactly that configuration
-// is in effect, and times its slice of edits, so that drift of a shared
-// machine hits every configuration alike. The guard runs only during its
-// own slices (its background reconciler would otherwise work during the
-// others').
+// Every configuration runs with the same background: a watcher process
+// with informers on Cluster, MachineDeployment, MachineSet, Machine and
+// KubeadmControlPlane, as Cluster API's controllers keep in a real
+// management cluster (watcher.go), so that what the guard's own informers
+// add is measured as the marginal cost it is.
 //
-// Output: one Go benchmark line per round and configuration/edit (benchstat
-// reads them; custom units p50-ns, p90-ns, p99-ns, req/s), then a table of
-// the pooled figures, the ratios, the issue's targets, and the CPU time
-// each process spent per edit (read from /proc: a profile from outside).
+// Two regimes, reported apart (workloads.go): an operator's pace (one
+// writer at --pace-rate edits/s) and saturation (--writers concurrent
+// writers, as fast as answered), for template, version and label edits;
+// and the bookkeeping edits Cluster API's controllers make (label,
+// annotation, status, replicas) at saturation, which the guard's
+// matchConditions leave out. The run is split into rounds; each round
+// installs every configuration in turn (rotating the order), confirms with
+// dry-run probes that exactly that configuration is in effect, and runs
+// every workload once, so that drift of a shared machine hits every
+// configuration alike and every ratio has a spread over rounds. The guard
+// runs only during its own slices (its background reconciler would
+// otherwise work during the others').
+//
+// Output: one Go benchmark line per round, workload and configuration
+// (benchstat reads them; custom units p50-ns, p99-ns, edits/s), then the
+// pooled figures, every ratio with its spread over rounds (min–max) and
+// the issue's targets, the CPU time each process spent per edit (read from
+// /proc: a profile from outside), the API server's count of
+// ControllerRevision requests per recorded revision, and, with --summary,
+// the same figures as JSON in one section of bench/summary.json.
 package main
 
 import (
@@ -46,6 +61,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,6 +70,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -69,16 +86,6 @@ import (
 // namespace holds every object of the benchmark.
 const namespace = "bench"
 
-// Edit kinds.
-const (
-	mdTemplate  = "md-template"
-	kcpTemplate = "kcp-template"
-	mdLabel     = "md-label"
-	kcpLabel    = "kcp-label"
-	mdStatus    = "md-status"
-	kcpStatus   = "kcp-status"
-)
-
 // Configuration names.
 const (
 	cfgNone     = "none"
@@ -89,15 +96,18 @@ const (
 )
 
 type options struct {
-	mdEdits, kcpEdits int
-	rounds            int
-	warmup            int
-	settle            time.Duration
-	clusters, mdsPer  int
-	noopBin           string
-	binDir            string
-	out               string
-	configs           string
+	paceEdits, satEdits int
+	paceRate            float64
+	writers             []int
+	rounds              int
+	warmup              int
+	settle              time.Duration
+	clusters, mdsPer    int
+	noopBin             string
+	binDir              string
+	out                 string
+	summary             string
+	configs             string
 	// watch runs the background watcher in every configuration.
 	watch bool
 	// watchKubeconfig makes this process the watcher (see watcher.go).
@@ -106,20 +116,31 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.mdEdits, "md-edits", 2000, "MachineDeployment edits per configuration and edit kind")
-	flag.IntVar(&o.kcpEdits, "kcp-edits", 500, "KubeadmControlPlane edits per configuration and edit kind")
-	flag.IntVar(&o.rounds, "rounds", 10, "rounds the edits are split into (each round runs every configuration once)")
-	flag.IntVar(&o.warmup, "warmup", 10, "unmeasured edits before each measured slice")
+	flag.IntVar(&o.paceEdits, "pace-edits", 25, "edits per round of each workload at an operator's pace")
+	flag.Float64Var(&o.paceRate, "pace-rate", 5, "edits per second at an operator's pace (one writer)")
+	flag.IntVar(&o.satEdits, "sat-edits", 100, "edits per round of each workload at saturation (shared by its writers)")
+	writers := flag.String("writers", "1,8", "concurrent writers of the saturation workloads, comma-separated")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds (each round runs every workload of every configuration once)")
+	flag.IntVar(&o.warmup, "warmup", 5, "unmeasured sequential edits before each measured workload")
 	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after a configuration is confirmed, before its edits")
 	flag.IntVar(&o.clusters, "clusters", 10, "clusters (one KubeadmControlPlane each) the edits rotate over")
 	flag.IntVar(&o.mdsPer, "mds-per-cluster", 2, "MachineDeployments per cluster")
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
-	flag.StringVar(&o.configs, "configs", "none,vap,noop,noop-nomc,guard", "configurations to run")
+	flag.StringVar(&o.summary, "summary", "", "set the admission section of this JSON summary (e.g. bench/summary.json)")
+	flag.StringVar(&o.configs, "configs", "none,vap,noop,guard", "configurations to run (also: noop-nomc)")
 	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")
 	flag.StringVar(&o.watchKubeconfig, "watch-kubeconfig", "", "internal: be the background watcher of the cluster of this kubeconfig")
 	flag.Parse()
+	for _, item := range strings.Split(*writers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(item))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench-admission: --writers: %q is not a count of writers\n", item)
+			os.Exit(2)
+		}
+		o.writers = append(o.writers, n)
+	}
 	if o.watchKubeconfig != "" {
 		if err := runWatcher(o.watchKubeconfig); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-admission watcher:", err)
@@ -135,8 +156,8 @@ func main() {
 
 // config is one admission configuration of the API server.
 type config struct {
-	name  string
-	edits []string
+	name      string
+	workloads []workload
 	// install makes the configuration effective; uninstall removes it.
 	install, uninstall func(ctx context.Context) error
 	// want is the outcome of each probe while this configuration, and only
@@ -146,32 +167,35 @@ type config struct {
 
 // bench is the state of one run.
 type bench struct {
-	o        options
-	env      *framework.Environment
-	c        client.Client
-	out      io.Writer
-	noopURL  string
-	noopCmd  *exec.Cmd
-	watcher  *watcher
-	mds      []types.NamespacedName
-	kcps     []types.NamespacedName
+	o       options
+	env     *framework.Environment
+	c       client.Client
+	out     io.Writer
+	noopURL string
+	noopCmd *exec.Cmd
+	watcher *watcher
+	mds     []types.NamespacedName
+	kcps    []types.NamespacedName
+	// cfg is the admin configuration of c, without client-side limits.
+	cfg *rest.Config
+	// seqMu guards patchSeq, which concurrent writers share.
+	seqMu    sync.Mutex
 	patchSeq map[types.NamespacedName]int
-	seq      int
-	// samples[config][edit] are the latencies of every measured edit.
-	samples map[string]map[string][]time.Duration
-	// wall[config][edit] is the time the measured slices took in all.
-	wall map[string]map[string]time.Duration
-	// cpu[config][edit][process] is the CPU time each process spent
-	// during the measured slices.
-	cpu map[string]map[string]map[string]time.Duration
+	// results[config][workload] are the figures of the measured edits.
+	results map[string]map[workload]*cell
+	// revisionEdits counts the guard's edits that made a new revision
+	// (measured and warm-up); revisionReqs the ControllerRevision
+	// requests the API server counted meanwhile, by verb.
+	revisionEdits int
+	revisionReqs  map[string]float64
 }
 
 func run(o options) (retErr error) {
 	if o.noopBin == "" {
 		return errors.New("--noop-webhook is required (build it with: cd test && go build -o ../bench/noop-webhook ./cmd/noop-webhook)")
 	}
-	if o.rounds < 1 || o.mdEdits < o.rounds || o.kcpEdits < o.rounds {
-		return errors.New("--rounds must be at least 1 and at most --md-edits and --kcp-edits")
+	if o.rounds < 1 || o.paceEdits < 1 || o.satEdits < 1 || o.paceRate <= 0 {
+		return errors.New("--rounds, --pace-edits, --sat-edits and --pace-rate must be positive")
 	}
 	out, closeOut, err := report.Output(o.out)
 	if err != nil {
@@ -182,7 +206,7 @@ func run(o options) (retErr error) {
 	// stops etcd, kube-apiserver and the webhooks it started.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	load := report.LoadAverage()
+	machine := report.ThisMachine()
 	begin := time.Now()
 
 	logFile, err := os.CreateTemp("", "bench-admission-*.log")
@@ -199,8 +223,7 @@ func run(o options) (retErr error) {
 		return fmt.Errorf("starting the API server: %w", err)
 	}
 	b := &bench{o: o, env: env, out: out, patchSeq: map[types.NamespacedName]int{},
-		samples: map[string]map[string][]time.Duration{}, wall: map[string]map[string]time.Duration{},
-		cpu: map[string]map[string]map[string]time.Duration{}}
+		results: map[string]map[workload]*cell{}, revisionReqs: map[string]float64{}}
 	defer func() {
 		b.stopNoop()
 		b.stopWatcher()
@@ -212,6 +235,7 @@ func run(o options) (retErr error) {
 	// and client-go's default limiter (5 requests/s) would be what we measure.
 	cfg := *env.Config
 	cfg.QPS, cfg.Burst = -1, 0
+	b.cfg = &cfg
 	if b.c, err = client.New(&cfg, client.Options{Scheme: env.Scheme}); err != nil {
 		return fmt.Errorf("creating the client: %w", err)
 	}
@@ -240,7 +264,7 @@ func run(o options) (retErr error) {
 	if err != nil {
 		return err
 	}
-	b.header(load, configs)
+	b.header(machine.LoadAtStart, configs)
 	for round := range o.rounds {
 		for i := range configs {
 			cf := configs[(round+i)%len(configs)]
@@ -249,12 +273,22 @@ func run(o options) (retErr error) {
 			}
 		}
 	}
-	b.report(configs, time.Since(begin))
+	machine.LoadAtEnd = report.LoadAverage()
+	elapsed := time.Since(begin)
+	b.report(configs, elapsed)
+	var events string
 	if o.watch {
-		fmt.Fprintf(b.out, "\n# The background watcher's events over the whole run: %s\n", b.stopWatcher())
+		events = b.stopWatcher()
+		fmt.Fprintf(b.out, "\n# The background watcher's events over the whole run: %s\n", events)
 	}
 	if err := b.apiServerMetrics(ctx, &cfg); err != nil {
 		return err
+	}
+	fmt.Fprintf(b.out, "\nloadavg-at-end: %s\n", machine.LoadAtEnd)
+	if o.summary != "" {
+		if err := report.UpdateSummary(o.summary, "admission", b.summary(configs, machine, begin, elapsed, events)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -266,138 +300,8 @@ func (b *bench) header(load string, configs []config) {
 	fmt.Fprintf(b.out, "guard: %s\n", guardVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "vcpus: %d\n", runtime.NumCPU())
 	fmt.Fprintf(b.out, "loadavg-at-start: %s\n", load)
-	var names []string
-	for _, c := range configs {
-		names = append(names, c.name)
-	}
-	fmt.Fprintf(b.out, "# %d rounds; per configuration and edit kind %d MachineDeployment and %d KubeadmControlPlane edits, sequential, over %d clusters (%d MachineDeployments each); configurations %s\n",
-		b.o.rounds, b.o.mdEdits, b.o.kcpEdits, b.o.clusters, b.o.mdsPer, strings.Join(names, ", "))
-}
-
-// runSlice installs cf, checks it took effect, runs this round's share of
-// every edit kind of cf, and removes cf again.
-func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
-	if err := cf.install(ctx); err != nil {
-		return fmt.Errorf("installing: %w", err)
-	}
-	if err := b.confirm(ctx, cf); err != nil {
-		return err
-	}
-	// A guard just started records the live revision of every object its
-	// reconciler has not seen yet (edited in the other configurations'
-	// slices); let that settle, in every configuration alike.
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(b.o.settle):
-	}
-	for _, edit := range cf.edits {
-		n := share(b.o.mdEdits, b.o.rounds, round)
-		if strings.HasPrefix(edit, "kcp-") {
-			n = share(b.o.kcpEdits, b.o.rounds, round)
-		}
-		if _, _, err := b.timeEdits(ctx, edit, b.o.warmup); err != nil {
-			return fmt.Errorf("warming up %s: %w", edit, err)
-		}
-		cpu0 := processCPU(b.procNames())
-		lat, wall, err := b.timeEdits(ctx, edit, n)
-		if err != nil {
-			return fmt.Errorf("edits %s: %w", edit, err)
-		}
-		cpu1 := processCPU(b.procNames())
-		b.add(cf.name, edit, lat, wall, cpu0, cpu1)
-		s := summarize(lat, wall)
-		fmt.Fprintf(b.out, "BenchmarkAdmission/config=%s/edit=%s %d %d ns/op %d p50-ns %d p90-ns %d p99-ns %.1f req/s\n",
-			cf.name, edit, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), s.p90.Nanoseconds(), s.p99.Nanoseconds(), s.throughput)
-	}
-	if err := cf.uninstall(ctx); err != nil {
-		return fmt.Errorf("uninstalling: %w", err)
-	}
-	return nil
-}
-
-// share is round's part of total edits split over rounds.
-func share(total, rounds, round int) int {
-	n := total / rounds
-	if round < total%rounds {
-		n++
-	}
-	return n
-}
-
-// add pools one slice's figures.
-func (b *bench) add(cfg, edit string, lat []time.Duration, wall time.Duration, cpu0, cpu1 map[string]time.Duration) {
-	if b.samples[cfg] == nil {
-		b.samples[cfg] = map[string][]time.Duration{}
-		b.wall[cfg] = map[string]time.Duration{}
-		b.cpu[cfg] = map[string]map[string]time.Duration{}
-	}
-	b.samples[cfg][edit] = append(b.samples[cfg][edit], lat...)
-	b.wall[cfg][edit] += wall
-	if b.cpu[cfg][edit] == nil {
-		b.cpu[cfg][edit] = map[string]time.Duration{}
-	}
-	for proc, t := range cpu1 {
-		// A process that started during the slice counts from zero.
-		b.cpu[cfg][edit][proc] += t - cpu0[proc]
-	}
-}
-
-// timeEdits makes n sequential edits of one kind, rotating over the
-// objects, and returns the latency of each and the wall time of all.
-func (b *bench) timeEdits(ctx context.Context, edit string, n int) ([]time.Duration, time.Duration, error) {
-	lat := make([]time.Duration, 0, n)
-	start := time.Now()
-	for i := range n {
-		b.seq++
-		var objs []types.NamespacedName
-		if strings.HasPrefix(edit, "kcp-") {
-			objs = b.kcps
-		} else {
-			objs = b.mds
-		}
-		key := objs[b.seq%len(objs)]
-		obj, patch, status := b.editOf(edit, key)
-		t0 := time.Now()
-		var err error
-		if status {
-			err = b.c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
-		} else {
-			err = b.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
-		}
-		d := time.Since(t0)
-		if err != nil {
-			return nil, 0, fmt.Errorf("edit %d of %s %s (%s): %w", i+1, edit, key, patch, err)
-		}
-		lat = append(lat, d)
-	}
-	return lat, time.Since(start), nil
-}
-
-// editOf returns the object to patch, the merge patch of one edit of kind
-// edit on key, and whether it goes to the status subresource. Template
-// edits raise the version by one patch release each time: an allowed
-// change that the guard's validating and mutating webhooks both select and
-// that makes a new revision.
-func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []byte, bool) {
-	var obj client.Object = &clusterv1.MachineDeployment{}
-	if strings.HasPrefix(edit, "kcp-") {
-		obj = &controlplanev1.KubeadmControlPlane{}
-	}
-	obj.SetNamespace(key.Namespace)
-	obj.SetName(key.Name)
-	switch edit {
-	case mdTemplate:
-		b.patchSeq[key]++
-		return obj, fmt.Appendf(nil, `{"spec":{"template":{"spec":{"version":"v1.35.%d"}}}}`, b.patchSeq[key]), false
-	case kcpTemplate:
-		b.patchSeq[key]++
-		return obj, fmt.Appendf(nil, `{"spec":{"version":"v1.36.%d"}}`, b.patchSeq[key]), false
-	case mdLabel, kcpLabel:
-		return obj, fmt.Appendf(nil, `{"metadata":{"labels":{"rollout-bench/seq":"%d"}}}`, b.seq), false
-	default: // mdStatus, kcpStatus
-		return obj, fmt.Appendf(nil, `{"status":{"replicas":%d}}`, b.seq), true
-	}
+	fmt.Fprintf(b.out, "# %d rounds; per round and workload %d edits at an operator's pace (1 writer, %g edits/s) and %d at saturation (writers %v); over %d clusters (%d MachineDeployments each); background watcher %v; configurations %s\n",
+		b.o.rounds, b.o.paceEdits, b.o.paceRate, b.o.satEdits, b.o.writers, b.o.clusters, b.o.mdsPer, b.o.watch, strings.Join(configNames(configs), ", "))
 }
 
 // createObjects creates the namespace, the clusters the edits rotate over,
@@ -498,7 +402,7 @@ func (b *bench) startNoop(ctx context.Context) error {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	b.noopCmd = exec.Command(b.o.noopBin, "--port", strconv.Itoa(port), "--cert-dir", b.env.GuardCertDir())
+	b.noopCmd = exec.Command(b.o.noopBin, "--port", strconv.Itoa(port), "--cert-dir", b.env.GuardCertDir(), "--manifests", b.env.GuardManifests())
 	b.noopCmd.Stdout, b.noopCmd.Stderr = os.Stderr, os.Stderr
 	if err := b.noopCmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", b.o.noopBin, err)
@@ -547,35 +451,35 @@ func (b *bench) configurations(list string) ([]config, error) {
 	all := map[string]config{
 		cfgNone: {
 			name:      cfgNone,
-			edits:     []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel, mdStatus, kcpStatus},
+			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads()...),
 			install:   func(context.Context) error { return nil },
 			uninstall: func(context.Context) error { return nil },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: allow, probeMutate: plain, probeLabelRefuse: allow},
 		},
 		cfgVAP: {
 			name:      cfgVAP,
-			edits:     []string{mdTemplate, kcpTemplate},
+			workloads: policedWorkloads(b.o),
 			install:   b.installVAP,
 			uninstall: b.uninstallVAP,
 			want:      map[string]string{probeDowngrade: vapPolicyName, probeTooNew: allow, probeRefuse: allow, probeMutate: plain, probeLabelRefuse: allow},
 		},
 		cfgNoop: {
 			name:      cfgNoop,
-			edits:     []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel},
+			workloads: policedWorkloads(b.o),
 			install:   func(ctx context.Context) error { return b.installNoop(ctx, true) },
 			uninstall: func(ctx context.Context) error { return b.uninstallNoop(ctx, true) },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: allow},
 		},
 		cfgNoopNoMC: {
 			name:      cfgNoopNoMC,
-			edits:     []string{mdLabel, kcpLabel},
+			workloads: []workload{{regime: regimeSat, writers: 1, edit: mdLabel}, {regime: regimeSat, writers: 1, edit: kcpLabel}},
 			install:   func(ctx context.Context) error { return b.installNoop(ctx, false) },
 			uninstall: func(ctx context.Context) error { return b.uninstallNoop(ctx, false) },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: noopRefusal},
 		},
 		cfgGuard: {
 			name:      cfgGuard,
-			edits:     []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel, mdStatus, kcpStatus},
+			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads()...),
 			install:   b.env.StartGuard,
 			uninstall: b.uninstallGuard,
 			// The guard allows a worker's patch downgrade (only minors matter to skew).
@@ -835,6 +739,9 @@ type summary struct {
 }
 
 func summarize(lat []time.Duration, wall time.Duration) summary {
+	if len(lat) == 0 {
+		return summary{}
+	}
 	s := slices.Clone(lat)
 	slices.Sort(s)
 	var sum time.Duration
@@ -848,92 +755,6 @@ func summarize(lat []time.Duration, wall time.Duration) summary {
 	}
 	return summary{n: len(s), mean: sum / time.Duration(len(s)), p50: q(0.50), p90: q(0.90), p99: q(0.99),
 		throughput: float64(len(s)) / wall.Seconds()}
-}
-
-// report prints the pooled figures, the ratios and the targets.
-func (b *bench) report(configs []config, elapsed time.Duration) {
-	w := b.out
-	fmt.Fprintf(w, "\n# Pooled over %d rounds (run took %s)\n\n", b.o.rounds, elapsed.Round(time.Second))
-	fmt.Fprintln(w, "| edit | configuration | n | p50 ms | p90 ms | p99 ms | req/s | p50 / none | p99 / none | p50 / noop | p99 / noop |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
-	edits := []string{mdTemplate, kcpTemplate, mdLabel, kcpLabel, mdStatus, kcpStatus}
-	stats := map[string]map[string]summary{}
-	for _, edit := range edits {
-		for _, cf := range configs {
-			lat := b.samples[cf.name][edit]
-			if len(lat) == 0 {
-				continue
-			}
-			s := summarize(lat, b.wall[cf.name][edit])
-			if stats[cf.name] == nil {
-				stats[cf.name] = map[string]summary{}
-			}
-			stats[cf.name][edit] = s
-		}
-		for _, cf := range configs {
-			s, ok := stats[cf.name][edit]
-			if !ok {
-				continue
-			}
-			fmt.Fprintf(w, "| %s | %s | %d | %.2f | %.2f | %.2f | %.0f | %s | %s | %s | %s |\n", edit, cf.name, s.n, ms(s.p50), ms(s.p90), ms(s.p99), s.throughput,
-				ratio(s.p50, stats, cfgNone, edit, true), ratio(s.p99, stats, cfgNone, edit, false),
-				ratio(s.p50, stats, cfgNoop, edit, true), ratio(s.p99, stats, cfgNoop, edit, false))
-		}
-	}
-
-	fmt.Fprintf(w, "\n# CPU time per edit (ms), from /proc of each process during the measured slices\n\n")
-	procs := []string{"kube-apiserver", "etcd", "webhook", "noop-webhook", "watcher", "bench-admission"}
-	fmt.Fprintf(w, "| edit | configuration | %s |\n", strings.Join(procs, " | "))
-	fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(procs)))
-	for _, edit := range edits {
-		for _, cf := range configs {
-			n := len(b.samples[cf.name][edit])
-			if n == 0 {
-				continue
-			}
-			var cells []string
-			for _, p := range procs {
-				cells = append(cells, fmt.Sprintf("%.3f", ms(b.cpu[cf.name][edit][p])/float64(n)))
-			}
-			fmt.Fprintf(w, "| %s | %s | %s |\n", edit, cf.name, strings.Join(cells, " | "))
-		}
-	}
-
-	fmt.Fprintf(w, "\n# Targets (issue #7)\n\n")
-	target := func(what string, a, base summary, pick func(summary) time.Duration, limit float64) {
-		if a.n == 0 || base.n == 0 {
-			return
-		}
-		r := float64(pick(a)) / float64(pick(base))
-		verdict := "met"
-		if r > limit {
-			verdict = "MISSED"
-		}
-		fmt.Fprintf(w, "- %s = %.3f (target <= %.2f): %s\n", what, r, limit, verdict)
-	}
-	p50 := func(s summary) time.Duration { return s.p50 }
-	p99 := func(s summary) time.Duration { return s.p99 }
-	for _, edit := range []string{mdTemplate, kcpTemplate} {
-		target("guard/noop p50 "+edit, stats[cfgGuard][edit], stats[cfgNoop][edit], p50, 1.05)
-		target("guard/noop p99 "+edit, stats[cfgGuard][edit], stats[cfgNoop][edit], p99, 1.10)
-	}
-	for _, edit := range []string{mdLabel, kcpLabel, mdStatus, kcpStatus} {
-		target("guard/none p50 "+edit, stats[cfgGuard][edit], stats[cfgNone][edit], p50, 1.02)
-	}
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func ratio(v time.Duration, stats map[string]map[string]summary, base, edit string, isP50 bool) string {
-	s, ok := stats[base][edit]
-	if !ok {
-		return "-"
-	}
-	ref := s.p99
-	if isP50 {
-		ref = s.p50
-	}
-	return fmt.Sprintf("%.3f", float64(v)/float64(ref))
 }
 
 // processCPU returns the CPU time (user + system) of this process and of

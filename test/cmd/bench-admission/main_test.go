@@ -71,3 +71,53 @@ func TestReadStatOfThisProcess(t *testing.T) {
 		t.Errorf("readStat(1) = ppid %d, comm %q, ok %v; want ppid 0 and a command name", ppid, comm, ok)
 	}
 }
+
+// TestCompareSpread: a ratio is pooled over every round's edits, with the
+// lowest and highest single round beside it, and judged on the pooled one.
+func TestCompareSpread(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	w := workload{regime: regimePace, writers: 1, edit: mdTemplate}
+	b := &bench{results: map[string]map[workload]*cell{}}
+	for cfg, rounds := range map[string][][]time.Duration{
+		cfgNoop:  {{ms(10), ms(10), ms(10)}, {ms(20), ms(20), ms(20)}},
+		cfgGuard: {{ms(11), ms(11), ms(11)}, {ms(30), ms(30), ms(30)}},
+	} {
+		c := b.result(cfg, w)
+		for _, lat := range rounds {
+			c.lat = append(c.lat, lat...)
+			c.wall += time.Second
+			c.rounds = append(c.rounds, summarize(lat, time.Second))
+		}
+	}
+	r, err := b.compare("x", cfgGuard, cfgNoop, w, "p50", 1.10, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pooled p50: guard 11 ms of {11,11,11,30,30,30}, noop 10 ms.
+	if r.Value.Pooled != 1.1 || r.Value.Min != 1.1 || r.Value.Max != 1.5 {
+		t.Errorf("spread = %+v, want pooled 1.1, min 1.1, max 1.5", r.Value)
+	}
+	if r.Met == nil || !*r.Met {
+		t.Errorf("met = %v, want met (1.1 <= 1.10)", r.Met)
+	}
+	tp, err := b.compare("x", cfgGuard, cfgNoop, w, "edits/s", 0.8, true)
+	if err != nil || tp.Value.Pooled != 1 || tp.Met == nil || !*tp.Met {
+		t.Errorf("throughput ratio = %+v, %v; want 1, met", tp, err)
+	}
+	if _, err := b.compare("x", cfgGuard, cfgNone, w, "p50", 0, false); err == nil {
+		t.Error("compare against a configuration that did not run: want an error")
+	}
+}
+
+// TestWorkloadsOrder: the report lists the operator's pace first, then
+// saturation by writers.
+func TestWorkloadsOrder(t *testing.T) {
+	o := options{writers: []int{1, 8}}
+	ws := orderedWorkloads([]config{{name: cfgGuard, workloads: append(policedWorkloads(o), bookkeepingWorkloads()...)}})
+	if ws[0].regime != regimePace || ws[len(ws)-1].writers != 8 {
+		t.Errorf("order: first %s, last %s; want pace first and 8 writers last", ws[0], ws[len(ws)-1])
+	}
+	if got, want := len(ws), 3*len(policedEdits)+len(bookkeepingEdits)-2; got != want {
+		t.Errorf("%d workloads, want %d", got, want)
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rollout-guard/rollout-guard/test/bench/report"
+)
+
+// procs are the processes whose CPU time the report shows.
+var procs = []string{"kube-apiserver", "etcd", "webhook", "noop-webhook", "watcher", "bench-admission"}
+
+// report prints the pooled figures, the ratios with their spread, the
+// targets, the CPU time per edit and the requests per recorded revision.
+func (b *bench) report(configs []config, elapsed time.Duration) {
+	w := b.out
+	fmt.Fprintf(w, "\n# Pooled over %d rounds (run took %s)\n\n", b.o.rounds, elapsed.Round(time.Second))
+	fmt.Fprintln(w, "| regime | writers | edit | configuration | n | p50 ms | p90 ms | p99 ms | edits/s |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	workloads := orderedWorkloads(configs)
+	for _, wl := range workloads {
+		for _, cf := range configs {
+			c := b.results[cf.name][wl]
+			if c == nil {
+				continue
+			}
+			s := summarize(c.lat, c.wall)
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %d | %.2f | %.2f | %.2f | %.1f |\n", wl.regime, wl.writers, wl.edit, cf.name, s.n,
+				ms(s.p50), ms(s.p90), ms(s.p99), s.throughput)
+		}
+	}
+
+	fmt.Fprintf(w, "\n# Ratios, pooled (min–max over the %d rounds)\n\n", b.o.rounds)
+	fmt.Fprintln(w, "| ratio | pooled | min–max | target | |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range b.ratios() {
+		target, verdict := "", ""
+		if r.Met != nil {
+			op := "<="
+			if r.AtLeast {
+				op = ">="
+			}
+			target, verdict = fmt.Sprintf("%s %.2f", op, r.Target), "met"
+			if !*r.Met {
+				verdict = "MISSED"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %.3f | %.3f–%.3f | %s | %s |\n", r.Name, r.Value.Pooled, r.Value.Min, r.Value.Max, target, verdict)
+	}
+
+	fmt.Fprintf(w, "\n# CPU time per edit (ms), from /proc of each process during the measured edits\n\n")
+	fmt.Fprintf(w, "| workload | configuration | %s |\n", strings.Join(procs, " | "))
+	fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(procs)))
+	for _, wl := range workloads {
+		for _, cf := range configs {
+			c := b.results[cf.name][wl]
+			if c == nil || len(c.lat) == 0 {
+				continue
+			}
+			var cells []string
+			for _, p := range procs {
+				cells = append(cells, fmt.Sprintf("%.3f", ms(c.cpu[p])/float64(len(c.lat))))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", wl, cf.name, strings.Join(cells, " | "))
+		}
+	}
+
+	if b.revisionEdits > 0 {
+		fmt.Fprintf(w, "\n# ControllerRevision requests during the guard's slices (apiserver_request_total), for %d edits that made a new revision\n\n", b.revisionEdits)
+		fmt.Fprintln(w, "| verb | requests | per recorded revision |")
+		fmt.Fprintln(w, "|---|---|---|")
+		var total float64
+		for _, verb := range sortedKeys(b.revisionReqs) {
+			v := b.revisionReqs[verb]
+			total += v
+			fmt.Fprintf(w, "| %s | %.0f | %.2f |\n", verb, v, v/float64(b.revisionEdits))
+		}
+		fmt.Fprintf(w, "| all | %.0f | %.2f |\n", total, total/float64(b.revisionEdits))
+	}
+}
+
+// admissionSummary is the admission section of bench/summary.json.
+type admissionSummary struct {
+	Command   string         `json:"command"`
+	Started   string         `json:"started"`
+	Took      string         `json:"took"`
+	Machine   report.Machine `json:"machine"`
+	Guard     string         `json:"guard"`
+	APIServer string         `json:"kube_apiserver"`
+	Rounds    int            `json:"rounds"`
+	PaceEdits int            `json:"pace_edits_per_round"`
+	PaceRate  float64        `json:"pace_rate"`
+	SatEdits  int            `json:"saturation_edits_per_round"`
+	Writers   []int          `json:"writers"`
+	Watcher   string         `json:"background_watcher_events,omitempty"`
+	Workloads []workloadFig  `json:"workloads"`
+	Ratios    []ratio        `json:"ratios"`
+	Revisions *revisionFig   `json:"revision_requests,omitempty"`
+}
+
+// workloadFig is one configuration's figures on one workload.
+type workloadFig struct {
+	Workload string  `json:"workload"`
+	Config   string  `json:"config"`
+	N        int     `json:"n"`
+	P50ms    float64 `json:"p50_ms"`
+	P99ms    float64 `json:"p99_ms"`
+	EditsPS  float64 `json:"edits_per_s"`
+	// CPUms is each process's CPU time per edit.
+	CPUms map[string]float64 `json:"cpu_ms_per_edit"`
+}
+
+// revisionFig is the API server's count of ControllerRevision requests
+// during the guard's slices.
+type revisionFig struct {
+	Edits       int                `json:"edits_making_a_revision"`
+	Requests    map[string]float64 `json:"requests"`
+	PerRevision map[string]float64 `json:"per_revision"`
+	Total       float64            `json:"per_revision_all"`
+}
+
+// summary is the run as JSON.
+func (b *bench) summary(configs []config, m report.Machine, begin time.Time, took time.Duration, events string) admissionSummary {
+	s := admissionSummary{
+		Command: strings.Join(os.Args, " "), Started: begin.UTC().Format(time.RFC3339), Took: took.Round(time.Second).String(),
+		Machine: m, Guard: guardVersion(b.env.BinDir), APIServer: apiServerVersion(b.env.BinDir),
+		Rounds: b.o.rounds, PaceEdits: b.o.paceEdits, PaceRate: b.o.paceRate, SatEdits: b.o.satEdits, Writers: b.o.writers,
+		Watcher: events, Ratios: b.ratios(),
+	}
+	for _, wl := range orderedWorkloads(configs) {
+		for _, cf := range configs {
+			c := b.results[cf.name][wl]
+			if c == nil || len(c.lat) == 0 {
+				continue
+			}
+			sm := summarize(c.lat, c.wall)
+			fig := workloadFig{Workload: wl.String(), Config: cf.name, N: sm.n, P50ms: report.Round3(ms(sm.p50)),
+				P99ms: report.Round3(ms(sm.p99)), EditsPS: report.Round3(sm.throughput), CPUms: map[string]float64{}}
+			for _, p := range procs {
+				if t, ok := c.cpu[p]; ok {
+					fig.CPUms[p] = report.Round3(ms(t) / float64(sm.n))
+				}
+			}
+			s.Workloads = append(s.Workloads, fig)
+		}
+	}
+	if b.revisionEdits > 0 {
+		r := &revisionFig{Edits: b.revisionEdits, Requests: b.revisionReqs, PerRevision: map[string]float64{}}
+		var total float64
+		for verb, v := range b.revisionReqs {
+			total += v
+			r.PerRevision[verb] = report.Round3(v / float64(b.revisionEdits))
+		}
+		r.Total = report.Round3(total / float64(b.revisionEdits))
+		s.Revisions = r
+	}
+	return s
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
