@@ -178,6 +178,8 @@ func waitRecorded(t *testing.T, obj client.Object) {
 		switch o := obj.(type) {
 		case *clusterv1.MachineDeployment:
 			snap, err = revisions.ForMachineDeployment(o)
+		case *clusterv1.MachinePool:
+			snap, err = revisions.ForMachinePool(o)
 		case *controlplanev1.KubeadmControlPlane:
 			snap, err = revisions.ForKubeadmControlPlane(o)
 		}
