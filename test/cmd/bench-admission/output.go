@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -124,7 +125,7 @@ type revisionFig struct {
 // summary is the run as JSON.
 func (b *bench) summary(configs []config, m report.Machine, begin time.Time, took time.Duration, events string) admissionSummary {
 	s := admissionSummary{
-		Command: strings.Join(os.Args, " "), Started: begin.UTC().Format(time.RFC3339), Took: took.Round(time.Second).String(),
+		Command: strings.Join(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...), " "), Started: begin.UTC().Format(time.RFC3339), Took: took.Round(time.Second).String(),
 		Machine: m, Guard: guardVersion(b.env.BinDir), APIServer: apiServerVersion(b.env.BinDir),
 		Rounds: b.o.rounds, PaceEdits: b.o.paceEdits, PaceRate: b.o.paceRate, SatEdits: b.o.satEdits, Writers: b.o.writers,
 		Watcher: events, Ratios: b.ratios(),

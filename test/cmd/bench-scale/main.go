@@ -10,7 +10,19 @@
 // ControllerRevisions per MachineDeployment and KubeadmControlPlane, owned by
 // it and shaped like the guard's own (the live one among them), so 2,000
 // clusters are 2,000 KCPs, 6,000 MDs, 20,000 Machines and 40,000
-// ControllerRevisions.
+// ControllerRevisions. The objects are realistic (realistic.go): each
+// KubeadmControlPlane has the kubeadmConfigSpec of Cluster API's quick
+// start with files and commands, and the control planes, MachineDeployments
+// and Machines have the status their controllers write, conditions
+// included (--bare leaves specs minimal and statuses empty, the shape of
+// the runs before).
+//
+// The burst is --burst policed updates (4 MachineDeployment version
+// changes for every KubeadmControlPlane one) from --writers writers; the
+// boot reconciliation (the guard recording the live revision of every
+// MachineDeployment and KubeadmControlPlane after it starts) is timed from
+// the guard's readiness to an empty work queue. With --summary the figures
+// go into the scale section of a JSON summary.
 //
 // Usage (from the test module): go run ./cmd/bench-scale --clusters 2000 --small 100
 package main
@@ -18,6 +30,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,7 +79,8 @@ const (
 
 type options struct {
 	clusters, small, burst, writers, createWorkers int
-	out                                            string
+	out, summary                                   string
+	bare                                           bool
 	variants                                       []variant
 }
 
@@ -110,6 +124,8 @@ func main() {
 	flag.IntVar(&o.writers, "writers", 8, "concurrent writers of the burst")
 	flag.IntVar(&o.createWorkers, "create-workers", 32, "concurrent writers creating the world")
 	flag.StringVar(&o.out, "out", "", "file the results are appended to (besides stdout)")
+	flag.StringVar(&o.summary, "summary", "", "set the scale section of this JSON summary (e.g. bench/summary.json)")
+	flag.BoolVar(&o.bare, "bare", false, "minimal objects without status (the shape of earlier runs) instead of realistic ones")
 	variants := flag.String("variants", "default", "comma-separated environments the guard is run with, one after the other, in the large world: default, or NAME=VALUE[+NAME=VALUE] (e.g. GOGC=50)")
 	flag.Parse()
 	var err error
@@ -144,18 +160,100 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	fmt.Fprintf(out, "# bench-scale %s: load average at start %s\n", time.Now().UTC().Format(time.RFC3339), report.LoadAverage())
+	machine := report.ThisMachine()
+	begin := time.Now()
+	shape := "realistic"
+	if o.bare {
+		shape = "bare"
+	}
+	fmt.Fprintf(out, "# bench-scale %s: load average at start %s; %s objects; cpu %s, %d cores\n", begin.UTC().Format(time.RFC3339),
+		machine.LoadAtStart, shape, machine.CPUModel, machine.Cores)
+	sum := scaleSummary{Command: strings.Join(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...), " "), Started: begin.UTC().Format(time.RFC3339), Shape: shape,
+		Burst: o.burst, Writers: o.writers}
 	small, err := measureWorld(ctx, o, o.small, o.variants[:1], out)
 	if err != nil {
 		return fmt.Errorf("small world (%d clusters): %w", o.small, err)
 	}
+	sum.Worlds = append(sum.Worlds, small.fig)
 	large, err := measureWorld(ctx, o, o.clusters, o.variants, out)
 	if err != nil {
 		return fmt.Errorf("large world (%d clusters): %w", o.clusters, err)
 	}
-	fmt.Fprintf(out, "ratio p50 large/small %.2f\n", large.p(0.50).Seconds()/small.p(0.50).Seconds())
-	fmt.Fprintf(out, "ratio p99 large/small %.2f\n", large.p(0.99).Seconds()/small.p(0.99).Seconds())
+	sum.Worlds = append(sum.Worlds, large.fig)
+	sum.RatioP50 = report.Round3(large.lat.p(0.50).Seconds() / small.lat.p(0.50).Seconds())
+	sum.RatioP99 = report.Round3(large.lat.p(0.99).Seconds() / small.lat.p(0.99).Seconds())
+	machine.LoadAtEnd = report.LoadAverage()
+	fmt.Fprintf(out, "ratio p50 large/small %.2f\n", sum.RatioP50)
+	fmt.Fprintf(out, "ratio p99 large/small %.2f\n", sum.RatioP99)
+	fmt.Fprintf(out, "# load average at end %s; took %s\n", machine.LoadAtEnd, time.Since(begin).Round(time.Second))
+	sum.Machine, sum.Took = machine, time.Since(begin).Round(time.Second).String()
+	if o.summary != "" {
+		return report.UpdateSummary(o.summary, "scale", sum)
+	}
 	return nil
+}
+
+// scaleSummary is the scale section of bench/summary.json.
+type scaleSummary struct {
+	Command string         `json:"command"`
+	Started string         `json:"started"`
+	Took    string         `json:"took"`
+	Machine report.Machine `json:"machine"`
+	// Shape is realistic or bare (see the package comment).
+	Shape   string     `json:"shape"`
+	Burst   int        `json:"burst_updates"`
+	Writers int        `json:"burst_writers"`
+	Worlds  []worldFig `json:"worlds"`
+	// RatioP50 and RatioP99 compare the large world's burst with the
+	// small one's (first variant each).
+	RatioP50 float64 `json:"burst_p50_ratio_large_small"`
+	RatioP99 float64 `json:"burst_p99_ratio_large_small"`
+}
+
+// worldFig is one world and what each guard variant did in it.
+type worldFig struct {
+	Clusters  int        `json:"clusters"`
+	Objects   string     `json:"objects"`
+	CreatedS  float64    `json:"created_s"`
+	Guards    []guardFig `json:"guards"`
+	Reference latFig     `json:"reference_label_only_burst"`
+}
+
+// guardFig is one guard variant in one world.
+type guardFig struct {
+	Variant       string  `json:"variant"`
+	ReadyS        float64 `json:"ready_s"`
+	ReadyRSSMiB   float64 `json:"rss_ready_mib"`
+	BootS         float64 `json:"boot_reconciliation_s"`
+	BootRSSMiB    float64 `json:"rss_after_boot_mib"`
+	PeakRSSMiB    float64 `json:"rss_peak_burst_mib"`
+	HWMMiB        float64 `json:"vmhwm_after_burst_mib"`
+	Burst         latFig  `json:"burst"`
+	LastGC        string  `json:"last_gc"`
+	AnswerTimesMS string  `json:"guard_answer_times"`
+}
+
+// latFig is a burst's latencies.
+type latFig struct {
+	N     int     `json:"n"`
+	P50ms float64 `json:"p50_ms"`
+	P90ms float64 `json:"p90_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+func newLatFig(l latencies) latFig {
+	if len(l) == 0 {
+		return latFig{}
+	}
+	f := func(d time.Duration) float64 { return report.Round3(float64(d) / float64(time.Millisecond)) }
+	return latFig{N: len(l), P50ms: f(l.p(0.50)), P90ms: f(l.p(0.90)), P99ms: f(l.p(0.99)), MaxMS: f(l[len(l)-1])}
+}
+
+// worldResult is a world's figures and the first variant's burst.
+type worldResult struct {
+	fig worldFig
+	lat latencies
 }
 
 // latencies are the durations of the burst's updates, sorted.
@@ -172,17 +270,18 @@ func (l latencies) p(q float64) time.Duration {
 
 // measureWorld starts an API server, creates the world, then for each
 // variant (re)starts the guard and measures it; it stops everything before
-// returning. It returns the latencies of the first variant's burst.
-func measureWorld(ctx context.Context, o options, clusters int, variants []variant, out io.Writer) (latencies, error) {
+// returning. It returns the world's figures and the latencies of the first
+// variant's burst.
+func measureWorld(ctx context.Context, o options, clusters int, variants []variant, out io.Writer) (worldResult, error) {
 	logFile, err := os.CreateTemp("", fmt.Sprintf("rollout-guard-bench-scale-%d-*.log", clusters))
 	if err != nil {
-		return nil, fmt.Errorf("creating the log file: %w", err)
+		return worldResult{}, fmt.Errorf("creating the log file: %w", err)
 	}
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "world of %d clusters: logs in %s\n", clusters, logFile.Name())
 	env, err := framework.Start(ctx, framework.Options{Log: logFile, GuardMetrics: true})
 	if err != nil {
-		return nil, fmt.Errorf("starting the API server: %w", err)
+		return worldResult{}, fmt.Errorf("starting the API server: %w", err)
 	}
 	defer func() {
 		if err := env.Stop(); err != nil {
@@ -193,52 +292,56 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit: the API server is the limit
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
-		return nil, fmt.Errorf("creating the client: %w", err)
+		return worldResult{}, fmt.Errorf("creating the client: %w", err)
 	}
 
 	prefix := fmt.Sprintf("world %d clusters:", clusters)
 	begin := time.Now()
-	counts, err := createWorld(ctx, c, clusters, o.createWorkers)
+	counts, err := createWorld(ctx, c, clusters, o.createWorkers, !o.bare)
 	if err != nil {
-		return nil, err
+		return worldResult{}, err
 	}
-	fmt.Fprintf(out, "%s created %s in %s (%.0f objects/s)\n", prefix, counts, time.Since(begin).Round(time.Second),
-		float64(counts.total())/time.Since(begin).Seconds())
+	created := time.Since(begin)
+	fmt.Fprintf(out, "%s created %s in %s (%.0f objects/s)\n", prefix, counts, created.Round(time.Second),
+		float64(counts.total())/created.Seconds())
+	res := worldResult{fig: worldFig{Clusters: clusters, Objects: counts.String(), CreatedS: report.Round3(created.Seconds())}}
 
 	token, err := metricsToken(ctx, c)
 	if err != nil {
-		return nil, err
+		return worldResult{}, err
 	}
-	var first latencies
 	for n, v := range variants {
-		lat, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), token, out)
+		lat, g, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), token, out)
 		if err != nil {
-			return nil, fmt.Errorf("guard with %s: %w", v.name, err)
+			return worldResult{}, fmt.Errorf("guard with %s: %w", v.name, err)
 		}
+		res.fig.Guards = append(res.fig.Guards, g)
 		if n == 0 {
-			first = lat
+			res.lat = lat
 			// The same objects and writers, with changes the guard's
 			// matchConditions leave out: the API server's own latency.
 			base, _, err := burst(ctx, c, clusters, o, env.GuardPID(), 0, true)
 			if err != nil {
-				return nil, err
+				return worldResult{}, err
 			}
 			fmt.Fprintf(out, "%s reference burst of %d label-only updates of the same objects (no webhook called): p50 %s p90 %s p99 %s max %s\n",
 				fmt.Sprintf("world %d clusters:", clusters), len(base), ms(base.p(0.50)), ms(base.p(0.90)), ms(base.p(0.99)), ms(base[len(base)-1]))
+			res.fig.Reference = newLatFig(base)
 		}
 	}
-	return first, nil
+	return res, nil
 }
 
 // measureGuard (re)starts the guard with variant v's environment and
 // measures its memory after its caches sync, after its boot work and during
 // a burst; n numbers the variant, so each burst sets versions of its own.
-func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath, token string, out io.Writer) (latencies, error) {
+func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath, token string, out io.Writer) (latencies, guardFig, error) {
+	g := guardFig{Variant: v.name}
 	// The guard inherits this process's environment.
 	for k, val := range v.env {
 		prev, had := os.LookupEnv(k)
 		if err := os.Setenv(k, val); err != nil {
-			return nil, err
+			return nil, g, err
 		}
 		defer func() {
 			if had {
@@ -251,7 +354,7 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	// gctrace: the heap the garbage collector found live, in the guard's log.
 	godebug, hadDebug := os.LookupEnv("GODEBUG")
 	if err := os.Setenv("GODEBUG", strings.Trim(godebug+",gctrace=1", ",")); err != nil {
-		return nil, err
+		return nil, g, err
 	}
 	defer func() {
 		if hadDebug {
@@ -266,34 +369,40 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	defer cancel()
 	begin := time.Now()
 	if err := env.StartGuard(startCtx); err != nil {
-		return nil, err
+		return nil, g, err
 	}
 	pid := env.GuardPID()
+	g.ReadyS, g.ReadyRSSMiB = report.Round3(time.Since(begin).Seconds()), rssMiB(pid)
 	fmt.Fprintf(out, "%s ready (caches synced) after %s: %s\n", prefix, time.Since(begin).Round(100*time.Millisecond), memory(pid))
 
 	settled, err := waitReconciled(ctx, env.GuardMetricsURL(), token, clusters*(1+mdsPerCluster), settleTimeout)
 	if err != nil {
-		return nil, err
+		return nil, g, err
 	}
+	g.BootS, g.BootRSSMiB = report.Round3(settled.Seconds()), rssMiB(pid)
 	fmt.Fprintf(out, "%s boot reconciliation of the %d MachineDeployments and KubeadmControlPlanes over after %s more: %s; %s\n",
 		prefix, clusters*(1+mdsPerCluster), settled.Round(time.Second), memory(pid), lastGC(logPath))
 
 	before, err := scrapeLatency(ctx, env.GuardMetricsURL(), token)
 	if err != nil {
-		return nil, err
+		return nil, g, err
 	}
 	lat, peakRSS, err := burst(ctx, c, clusters, o, pid, n, false)
 	if err != nil {
-		return nil, err
+		return nil, g, err
 	}
 	after, err := scrapeLatency(ctx, env.GuardMetricsURL(), token)
 	if err != nil {
-		return nil, err
+		return nil, g, err
 	}
 	fmt.Fprintf(out, "%s burst of %d updates with %d writers: p50 %s p90 %s p99 %s max %s; peak VmRSS during the burst %s; after: %s; %s\n",
 		prefix, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peakRSS), memory(pid), lastGC(logPath))
 	fmt.Fprintf(out, "%s the guard's own answer time during the burst (%s): %s\n", prefix, webhookLatency, meanLatencies(before, after))
-	return lat, nil
+	g.Burst, g.PeakRSSMiB, g.LastGC, g.AnswerTimesMS = newLatFig(lat), report.Round3(float64(peakRSS)/(1<<20)), lastGC(logPath), meanLatencies(before, after)
+	if st, err := readStatus(pid); err == nil {
+		g.HWMMiB = report.Round3(float64(st.hwm) / (1 << 20))
+	}
+	return lat, g, nil
 }
 
 // lastGC returns the heap figures of the last garbage collection the guard
@@ -342,8 +451,9 @@ func clusterName(i int) string { return fmt.Sprintf("c%04d", i) }
 func kcpName(i int) string     { return clusterName(i) + "-cp" }
 func mdName(i, j int) string   { return fmt.Sprintf("%s-md-%d", clusterName(i), j) }
 
-// createWorld creates the clusters with workers writers in parallel.
-func createWorld(ctx context.Context, c client.Client, clusters, workers int) (*counts, error) {
+// createWorld creates the clusters with workers writers in parallel,
+// realistic (see realistic.go) or bare.
+func createWorld(ctx context.Context, c client.Client, clusters, workers int, realistic bool) (*counts, error) {
 	for n := range min(namespaces, clusters) {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceOf(n)}}); err != nil {
 			return nil, fmt.Errorf("creating namespace %s: %w", namespaceOf(n), err)
@@ -358,7 +468,7 @@ func createWorld(ctx context.Context, c client.Client, clusters, workers int) (*
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				if err := createCluster(ctx, c, i, n); err != nil {
+				if err := createCluster(ctx, c, i, n, realistic); err != nil {
 					errs <- err
 					return
 				}
@@ -383,13 +493,28 @@ feed:
 	return n, failed
 }
 
-// createCluster creates cluster i: small objects, as a management cluster
-// holds them before any controller added status.
-func createCluster(ctx context.Context, c client.Client, i int, n *counts) error {
+// createCluster creates cluster i; realistic, it gives the control plane
+// its kubeadmConfigSpec and every KubeadmControlPlane, MachineDeployment
+// and Machine the status its controller writes; bare, it leaves them as a
+// management cluster holds them before any controller ran.
+func createCluster(ctx context.Context, c client.Client, i int, n *counts, realistic bool) error {
 	ns, name := namespaceOf(i), clusterName(i)
 	create := func(obj client.Object) error {
 		if err := c.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+		}
+		return nil
+	}
+	setStatus := func(obj client.Object, status map[string]any) error {
+		if !realistic {
+			return nil
+		}
+		raw, err := json.Marshal(status)
+		if err != nil {
+			return fmt.Errorf("encoding the status of %s: %w", obj.GetName(), err)
+		}
+		if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw)); err != nil {
+			return fmt.Errorf("writing the status of %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 		}
 		return nil
 	}
@@ -415,9 +540,19 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts) error
 			}},
 		},
 	}
+	if realistic {
+		spec, err := kubeadmConfigSpec(name)
+		if err != nil {
+			return err
+		}
+		kcp.Spec.KubeadmConfigSpec = spec
+	}
 	if err := createWithHistory(ctx, c, kcp, history.KubeadmControlPlane, func(obj client.Object, k int) {
 		obj.(*controlplanev1.KubeadmControlPlane).Spec.Version = fmt.Sprintf("v1.%d.0", 30+k)
 	}, n); err != nil {
+		return err
+	}
+	if err := setStatus(kcp, kcpStatus(name, cpMachines, cpVersion, kcp.Generation)); err != nil {
 		return err
 	}
 	n.kcps.Add(1)
@@ -445,6 +580,9 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts) error
 		}, n); err != nil {
 			return err
 		}
+		if err := setStatus(md, mdStatus(mdName(i, j), workerVersion, 2, md.Generation)); err != nil {
+			return err
+		}
 		n.mds.Add(1)
 	}
 
@@ -467,6 +605,9 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts) error
 			},
 		}
 		if err := create(machine); err != nil {
+			return err
+		}
+		if err := setStatus(machine, machineStatus(machine.Name, version, m < cpMachines, i*(cpMachines+workerMachines)+m)); err != nil {
 			return err
 		}
 		n.machines.Add(1)
@@ -653,6 +794,15 @@ func memory(pid int) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("VmRSS %s VmHWM %s", mib(s.rss), mib(s.hwm))
+}
+
+// rssMiB is the resident memory of pid in MiB, or 0 if unreadable.
+func rssMiB(pid int) float64 {
+	st, err := readStatus(pid)
+	if err != nil {
+		return 0
+	}
+	return report.Round3(float64(st.rss) / (1 << 20))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
