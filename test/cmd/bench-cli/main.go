@@ -70,7 +70,41 @@ type options struct {
 	skipStatus   bool
 	statusArgs   string
 	statusWindow time.Duration
+	summary      string
 }
+
+// cliSummary is the cli section of bench/summary.json.
+type cliSummary struct {
+	Command string         `json:"command"`
+	Started string         `json:"started"`
+	Machine report.Machine `json:"machine"`
+	History *historyFig    `json:"history,omitempty"`
+	Status  []statusFig    `json:"status,omitempty"`
+}
+
+// historyFig is what rollout history of one MachineDeployment cost.
+type historyFig struct {
+	Revisions int `json:"revisions"`
+	// RequestsCold and RequestsWarm are the API requests of the first run
+	// (cold discovery cache) and the most of any later run.
+	RequestsCold int `json:"requests_cold"`
+	RequestsWarm int `json:"requests_warm"`
+	ListsWarm    int `json:"controllerrevision_lists_warm"`
+	// In-process and process wall times over the warm runs, ms.
+	InProcessMS [3]float64 `json:"in_process_ms_min_median_max"`
+	ProcessMS   [3]float64 `json:"process_ms_min_median_max"`
+}
+
+// statusFig is one rollout watched by rollout status: how long after the
+// rollout's completion the command exited, between min and max (ms).
+type statusFig struct {
+	Rollout    string  `json:"rollout"`
+	DelayMinMS float64 `json:"delay_min_ms"`
+	DelayMaxMS float64 `json:"delay_max_ms"`
+}
+
+// sum collects the run's figures for --summary.
+var sum cliSummary
 
 func main() {
 	var o options
@@ -86,6 +120,7 @@ func main() {
 	flag.BoolVar(&o.skipStatus, "skip-status", false, "skip the status part")
 	flag.StringVar(&o.statusArgs, "status-args", "", "extra flags for rollout status, space-separated (e.g. --grace=0s)")
 	flag.DurationVar(&o.statusWindow, "timeout", 5*time.Minute, "bound on each rollout")
+	flag.StringVar(&o.summary, "summary", "", "set the cli section of this JSON summary (e.g. bench/summary.json)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-cli:", err)
@@ -112,7 +147,10 @@ func run(o options) error {
 	// The in-memory workload clusters' API servers log through package log.
 	log.SetOutput(logFile)
 
-	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", report.CPUModel(), report.LoadAverage(), binVersion(o.binDir, "rollout"))
+	sum.Machine = report.ThisMachine()
+	sum.Command = strings.Join(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...), " ")
+	sum.Started = time.Now().UTC().Format(time.RFC3339)
+	fmt.Fprintf(out, "cpu: %s\nloadavg-at-start: %s\nrollout: %s\n", report.CPUModel(), sum.Machine.LoadAtStart, binVersion(o.binDir, "rollout"))
 	// Ctrl-C or SIGTERM ends the run through its deferred clean-up, which
 	// stops every process it started.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -126,6 +164,11 @@ func run(o options) error {
 		if err := benchStatus(ctx, o, out, logFile); err != nil {
 			return fmt.Errorf("status: %w", err)
 		}
+	}
+	sum.Machine.LoadAtEnd = report.LoadAverage()
+	fmt.Fprintf(out, "loadavg-at-end: %s\n", sum.Machine.LoadAtEnd)
+	if o.summary != "" {
+		return report.UpdateSummary(o.summary, "cli", sum)
 	}
 	return nil
 }
@@ -199,6 +242,7 @@ func benchHistory(ctx context.Context, o options, out io.Writer, log io.Writer) 
 	fmt.Fprintln(out, "| run | discovery cache | API requests | of which discovery | lists of ControllerRevisions | other requests | wall ms | rows printed |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
 	var warm []time.Duration
+	hist := &historyFig{Revisions: o.revisions}
 	for run := 0; run <= o.historyRuns; run++ {
 		cnt := &counter{}
 		flags := genericclioptions.NewConfigFlags(true)
@@ -241,6 +285,11 @@ func benchHistory(ctx context.Context, o options, out io.Writer, log io.Writer) 
 			warm = append(warm, wall)
 		}
 		fmt.Fprintf(out, "| %d | %s | %d | %d | %d | %d | %.1f | %d |\n", run+1, cache, len(cnt.requests), discovery, lists, other, ms(wall), rows)
+		if run == 0 {
+			hist.RequestsCold = len(cnt.requests)
+		} else {
+			hist.RequestsWarm, hist.ListsWarm = max(hist.RequestsWarm, len(cnt.requests)), max(hist.ListsWarm, lists)
+		}
 		if run == 0 || run == o.historyRuns {
 			fmt.Fprintf(out, "\nrequests of run %d:\n", run+1)
 			for _, r := range cnt.requests {
@@ -269,6 +318,9 @@ func benchHistory(ctx context.Context, o options, out io.Writer, log io.Writer) 
 		procs = append(procs, time.Since(start))
 	}
 	slices.Sort(procs)
+	hist.InProcessMS = minMedianMax(warm)
+	hist.ProcessMS = minMedianMax(procs)
+	sum.History = hist
 	fmt.Fprintf(out, "history as a process (%s), warm cache: %d runs, wall min %.1f ms, median %.1f ms, max %.1f ms\n",
 		filepath.Join(binDir, "rollout"), len(procs), ms(procs[0]), ms(procs[len(procs)/2]), ms(procs[len(procs)-1]))
 	for _, w := range warm {
@@ -424,6 +476,7 @@ func benchStatus(ctx context.Context, o options, out io.Writer, log io.Writer) (
 		// delay-min is negative when the command exited before this
 		// program's next read saw the rollout complete (reads are 50 ms apart).
 		fmt.Fprintf(out, "BenchmarkCLIStatus/%s 1 %.1f delay-max-ms %.1f delay-min-ms\n", d.kind, ms(d.delay.max), ms(d.delay.min))
+		sum.Status = append(sum.Status, statusFig{Rollout: d.kind, DelayMinMS: report.Round3(ms(d.delay.min)), DelayMaxMS: report.Round3(ms(d.delay.max))})
 	}
 	return nil
 }
@@ -563,6 +616,14 @@ func rolloutComplete(ctx context.Context, c client.Client, obj client.Object, ge
 		}
 	}
 	return true, nil
+}
+
+// minMedianMax of sorted durations, in ms.
+func minMedianMax(sorted []time.Duration) [3]float64 {
+	if len(sorted) == 0 {
+		return [3]float64{}
+	}
+	return [3]float64{report.Round3(ms(sorted[0])), report.Round3(ms(sorted[len(sorted)/2])), report.Round3(ms(sorted[len(sorted)-1]))}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
