@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -79,7 +80,7 @@ const (
 
 type options struct {
 	clusters, small, burst, writers, createWorkers int
-	out, summary                                   string
+	out, summary, binDir                           string
 	bare                                           bool
 	variants                                       []variant
 }
@@ -125,6 +126,7 @@ func main() {
 	flag.IntVar(&o.createWorkers, "create-workers", 32, "concurrent writers creating the world")
 	flag.StringVar(&o.out, "out", "", "file the results are appended to (besides stdout)")
 	flag.StringVar(&o.summary, "summary", "", "set the scale section of this JSON summary (e.g. bench/summary.json)")
+	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
 	flag.BoolVar(&o.bare, "bare", false, "minimal objects without status (the shape of earlier runs) instead of realistic ones")
 	variants := flag.String("variants", "default", "comma-separated environments the guard is run with, one after the other, in the large world: default, or NAME=VALUE[+NAME=VALUE] (e.g. GOGC=50)")
 	flag.Parse()
@@ -213,6 +215,7 @@ type scaleSummary struct {
 // worldFig is one world and what each guard variant did in it.
 type worldFig struct {
 	Clusters  int        `json:"clusters"`
+	Guard     string     `json:"guard"`
 	Objects   string     `json:"objects"`
 	CreatedS  float64    `json:"created_s"`
 	Guards    []guardFig `json:"guards"`
@@ -279,7 +282,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 	}
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "world of %d clusters: logs in %s\n", clusters, logFile.Name())
-	env, err := framework.Start(ctx, framework.Options{Log: logFile, GuardMetrics: true})
+	env, err := framework.Start(ctx, framework.Options{BinDir: o.binDir, Log: logFile, GuardMetrics: true})
 	if err != nil {
 		return worldResult{}, fmt.Errorf("starting the API server: %w", err)
 	}
@@ -304,7 +307,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 	created := time.Since(begin)
 	fmt.Fprintf(out, "%s created %s in %s (%.0f objects/s)\n", prefix, counts, created.Round(time.Second),
 		float64(counts.total())/created.Seconds())
-	res := worldResult{fig: worldFig{Clusters: clusters, Objects: counts.String(), CreatedS: report.Round3(created.Seconds())}}
+	res := worldResult{fig: worldFig{Clusters: clusters, Guard: guardVersion(env.BinDir), Objects: counts.String(), CreatedS: report.Round3(created.Seconds())}}
 
 	token, err := metricsToken(ctx, c)
 	if err != nil {
@@ -808,3 +811,13 @@ func rssMiB(pid int) float64 {
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// guardVersion is what the webhook binary in binDir prints with --version
+// (git describe at build time).
+func guardVersion(binDir string) string {
+	out, err := exec.Command(filepath.Join(binDir, "webhook"), "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
