@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -79,8 +80,44 @@ var KubeadmControlPlane = Kind{
 	},
 }
 
+// ContractKind is the history kind of a control-plane kind of another
+// provider (gvk), read as unstructured objects at the fields of Cluster API's
+// control-plane contract: its revisions are spec.version and
+// spec.machineTemplate, its restarts spec.rollout.after where the provider
+// has it.
+func ContractKind(gvk schema.GroupVersionKind) Kind {
+	return Kind{
+		GVK: gvk,
+		New: func() client.Object {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			return u
+		},
+		Snapshot: func(o client.Object) (revisions.Snapshot, error) {
+			u, ok := o.(*unstructured.Unstructured)
+			if !ok {
+				return revisions.Snapshot{}, fmt.Errorf("expected a %s as an unstructured object, got %T", gvk.Kind, o)
+			}
+			return revisions.ForContractControlPlane(u)
+		},
+		RolloutAfter: func(o client.Object) string {
+			u, ok := o.(*unstructured.Unstructured)
+			if !ok {
+				return ""
+			}
+			after, _, _ := unstructured.NestedString(u.Object, "spec", "rollout", "after")
+			return after
+		},
+	}
+}
+
 // KindOf returns the history kind of obj, false for kinds without history.
+// An unstructured object is taken as a control plane read through the
+// contract (ContractKind).
 func KindOf(obj client.Object) (Kind, bool) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return ContractKind(u.GroupVersionKind()), true
+	}
 	switch obj.(type) {
 	case *clusterv1.MachineDeployment:
 		return MachineDeployment, true

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -51,6 +52,17 @@ type factReader struct {
 	reader  client.Reader
 	mapper  meta.RESTMapper
 	indexed bool
+	// listed are the control-plane kinds the guard was told to police.
+	listed []schema.GroupKind
+}
+
+// notListed is the way out a warning about an unreadable control plane adds
+// when its kind is not among those the guard polices.
+func (f factReader) notListed(gk schema.GroupKind) string {
+	if slices.Contains(f.listed, gk) {
+		return ""
+	}
+	return fmt.Sprintf("; to have it policed, add %s to the guard's %s", gk.Kind+"."+gk.Group, ControlPlaneKindsFlag)
 }
 
 // getOptions are the options of reads of typed objects: from the guard's
@@ -98,13 +110,14 @@ func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName s
 
 // contractControlPlane reads a control plane of any provider through the
 // fields of Cluster API's control-plane contract: spec.version and
-// status.version.
+// status.versions / status.version.
 func (f factReader) contractControlPlane(ctx context.Context, namespace string, ref clusterv1.ContractVersionedObjectReference) (*skew.ControlPlaneState, string, error) {
 	id := fmt.Sprintf("%s %s/%s", ref.Kind, namespace, ref.Name)
 	if f.mapper == nil {
 		return nil, fmt.Sprintf("control plane %s cannot be read: no REST mapper", id), nil
 	}
-	mapping, err := f.mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+	mapping, err := f.mapper.RESTMapping(gk)
 	if err != nil {
 		return nil, fmt.Sprintf("control plane %s: kind not served (%v)", id, err), nil
 	}
@@ -121,18 +134,16 @@ func (f factReader) contractControlPlane(ctx context.Context, namespace string, 
 		case apierrors.IsNotFound(err):
 			return nil, fmt.Sprintf("control plane %s not found", id), nil
 		case readCtx.Err() != nil && ctx.Err() == nil, apierrors.IsForbidden(err):
-			return nil, fmt.Sprintf("control plane %s could not be read within %s (%v); grant rollout-guard read access to %s through a ClusterRole labelled %s",
-				id, ContractReadTimeout, err, mapping.Resource.GroupResource(), AggregateToControlPlanesLabel+"=true"), nil
+			return nil, fmt.Sprintf("control plane %s could not be read within %s (%v); grant rollout-guard read access to %s through a ClusterRole labelled %s%s",
+				id, ContractReadTimeout, err, mapping.Resource.GroupResource(), AggregateToControlPlanesLabel+"=true", f.notListed(gk)), nil
 		}
 		return nil, "", fmt.Errorf("reading control plane %s: %w", id, err)
 	}
-	version, _, _ := unstructured.NestedString(u.Object, "spec", "version")
-	running, _, _ := unstructured.NestedString(u.Object, "status", "version")
 	return &skew.ControlPlaneState{
 		Kind:            ref.Kind,
 		Name:            ref.Name,
-		Version:         version,
-		RunningVersions: dedupe([]string{running}),
+		Version:         contractVersion(u),
+		RunningVersions: contractRunningVersions(u),
 	}, "", nil
 }
 

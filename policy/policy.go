@@ -10,6 +10,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -29,6 +31,11 @@ type Policy struct {
 	Reader client.Reader
 	// Mapper resolves the kinds of control planes other than KubeadmControlPlane.
 	Mapper meta.RESTMapper
+	// ControlPlaneKinds are the control-plane kinds of other providers the
+	// guard was told to police (ControlPlaneKindsFlag). A worker change of
+	// a Cluster whose control plane is of another kind, and cannot be
+	// read, is allowed with a warning naming the flag.
+	ControlPlaneKinds []schema.GroupKind
 	// Indexed says that Reader serves the ClusterNameField index (the
 	// guard's cache). Without it workers are listed per namespace and
 	// filtered here, as a live API server serves no such field selector.
@@ -36,7 +43,7 @@ type Policy struct {
 }
 
 func (p Policy) facts() factReader {
-	return factReader{reader: p.Reader, mapper: p.Mapper, indexed: p.Indexed}
+	return factReader{reader: p.Reader, mapper: p.Mapper, indexed: p.Indexed, listed: p.ControlPlaneKinds}
 }
 
 // Decide judges the change of oldObj (nil on create) into newObj. Besides the
@@ -55,6 +62,10 @@ func (p Policy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.
 	case *clusterv1.Cluster:
 		old, _ := oldObj.(*clusterv1.Cluster)
 		return p.decideCluster(ctx, old, obj)
+	case *unstructured.Unstructured:
+		// A control plane of another provider, read through the contract.
+		old, _ := oldObj.(*unstructured.Unstructured)
+		return p.decideContractControlPlane(ctx, old, obj)
 	}
 	return skew.Decision{}, nil, fmt.Errorf("rollout-guard has no policy for %T", newObj)
 }

@@ -30,7 +30,9 @@ type Revision struct {
 //   - name "<owner name>-<hash>", the owner name trimmed so that the name fits
 //     in 253 characters and stays a DNS subdomain;
 //   - the owner's namespace;
-//   - labels LabelOwnerUID, LabelOwnerKind (ownerGVK.Kind) and LabelHash;
+//   - labels LabelOwnerUID, LabelOwnerKind (ownerGVK.Kind, or
+//     KindContractControlPlane for a control plane read through the
+//     contract, whose own kind only its owner reference names) and LabelHash;
 //   - a controller owner reference to owner (apiVersion and kind from
 //     ownerGVK), so that the garbage collector deletes it with its owner;
 //     BlockOwnerDeletion is left unset, so deleting the owner never waits
@@ -62,7 +64,7 @@ func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, s
 			Namespace: owner.GetNamespace(),
 			Labels: map[string]string{
 				LabelOwnerUID:  string(owner.GetUID()),
-				LabelOwnerKind: ownerGVK.Kind,
+				LabelOwnerKind: ownerKindLabel(ownerGVK, snap),
 				LabelHash:      snap.Hash,
 			},
 			Annotations: ann,
@@ -77,6 +79,15 @@ func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, s
 		Data:     runtime.RawExtension{Raw: slices.Clone(snap.Data)},
 		Revision: rec.Revision,
 	}
+}
+
+// ownerKindLabel is the value of LabelOwnerKind: the kind of the content,
+// which decodes it.
+func ownerKindLabel(ownerGVK schema.GroupVersionKind, snap Snapshot) string {
+	if snap.Kind == KindContractControlPlane {
+		return KindContractControlPlane
+	}
+	return ownerGVK.Kind
 }
 
 // Name returns the name of the ControllerRevision recording the content with

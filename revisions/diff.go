@@ -153,6 +153,11 @@ func rollsOut(kind string, raw []string) bool {
 	switch kind {
 	case KindMachineDeployment, KindMachinePool:
 		return has("spec", "version") || has("spec", "bootstrap") || has("spec", "infrastructureRef") || has("spec", "failureDomain")
+	case KindContractControlPlane:
+		// The contract has the provider propagate machineTemplate.metadata
+		// without a rollout; any other change of its fields is taken to
+		// replace machines.
+		return !has("machineTemplate", "metadata")
 	case KindKubeadmControlPlane:
 		switch {
 		case has("version"), has("machineTemplate", "spec", "infrastructureRef"):
@@ -356,7 +361,7 @@ func displayRoot(kind, key string) []string {
 	switch {
 	case isTemplateKind(kind) && key == "spec":
 		return nil
-	case kind == KindKubeadmControlPlane && key == "machineTemplate":
+	case isControlPlaneKind(kind) && key == "machineTemplate":
 		return []string{}
 	}
 	return []string{key}
@@ -371,7 +376,7 @@ func (w walker) isRef(raw []string) bool {
 	switch w.kind {
 	case KindMachineDeployment, KindMachinePool:
 		return equalPath(raw, []string{"spec", "infrastructureRef"}) || equalPath(raw, []string{"spec", "bootstrap", "configRef"})
-	case KindKubeadmControlPlane:
+	case KindKubeadmControlPlane, KindContractControlPlane:
 		return equalPath(raw, []string{"machineTemplate", "spec", "infrastructureRef"})
 	}
 	return false
@@ -380,7 +385,7 @@ func (w walker) isRef(raw []string) bool {
 func (w walker) walk(raw, disp []string, v any) {
 	// KubeadmControlPlane machineTemplate.spec.X displays as X, like a
 	// MachineDeployment's template spec.
-	if w.kind == KindKubeadmControlPlane && len(raw) == 2 && raw[0] == "machineTemplate" && raw[1] == "spec" {
+	if isControlPlaneKind(w.kind) && len(raw) == 2 && raw[0] == "machineTemplate" && raw[1] == "spec" {
 		disp = nil
 	}
 	if m, ok := v.(map[string]any); ok && w.isRef(raw) {

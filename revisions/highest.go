@@ -53,14 +53,26 @@ func (h HighestRun) BeforeOf(revision int64) (HighestRun, bool) {
 	return *h.Before, true
 }
 
-// RunOf returns what one KubeadmControlPlane revision runs: its Kubernetes
+// RunOf returns what one control-plane revision runs: its Kubernetes
 // version, as written in spec.version, and its etcd version (e.g. "3.6.5"),
 // from skew.EtcdFor: the explicit etcd image tag, or kubeadm's default for the
 // Kubernetes version. When the etcd version cannot be known (an unparseable
 // version or image tag, a Kubernetes version no known kubeadm release covers)
-// it returns what it knows, with etcd "", and an error saying why.
+// it returns what it knows, with etcd "", and an error saying why. A
+// control plane read through the contract runs no etcd the product knows:
+// etcd is "" without an error.
 func RunOf(snap Snapshot) (kubernetes, etcd string, err error) {
-	if snap.Kind != KindKubeadmControlPlane {
+	switch snap.Kind {
+	case KindKubeadmControlPlane:
+	case KindContractControlPlane:
+		// Another provider's etcd (if any) is not known: only the
+		// Kubernetes version counts.
+		sum, err := snap.Summary()
+		if err != nil {
+			return "", "", fmt.Errorf("run of revision %s: %w", snap.Hash, err)
+		}
+		return sum.Version, "", nil
+	default:
 		return "", "", fmt.Errorf("run of revision %s: a %q revision runs no control plane", snap.Hash, snap.Kind)
 	}
 	sum, err := snap.Summary()
@@ -82,7 +94,7 @@ func RunOf(snap Snapshot) (kubernetes, etcd string, err error) {
 // snap's Kubernetes version replaces h's when it is higher (a higher minor,
 // or a higher patch in the same minor), and likewise its etcd version.
 // Unparseable or unknown versions are skipped, as are snapshots that are not
-// of a KubeadmControlPlane. On a tie the higher revision number is kept, so
+// of a control plane. On a tie the higher revision number is kept, so
 // the result does not depend on the order of folding.
 func FoldHighest(h HighestRun, snap Snapshot, revision int64) HighestRun {
 	k, e, _ := RunOf(snap)

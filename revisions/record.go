@@ -77,6 +77,12 @@ const (
 	// KindKubeadmControlPlane is a Cluster API KubeadmControlPlane: a revision
 	// is its spec.version, spec.machineTemplate and spec.kubeadmConfigSpec.
 	KindKubeadmControlPlane = "KubeadmControlPlane"
+	// KindContractControlPlane is a control plane of another provider,
+	// read through Cluster API's control-plane contract: a revision is its
+	// spec.version and spec.machineTemplate, the contract's fields. Its
+	// ControllerRevisions carry this kind in LabelOwnerKind (the owner
+	// reference names the provider's kind).
+	KindContractControlPlane = "ContractControlPlane"
 )
 
 // The values of AnnotationChangeType (Record.ChangeType).

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -56,8 +57,18 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 		}
 		kind = KindKubeadmControlPlane
 		liveRaw, err = json.Marshal(kcpContentOf(o))
+	case *unstructured.Unstructured:
+		// A control plane of another provider, read through the contract.
+		if o == nil {
+			return nil, fmt.Errorf("rollback patch: the live control plane is nil")
+		}
+		kind = KindContractControlPlane
+		var snap Snapshot
+		if snap, err = ForContractControlPlane(o); err == nil {
+			liveRaw = snap.Data
+		}
 	default:
-		return nil, fmt.Errorf("rollback patch: %T has no revisions; want a *v1beta2 MachineDeployment, MachinePool or KubeadmControlPlane", live)
+		return nil, fmt.Errorf("rollback patch: %T has no revisions; want a *v1beta2 MachineDeployment, MachinePool or KubeadmControlPlane, or a contract control plane as *unstructured.Unstructured", live)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rollback patch: encode the live %s: %w", kind, err)
@@ -67,6 +78,9 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 		return nil, fmt.Errorf("rollback patch: %w", err)
 	}
 	obj := kind + " " + acc.GetNamespace() + "/" + acc.GetName()
+	if u, ok := live.(*unstructured.Unstructured); ok {
+		obj = u.GetKind() + " " + acc.GetNamespace() + "/" + acc.GetName()
+	}
 	if target.Kind != kind {
 		return nil, fmt.Errorf("rollback patch for %s: the target is a %s revision", obj, target.Kind)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -52,7 +53,8 @@ import (
 // argument value may be ""), and the order of lists (Cluster API compares
 // lists in order). Unknown fields in Data (from a newer Cluster API) are kept.
 type Snapshot struct {
-	// Kind is KindMachineDeployment, KindMachinePool or KindKubeadmControlPlane.
+	// Kind is KindMachineDeployment, KindMachinePool, KindKubeadmControlPlane
+	// or KindContractControlPlane.
 	Kind string
 	// Data is the canonical JSON of the revision's content.
 	Data []byte
@@ -110,11 +112,44 @@ func isTemplateKind(kind string) bool {
 
 // knownKind reports whether kind has revisions.
 func knownKind(kind string) bool {
-	return isTemplateKind(kind) || kind == KindKubeadmControlPlane
+	return isTemplateKind(kind) || kind == KindKubeadmControlPlane || kind == KindContractControlPlane
+}
+
+// isControlPlaneKind reports whether a revision of kind is a control
+// plane's spec (version and machineTemplate at the root of the content).
+func isControlPlaneKind(kind string) bool {
+	return kind == KindKubeadmControlPlane || kind == KindContractControlPlane
 }
 
 // knownKinds lists the kinds with revisions, for messages.
-const knownKinds = KindMachineDeployment + ", " + KindMachinePool + " or " + KindKubeadmControlPlane
+const knownKinds = KindMachineDeployment + ", " + KindMachinePool + ", " + KindKubeadmControlPlane + " or " + KindContractControlPlane
+
+// ForContractControlPlane returns the Snapshot of a control plane of any
+// provider, read as an unstructured object at the fields of Cluster API's
+// control-plane contract: spec.version and spec.machineTemplate. What else
+// its spec holds is the provider's and is not part of the revision.
+func ForContractControlPlane(cp *unstructured.Unstructured) (Snapshot, error) {
+	if cp == nil {
+		return Snapshot{}, errors.New("snapshot of a control plane: the object is nil")
+	}
+	id := cp.GetKind() + " " + cp.GetNamespace() + "/" + cp.GetName()
+	content := map[string]any{}
+	if v, ok, _ := unstructured.NestedFieldNoCopy(cp.Object, "spec", "version"); ok {
+		content["version"] = v
+	}
+	if t, ok, _ := unstructured.NestedFieldNoCopy(cp.Object, "spec", "machineTemplate"); ok {
+		content["machineTemplate"] = t
+	}
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	s, err := snapshotOf(KindContractControlPlane, raw)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	return s, nil
+}
 
 // ForKubeadmControlPlane returns the Snapshot of kcp's spec.version,
 // spec.machineTemplate and spec.kubeadmConfigSpec.
@@ -217,11 +252,19 @@ var (
 			{[]string{"kubeadmConfigSpec", "joinConfiguration", "discovery", "file", "kubeConfig", "user", "exec", "apiVersion"}, "client.authentication.k8s.io/v1"},
 		},
 	}
+	// contractRules know only the contract's fields: no defaults of a
+	// provider are dropped, as the product cannot know them.
+	contractRules = kindRules{
+		annotations: []string{"machineTemplate", "metadata", "annotations"},
+	}
 )
 
 func rulesFor(kind string) *kindRules {
-	if kind == KindKubeadmControlPlane {
+	switch kind {
+	case KindKubeadmControlPlane:
 		return &kcpRules
+	case KindContractControlPlane:
+		return &contractRules
 	}
 	return &mdRules
 }
@@ -338,6 +381,19 @@ func (s Snapshot) Summary() (Summary, error) {
 			sum.Bootstrap = "secret:" + *t.Spec.Bootstrap.DataSecretName
 		}
 		return sum, nil
+	case KindContractControlPlane:
+		var c struct {
+			Version         string `json:"version"`
+			MachineTemplate struct {
+				Spec struct {
+					InfrastructureRef clusterv1.ContractVersionedObjectReference `json:"infrastructureRef"`
+				} `json:"spec"`
+			} `json:"machineTemplate"`
+		}
+		if err := json.Unmarshal(s.Data, &c); err != nil {
+			return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)
+		}
+		return Summary{Version: c.Version, Infrastructure: refString(c.MachineTemplate.Spec.InfrastructureRef)}, nil
 	case KindKubeadmControlPlane:
 		var c kcpContent
 		if err := json.Unmarshal(s.Data, &c); err != nil {

@@ -74,6 +74,10 @@ type ControlPlaneChange struct {
 	// chained upgrade), or the upgrade-plan extension that will decide them.
 	// nil: the control plane goes straight to NewVersion.
 	Plan *UpgradePlan
+	// NoEtcd says the control plane runs no etcd the policy knows (a
+	// control plane other than kubeadm's, read through Cluster API's
+	// contract): rule EtcdDowngrade does not apply.
+	NoEtcd bool
 	// PreviousUnrolled says the previous spec (OldVersion, OldEtcdImageTag)
 	// was never rolled out: no control-plane machine was created with it or
 	// runs it. It then does not count as run, so going back from it is a
@@ -155,7 +159,7 @@ func EvaluateControlPlane(c ControlPlaneChange) Decision {
 		}
 	}
 	checkDowngrade(&r, obj, versionField, c.NewVersion, newV, asRun, asRunKnown, running, hist)
-	if newTagOK {
+	if newTagOK && !c.NoEtcd {
 		checkEtcdAlongPlan(&r, c, obj, versionField, etcdField, newV, old, oldKnown, running)
 	}
 	checkSkip(&r, c.Plan, obj, versionField, c.NewVersion, newV, old, oldKnown, running)
@@ -166,7 +170,26 @@ func EvaluateControlPlane(c ControlPlaneChange) Decision {
 		}
 	}
 	reportWorkersLeft(&r, obj, versionField, c.NewVersion, newV, left)
+	if c.NoEtcd {
+		withoutKubeadm(&r.d)
+	}
 	return r.d
+}
+
+// kubeadmReasons are the reasons the rules give for a kubeadm control plane,
+// with what holds for every Kubernetes control plane instead (the version
+// skew policy), for a control plane of another provider.
+var kubeadmReasons = strings.NewReplacer(
+	"is not supported by kubeadm", "is not supported: a Kubernetes control plane cannot be downgraded",
+	"kubeadm upgrades one minor at a time", "the API servers of a control plane must stay within one minor of each other",
+)
+
+// withoutKubeadm words d's violations for a control plane other than
+// kubeadm's: the rules are Kubernetes', not kubeadm's.
+func withoutKubeadm(d *Decision) {
+	for i := range d.Violations {
+		d.Violations[i].Message = kubeadmReasons.Replace(d.Violations[i].Message)
+	}
 }
 
 // checkDowngrade is rule ControlPlaneDowngrade: the new minor must not be

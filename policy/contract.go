@@ -1,0 +1,200 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/skew"
+)
+
+// ControlPlaneKindsFlag is the guard's flag that lists the control-plane
+// kinds of other providers it polices, as KIND.GROUP.
+const ControlPlaneKindsFlag = "--control-plane-kinds"
+
+// ParseControlPlaneKinds reads the value of ControlPlaneKindsFlag: a
+// comma-separated list of KIND.GROUP, e.g.
+// "KthreesControlPlane.controlplane.cluster.x-k8s.io". KubeadmControlPlane
+// is refused: the guard always polices it, with its etcd rules.
+func ParseControlPlaneKinds(value string) ([]schema.GroupKind, error) {
+	var out []schema.GroupKind
+	for _, item := range strings.Split(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		gk := schema.ParseGroupKind(item)
+		if gk.Kind == "" || gk.Group == "" {
+			return nil, fmt.Errorf("%s: %q is not KIND.GROUP; write e.g. KthreesControlPlane.controlplane.cluster.x-k8s.io", ControlPlaneKindsFlag, item)
+		}
+		if gk == kubeadmControlPlaneKind {
+			return nil, fmt.Errorf("%s: %s is always policed (with its etcd rules); list only other providers' control planes", ControlPlaneKindsFlag, item)
+		}
+		out = append(out, gk)
+	}
+	return out, nil
+}
+
+// kubeadmControlPlaneKind is KubeadmControlPlane's group and kind.
+var kubeadmControlPlaneKind = controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()
+
+// contractVersionField is where the contract keeps a control plane's version.
+const contractVersionField = "spec.version"
+
+// contractRunningVersions lists the versions a control plane's machines
+// run, from the contract's status.versions (preferred) and status.version.
+func contractRunningVersions(u *unstructured.Unstructured) []string {
+	if u == nil {
+		return nil
+	}
+	var out []string
+	versions, _, _ := unstructured.NestedSlice(u.Object, "status", "versions")
+	for _, v := range versions {
+		if m, ok := v.(map[string]any); ok {
+			if s, ok := m["version"].(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	if s, _, _ := unstructured.NestedString(u.Object, "status", "version"); s != "" {
+		out = append(out, s)
+	}
+	return dedupe(out)
+}
+
+// contractVersion is a control plane's spec.version, "" when unset.
+func contractVersion(u *unstructured.Unstructured) string {
+	if u == nil {
+		return ""
+	}
+	v, _, _ := unstructured.NestedString(u.Object, "spec", "version")
+	return v
+}
+
+// HighestRunOfContract is HighestRunOf for a control plane read through the
+// contract: its stamp raised by its own spec.version. nil gives the zero
+// value.
+func HighestRunOfContract(u *unstructured.Unstructured) revisions.HighestRun {
+	if u == nil {
+		return revisions.HighestRun{}
+	}
+	var h revisions.HighestRun
+	if raw := u.GetAnnotations()[revisions.AnnotationHighestRun]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			h = revisions.HighestRun{}
+		}
+	}
+	snap, err := revisions.ForContractControlPlane(u)
+	if err != nil {
+		return h
+	}
+	return revisions.FoldHighest(h, snap, StampsOf(u).Revision)
+}
+
+// decideContractControlPlane judges a change of a control plane of another
+// provider, read through Cluster API's contract: the rules of every
+// Kubernetes control plane (no minor downgrade below what it has run, one
+// minor at a time, workers kept within skew), not the etcd rules, which need
+// kubeadm's etcd.
+func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *unstructured.Unstructured) (skew.Decision, []string, error) {
+	kind := newCP.GetKind()
+	id := fmt.Sprintf("%s %s/%s", kind, newCP.GetNamespace(), newCP.GetName())
+	change := skew.ControlPlaneChange{
+		Kind:         kind,
+		Name:         newCP.GetName(),
+		VersionField: contractVersionField,
+		NoEtcd:       true,
+		NewVersion:   contractVersion(newCP),
+		History:      HighestRunOfContract(oldCP).SkewHistory(),
+	}
+	if change.NewVersion == "" {
+		// The contract makes spec.version optional: a provider that
+		// manages the version itself has nothing to judge here.
+		return skew.Decision{}, nil, nil
+	}
+	if oldCP != nil {
+		change.OldVersion = contractVersion(oldCP)
+		change.RunningVersions = contractRunningVersions(oldCP)
+		if change.OldVersion == change.NewVersion {
+			return skew.Decision{}, nil, nil
+		}
+	}
+	clusterName := clusterNameOf(newCP)
+	if clusterName == "" && oldCP == nil {
+		var err error
+		if clusterName, err = p.facts().clusterNaming(ctx, newCP.GetNamespace(), kind, newCP.GroupVersionKind().Group, newCP.GetName()); err != nil {
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not find the Cluster of %s: %w", id, err)
+		}
+	}
+	var warnings []string
+	switch {
+	case clusterName == "" && oldCP == nil:
+	case clusterName == "":
+		warnings = append(warnings, fmt.Sprintf("rollout-guard: %s has no %s label or owning Cluster; worker skew not checked", id, clusterNameLabel))
+	default:
+		workers, err := p.facts().workersOf(ctx, newCP.GetNamespace(), clusterName, allWorkers)
+		if err != nil {
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of %s: %w", id, err)
+		}
+		change.Workers = workers
+	}
+	d := skew.EvaluateControlPlane(change)
+	if before, ok := unrolledContractBump(oldCP, newCP); ok && refusesDowngrade(d) {
+		// Going back from a bump no machine reports running: judged
+		// against what ran before it.
+		change.PreviousUnrolled, change.History = true, before.SkewHistory()
+		d = skew.EvaluateControlPlane(change)
+	}
+	return d, warnings, nil
+}
+
+// unrolledContractBump reports whether the change from oldCP to newCP takes
+// back a version bump of oldCP's latest revision that never rolled out: its
+// stamp knows what ran before the bump, and the control plane's status
+// reports no machine at the bump's minor or above (the contract gives no
+// Machines to look at). It returns what ran before the bump.
+func unrolledContractBump(oldCP, newCP *unstructured.Unstructured) (revisions.HighestRun, bool) {
+	if oldCP == nil || newCP == nil {
+		return revisions.HighestRun{}, false
+	}
+	bump := bumpOf(contractVersion(oldCP), contractVersion(newCP))
+	if bump == "" {
+		return revisions.HighestRun{}, false
+	}
+	before, known := HighestRunOfContract(oldCP).BeforeOf(StampsOf(oldCP).Revision)
+	if !known {
+		return revisions.HighestRun{}, false
+	}
+	b, err := skew.ParseVersion(bump)
+	if err != nil {
+		return revisions.HighestRun{}, false
+	}
+	running := contractRunningVersions(oldCP)
+	if len(running) == 0 {
+		// Nothing reported: whether the bump rolled out is not known.
+		return revisions.HighestRun{}, false
+	}
+	for _, r := range running {
+		v, err := skew.ParseVersion(r)
+		if err != nil || !skew.MinorOf(v).Less(skew.MinorOf(b)) {
+			return revisions.HighestRun{}, false
+		}
+	}
+	return before, true
+}
+
+// RevertedRunOfContract is RevertedRun for a control plane read through the
+// contract: what it ran before the bump the change takes back, nil for any
+// other change.
+func RevertedRunOfContract(oldCP, newCP *unstructured.Unstructured) *revisions.HighestRun {
+	if before, ok := unrolledContractBump(oldCP, newCP); ok {
+		return &before
+	}
+	return nil
+}
