@@ -107,6 +107,7 @@ type options struct {
 	binDir              string
 	out                 string
 	summary             string
+	profileDir          string
 	configs             string
 	// watch runs the background watcher in every configuration.
 	watch bool
@@ -128,6 +129,7 @@ func main() {
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write kube-apiserver CPU profiles of each configuration's saturation load in the last round here")
 	flag.StringVar(&o.summary, "summary", "", "set the admission section of this JSON summary (e.g. bench/summary.json)")
 	flag.StringVar(&o.configs, "configs", "none,vap,noop,guard", "configurations to run (also: noop-nomc)")
 	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,7 +158,11 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 			return err
 		}
 	}
+	var profiled chan error
 	for _, w := range cf.workloads {
+		if b.o.profileDir != "" && round == b.o.rounds-1 && w.regime == regimeSat && profiled == nil {
+			profiled = b.profileAPIServer(ctx, cf.name)
+		}
 		warm := workload{regime: regimeSat, writers: 1, edit: w.edit}
 		if _, _, err := b.timeWorkload(ctx, warm, b.o.warmup); err != nil {
 			return fmt.Errorf("warming up %s: %w", w, err)
@@ -181,6 +188,11 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		}
 		fmt.Fprintf(b.out, "BenchmarkAdmission/%s/config=%s %d %d ns/op %d p50-ns %d p99-ns %.1f edits/s\n",
 			w, cf.name, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), s.p99.Nanoseconds(), s.throughput)
+	}
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return err
+		}
 	}
 	if cf.name == cfgGuard {
 		// The reconciler records and prunes right after the edits it saw;
@@ -457,3 +469,41 @@ func configNames(configs []config) []string {
 
 // sortedKeys is maps.Keys, sorted.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// profileSeconds is the length of the API server's CPU profile: about the
+// saturation workloads of one slice on this kind of machine.
+const profileSeconds = 15
+
+// profileAPIServer takes a CPU profile of kube-apiserver (its
+// /debug/pprof, open to the admin) over the next profileSeconds, written
+// to apiserver-CONFIG.pprof in --profile-dir; the channel gives the
+// outcome once written. It shows where the API server's time goes under
+// each configuration's saturation load (go tool pprof -top).
+func (b *bench) profileAPIServer(ctx context.Context, cfg string) chan error {
+	done := make(chan error, 1)
+	go func() {
+		cs, err := kubernetes.NewForConfig(b.cfg)
+		if err != nil {
+			done <- fmt.Errorf("profiling the API server: %w", err)
+			return
+		}
+		raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(profileSeconds)).
+			Timeout(2 * profileSeconds * time.Second).DoRaw(ctx)
+		if err != nil {
+			done <- fmt.Errorf("profiling the API server: %w", err)
+			return
+		}
+		path := filepath.Join(b.o.profileDir, "apiserver-"+cfg+".pprof")
+		if err := os.MkdirAll(b.o.profileDir, 0o755); err != nil {
+			done <- fmt.Errorf("creating %s: %w", b.o.profileDir, err)
+			return
+		}
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			done <- fmt.Errorf("writing the API server's profile: %w", err)
+			return
+		}
+		fmt.Fprintf(b.out, "# kube-apiserver CPU profile under %s, %d s from its first saturation workload of the last round: %s\n", cfg, profileSeconds, path)
+		done <- nil
+	}()
+	return done
+}
