@@ -182,6 +182,7 @@ func EvaluateControlPlane(c ControlPlaneChange) Decision {
 var kubeadmReasons = strings.NewReplacer(
 	"is not supported by kubeadm", "is not supported: a Kubernetes control plane cannot be downgraded",
 	"kubeadm upgrades one minor at a time", "the API servers of a control plane must stay within one minor of each other",
+	"(to go back, restore from an etcd backup)", "(to go back, restore its datastore from a backup)",
 )
 
 // withoutKubeadm words d's violations for a control plane other than
@@ -189,6 +190,7 @@ var kubeadmReasons = strings.NewReplacer(
 func withoutKubeadm(d *Decision) {
 	for i := range d.Violations {
 		d.Violations[i].Message = kubeadmReasons.Replace(d.Violations[i].Message)
+		d.Violations[i].Remedy = kubeadmReasons.Replace(d.Violations[i].Remedy)
 	}
 }
 

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -31,6 +35,11 @@ type Options struct {
 	OverrideGroups []string
 	// Recorder writes the revisions the mutating webhooks replace.
 	Recorder *history.Recorder
+	// ControlPlaneKinds are the control-plane kinds of other providers the
+	// guard polices through Cluster API's contract (--control-plane-kinds):
+	// each gets a validating and a mutating webhook at
+	// ValidateContractControlPlanePath and MutateContractControlPlanePath.
+	ControlPlaneKinds []schema.GroupKind
 	// Watches, when set, follows the watches of the manager's caches (its
 	// Wrap must wrap the manager's rest.Config): while one is down, changes
 	// are judged from live reads instead of possibly stale caches.
@@ -52,12 +61,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	cached := policy.Policy{Reader: mgr.GetCache(), Mapper: mgr.GetRESTMapper(), Indexed: true}
+	cached := policy.Policy{Reader: mgr.GetCache(), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds}
 	var judge Decider = cached
 	if opts.Watches != nil {
 		judge = FreshPolicy{
 			Cached:  cached,
-			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()},
+			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ControlPlaneKinds: opts.ControlPlaneKinds},
 			Watches: opts.Watches,
 		}
 	}
@@ -79,6 +88,16 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 
 	decoder := admission.NewDecoder(mgr.GetScheme())
+	for _, gk := range opts.ControlPlaneKinds {
+		kind, err := ContractHistoryKind(mgr, gk)
+		if err != nil {
+			return err
+		}
+		v := &Validator[*unstructured.Unstructured]{Policy: judge, Overrides: overrides, Recorder: opts.Recorder, GroupKind: gk}
+		mgr.GetWebhookServer().Register(ValidateContractControlPlanePath(gk), admission.WithValidator[*unstructured.Unstructured](mgr.GetScheme(), v))
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: judge, Overrides: overrides, Decoder: decoder}
+		mgr.GetWebhookServer().Register(MutateContractControlPlanePath(gk), &webhook.Admission{Handler: stamper})
+	}
 	for path, kind := range map[string]history.Kind{
 		MutateMachineDeploymentPath:   history.MachineDeployment,
 		MutateMachinePoolPath:         history.MachinePool,
@@ -88,6 +107,38 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper})
 	}
 	return nil
+}
+
+// ContractHistoryKind resolves a control-plane kind listed with
+// --control-plane-kinds to its history kind, at the version the API server
+// serves; a kind not served is an error naming it, as the guard cannot
+// police it.
+func ContractHistoryKind(mgr ctrl.Manager, gk schema.GroupKind) (history.Kind, error) {
+	mapping, err := mgr.GetRESTMapper().RESTMapping(gk)
+	if err != nil {
+		return history.Kind{}, fmt.Errorf("control-plane kind %s.%s (--control-plane-kinds) is not served by the API server; install its provider's CRD first, or take it off the list: %w", gk.Kind, gk.Group, err)
+	}
+	return history.ContractKind(mapping.GroupVersionKind), nil
+}
+
+// ValidateContractControlPlanePath is the path of the validating webhook of
+// a control-plane kind listed with --control-plane-kinds, e.g.
+// /validate-controlplane-cluster-x-k8s-io-kthreescontrolplane.
+func ValidateContractControlPlanePath(gk schema.GroupKind) string {
+	return "/validate-" + contractPathSuffix(gk)
+}
+
+// MutateContractControlPlanePath is the path of the revision stamper of a
+// control-plane kind listed with --control-plane-kinds, e.g.
+// /mutate-controlplane-cluster-x-k8s-io-kthreescontrolplane.
+func MutateContractControlPlanePath(gk schema.GroupKind) string {
+	return "/mutate-" + contractPathSuffix(gk)
+}
+
+// contractPathSuffix names a kind in paths as controller-runtime names
+// typed kinds: the group with dots as dashes, then the lowercase kind.
+func contractPathSuffix(gk schema.GroupKind) string {
+	return strings.ReplaceAll(gk.Group, ".", "-") + "-" + strings.ToLower(gk.Kind)
 }
 
 // AddIndexes indexes MachineDeployments, MachinePools and Machines by

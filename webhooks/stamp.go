@@ -9,6 +9,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -19,8 +20,9 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// Stamper is the mutating webhook of MachineDeployments and
-// KubeadmControlPlanes. On every change of what a rollout is made of it
+// Stamper is the mutating webhook of MachineDeployments, MachinePools,
+// KubeadmControlPlanes and the control planes of other providers the guard
+// polices. On every change of what a rollout is made of it
 // stamps the object with the next revision number, who made the change (from
 // the request, never from the object), when, through which field manager and
 // why; it records the revision being replaced in a ControllerRevision; and it
@@ -220,6 +222,25 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		}
 		// Advance keeps what ran before this revision, so that a bump can be
 		// reverted while it has not rolled out (policy.RevertedRun).
+		highest = highest.Advance(newSnap, rec.Revision, prev)
+		data, err := json.Marshal(highest)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
+		}
+		out[revisions.AnnotationHighestRun] = strPtr(string(data))
+	}
+	if newCP, isContract := newObj.(*unstructured.Unstructured); isContract {
+		// A control plane of another provider: the highest Kubernetes
+		// version it has run, kept as for a KubeadmControlPlane (no etcd).
+		oldCP, _ := oldObj.(*unstructured.Unstructured)
+		highest := policy.HighestRunOfContract(oldCP)
+		var prev int64
+		if oldCP != nil {
+			prev = policy.StampsOf(oldCP).Revision
+			if before := policy.RevertedRunOfContract(oldCP, newCP); rec.Revision != prev && before != nil {
+				highest = *before
+			}
+		}
 		highest = highest.Advance(newSnap, rec.Revision, prev)
 		data, err := json.Marshal(highest)
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/metricsauth"
+	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
@@ -45,6 +46,7 @@ type options struct {
 	leaderElect    bool
 	leaderElectNS  string
 	overrideGroups string
+	controlPlanes  string
 	historyLimit   int
 	shutdownDelay  time.Duration
 	printVersion   bool
@@ -62,6 +64,7 @@ func main() {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas for background work (admission is served by every replica)")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
 	fs.StringVar(&o.overrideGroups, "override-groups", "", "comma-separated groups whose members may let one refused change through with the "+revisions.AnnotationOverride+" annotation (empty: nobody)")
+	fs.StringVar(&o.controlPlanes, "control-plane-kinds", "", "comma-separated control-plane kinds of other providers to police through Cluster API's control-plane contract, as KIND.GROUP (e.g. KthreesControlPlane.controlplane.cluster.x-k8s.io): the guard judges and records their spec.version and spec.machineTemplate, given read access and their webhook registrations (docs/install.md)")
 	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment, MachinePool or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
@@ -116,6 +119,10 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			return fmt.Errorf("building the scheme: %w", err)
 		}
 	}
+	controlPlaneKinds, err := policy.ParseControlPlaneKinds(o.controlPlanes)
+	if err != nil {
+		return err
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading the kubeconfig: %w", err)
@@ -156,13 +163,22 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}
 	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
-		OverrideGroups: splitList(o.overrideGroups),
-		Recorder:       recorder,
-		Watches:        watches,
+		OverrideGroups:    splitList(o.overrideGroups),
+		Recorder:          recorder,
+		Watches:           watches,
+		ControlPlaneKinds: controlPlaneKinds,
 	}); err != nil {
 		return err
 	}
-	for _, kind := range []history.Kind{history.MachineDeployment, history.MachinePool, history.KubeadmControlPlane} {
+	historyKinds := []history.Kind{history.MachineDeployment, history.MachinePool, history.KubeadmControlPlane}
+	for _, gk := range controlPlaneKinds {
+		kind, err := webhooks.ContractHistoryKind(mgr, gk)
+		if err != nil {
+			return err
+		}
+		historyKinds = append(historyKinds, kind)
+	}
+	for _, kind := range historyKinds {
 		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
@@ -185,7 +201,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,
-		"overrideGroups", o.overrideGroups, "historyLimit", o.historyLimit, "shutdownDelay", o.shutdownDelay.String())
+		"overrideGroups", o.overrideGroups, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "shutdownDelay", o.shutdownDelay.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
