@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -43,7 +44,9 @@ func newHistoryCommand(c *cli) *cobra.Command {
 		Use:   "history KIND/NAME",
 		Short: "Show the revisions of a worker pool, control plane or cluster: who changed what, when and why",
 		Long: `Show the revision history rollout-guard recorded for a MachineDeployment,
-MachinePool or KubeadmControlPlane, read with one request from its ControllerRevisions: one line per
+MachinePool, KubeadmControlPlane or another provider's control plane
+(RESOURCE.controlplane.cluster.x-k8s.io/NAME, e.g. kthreescontrolplane.controlplane.cluster.x-k8s.io/NAME:
+its spec.version and spec.machineTemplate), read with one request from its ControllerRevisions: one line per
 revision (the content was live under every number listed), oldest first; the highest
 number is the live revision. Columns:
 
@@ -296,6 +299,9 @@ func contentField(k Kind) string {
 	if k.GVK == KubeadmControlPlane.GVK {
 		return "spec.version, spec.machineTemplate and spec.kubeadmConfigSpec"
 	}
+	if k.Contract {
+		return "spec.version and spec.machineTemplate"
+	}
 	return "spec.template"
 }
 
@@ -419,7 +425,7 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisi
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", orNone(s.Revision), s.MachineSet, orNone(s.Version), orNone(s.Infrastructure), orNone(s.Bootstrap), s.Replicas, age(now, created))
 		}
 		return w.Flush()
-	case *controlplanev1.KubeadmControlPlane, *clusterv1.MachinePool:
+	case *controlplanev1.KubeadmControlPlane, *clusterv1.MachinePool, *unstructured.Unstructured:
 		sum, err := summaryOf(set.live)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,8 +26,13 @@ const maxAttempts = 3
 
 // get reads one object.
 func (c *cli) get(ctx context.Context, cl *clients, ref Ref, purpose string) (client.Object, error) {
+	kind, err := resolveContract(cl.mapper, ref.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	ref.Kind = kind
 	obj := ref.Kind.New()
-	err := cl.client.Get(ctx, client.ObjectKey{Namespace: cl.namespace, Name: ref.Name}, obj)
+	err = cl.client.Get(ctx, client.ObjectKey{Namespace: cl.namespace, Name: ref.Name}, obj)
 	if err != nil {
 		return nil, call{verb: "get", gr: ref.Kind.GroupResource(), kind: ref.Kind.GVK.Kind, namespace: cl.namespace, name: ref.Name, purpose: purpose}.explain(err)
 	}
@@ -61,6 +67,11 @@ func (c *cli) resolve(ctx context.Context, cl *clients, t Targets, selector stri
 	if err != nil {
 		return nil, fmt.Errorf("-l/--selector %q: %w", selector, err)
 	}
+	kind, err := resolveContract(cl.mapper, *t.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", verb, err)
+	}
+	t.Kind = &kind
 	list := t.Kind.NewList()
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
 	ns := ""
@@ -86,6 +97,10 @@ func (c *cli) resolve(ctx context.Context, cl *clients, t Targets, selector stri
 			objs = append(objs, &l.Items[i])
 		}
 	case *clusterv1.ClusterList:
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+	case *unstructured.UnstructuredList:
 		for i := range l.Items {
 			objs = append(objs, &l.Items[i])
 		}
@@ -193,6 +208,8 @@ func topologyPath(obj client.Object) string {
 		return "spec.topology.controlPlane"
 	case *clusterv1.MachinePool:
 		return fmt.Sprintf("spec.topology.workers.machinePools[name=%s]", obj.GetLabels()[clusterv1.ClusterTopologyMachinePoolNameLabel])
+	case *unstructured.Unstructured:
+		return "spec.topology.controlPlane"
 	}
 	return fmt.Sprintf("spec.topology.workers.machineDeployments[name=%s]", topologyName(obj))
 }
@@ -223,6 +240,12 @@ func templateRefsOf(obj client.Object) []templateRef {
 		}
 		if o.Spec.Template.Spec.Bootstrap.ConfigRef.IsDefined() {
 			out = append(out, templateRef{"spec.template.spec.bootstrap.configRef", "bootstrap config", o.Spec.Template.Spec.Bootstrap.ConfigRef})
+		}
+	case *unstructured.Unstructured:
+		// The contract's spec.machineTemplate.spec.infrastructureRef.
+		ref, _, _ := unstructured.NestedStringMap(o.Object, "spec", "machineTemplate", "spec", "infrastructureRef")
+		if r := (clusterv1.ContractVersionedObjectReference{APIGroup: ref["apiGroup"], Kind: ref["kind"], Name: ref["name"]}); r.IsDefined() {
+			out = append(out, templateRef{"spec.machineTemplate.spec.infrastructureRef", "infrastructure template", r})
 		}
 	case *controlplanev1.KubeadmControlPlane:
 		if o.Spec.MachineTemplate.Spec.InfrastructureRef.IsDefined() {

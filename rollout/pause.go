@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -145,13 +146,14 @@ func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) 
 				annotations[clusterv1.PausedAnnotation] = nil
 			}
 		}
-	case *clusterv1.MachinePool:
+	case *clusterv1.MachinePool, *unstructured.Unstructured:
 		// A MachinePool has no spec.paused: Cluster API pauses it with the
-		// annotation, as a KubeadmControlPlane.
+		// annotation, as a KubeadmControlPlane; so does the contract of
+		// other providers' control planes.
 		if !o.Resume && topologyOwned(obj) {
-			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.Namespace+` --type merge -p '{"spec":{"paused":true}}'`)
+			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.GetNamespace()+` --type merge -p '{"spec":{"paused":true}}'`)
 		}
-		_, paused := obj.Annotations[clusterv1.PausedAnnotation]
+		_, paused := obj.GetAnnotations()[clusterv1.PausedAnnotation]
 		switch {
 		case !o.Resume && paused:
 			done = "already paused"

@@ -176,6 +176,9 @@ func (o *PlanOptions) Validate() error {
 	if o.undo && o.ToRevision < 0 {
 		return fmt.Errorf("--to-revision %d: revision numbers start at 1 (0 is the previous revision)", o.ToRevision)
 	}
+	if len(o.Filenames) == 0 && o.ref.Kind.Contract {
+		return fmt.Errorf("plan does not work on %s: another provider's control plane replaces its machines in an order rollout-guard cannot foresee; check a change with --dry-run=server instead", o.ref)
+	}
 	if len(o.Filenames) == 0 {
 		switch o.ref.Kind.GVK {
 		case MachinePool.GVK:

@@ -507,7 +507,7 @@ func TestPlanFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"plan"}, "plan needs a change: write plan KIND/NAME with --template, --version, --to-revision or --restart, or plan -f FILE (use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster)"},
+		{[]string{"plan"}, "plan needs a change: write plan KIND/NAME with --template, --version, --to-revision or --restart, or plan -f FILE (use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io)"},
 		{[]string{"plan", "md/md-0"}, "plan needs a change to preview: --template KIND/NAME, --bootstrap-template KIND/NAME, --version V, --to-revision N or --restart (or -f FILE)"},
 		{[]string{"plan", "md/md-0", "--version", "v1.35.2", "--restart"}, "plan previews one change at a time: use either --template/--bootstrap-template/--version, or --to-revision, or --restart, or -f"},
 		{[]string{"plan", "cluster/c1", "--template", "devmachinetemplate/x"}, "--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects, not cluster/c1: a ClusterClass cluster's templates are in its ClusterClass"},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -21,7 +23,17 @@ type Kind struct {
 	Names []string
 	// Short is the short name shown in messages ("md"), "" if none.
 	Short string
+	// Contract marks a control-plane kind of another provider, worked on
+	// as unstructured objects at the fields of Cluster API's control-plane
+	// contract. Its GVK's Version is "" until resolved against the API
+	// server (see resolveContract); Resource is what the user typed.
+	Contract bool
 }
+
+// contractGroup is the group of the control planes of other providers the
+// CLI works on through Cluster API's contract: every provider's control
+// plane lives in it (K3s, RKE2, Talos, Kamaji, Canonical Kubernetes, ...).
+const contractGroup = "controlplane.cluster.x-k8s.io"
 
 // The kinds the CLI knows.
 var (
@@ -58,7 +70,7 @@ var (
 )
 
 // kindsHelp lists the kinds for messages.
-const kindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster"
+const kindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io"
 
 // GroupResource is the kind's group and resource, e.g.
 // "machinedeployments.cluster.x-k8s.io".
@@ -66,11 +78,27 @@ func (k Kind) GroupResource() schema.GroupResource {
 	return schema.GroupResource{Group: k.GVK.Group, Resource: k.Resource}
 }
 
-// Singular is the kind as users type it: "machinedeployment".
-func (k Kind) Singular() string { return strings.ToLower(k.GVK.Kind) }
+// Singular is the kind as users type it: "machinedeployment", or for a
+// control plane of another provider its qualified name,
+// "kthreescontrolplane.controlplane.cluster.x-k8s.io".
+func (k Kind) Singular() string {
+	if k.Contract && k.GVK.Kind == "" {
+		return k.Resource + "." + k.GVK.Group
+	}
+	if k.Contract {
+		return strings.ToLower(k.GVK.Kind) + "." + k.GVK.Group
+	}
+	return strings.ToLower(k.GVK.Kind)
+}
 
-// New returns an empty typed object of the kind.
+// New returns an empty typed object of the kind, an unstructured one for a
+// control plane of another provider.
 func (k Kind) New() client.Object {
+	if k.Contract {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(k.GVK)
+		return u
+	}
 	switch k.GVK.Kind {
 	case MachineDeployment.GVK.Kind:
 		return &clusterv1.MachineDeployment{}
@@ -82,8 +110,14 @@ func (k Kind) New() client.Object {
 	return &clusterv1.Cluster{}
 }
 
-// NewList returns an empty typed list of the kind.
+// NewList returns an empty typed list of the kind (unstructured for a
+// control plane of another provider).
 func (k Kind) NewList() client.ObjectList {
+	if k.Contract {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
+		return l
+	}
 	switch k.GVK.Kind {
 	case MachineDeployment.GVK.Kind:
 		return &clusterv1.MachineDeploymentList{}
@@ -108,7 +142,32 @@ func ParseKind(s string) (Kind, error) {
 			}
 		}
 	}
+	if group == contractGroup && name != "" {
+		// Another provider's control plane: what it is called is known
+		// once the API server is asked (resolveContract).
+		return Kind{GVK: schema.GroupVersionKind{Group: group}, Resource: name, Names: []string{name}, Contract: true}, nil
+	}
 	return Kind{}, fmt.Errorf("unknown resource kind %q: %s", s, kindsHelp)
+}
+
+// resolveContract returns k with its kind, version and plural resource as
+// the API server serves them, for a control plane of another provider; any
+// other kind is returned as is.
+func resolveContract(mapper meta.RESTMapper, k Kind) (Kind, error) {
+	if !k.Contract || k.GVK.Version != "" {
+		return k, nil
+	}
+	gvk, err := mapper.KindFor(schema.GroupVersionResource{Group: k.GVK.Group, Resource: k.Resource})
+	if err != nil {
+		return k, fmt.Errorf("%s.%s: the API server serves no such control-plane kind (is its provider installed?): %w", k.Resource, k.GVK.Group, err)
+	}
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return k, fmt.Errorf("%s: %w", gvk.GroupKind(), err)
+	}
+	k.GVK, k.Resource = gvk, mapping.Resource.Resource
+	k.Names = []string{mapping.Resource.Resource, strings.ToLower(gvk.Kind)}
+	return k, nil
 }
 
 // Ref names one object: a kind and a name (the namespace comes from the
@@ -210,18 +269,25 @@ func parseOne(verb string, args []string) (Ref, error) {
 
 // describe names an object in messages: "MachineDeployment ns/md-0".
 func describe(obj client.Object, kind Kind) string {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// Its kind as served, whatever the user typed.
+		return u.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+	}
 	return kind.GVK.Kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
 // kindOf returns the CLI kind of a typed object.
 func kindOf(obj client.Object) Kind {
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case *clusterv1.MachineDeployment:
 		return MachineDeployment
 	case *clusterv1.MachinePool:
 		return MachinePool
 	case *controlplanev1.KubeadmControlPlane:
 		return KubeadmControlPlane
+	case *unstructured.Unstructured:
+		gvk := o.GroupVersionKind()
+		return Kind{GVK: gvk, Resource: strings.ToLower(gvk.Kind) + "s", Names: []string{strings.ToLower(gvk.Kind)}, Contract: true}
 	}
 	return Cluster
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -117,7 +118,7 @@ func (o *RestartOptions) Run(ctx context.Context) error {
 	}
 	return o.c.forEach("restart", objs, o.Selector, func(obj client.Object) error {
 		switch obj := obj.(type) {
-		case *clusterv1.MachineDeployment, *controlplanev1.KubeadmControlPlane:
+		case *clusterv1.MachineDeployment, *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
 			return o.restart(ctx, cl, obj)
 		case *clusterv1.Cluster:
 			return o.restartCluster(ctx, cl, obj)
@@ -157,6 +158,11 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 			map[string]any{"rollout": map[string]any{"after": metav1.NewTime(at)}})
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+		if _, contract := obj.(*unstructured.Unstructured); contract {
+			if err := o.checkRolloutAfter(ctx, cl, obj, data, purpose); err != nil {
+				return err
+			}
 		}
 		err = o.c.send(ctx, cl, obj, types.MergePatchType, data, dryRunNone, purpose)
 		if err == nil {
@@ -285,9 +291,34 @@ func (o *RestartOptions) print(obj client.Object, op string) error {
 	return p.PrintObj(obj, o.c.IOStreams.Out)
 }
 
+// checkRolloutAfter makes sure a control plane of another provider has
+// the contract's optional spec.rollout.after, by sending the restart as a
+// server dry run: the API server drops a field its schema does not have, and
+// a restart that sets nothing must not be reported as done.
+func (o *RestartOptions) checkRolloutAfter(ctx context.Context, cl *clients, obj client.Object, patch []byte, purpose string) error {
+	probe := obj.DeepCopyObject().(client.Object)
+	if err := o.c.send(ctx, cl, probe, types.MergePatchType, patch, dryRunServer, purpose); err != nil {
+		return err
+	}
+	if rolloutAfter(probe).IsZero() {
+		return fmt.Errorf("cannot %s: its kind has no spec.rollout.after (the optional rolloutAfter rule of Cluster API's control-plane contract), so its provider cannot be asked to replace its machines; see the provider's documentation for how it rolls them", purpose)
+	}
+	return nil
+}
+
+// restartAfter is a contract control plane's spec.rollout.after, zero when
+// unset or not a time.
+func restartAfter(u *unstructured.Unstructured) time.Time {
+	s, _, _ := unstructured.NestedString(u.Object, "spec", "rollout", "after")
+	t, _ := time.Parse(time.RFC3339, s)
+	return t
+}
+
 // rolloutAfter is the object's spec.rollout.after, zero when unset.
 func rolloutAfter(obj client.Object) time.Time {
 	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return restartAfter(o)
 	case *clusterv1.MachineDeployment:
 		return o.Spec.Rollout.After.Time
 	case *controlplanev1.KubeadmControlPlane:

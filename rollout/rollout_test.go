@@ -37,9 +37,13 @@ func TestParseKind(t *testing.T) {
 		assert.Equal(t, want.GVK, got.GVK, in)
 	}
 	_, err := ParseKind("deploy")
-	assert.EqualError(t, err, `unknown resource kind "deploy": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster`)
+	assert.EqualError(t, err, `unknown resource kind "deploy": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io`)
 	_, err = ParseKind("md.apps")
 	assert.Error(t, err, "a kind of another group")
+	k3s, err := ParseKind("kthreescontrolplanes.controlplane.cluster.x-k8s.io")
+	require.NoError(t, err, "another provider's control plane")
+	assert.True(t, k3s.Contract)
+	assert.Equal(t, "kthreescontrolplanes.controlplane.cluster.x-k8s.io", k3s.Singular(), "as typed until the API server names it")
 }
 
 func TestParseTargets(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -361,7 +363,7 @@ func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv
 // KubeadmControlPlane.
 func machineLabels(obj client.Object) client.MatchingLabels {
 	switch obj.(type) {
-	case *controlplanev1.KubeadmControlPlane:
+	case *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
 		return client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: obj.GetName()}
 	case *clusterv1.MachinePool:
 		return client.MatchingLabels{clusterv1.MachinePoolNameLabel: policy.MachinePoolLabelValue(obj.GetName())}
@@ -836,7 +838,8 @@ type StatusReport struct {
 }
 
 // EvaluateStatus computes the state of the rollout of obj (a
-// MachineDeployment, MachinePool or KubeadmControlPlane) from it, its Machines and, for
+// MachineDeployment, MachinePool, KubeadmControlPlane or another provider's
+// control plane) from it, its Machines and, for
 // a MachineDeployment, its MachineSets.
 func EvaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets []clusterv1.MachineSet) StatusReport {
 	return evaluateStatus(obj, machines, machineSets, time.Now())
@@ -880,6 +883,15 @@ func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 	case *controlplanev1.KubeadmControlPlane:
 		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
 		observed, conds, rolloutAfter = o.Status.ObservedGeneration, o.Status.Conditions, o.Spec.Rollout.After
+	case *unstructured.Unstructured:
+		// Another provider's control plane: the contract's replica fields.
+		desired, current = contractInt32(o, "spec", "replicas"), contractInt32(o, "status", "replicas")
+		upToDate, available, ready = contractInt32(o, "status", "upToDateReplicas"), contractInt32(o, "status", "availableReplicas"), contractInt32(o, "status", "readyReplicas")
+		observed, _, _ = unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+		conds = contractConditions(o)
+		if t := restartAfter(o); !t.IsZero() {
+			rolloutAfter = metav1.NewTime(t)
+		}
 	}
 	s.Replicas = ptr.Deref(desired, 1)
 	s.Current, s.UpToDate, s.Available, s.Ready = ptr.Deref(current, 0), ptr.Deref(upToDate, 0), ptr.Deref(available, 0), ptr.Deref(ready, 0)
@@ -940,6 +952,34 @@ func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
 		!s.RollingOut && allGood && machinesCounted && (sets == nil || sets.settled)
 	return s
+}
+
+// contractInt32 reads an integer field of a contract control plane, nil
+// when absent.
+func contractInt32(u *unstructured.Unstructured, path ...string) *int32 {
+	v, ok, err := unstructured.NestedInt64(u.Object, path...)
+	if !ok || err != nil {
+		return nil
+	}
+	return ptr.To(int32(v))
+}
+
+// contractConditions reads a contract control plane's status.conditions;
+// conditions that do not decode are left out.
+func contractConditions(u *unstructured.Unstructured) []metav1.Condition {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var out []metav1.Condition
+	for _, item := range raw {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // conditionLine joins a multi-line condition message into one line.

@@ -166,6 +166,9 @@ func (o *SwitchOptions) Validate() error {
 	if o.ref.Kind.GVK == Cluster.GVK && switching {
 		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s", o.ref)
 	}
+	if o.ref.Kind.Contract && switching {
+		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s: edit its spec.version or spec.machineTemplate with kubectl (the guard judges and records the change), or roll back with undo", o.ref)
+	}
 	if o.ref.Kind.GVK == MachinePool.GVK && switching {
 		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s: a MachinePool references its own infrastructure machine pool, not a template; edit its spec.template with kubectl (the guard judges and records the change)", o.ref)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -49,7 +50,8 @@ func newUndoCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "undo KIND/NAME [--to-revision N]",
 		Short: "Roll a worker pool or control plane back to an earlier revision",
-		Long: `Roll a MachineDeployment, MachinePool or KubeadmControlPlane back to an earlier revision of its
+		Long: `Roll a MachineDeployment, MachinePool, KubeadmControlPlane or another provider's control plane
+(RESOURCE.controlplane.cluster.x-k8s.io, its spec.version and spec.machineTemplate) back to an earlier revision of its
 history (see rollout history): by default the previous one, or --to-revision N.
 
 Before sending anything, undo checks that
@@ -133,7 +135,7 @@ func (o *UndoOptions) Complete(cmd *cobra.Command, args []string) error {
 // Validate checks the flags.
 func (o *UndoOptions) Validate() error {
 	if o.ref.Kind.GVK == Cluster.GVK {
-		return fmt.Errorf("undo works on machinedeployment, machinepool and kubeadmcontrolplane objects, not %s: undo the cluster's control plane or one of its worker pools", o.ref)
+		return fmt.Errorf("undo works on worker pools and control planes, not %s: undo the cluster's control plane or one of its worker pools", o.ref)
 	}
 	if o.ToRevision < 0 {
 		return fmt.Errorf("--to-revision %d: revision numbers start at 1", o.ToRevision)
@@ -218,7 +220,7 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 		if topologyOwned(obj) {
 			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, the class of "+topologyPath(obj)+", or that worker class's templates in the ClusterClass")
 		}
-	case *controlplanev1.KubeadmControlPlane:
+	case *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
 		if topologyOwned(obj) {
 			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, or the control plane's templates in the ClusterClass (spec.controlPlane)")
 		}
@@ -397,6 +399,9 @@ func snapshotHash(obj client.Object) (string, error) {
 		return s.Hash, err
 	case *controlplanev1.KubeadmControlPlane:
 		s, err := revisions.ForKubeadmControlPlane(o)
+		return s.Hash, err
+	case *unstructured.Unstructured:
+		s, err := revisions.ForContractControlPlane(o)
 		return s.Hash, err
 	}
 	return "", fmt.Errorf("%T has no revisions", obj)

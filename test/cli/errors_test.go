@@ -14,9 +14,9 @@ func TestArgumentErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"restart", "foo/bar"}, `unknown resource kind "foo": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster`},
-		{[]string{"undo", "deployment/bar"}, `unknown resource kind "deployment": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster`},
-		{[]string{"restart"}, "restart needs a resource: write restart KIND/NAME (use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp) or cluster)"},
+		{[]string{"restart", "foo/bar"}, `unknown resource kind "foo": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io`},
+		{[]string{"undo", "deployment/bar"}, `unknown resource kind "deployment": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io`},
+		{[]string{"restart"}, "restart needs a resource: write restart KIND/NAME (use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io)"},
 		{[]string{"pause", "md"}, "md needs a name: write pause machinedeployment/NAME, or select by label with -l KEY=VALUE"},
 		{[]string{"pause", "md/a", "b"}, `mixed resource forms "md/a" and "b": write every resource as KIND/NAME`},
 		{[]string{"pause", "md/a", "-l", "x=y"}, "-l/--selector selects by label: name a kind alone, e.g. pause machinedeployment -l KEY=VALUE, not md/a"},
