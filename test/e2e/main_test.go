@@ -29,9 +29,21 @@ func run(m *testing.M) int {
 	}
 	defer logFile.Close()
 	fmt.Fprintln(os.Stderr, "guard and API server logs:", logFile.Name())
-	env, err = framework.Start(ctx, framework.Options{StartGuard: true, Log: logFile, GuardArgs: []string{"--override-groups=" + overrideGroup, "--history-limit=1000"}})
+	// The guard starts once the control-plane kind it lists is served
+	// (contract_controlplane_test.go).
+	env, err = framework.Start(ctx, framework.Options{Log: logFile, GuardArgs: []string{"--override-groups=" + overrideGroup, "--history-limit=1000", controlPlaneKindsArg}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
+		return 1
+	}
+	if err := installContractKinds(ctx, env); err != nil {
+		fmt.Fprintln(os.Stderr, "installing the control-plane kinds of other providers:", err)
+		_ = env.Stop()
+		return 1
+	}
+	if err := env.StartGuard(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the guard:", err)
+		_ = env.Stop()
 		return 1
 	}
 	code := m.Run()
