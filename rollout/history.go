@@ -43,18 +43,17 @@ func newHistoryCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history KIND/NAME",
 		Short: "Show the revisions of a worker pool, control plane or cluster: who changed what, when and why",
-		Long: `Show the revision history rollout-guard recorded for a MachineDeployment,
-MachinePool, KubeadmControlPlane or another provider's control plane
-(RESOURCE.controlplane.cluster.x-k8s.io/NAME, e.g. kthreescontrolplane.controlplane.cluster.x-k8s.io/NAME:
-its spec.version and spec.machineTemplate), read with one request from its ControllerRevisions: one line per
-revision (the content was live under every number listed), oldest first; the highest
-number is the live revision. Columns:
+		Long: `Show the revision history rollout-guard recorded for a MachineDeployment, MachinePool,
+KubeadmControlPlane or another provider's control plane (RESOURCE.controlplane.cluster.x-k8s.io,
+its spec.version and spec.machineTemplate), read with one request from its ControllerRevisions:
+one line per revision (the content was live under every number listed), oldest first; the
+highest number is the live revision. Columns:
 
   REVISION        the revision number ("4 (also 2)": the same content was live as 2 before)
   VERSION         the Kubernetes version
   INFRASTRUCTURE  the infrastructure machine template
-  BOOTSTRAP       the bootstrap config (template) of a MachineDeployment or MachinePool; "inline" for a
-                  KubeadmControlPlane, with its pinned etcd image tag if any
+  BOOTSTRAP       the bootstrap config template (MachineDeployment) or config (MachinePool);
+                  "inline" for a KubeadmControlPlane, with its pinned etcd image tag if any
   CHANGED-BY      the user whose request made it live, from the API server
   VIA             the field manager of that request (rollout, kubectl-patch, capi-topology, ...),
                   with the GitOps controller that made the revision in brackets:
@@ -71,8 +70,8 @@ line below the revision whose content it restarted, with who asked for it and wh
 how a revision (--revision, default: the previous one) differs from the live object.
 --revision N -o yaml|json prints revision N as the object it is a revision of, as kubectl
 prints the object that holds a revision: apiVersion, kind, name and namespace of the
-MachineDeployment, MachinePool or KubeadmControlPlane, the revision's stamps as its annotations, and the
-revision's content at its place in the spec (spec.template; spec.version,
+MachineDeployment, MachinePool or KubeadmControlPlane, the revision's stamps as its
+annotations, and the revision's content at its place in the spec (spec.template; spec.version,
 spec.machineTemplate and spec.kubeadmConfigSpec), to compare with a manifest in Git.
 -o name prints its ControllerRevision.
 

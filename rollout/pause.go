@@ -32,10 +32,10 @@ func newPauseCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pause (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Stop rollouts of a worker pool or control plane",
-		Long: `Pause a MachineDeployment (spec.paused), a MachinePool or a KubeadmControlPlane (both
-by the annotation cluster.x-k8s.io/paused, as they have no spec.paused): Cluster API stops rolling it out until it is resumed; changes
-made meanwhile roll out on resume. Pausing an object that is already paused does nothing
-and succeeds.
+		Long: `Pause a MachineDeployment (spec.paused), or a MachinePool, KubeadmControlPlane or
+another provider's control plane (the annotation cluster.x-k8s.io/paused: they have no
+spec.paused): Cluster API stops rolling it out until it is resumed; changes made meanwhile
+roll out on resume. Pausing an object that is already paused does nothing and succeeds.
 
 Pausing a KubeadmControlPlane stops all of its reconciliation, remediation of unhealthy
 control-plane machines included.

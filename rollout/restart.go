@@ -52,6 +52,9 @@ cluster/NAME restarts the cluster's control plane first, then every MachineDeplo
 the cluster.
 
 A MachinePool cannot be restarted: Cluster API v1beta2 gives it no spec.rollout.after.
+Another provider's control plane (RESOURCE.controlplane.cluster.x-k8s.io/NAME) is restarted
+through its spec.rollout.after where its kind has it (the optional rolloutAfter rule of
+Cluster API's control-plane contract); a kind without it is refused.
 
 ` + exitCodesHelp,
 		Example: `  # Replace every machine of a worker pool now

@@ -93,9 +93,9 @@ func newStatusCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME",
 		Short: "Watch a rollout until it is done, stalled or paused",
-		Long: `Watch the rollout of a MachineDeployment, MachinePool, KubeadmControlPlane or Cluster until
-it is done, and exit with a verdict. The object, its Machines and a MachineDeployment's MachineSets are
-watched (no polling).
+		Long: `Watch the rollout of a MachineDeployment, MachinePool, KubeadmControlPlane, another
+provider's control plane or Cluster until it is done, and exit with a verdict. The object, its
+Machines and a MachineDeployment's MachineSets are watched (no polling).
 
 On a terminal the view is redrawn in place: progress bars of up-to-date, available and
 existing machines against spec.replicas, the MachineSets (new and old, wanted and existing

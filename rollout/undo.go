@@ -50,9 +50,10 @@ func newUndoCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "undo KIND/NAME [--to-revision N]",
 		Short: "Roll a worker pool or control plane back to an earlier revision",
-		Long: `Roll a MachineDeployment, MachinePool, KubeadmControlPlane or another provider's control plane
-(RESOURCE.controlplane.cluster.x-k8s.io, its spec.version and spec.machineTemplate) back to an earlier revision of its
-history (see rollout history): by default the previous one, or --to-revision N.
+		Long: `Roll a MachineDeployment, MachinePool, KubeadmControlPlane or another provider's control
+plane (RESOURCE.controlplane.cluster.x-k8s.io: its spec.version and spec.machineTemplate) back
+to an earlier revision of its history (see rollout history): by default the previous one, or
+--to-revision N.
 
 Before sending anything, undo checks that
   - the object is not paused and not managed by a Cluster's topology;

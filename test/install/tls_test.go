@@ -84,7 +84,7 @@ func TestServingCertificateNames(t *testing.T) {
 	dnsNames, _, err := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	require.NoError(t, err)
 	clientConfigs, _ := webhookConfigurations(t, m)
-	require.Len(t, clientConfigs, 10, "three validating and two mutating webhooks, each once for UPDATE and once for CREATE")
+	require.Len(t, clientConfigs, 14, "four validating and three mutating webhooks, each once for UPDATE and once for CREATE")
 	for name, cc := range clientConfigs {
 		require.NotNil(t, cc.Service, "webhook %s calls a Service", name)
 		svc := m.find(t, "Service", cc.Service.Name)
