@@ -18,8 +18,8 @@ func contractCP(version, infra string) *unstructured.Unstructured {
 		"kind":       "KthreesControlPlane",
 		"metadata":   map[string]any{"namespace": "ns", "name": "cp", "uid": "uid-cp", "resourceVersion": "9"},
 		"spec": map[string]any{
-			"version":  version,
-			"replicas": int64(3),
+			"version":           version,
+			"replicas":          int64(3),
 			"kthreesConfigSpec": map[string]any{"agentConfig": map[string]any{"nodeName": "x"}},
 			"machineTemplate": map[string]any{
 				"metadata": map[string]any{"annotations": map[string]any{AnnotationRevision: "2", "team": "a"}},
