@@ -23,7 +23,7 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"restart", "md/a", "-A"}, "-A/--all-namespaces works with -l/--selector only"},
 		{[]string{"restart", "md/a", "--at", "tomorrow"}, `--at "tomorrow" is not an RFC 3339 time such as 2030-01-02T03:00:00Z: parsing time "tomorrow" as "2006-01-02T15:04:05Z07:00": cannot parse "tomorrow" as "2006"`},
 		{[]string{"history", "md/a", "md/b"}, "history works on one object at a time; got 2"},
-		{[]string{"undo", "cluster/c1"}, "undo works on machinedeployment and kubeadmcontrolplane objects, not cluster/c1: undo the cluster's control plane or one of its worker pools"},
+		{[]string{"undo", "cluster/c1"}, "undo works on worker pools and control planes, not cluster/c1: undo the cluster's control plane or one of its worker pools"},
 		{[]string{"undo", "md/a", "--force", "--emit", "yaml"}, "--force changes the live object; --emit changes nothing: use one of them"},
 		{[]string{"undo", "md/a", "--reason", "x"}, "--reason goes with --force: it is the reason of an override"},
 		{[]string{"undo", "md/a", "--dry-run=maybe"}, `--dry-run must be "none", "client" or "server", not "maybe"`},

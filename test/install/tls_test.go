@@ -104,7 +104,7 @@ func TestServingCertificateNames(t *testing.T) {
 	for _, w := range mutating.Webhooks {
 		registered = append(registered, w.ClientConfig)
 	}
-	require.Len(t, registered, 10)
+	require.Len(t, registered, 14)
 	for _, cc := range registered {
 		require.NotNil(t, cc.URL)
 		u, err := url.Parse(*cc.URL)
