@@ -172,3 +172,24 @@ func TestParseControlPlaneKinds(t *testing.T) {
 	_, err = ParseControlPlaneKinds("KubeadmControlPlane.controlplane.cluster.x-k8s.io")
 	assert.ErrorContains(t, err, "is always policed")
 }
+
+// TestTopologyOfAContractControlPlane: a topology version change of a
+// Cluster whose control plane is another provider's is judged by the rules
+// of every control plane, without kubeadm's etcd table or words.
+func TestTopologyOfAContractControlPlane(t *testing.T) {
+	cluster := func(version string) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}}
+		c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: k3sGVK.Group, Kind: k3sGVK.Kind, Name: "cp"}
+		c.Spec.Topology.Version = version
+		return c
+	}
+	p := contractWorld(t, k3s("v1.35.2", []string{"v1.35.2"}, 1, nil))
+	d, _, err := p.Decide(context.Background(), cluster("v1.35.2"), cluster("v1.34.3"))
+	require.NoError(t, err)
+	require.Equal(t, []skew.RuleID{skew.RuleControlPlaneDowngrade}, rulesOf(d), "violations: %v", violationTexts(d))
+	assert.Equal(t, "Cluster c1: Kubernetes downgrade from v1.35.2 to v1.34.3 is not supported: a Kubernetes control plane cannot be downgraded", d.Violations[0].Message)
+
+	d, _, err = p.Decide(context.Background(), cluster("v1.35.2"), cluster("v1.36.1"))
+	require.NoError(t, err)
+	assert.True(t, d.Allowed(), "refused: %v", violationTexts(d))
+}

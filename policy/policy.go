@@ -213,6 +213,11 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	// it has run live on its KubeadmControlPlane; the topology controller
 	// keeps the pinned tag.
 	var kcp *controlplanev1.KubeadmControlPlane
+	if ref := newCluster.Spec.ControlPlaneRef; ref.Name != "" && (ref.Kind != "KubeadmControlPlane" || ref.APIGroup != controlplanev1.GroupVersion.Group) {
+		// Another provider's control plane: its etcd, if any, is not
+		// kubeadm's, and the rules give Kubernetes' reasons.
+		change.NoEtcd = true
+	}
 	if ref := newCluster.Spec.ControlPlaneRef; ref.Kind == "KubeadmControlPlane" && ref.APIGroup == controlplanev1.GroupVersion.Group {
 		got := &controlplanev1.KubeadmControlPlane{}
 		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, got, p.facts().getOptions()...)
