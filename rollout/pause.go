@@ -146,10 +146,10 @@ func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) 
 				annotations[clusterv1.PausedAnnotation] = nil
 			}
 		}
-	case *clusterv1.MachinePool, *unstructured.Unstructured:
-		// A MachinePool has no spec.paused: Cluster API pauses it with the
-		// annotation, as a KubeadmControlPlane; so does the contract of
-		// other providers' control planes.
+	case *clusterv1.MachinePool, *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
+		// None of these has spec.paused: Cluster API pauses a MachinePool
+		// and a KubeadmControlPlane with the annotation, and so does the
+		// contract of other providers' control planes.
 		if !o.Resume && topologyOwned(obj) {
 			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.GetNamespace()+` --type merge -p '{"spec":{"paused":true}}'`)
 		}
@@ -159,22 +159,9 @@ func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) 
 			done = "already paused"
 		case !o.Resume:
 			annotations[clusterv1.PausedAnnotation] = "true"
-		case !paused:
-			done = "already resumed"
-		default:
-			annotations[clusterv1.PausedAnnotation] = nil
-		}
-	case *controlplanev1.KubeadmControlPlane:
-		if !o.Resume && topologyOwned(obj) {
-			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.Namespace+` --type merge -p '{"spec":{"paused":true}}'`)
-		}
-		_, paused := obj.Annotations[clusterv1.PausedAnnotation]
-		switch {
-		case !o.Resume && paused:
-			done = "already paused"
-		case !o.Resume:
-			annotations[clusterv1.PausedAnnotation] = "true"
-			o.c.warnf("pausing KubeadmControlPlane %s/%s also stops its remediation of unhealthy control-plane machines, and all of its other reconciliation, until it is resumed", obj.Namespace, obj.Name)
+			if kcp, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
+				o.c.warnf("pausing KubeadmControlPlane %s/%s also stops its remediation of unhealthy control-plane machines, and all of its other reconciliation, until it is resumed", kcp.Namespace, kcp.Name)
+			}
 		case !paused:
 			done = "already resumed"
 		default:
