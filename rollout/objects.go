@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -352,42 +353,15 @@ func applyMergePatch(obj client.Object, patch []byte) (client.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", obj.GetName(), err)
 	}
-	var doc, p any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", obj.GetName(), err)
-	}
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, fmt.Errorf("decoding the patch: %w", err)
-	}
-	merged, err := json.Marshal(mergeJSON(doc, p))
+	merged, err := jsonpatch.MergePatch(raw, patch)
 	if err != nil {
-		return nil, fmt.Errorf("encoding the patched %s: %w", obj.GetName(), err)
+		return nil, fmt.Errorf("applying the patch to %s: %w", obj.GetName(), err)
 	}
 	out := kindOf(obj).New()
 	if err := json.Unmarshal(merged, out); err != nil {
 		return nil, fmt.Errorf("decoding the patched %s: %w", obj.GetName(), err)
 	}
 	return out, nil
-}
-
-// mergeJSON applies a merge patch to a decoded JSON document.
-func mergeJSON(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(t, k)
-			continue
-		}
-		t[k] = mergeJSON(t[k], v)
-	}
-	return t
 }
 
 // operationName is how NamePrinter names an object: "machinedeployment.cluster.x-k8s.io/md-0".
