@@ -180,8 +180,23 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revision
 		}
 		cr := &appsv1.ControllerRevision{}
 		cr.Namespace, cr.Name = obj.GetNamespace(), rev.Name
-		if err := r.Client.Delete(ctx, cr); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pruning ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+		// Only as listed: a replica's recorder may have just given this
+		// content a new number (the object went back to it) after revs was
+		// read; deleting it then would drop the live revision's record, or
+		// make that recorder's update fail and the edit with it. A
+		// conflict leaves it to the next reconcile, which lists again.
+		var del []client.DeleteOption
+		if rev.ResourceVersion != "" {
+			del = append(del, client.Preconditions{ResourceVersion: &rev.ResourceVersion})
+		}
+		if err := r.Client.Delete(ctx, cr, del...); err != nil {
+			if apierrors.IsConflict(err) {
+				log.FromContext(ctx).V(1).Info("not pruning a revision changed since it was listed", "revision", rev.Record.Revision, "controllerRevision", rev.Name)
+				continue
+			}
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pruning ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+			}
 		}
 		r.Recorder.recorded.forget(obj, rev.Snapshot.Hash)
 		log.FromContext(ctx).V(1).Info("pruned revision", "revision", rev.Record.Revision, "controllerRevision", rev.Name)

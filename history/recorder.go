@@ -68,8 +68,11 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 	var out recorded
 	desired := revisions.ControllerRevision(owner, ownerGVK, snap, rec)
 	what := fmt.Sprintf("revision %d of %s %s/%s (ControllerRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), desired.Name)
+	// NotFound too: pruning (by any replica) may delete the content's
+	// ControllerRevision between the read and the update below; read again
+	// and create it.
 	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
-		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 	}, func() error {
 		out = recorded{} // what an earlier attempt learnt may no longer hold
 		existing := &appsv1.ControllerRevision{}

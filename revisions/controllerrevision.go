@@ -22,6 +22,10 @@ type Revision struct {
 	Record Record
 	// Name is the name of the ControllerRevision that records it.
 	Name string
+	// ResourceVersion is that ControllerRevision's resourceVersion when it
+	// was read: pruning deletes a revision only as it judged it, never one
+	// a recorder has since given a new number.
+	ResourceVersion string
 }
 
 // ControllerRevision returns the ControllerRevision that records snap and rec
@@ -157,7 +161,7 @@ func FromControllerRevision(cr *appsv1.ControllerRevision) (Revision, error) {
 		rec.Revision = cr.Revision
 	}
 	rec.History = normalizeHistory(rec.History, rec.Revision)
-	return Revision{Snapshot: snap, Record: rec, Name: cr.Name}, nil
+	return Revision{Snapshot: snap, Record: rec, Name: cr.Name, ResourceVersion: cr.ResourceVersion}, nil
 }
 
 // Sort orders revisions by Record.Revision ascending (stable).

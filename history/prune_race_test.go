@@ -1,0 +1,120 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// Pruning and recording run at once in every replica: a reconciler prunes
+// from a list it read a moment ago while a webhook gives one of the listed
+// contents a new number (the object went back to it). These tests play both
+// orders of that race.
+
+func raceScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, appsv1.AddToScheme(s))
+	return s
+}
+
+// twelveRevisions is a history of revisions 1 to 12, each its own content.
+func twelveRevisions(t *testing.T) []client.Object {
+	t.Helper()
+	var objs []client.Object
+	for i := 1; i <= 12; i++ {
+		kcp := kcpAt(fmt.Sprintf("v1.35.%d", i), i)
+		snap, err := revisions.ForKubeadmControlPlane(kcp)
+		require.NoError(t, err)
+		objs = append(objs, revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
+	}
+	return objs
+}
+
+func TestPruneOnlyAsListed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// renumberFirst gives revision 1's content number 13 after the
+		// list and before the prune, as a replica's webhook would.
+		renumberFirst bool
+		wantLeft      []int64
+	}{
+		{"nothing changed since the list: the two oldest go", false, []int64{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+		{"the oldest was renumbered since: it stays, the next two go", true, []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := fake.NewClientBuilder().WithScheme(raceScheme(t)).WithObjects(twelveRevisions(t)...).Build()
+			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane, Limit: 10}
+			listed, bad, err := List(ctx, c, "ns", "uid-cp")
+			require.NoError(t, err)
+			require.Empty(t, bad)
+			require.Len(t, listed, 12)
+			if tc.renumberFirst {
+				first := &appsv1.ControllerRevision{}
+				require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: listed[0].Name}, first))
+				first.Revision = 13
+				require.NoError(t, c.Update(ctx, first))
+			}
+			live := kcpAt("v1.35.99", 14)
+			snap, err := revisions.ForKubeadmControlPlane(live)
+			require.NoError(t, err)
+
+			require.NoError(t, r.prune(ctx, live, snap, listed))
+
+			left, _, err := List(ctx, c, "ns", "uid-cp")
+			require.NoError(t, err)
+			var numbers []int64
+			for _, rev := range left {
+				numbers = append(numbers, rev.Record.Revision)
+			}
+			assert.Equal(t, tc.wantLeft, numbers)
+		})
+	}
+}
+
+func TestRecordCreatesARevisionPrunedBetweenReadAndUpdate(t *testing.T) {
+	ctx := context.Background()
+	kcp := kcpAt("v1.35.1", 1)
+	snap, err := revisions.ForKubeadmControlPlane(kcp)
+	require.NoError(t, err)
+	existing := revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
+	prunedOnce := false
+	c := fake.NewClientBuilder().WithScheme(raceScheme(t)).WithObjects(existing).WithInterceptorFuncs(interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if !prunedOnce {
+				// Another replica prunes it right after this one read it.
+				prunedOnce = true
+				require.NoError(t, c.Delete(ctx, &appsv1.ControllerRevision{ObjectMeta: existing.ObjectMeta}))
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	}).Build()
+	r := &Recorder{Client: c, Reader: c}
+
+	// The object went back to revision 1's content, now numbered 5.
+	back := kcpAt("v1.35.1", 5)
+	require.NoError(t, r.Record(ctx, back, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 5, History: []int64{5}, ChangedBy: "alice"}))
+
+	require.True(t, prunedOnce, "the update raced a prune")
+	cr := &appsv1.ControllerRevision{}
+	err = c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: existing.Name}, cr)
+	require.NoError(t, err, "recorded again after the prune (NotFound: %v)", apierrors.IsNotFound(err))
+	rev, err := revisions.FromControllerRevision(cr)
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, rev.Record.Revision)
+	assert.Equal(t, "alice", rev.Record.ChangedBy)
+}
