@@ -157,17 +157,21 @@ func TestWritersRacing(t *testing.T) {
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	wg.Add(3)
+	// The GitOps writer's field manager makes the CLI stop a live undo or
+	// switch of this object (Argo CD would revert it); the operators here
+	// race it on purpose, so they force, as one would to fix a cluster
+	// before Git catches up.
 	go func() { // CLI 1: undo
 		defer wg.Done()
 		for n := range raceRounds {
-			note(cliOutcome("undo", n, "", runRollout(t, "undo", "md/"+name, "-o", "json")))
+			note(cliOutcome("undo", n, "", runRollout(t, "undo", "md/"+name, "--force", "-o", "json")))
 		}
 	}()
 	go func() { // CLI 2: template switches, to the spare and back
 		defer wg.Done()
 		for n := range raceRounds {
 			target := []string{original, spare}[n%2]
-			note(cliOutcome("template", n, target, runRollout(t, "md/"+name, "--template", "devmachinetemplate/"+target, "-o", "json")))
+			note(cliOutcome("template", n, target, runRollout(t, "md/"+name, "--template", "devmachinetemplate/"+target, "--force", "-o", "json")))
 		}
 	}()
 	go func() { // GitOps: server-side apply of the original template
