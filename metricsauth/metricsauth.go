@@ -10,12 +10,15 @@
 // that the guard would map and keep resident for two API calls
 // (docs/benchmarks.md, Scale). The answers are the same: 401 without a
 // valid token, 403 when the caller may not get the path, 500 when the API
-// server cannot be asked.
+// server cannot be asked. As there, an answer is kept for the whole review
+// asked (extra included), and a review the API server could not answer for
+// a moment is asked again with backoff.
 package metricsauth
 
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -24,11 +27,15 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -44,6 +51,22 @@ const (
 	cacheSize          = 1024
 	reviewTimeout      = 10 * time.Second
 )
+
+// reviewBackoff spaces the retries of a review the API server could not
+// answer for a moment (a restart, a 429, a lost connection), with the
+// values k8s.io/apiserver's delegating authenticator and authorizer use
+// for theirs (DefaultAuthWebhookRetryBackoff): 5 tries over about 4 s,
+// within the request's reviewTimeout.
+var reviewBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+
+// transient tells a failure worth asking again (the API server restarting,
+// overloaded, or the connection lost) from an answer that will not change
+// (e.g. the guard may not create reviews).
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
 
 // Reviewer asks the API server who a token belongs to and what they may do.
 type Reviewer struct {
@@ -75,12 +98,16 @@ func NewReviewer(c *rest.Config, httpClient *http.Client) (*Reviewer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the SubjectAccessReview client: %w", err)
 	}
+	return newReviewer(authn.TokenReviews(), authz.SubjectAccessReviews()), nil
+}
+
+func newReviewer(tokens authenticationclient.TokenReviewInterface, access authorizationclient.SubjectAccessReviewInterface) *Reviewer {
 	return &Reviewer{
-		tokens:  authn.TokenReviews(),
-		access:  authz.SubjectAccessReviews(),
+		tokens:  tokens,
+		access:  access,
 		users:   cache.NewLRUExpireCache(cacheSize),
 		answers: cache.NewLRUExpireCache(cacheSize),
-	}, nil
+	}
 }
 
 // Wrap returns next behind authentication and authorization.
@@ -142,7 +169,11 @@ func (r *Reviewer) authenticate(ctx context.Context, token string) (authenticati
 		a := v.(authenticated)
 		return a.user, a.ok, nil
 	}
-	review, err := r.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	var review *authenticationv1.TokenReview
+	err := retry.OnError(reviewBackoff, transient, func() (err error) {
+		review, err = r.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return authenticationv1.UserInfo{}, false, fmt.Errorf("creating a TokenReview: %w", err)
 	}
@@ -157,21 +188,33 @@ func (r *Reviewer) authenticate(ctx context.Context, token string) (authenticati
 
 // authorize says whether user may do verb on the non-resource path.
 func (r *Reviewer) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, path string) (bool, error) {
-	key := fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s", user.UID, user.Username, strings.Join(user.Groups, ","), verb, path)
-	if v, hit := r.answers.Get(key); hit {
-		return v.(bool), nil
-	}
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
-	review, err := r.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+	spec := authorizationv1.SubjectAccessReviewSpec{
 		User:                  user.Username,
 		UID:                   user.UID,
 		Groups:                user.Groups,
 		Extra:                 extra,
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
-	}}, metav1.CreateOptions{})
+	}
+	// The answer is kept for the whole review asked, extra included (an
+	// authorizer may decide on it, e.g. a scoped token's), never for a
+	// part of it.
+	raw, err := json.Marshal(spec) // map keys sorted: one key per review
+	if err != nil {
+		return false, fmt.Errorf("encoding a SubjectAccessReview: %w", err)
+	}
+	key := sha256.Sum256(raw)
+	if v, hit := r.answers.Get(key); hit {
+		return v.(bool), nil
+	}
+	var review *authorizationv1.SubjectAccessReview
+	err = retry.OnError(reviewBackoff, transient, func() (err error) {
+		review, err = r.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("creating a SubjectAccessReview: %w", err)
 	}
