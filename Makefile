@@ -78,7 +78,7 @@ BENCH_SUMMARY := $(BENCH_DIR)/summary.json
 bench: ## Every benchmark of docs/benchmarks.md; raw output in bench/, figures in bench/summary.json.
 	@mkdir -p $(BENCH_DIR)
 	rm -f $(BENCH_SUMMARY)
-	$(MAKE) bench-handlers bench-admission bench-scale bench-cli
+	$(MAKE) bench-handlers bench-admission bench-scale bench-cli bench-rollout
 	@echo "figures: $(BENCH_SUMMARY) (copy it to docs/bench-summary.json with the docs that quote it)"
 
 .PHONY: bench-handlers
@@ -113,6 +113,13 @@ BENCH_CLI_FLAGS ?=
 bench-cli: tools build ## The CLI: API requests of history, delay of status (bench/cli.txt).
 	@mkdir -p $(BENCH_DIR)
 	cd test && go run ./cmd/bench-cli --bin-dir $(BIN) --out $(BENCH_DIR)/cli.txt --summary $(BENCH_SUMMARY) $(BENCH_CLI_FLAGS)
+
+.PHONY: bench-rollout
+# BENCH_ROLLOUT_FLAGS tunes the run, e.g. "--rounds 5" (see go run ./cmd/bench-rollout --help in test/).
+BENCH_ROLLOUT_FLAGS ?=
+bench-rollout: tools build ## The user's view: a whole demo cluster rolled out in the sandbox with and without the guard (bench/rollout.txt).
+	@mkdir -p $(BENCH_DIR)
+	cd test && go run ./cmd/bench-rollout --bin-dir $(BIN) --out $(BENCH_DIR)/rollout.txt --summary $(BENCH_SUMMARY) $(BENCH_ROLLOUT_FLAGS)
 
 # make soak runs the guard for $(SOAK) under a mixed load (edits, rollout
 # restarts, kube-apiserver restarts, certificate rotations) and fails on a
