@@ -73,6 +73,7 @@ type arm struct {
 	// them (the guard arm only).
 	through []float64
 	waited  []time.Duration
+	skipped []float64
 }
 
 // rolloutSummary is the rollout section of bench/summary.json.
@@ -91,6 +92,10 @@ type rolloutSummary struct {
 	// wait for one.
 	GuardRequests   [3]float64 `json:"guard_requests"`
 	GuardWaitMeanMS float64    `json:"guard_wait_mean_ms"`
+	// SkippedByMatchConditions is the requests per rollout (min, median,
+	// max) that the guard's rules matched and its matchConditions kept
+	// from calling it: Cluster API's own writes, mostly.
+	SkippedByMatchConditions [3]float64 `json:"skipped_by_match_conditions"`
 }
 
 func run() error {
@@ -179,7 +184,9 @@ func run() error {
 				n, wait := after.count-before.count, after.sum-before.sum
 				a.through = append(a.through, n)
 				a.waited = append(a.waited, wait)
-				line += fmt.Sprintf("; %.0f requests through the guard, mean wait %.2f ms", n, mean(wait, n))
+				a.skipped = append(a.skipped, after.skipped-before.skipped)
+				line += fmt.Sprintf("; %.0f requests through the guard, mean wait %.2f ms; %.0f matched its rules and skipped by its matchConditions",
+					n, mean(wait, n), after.skipped-before.skipped)
 			}
 			fmt.Fprintln(out, line)
 		}
@@ -257,10 +264,12 @@ func rollOut(ctx context.Context, sb *sandbox.Sandbox, cacheDir string, timeout 
 }
 
 // admissions is kube-apiserver's count of admission calls to the guard's
-// webhooks and their summed duration.
+// webhooks and their summed duration, and of the requests its rules matched
+// that its matchConditions kept from calling it (skipped).
 type admissions struct {
-	count float64
-	sum   time.Duration
+	count   float64
+	sum     time.Duration
+	skipped float64
 }
 
 // guardAdmissions reads apiserver_admission_webhook_admission_duration_seconds
@@ -282,17 +291,19 @@ func parseGuardAdmissions(r io.Reader) (admissions, error) {
 		return admissions{}, fmt.Errorf("parsing kube-apiserver's metrics: %w", err)
 	}
 	var a admissions
-	family, ok := families["apiserver_admission_webhook_admission_duration_seconds"]
-	if !ok {
-		return a, nil // no webhook called yet
-	}
-	for _, m := range family.GetMetric() {
+	// A family is absent until its first sample: no webhook called yet.
+	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
 		if !strings.HasSuffix(label(m, "name"), guardWebhookSuffix) {
 			continue
 		}
 		h := m.GetHistogram()
 		a.count += float64(h.GetSampleCount())
 		a.sum += time.Duration(h.GetSampleSum() * float64(time.Second))
+	}
+	for _, m := range families["apiserver_admission_match_condition_exclusions_total"].GetMetric() {
+		if strings.HasSuffix(label(m, "name"), guardWebhookSuffix) {
+			a.skipped += m.GetCounter().GetValue()
+		}
 	}
 	return a, nil
 }
@@ -327,11 +338,8 @@ func summarize(guarded, bare *arm, machine report.Machine) rolloutSummary {
 		perRound[i] = s.WithGuardS[i] / s.WithoutGuardS[i]
 	}
 	s.Ratio = report.NewSpread(median(s.WithGuardS)/median(s.WithoutGuardS), perRound)
-	through := slices.Clone(guarded.through)
-	slices.Sort(through)
-	if len(through) > 0 {
-		s.GuardRequests = [3]float64{through[0], through[len(through)/2], through[len(through)-1]}
-	}
+	s.GuardRequests = minMedianMax(guarded.through)
+	s.SkippedByMatchConditions = minMedianMax(guarded.skipped)
 	var n float64
 	var wait time.Duration
 	for i := range guarded.through {
@@ -340,6 +348,16 @@ func summarize(guarded, bare *arm, machine report.Machine) rolloutSummary {
 	}
 	s.GuardWaitMeanMS = report.Round3(mean(wait, n))
 	return s
+}
+
+// minMedianMax is the lowest, middle and highest of vs (zeros for none).
+func minMedianMax(vs []float64) [3]float64 {
+	if len(vs) == 0 {
+		return [3]float64{}
+	}
+	sorted := slices.Clone(vs)
+	slices.Sort(sorted)
+	return [3]float64{sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1]}
 }
 
 // median is the middle of vs (the upper one of an even count).
@@ -354,5 +372,7 @@ func printSummary(out io.Writer, s rolloutSummary) {
 	fmt.Fprintf(out, "rollout of %d machines, with/without the guard: %.3f× (rounds %.3f–%.3f)\n", s.Machines, s.Ratio.Pooled, s.Ratio.Min, s.Ratio.Max)
 	fmt.Fprintf(out, "requests through the guard per rollout: %.0f (min %.0f, max %.0f); the API server's mean wait for one: %.3f ms\n",
 		s.GuardRequests[1], s.GuardRequests[0], s.GuardRequests[2], s.GuardWaitMeanMS)
+	fmt.Fprintf(out, "matched by the guard's rules and skipped by its matchConditions per rollout: %.0f (min %.0f, max %.0f)\n",
+		s.SkippedByMatchConditions[1], s.SkippedByMatchConditions[0], s.SkippedByMatchConditions[2])
 	fmt.Fprintf(out, "loadavg-at-end: %s\n", s.Machine.LoadAtEnd)
 }
