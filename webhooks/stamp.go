@@ -222,12 +222,9 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		}
 		// Advance keeps what ran before this revision, so that a bump can be
 		// reverted while it has not rolled out (policy.RevertedRun).
-		highest = highest.Advance(newSnap, rec.Revision, prev)
-		data, err := json.Marshal(highest)
-		if err != nil {
-			return nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
+		if err := stampHighest(out, highest.Advance(newSnap, rec.Revision, prev), id); err != nil {
+			return nil, err
 		}
-		out[revisions.AnnotationHighestRun] = strPtr(string(data))
 	}
 	if newCP, isContract := newObj.(*unstructured.Unstructured); isContract {
 		// A control plane of another provider: the highest Kubernetes
@@ -241,12 +238,9 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 				highest = *before
 			}
 		}
-		highest = highest.Advance(newSnap, rec.Revision, prev)
-		data, err := json.Marshal(highest)
-		if err != nil {
-			return nil, fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
+		if err := stampHighest(out, highest.Advance(newSnap, rec.Revision, prev), id); err != nil {
+			return nil, err
 		}
-		out[revisions.AnnotationHighestRun] = strPtr(string(data))
 	}
 	return out, nil
 }
@@ -317,3 +311,13 @@ func firstNonEmpty(s ...string) string {
 }
 
 func strPtr(s string) *string { return &s }
+
+// stampHighest sets the highest-run annotation of the object id to highest.
+func stampHighest(out map[string]*string, highest revisions.HighestRun, id string) error {
+	data, err := json.Marshal(highest)
+	if err != nil {
+		return fmt.Errorf("encoding the highest versions run by %s: %w", id, err)
+	}
+	out[revisions.AnnotationHighestRun] = strPtr(string(data))
+	return nil
+}
