@@ -96,6 +96,23 @@ func templateSwitch(t *testing.T) {
 	}
 	slices.Sort(replaced)
 	assert.Equal(t, planned(op, rollout.ActionReplace), replaced, "the machines replaced are the ones the plan listed")
+
+	// `rollout status` is done when the new machines serve; Cluster API
+	// deletes the emptied MachineSet a moment later. The next step edits
+	// the pool only once that cleanup is over: an edit landing inside it
+	// can stall Cluster API's MachineDeployment controller (seen in CI: it
+	// applied the edit to the MachineSet it had just deleted, "uid
+	// mismatch", and did not reconcile the pool again for over 6 minutes),
+	// which is Cluster API's race, not what these steps check.
+	waitFor(t, "the emptied MachineSet deleted", func() (bool, string) {
+		sets := &clusterv1.MachineSetList{}
+		require.NoError(t, sb.Client.List(context.Background(), sets, client.InNamespace(demo.Namespace), workers()))
+		var names []string
+		for _, ms := range sets.Items {
+			names = append(names, ms.Name)
+		}
+		return len(sets.Items) == 1, strings.Join(names, ", ")
+	})
 }
 
 // manifest writes objects as one YAML file of several documents, as a
