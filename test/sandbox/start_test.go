@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
-	"log"
 	"os"
 	"strings"
 	"testing"
@@ -14,13 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -43,10 +39,7 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logFile.Close() })
 	t.Logf("sandbox logs (controllers, guard): %s", logFile.Name())
-	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("klog"))
-	log.SetOutput(logFile) // the in-memory workload clusters' API servers
+	sandbox.LogTo(logFile)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

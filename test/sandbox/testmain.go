@@ -3,16 +3,11 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"log"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -55,11 +50,7 @@ func RunTests(m *testing.M, name string, opts Options, figures *Figures, started
 	}
 	defer logFile.Close()
 	fmt.Fprintln(os.Stderr, "sandbox logs (controllers, guard):", logFile.Name())
-	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("klog"))
-	// The in-memory workload clusters' API servers log through the standard logger.
-	log.SetOutput(logFile)
+	LogTo(logFile)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,13 +40,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
@@ -140,12 +136,7 @@ func run(o options) error {
 	}
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "bench-cli: log in %s\n", logFile.Name())
-	logger := zap.New(zap.WriteTo(logFile))
-	ctrl.SetLogger(logger)
-	// client-go and the Cluster API controllers log through klog: to the file too.
-	klog.SetLogger(logger.WithName("klog"))
-	// The in-memory workload clusters' API servers log through package log.
-	log.SetOutput(logFile)
+	sandbox.LogTo(logFile)
 
 	sum.Machine = report.ThisMachine()
 	sum.Command = strings.Join(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...), " ")

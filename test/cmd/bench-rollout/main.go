@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 	"os/signal"
 	"slices"
@@ -32,12 +31,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -117,10 +113,7 @@ func run() error {
 		return fmt.Errorf("creating the log file: %w", err)
 	}
 	defer logFile.Close()
-	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("klog"))
-	log.SetOutput(logFile)
+	sandbox.LogTo(logFile)
 
 	out, closeOut, err := report.Output(o.out)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,10 +25,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
@@ -95,11 +90,7 @@ func run() (retErr error) {
 			retErr = errors.Join(retErr, fmt.Errorf("closing the log file: %w", err))
 		}
 	}()
-	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("klog"))
-	// The in-memory workload clusters' API servers log through the standard logger.
-	log.SetOutput(logFile)
+	sandbox.LogTo(logFile)
 
 	// Signals are caught until the end, so a second Ctrl-C cannot cut the
 	// stop short and leave etcd or kube-apiserver behind. SIGHUP (the

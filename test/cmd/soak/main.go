@@ -33,7 +33,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/url"
 	"os"
 	"os/signal"
@@ -44,12 +43,9 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/klog/v2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -136,10 +132,7 @@ func run(ctx context.Context, o options) (pass bool, retErr error) {
 	}
 	defer logFile.Close()
 	fmt.Printf("soak: sandbox logs (controllers, guard) in %s\n", logFile.Name())
-	logger := zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("klog"))
-	log.SetOutput(logFile)
+	sandbox.LogTo(logFile)
 	loadAtStart := report.LoadAverage()
 
 	startCtx, cancelStart := context.WithTimeout(ctx, 10*time.Minute)
