@@ -84,13 +84,24 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *controlplanev1.Kub
 // unrolledTopologyBump reports whether a Cluster's topology version bump
 // that its control plane kcp has not been given yet (its spec.version is
 // still below bump) never rolled out: the cluster has control-plane Machines
-// and none has or runs bump. Its whole history then predates the bump.
+// and none has or runs bump. Its whole history then predates the bump —
+// except a step of a chained upgrade towards bump that the topology
+// controller already gave kcp: while that step never rolled out either
+// (as unrolledKCPBump judges it), what ran is what ran before it.
 func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane, clusterName, bump string) (*unrolledBump, error) {
 	machines, err := f.controlPlaneMachines(ctx, kcp.Namespace, clusterName)
 	if err != nil || len(machines) == 0 {
 		return nil, err
 	}
-	return unrolledIfNoneRuns(HighestRunOf(kcp).SkewHistory(), kcpRunningVersions(kcp), machines, bump), nil
+	history := HighestRunOf(kcp).SkewHistory()
+	step, err := f.unrolledKCPBump(ctx, kcp, clusterName, kcp.Spec.Version)
+	if err != nil {
+		return nil, err
+	}
+	if step != nil {
+		history = step.history
+	}
+	return unrolledIfNoneRuns(history, kcpRunningVersions(kcp), machines, bump), nil
 }
 
 // unrolledIfNoneRuns returns the facts of an unrolled bump, or nil when a

@@ -26,6 +26,7 @@ type topologyWorld struct {
 	classVersions []string
 	extension     string
 	kcpVersion    string
+	etcdTag       string // the KubeadmControlPlane's etcd imageTag, "" for kubeadm's default
 	kcpStamp      *revisions.Record
 	highest       *revisions.HighestRun
 	running       []string
@@ -51,6 +52,7 @@ func (w topologyWorld) kcp() *controlplanev1.KubeadmControlPlane {
 		Annotations: map[string]string{},
 	}}
 	kcp.Spec.Version = w.kcpVersion
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = w.etcdTag
 	for _, v := range w.running {
 		kcp.Status.Versions = append(kcp.Status.Versions, clusterv1.StatusVersion{Version: v})
 	}

@@ -24,8 +24,11 @@
 // (whose kubernetesVersions are ClassKubernetesVersions), for which the
 // topology controller creates KubeadmControlPlane "demo-cc-control-plane"
 // and MachineDeployment "demo-cc-md-0". It waits until every machine is
-// ready. CreatePlainClassCluster adds a cluster on a class without
-// kubernetesVersions ("demo-class-plain").
+// ready. PlainClass is the spec of a second class, PlainClassName
+// ("demo-class-plain"): the same class without kubernetesVersions, so
+// Cluster API upgrades its clusters one minor at a time. CreateClass creates
+// it (ClassClusterObjects builds a Cluster on it), and
+// CreatePlainClassCluster creates a Cluster on it in one call.
 //
 // Cluster API's admission webhooks are installed as clusterctl installs
 // them (framework.Options.ClusterAPIAdmission), so a request the guard
