@@ -176,3 +176,32 @@ func Sort(revs []Revision) {
 		return 0
 	})
 }
+
+// FromMetadata decodes the record a ControllerRevision carries in its
+// metadata alone — its labels and annotations, as a metadata-only informer
+// holds them — without its data: the Revision's Snapshot has Kind and Hash
+// but no Data. It is what numbering and pruning need, at a fraction of the
+// memory of whole ControllerRevisions. Unlike FromControllerRevision it
+// cannot check the data against the hash label, and the revision number is
+// the AnnotationRevision stamp (every ControllerRevision this package makes
+// carries its number there too).
+func FromMetadata(meta metav1.Object) (Revision, error) {
+	if meta == nil {
+		return Revision{}, errors.New("decode ControllerRevision metadata: it is nil")
+	}
+	name := meta.GetNamespace() + "/" + meta.GetName()
+	labels := meta.GetLabels()
+	kind := labels[LabelOwnerKind]
+	if !knownKind(kind) {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
+	}
+	hash := labels[LabelHash]
+	if hash == "" {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is missing", name, LabelHash)
+	}
+	rec, err := RecordFromAnnotations(meta.GetAnnotations())
+	if err != nil {
+		return Revision{}, fmt.Errorf("decode ControllerRevision %s: %w", name, err)
+	}
+	return Revision{Snapshot: Snapshot{Kind: kind, Hash: hash}, Record: rec, Name: meta.GetName(), ResourceVersion: meta.GetResourceVersion()}, nil
+}

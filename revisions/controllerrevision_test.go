@@ -184,3 +184,51 @@ func TestSort(t *testing.T) {
 	}
 	assert.Equal(t, []string{"a", "b", "c"}, names)
 }
+
+// TestFromMetadata: the metadata of a ControllerRevision alone gives back the
+// record, name and content hash it was made with; metadata that is not one
+// of ours, or whose stamps are damaged, is an error naming it.
+func TestFromMetadata(t *testing.T) {
+	md, kcp := newMD(), newKCP()
+	for _, tc := range []struct {
+		name string
+		cr   *appsv1.ControllerRevision
+		snap revisions.Snapshot
+	}{
+		{"machine deployment", revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), fullRecord()), mdSnap(t, md)},
+		{"control plane", revisions.ControllerRevision(kcp, kcpGVK, kcpSnap(t, kcp), fullRecord()), kcpSnap(t, kcp)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cr.ResourceVersion = "42"
+			whole, err := revisions.FromControllerRevision(tc.cr)
+			require.NoError(t, err)
+			meta, err := revisions.FromMetadata(&tc.cr.ObjectMeta)
+			require.NoError(t, err)
+			assert.Equal(t, whole.Record, meta.Record)
+			assert.Equal(t, tc.cr.Name, meta.Name)
+			assert.Equal(t, "42", meta.ResourceVersion)
+			assert.Equal(t, revisions.Snapshot{Kind: tc.snap.Kind, Hash: tc.snap.Hash}, meta.Snapshot)
+		})
+	}
+
+	for _, tc := range []struct {
+		name  string
+		edit  func(*appsv1.ControllerRevision)
+		wants string
+	}{
+		{"not ours", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelOwnerKind) }, "label rollout-guard.io/owner-kind"},
+		{"no hash", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelHash) }, "is missing"},
+		{"damaged number", func(cr *appsv1.ControllerRevision) { cr.Annotations[revisions.AnnotationRevision] = "four" }, "not a revision number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cr := revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), fullRecord())
+			tc.edit(cr)
+			_, err := revisions.FromMetadata(&cr.ObjectMeta)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wants)
+			assert.Contains(t, err.Error(), "default/"+cr.Name)
+		})
+	}
+	_, err := revisions.FromMetadata(nil)
+	assert.Error(t, err)
+}
