@@ -79,20 +79,64 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	// Recording new content lists the history to number it: what it listed,
-	// with the new record, is the history to check and prune.
+	// with the new record, is the history to check. Else the Index has it,
+	// or the API server.
 	revs := done.listed
 	if revs == nil {
-		if revs, _, err = List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()), FromWatchCache()); err != nil {
+		if revs, err = r.list(ctx, obj, false); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	if err := r.renumberReturned(ctx, req.NamespacedName, rec.Revision, revs); err != nil {
 		return ctrl.Result{}, err
 	}
+	if len(revs) <= r.limit() {
+		return ctrl.Result{}, nil
+	}
+	// Pruning keeps the revisions that raised a control plane's highest
+	// versions run, which only their data tells (the Index has none).
+	if withoutData(revs) {
+		if revs, err = r.list(ctx, obj, true); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if err := r.prune(ctx, obj, snap, revs); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// list returns obj's recorded history: from the Index when the Recorder
+// has one that can answer and whole is false (records without data), else
+// from the API server's watch cache.
+func (r *Reconciler) list(ctx context.Context, obj client.Object, whole bool) ([]revisions.Revision, error) {
+	if !whole {
+		revs, ok, err := r.Recorder.Index.List(ctx, obj.GetNamespace(), string(obj.GetUID()))
+		if err != nil || ok {
+			return revs, err
+		}
+	}
+	revs, _, err := List(ctx, r.APIReader, obj.GetNamespace(), string(obj.GetUID()), FromWatchCache())
+	return revs, err
+}
+
+// withoutData says whether revs holds a control-plane revision read
+// without its data: what it ran is then unknown.
+func withoutData(revs []revisions.Revision) bool {
+	for _, rev := range revs {
+		if len(rev.Snapshot.Data) == 0 && (rev.Snapshot.Kind == revisions.KindKubeadmControlPlane || rev.Snapshot.Kind == revisions.KindContractControlPlane) {
+			return true
+		}
+	}
+	return false
+}
+
+// limit is the number of revisions kept per object.
+func (r *Reconciler) limit() int {
+	if r.Limit <= 0 {
+		return DefaultLimit
+	}
+	return r.Limit
 }
 
 // renumberReturned gives the live content a number above every recorded
@@ -159,10 +203,7 @@ func Adopted(obj client.Object) revisions.Record {
 // first) beyond the limit, never the live one nor those that raised the
 // highest versions.
 func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revisions.Snapshot, revs []revisions.Revision) error {
-	limit := r.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
+	limit := r.limit()
 	if len(revs) <= limit {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -92,4 +93,66 @@ func TestReconcilerAdoptsAnUnstampedObject(t *testing.T) {
 	again, _, err := List(context.Background(), c, "ns", "uid-cp")
 	require.NoError(t, err)
 	assert.Equal(t, revs, again)
+}
+
+// TestReconcilerPrunesFromTheIndex: with an Index, pruning a
+// MachineDeployment's history needs no List (its revisions run no control
+// plane, so their data is not needed), while a control plane's history is
+// listed whole once, to keep the revision that raised its highest version;
+// both are pruned to the limit exactly as from a whole List.
+func TestReconcilerPrunesFromTheIndex(t *testing.T) {
+	for _, tc := range []struct {
+		kind      Kind
+		wantLists int
+		want      []int64
+	}{
+		{kind: MachineDeployment, wantLists: 0, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+		{kind: KubeadmControlPlane, wantLists: 1, want: []int64{3, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+	} {
+		t.Run(tc.kind.GVK.Kind, func(t *testing.T) {
+			var objs []client.Object
+			var live client.Object
+			for i := 1; i <= 13; i++ {
+				var obj client.Object
+				var snap revisions.Snapshot
+				var err error
+				if tc.kind.GVK.Kind == "MachineDeployment" {
+					md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp", UID: types.UID("uid-cp"),
+						Annotations: map[string]string{revisions.AnnotationRevision: fmt.Sprint(i)}}}
+					md.Spec.Template.Spec.Version = fmt.Sprintf("v1.35.%d", i)
+					obj = md
+					snap, err = revisions.ForMachineDeployment(md)
+				} else {
+					version := fmt.Sprintf("v1.35.%d", i)
+					if i == 3 {
+						version = "v1.36.0" // the highest run: kept
+					}
+					kcp := kcpAt(version, i)
+					obj = kcp
+					snap, err = revisions.ForKubeadmControlPlane(kcp)
+				}
+				require.NoError(t, err)
+				if i == 13 {
+					live = obj // recorded by the reconcile below
+					continue
+				}
+				objs = append(objs, revisions.ControllerRevision(obj, tc.kind.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
+			}
+			server := fakeWithIndex(t, append(objs, live)...)
+			n := requests{}
+			c := counting(server, n)
+			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: indexOver(server)}, Kind: tc.kind, Limit: 10}
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantLists, n["list"], "Lists of ControllerRevisions")
+			assert.Equal(t, 1, n["create"], "the live revision recorded")
+			revs, _, err := List(context.Background(), server, "ns", "uid-cp")
+			require.NoError(t, err)
+			var numbers []int64
+			for _, rev := range revs {
+				numbers = append(numbers, rev.Record.Revision)
+			}
+			assert.Equal(t, tc.want, numbers)
+		})
+	}
 }

@@ -45,48 +45,50 @@ func TestNumberingOfUnadmittedContent(t *testing.T) {
 		{name: "next admission, then reconciler", record: []string{"replace", "reconcile"}, highest: 3},
 		{name: "reconciler twice", record: []string{"reconcile", "reconcile"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			s := runtime.NewScheme()
-			require.NoError(t, controlplanev1.AddToScheme(s))
-			require.NoError(t, appsv1.AddToScheme(s))
-			var objs []runtime.Object
-			for i, old := range []*controlplanev1.KubeadmControlPlane{rev1, rev2} {
-				snap, err := revisions.ForKubeadmControlPlane(old)
-				require.NoError(t, err)
-				n := int64(i + 1)
-				objs = append(objs, revisions.ControllerRevision(old, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice"}))
-			}
-			c := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(objs...).Build()
-			r := &Recorder{Client: c, Reader: c}
-			snap, err := revisions.ForKubeadmControlPlane(slipped)
-			require.NoError(t, err)
-			stamps, err := revisions.RecordFromAnnotations(slipped.Annotations)
-			require.NoError(t, err)
-			var highest int64
-			for _, step := range tc.record {
-				switch step {
-				case "reconcile":
-					require.NoError(t, r.Record(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps))
-				case "replace":
-					highest, err = r.RecordReplaced(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps)
+		for _, indexed := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: "", true: ", read from the index"}[indexed], func(t *testing.T) {
+				ctx := context.Background()
+				var objs []client.Object
+				for i, old := range []*controlplanev1.KubeadmControlPlane{rev1, rev2} {
+					snap, err := revisions.ForKubeadmControlPlane(old)
 					require.NoError(t, err)
+					n := int64(i + 1)
+					objs = append(objs, revisions.ControllerRevision(old, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice"}))
 				}
-			}
-			assert.Equal(t, tc.highest, highest, "RecordReplaced's highest revision")
+				c := fakeWithIndex(t, objs...)
+				r := &Recorder{Client: c, Reader: c}
+				if indexed {
+					r.Index = indexOver(c)
+				}
+				snap, err := revisions.ForKubeadmControlPlane(slipped)
+				require.NoError(t, err)
+				stamps, err := revisions.RecordFromAnnotations(slipped.Annotations)
+				require.NoError(t, err)
+				var highest int64
+				for _, step := range tc.record {
+					switch step {
+					case "reconcile":
+						require.NoError(t, r.Record(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps))
+					case "replace":
+						highest, err = r.RecordReplaced(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps)
+						require.NoError(t, err)
+					}
+				}
+				assert.Equal(t, tc.highest, highest, "RecordReplaced's highest revision")
 
-			revs, got := historyOf(t, c)
-			snap1, err := revisions.ForKubeadmControlPlane(rev1)
-			require.NoError(t, err)
-			snap2, err := revisions.ForKubeadmControlPlane(rev2)
-			require.NoError(t, err)
-			assert.Equal(t, map[string][]int64{snap1.Hash: {1}, snap2.Hash: {2}, snap.Hash: {3}}, got)
-			missed := revs[len(revs)-1]
-			assert.Equal(t, snap.Hash, missed.Snapshot.Hash)
-			assert.Equal(t, UnadmittedCause, missed.Record.ChangeCause)
-			assert.Equal(t, revisions.ChangeAdopted, missed.Record.ChangeType)
-			assert.Empty(t, missed.Record.ChangedBy, "the author of an unadmitted change is unknown")
-		})
+				revs, got := historyOf(t, c)
+				snap1, err := revisions.ForKubeadmControlPlane(rev1)
+				require.NoError(t, err)
+				snap2, err := revisions.ForKubeadmControlPlane(rev2)
+				require.NoError(t, err)
+				assert.Equal(t, map[string][]int64{snap1.Hash: {1}, snap2.Hash: {2}, snap.Hash: {3}}, got)
+				missed := revs[len(revs)-1]
+				assert.Equal(t, snap.Hash, missed.Snapshot.Hash)
+				assert.Equal(t, UnadmittedCause, missed.Record.ChangeCause)
+				assert.Equal(t, revisions.ChangeAdopted, missed.Record.ChangeType)
+				assert.Empty(t, missed.Record.ChangedBy, "the author of an unadmitted change is unknown")
+			})
+		}
 	}
 }
 
@@ -162,21 +164,30 @@ func historyOf(t *testing.T, c client.Reader) ([]revisions.Revision, map[string]
 // numbered above n+1, never n+1 again: no number may name two contents.
 // Twenty rounds, each on the history the last one left, with both orders
 // of who records B.
+// It runs with the history read from the API server and from an Index.
 func TestNoNumberReuseAfterSlipSlipAdmit(t *testing.T) {
+	for _, indexed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "read from the API server", true: "read from the index"}[indexed], func(t *testing.T) {
+			noNumberReuseAfterSlipSlipAdmit(t, indexed)
+		})
+	}
+}
+
+func noNumberReuseAfterSlipSlipAdmit(t *testing.T, indexed bool) {
 	ctx := context.Background()
-	s := runtime.NewScheme()
-	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
 	live := kcpAt("v1.35.0", 1)
 	snap0, err := revisions.ForKubeadmControlPlane(live)
 	require.NoError(t, err)
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+	c := fakeWithIndex(t,
 		revisions.ControllerRevision(live, KubeadmControlPlane.GVK, snap0, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}),
-	).Build()
+	)
 	stamped := int64(1)
 	for round := range 20 {
 		// Each round its own recorder: a fresh guard process, no memory.
 		recorder := &Recorder{Client: c, Reader: c}
+		if indexed {
+			recorder.Index = indexOver(c)
+		}
 		a := kcpAt(live.Spec.Version, int(stamped))
 		b := kcpAt(fmt.Sprintf("v1.35.%d-slipped", round), int(stamped)) // B, still stamped as A
 		snapA, err := revisions.ForKubeadmControlPlane(a)
