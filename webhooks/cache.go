@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -56,15 +57,17 @@ func CacheOptions() cache.Options {
 			&clusterv1.MachinePool{}:              {Transform: TrimMachinePool},
 			&clusterv1.Machine{}:                  {Transform: TrimMachine},
 			&clusterv1.ClusterClass{}:             {Transform: TrimClusterClass},
+			history.IndexObject():                 history.IndexCacheOptions(),
 		},
 	}
 }
 
 // ClientOptions returns the client options of the guard's manager: reads of
-// ControllerRevisions always go to the API server. History is read live (it
-// must not miss a revision written a moment ago by another replica), and a
-// cached copy of every revision of every object would be the largest thing
-// the guard holds.
+// ControllerRevisions through the client always go to the API server. A
+// cached copy of every revision of every object, data included, would be
+// the largest thing the guard holds; the cache keeps only their metadata,
+// read through history.Index, and a revision's data is read live when
+// needed.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&appsv1.ControllerRevision{}}}}
 }

@@ -153,15 +153,20 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		// over at once is safe and lets the next replica's reconciler
 		// start without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		// The cache holds only what the guard reads; ControllerRevisions
-		// are read live, never cached.
+		// The cache holds only what the guard reads; of ControllerRevisions
+		// only the metadata of its own (history.Index), their data is read
+		// live.
 		Cache:  webhooks.CacheOptions(),
 		Client: webhooks.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	index, err := history.NewIndex(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Index: index}
 	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
 		OverrideGroups:    splitList(o.overrideGroups),
 		Recorder:          recorder,

@@ -34,7 +34,7 @@ var (
 	guardRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "clusterclasses", "machinedeployments", "machinepools", "machines"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
