@@ -18,21 +18,7 @@ import (
 // sets the CA as the caBundle of every webhook; nothing of cert-manager is
 // left; and the API server accepts all of it.
 func TestWithoutCertManager(t *testing.T) {
-	// A copy of config/, so the certificate files are not written into the
-	// repository.
-	config := filepath.Join(t.TempDir(), "config")
-	require.NoError(t, os.CopyFS(config, os.DirFS(repoPath("config"))))
-	overlay := filepath.Join(config, "without-certmanager")
-	ca := newCA(t, "rollout-guard-own-ca")
-	serving := ca.issue(t, []string{
-		webhookServiceName + "." + namespace + ".svc",
-		webhookServiceName + "." + namespace + ".svc.cluster.local",
-	}, nil)
-	for name, data := range map[string][]byte{"tls.crt": serving.certPEM, "tls.key": serving.keyPEM, "ca.crt": ca.pem} {
-		require.NoError(t, os.WriteFile(filepath.Join(overlay, name), data, 0o600))
-	}
-
-	m := build(t, overlay)
+	m, ca, serving := buildWithoutCertManager(t)
 	for _, u := range m {
 		assert.NotEqual(t, "cert-manager.io/v1", u.GetAPIVersion(), "%s %s", u.GetKind(), u.GetName())
 		for k := range u.GetAnnotations() {
@@ -60,4 +46,24 @@ func TestWithoutCertManager(t *testing.T) {
 	assert.Equal(t, defDep.Spec, dep.Spec)
 
 	applyDryRun(t, m)
+}
+
+// buildWithoutCertManager builds config/without-certmanager the way
+// docs/install.md says, from a copy of config/ (so the certificate files
+// are not written into the repository) with a CA and a serving certificate
+// of the test's own next to its kustomization.
+func buildWithoutCertManager(t *testing.T) (manifest, *testCA, servingCert) {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.CopyFS(config, os.DirFS(repoPath("config"))))
+	overlay := filepath.Join(config, "without-certmanager")
+	ca := newCA(t, "rollout-guard-own-ca")
+	serving := ca.issue(t, []string{
+		webhookServiceName + "." + namespace + ".svc",
+		webhookServiceName + "." + namespace + ".svc.cluster.local",
+	}, nil)
+	for name, data := range map[string][]byte{"tls.crt": serving.certPEM, "tls.key": serving.keyPEM, "ca.crt": ca.pem} {
+		require.NoError(t, os.WriteFile(filepath.Join(overlay, name), data, 0o600))
+	}
+	return build(t, overlay), ca, serving
 }
