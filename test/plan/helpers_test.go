@@ -39,12 +39,21 @@ func cli(t *testing.T, args ...string) sandbox.CLIRun {
 	return run
 }
 
-// plan runs `rollout plan ARGS -o json` and decodes the plan; it fails the
-// test unless the exit code is want.
+// plan runs `rollout plan ARGS -o json`, validates the output against
+// rollout/plan.schema.json and decodes the plan; it fails the test unless
+// the exit code is want.
 func plan(t *testing.T, want int, args ...string) (*rollout.RolloutPlan, sandbox.CLIRun) {
 	t.Helper()
-	run := cli(t, append(append([]string{"plan"}, args...), "-o", "json")...)
+	return decodePlan(t, want, args, cli(t, append(append([]string{"plan"}, args...), "-o", "json")...))
+}
+
+// decodePlan checks a run of `rollout plan ARGS -o json`: its exit code is
+// want, its output matches rollout/plan.schema.json and decodes into a
+// RolloutPlan with no field the type does not know.
+func decodePlan(t *testing.T, want int, args []string, run sandbox.CLIRun) (*rollout.RolloutPlan, sandbox.CLIRun) {
+	t.Helper()
 	require.Equal(t, want, run.Code, "rollout plan %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), run.Stdout, run.Stderr)
+	requireSchemaValid(t, run.Stdout)
 	p := &rollout.RolloutPlan{}
 	dec := json.NewDecoder(strings.NewReader(run.Stdout))
 	dec.DisallowUnknownFields()
