@@ -12,9 +12,17 @@
 //   - an undo of that bump is refused by the guard (a Kubernetes and etcd
 //     downgrade): the plan shows the guard's rules and message, exits 6,
 //     and the object's resourceVersion and history are unchanged;
+//   - the worker pool's other changes, previewed only: a bootstrap
+//     template switch, a version (admitted at the control plane's minor,
+//     refused above it) and an undo the guard admits each list every
+//     worker machine as replaced, with the preflight check that would hold
+//     them;
 //   - a chained upgrade of the ClusterClass cluster lists the steps the
 //     topology controller then takes, as the control plane's recorded
 //     history shows them afterwards.
+//
+// Every -o json output of a real run is validated against the documented
+// schema, rollout/plan.schema.json, before it is decoded.
 //
 // One sandbox is shared: the plain cluster demo (1 control-plane and 3
 // worker machines, starting at v1.33.5) and the ClusterClass cluster demo-cc

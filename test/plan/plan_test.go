@@ -13,12 +13,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/skew"
 )
 
 // TestPlanDemo previews changes of the plain cluster demo, then makes them
@@ -36,6 +39,7 @@ func TestPlanDemo(t *testing.T) {
 		{"a restart lists every machine", restart},
 		{"a control-plane bump lists its machine and etcd, and holds the workers", controlPlaneBump},
 		{"an undo the guard refuses changes nothing", refusedUndo},
+		{"a worker pool's bootstrap template, version and admitted undo list its machines", workerPreviews},
 	} {
 		if !t.Run(step.name, step.run) {
 			return // the next steps build on this one
@@ -250,16 +254,7 @@ func controlPlaneBump(t *testing.T) {
 func refusedUndo(t *testing.T) {
 	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
 	before := storedOf(t, kcp)
-	// The revision that ran startVersion.
-	h := history(t, "kcp/"+demo.ControlPlaneName())
-	var first int64
-	for _, r := range h.Revisions {
-		if r.Version == startVersion {
-			first = r.Revision
-		}
-	}
-	require.NotZero(t, first, "a revision at %s: %+v", startVersion, h.Revisions)
-	undo := []string{"kcp/" + demo.ControlPlaneName(), "--to-revision", itoa(first)}
+	undo := refusedUndoArgs(t)
 
 	p, run := plan(t, rollout.ExitRefused, undo...)
 	t.Logf("rollout plan %s -o json:\n%s", strings.Join(undo, " "), run.Stdout)
@@ -280,6 +275,147 @@ func refusedUndo(t *testing.T) {
 	text := report(t, rollout.ExitRefused, undo...)
 	assert.Contains(t, text.Stdout, "  Verdict:  REFUSED by rollout-guard (webhook validate.kubeadmcontrolplane.rollout-guard.io; rules ControlPlaneDowngrade, EtcdDowngrade)\n")
 	assert.Equal(t, before, storedOf(t, kcp), "resourceVersion and history unchanged")
+}
+
+// refusedUndoArgs is the undo of the control plane to the revision that
+// ran startVersion: once it runs v1.34, a Kubernetes and etcd downgrade.
+func refusedUndoArgs(t *testing.T) []string {
+	t.Helper()
+	res := "kcp/" + demo.ControlPlaneName()
+	return []string{res, "--to-revision", itoa(revisionWhere(t, res, "version "+startVersion, func(r rollout.HistoryRevision) bool { return r.Version == startVersion }))}
+}
+
+// revisionWhere returns the number of the last recorded revision of res
+// that match accepts.
+func revisionWhere(t *testing.T, res, what string, match func(rollout.HistoryRevision) bool) int64 {
+	t.Helper()
+	h := history(t, res)
+	var n int64
+	for _, r := range h.Revisions {
+		if match(r) {
+			n = r.Revision
+		}
+	}
+	require.NotZero(t, n, "%s has a revision with %s: %+v", res, what, h.Revisions)
+	return n
+}
+
+// preflightChecks are the names of the MachineSet preflight checks that
+// would hold a plan.
+func preflightChecks(op rollout.ObjectPlan) []string {
+	var out []string
+	for _, h := range op.Holds {
+		if h.Kind == rollout.HoldPreflightCheck {
+			out = append(out, h.Check)
+		}
+	}
+	return out
+}
+
+// workerPreviews previews the worker pool's other changes, with the control
+// plane at v1.34.3 and the workers at startVersion: a bootstrap config
+// template switch, a version (the control plane's minor, and one above it,
+// which the guard refuses) and an undo the guard admits. Each lists every
+// worker machine to replace, and none is made.
+func workerPreviews(t *testing.T) {
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}}
+	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
+	beforeMD, beforeKCP := storedOf(t, md), storedOf(t, kcp)
+	old := machines(t, workers())
+	require.Len(t, old, workerMachines)
+	for name, v := range old {
+		require.Equal(t, startVersion, v, "worker %s", name)
+	}
+	res := "md/" + demo.MachineDeploymentName()
+	mdObject := "machinedeployment/" + demo.MachineDeploymentName()
+	kubeadmSkew := string(clusterv1.MachineSetPreflightCheckKubeadmVersionSkew)
+
+	// A bootstrap config template switch replaces every worker; at
+	// startVersion, a minor below the control plane, the new machines would
+	// wait for Cluster API's kubeadm version skew check.
+	spare := spareBootstrapTemplate(t)
+	change := []string{res, "--bootstrap-template", "kubeadmconfigtemplate/" + spare}
+	p, _ := plan(t, 0, change...)
+	require.Len(t, p.Objects, 1)
+	op := p.Objects[0]
+	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
+	assert.Equal(t, rollout.EffectRollout, op.Effect)
+	assert.Equal(t, []rollout.PlanFieldChange{{Path: "bootstrap.configRef", From: "KubeadmConfigTemplate/" + demo.MachineDeploymentName(), To: "KubeadmConfigTemplate/" + spare, RollsOut: true}}, op.Changes)
+	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the plan lists exactly the worker machines")
+	assert.Equal(t, rollout.PlanCounts{Replace: workerMachines}, op.Counts)
+	assert.Empty(t, op.Steps, "no version step")
+	assert.Contains(t, preflightChecks(op), kubeadmSkew, "%+v", op.Holds)
+	report(t, 0, change...)
+
+	// The control plane's version: every worker replaced, one step of the
+	// workers, and nothing holds them.
+	change = []string{res, "--version", "v1.34.3"}
+	p, _ = plan(t, 0, change...)
+	require.Len(t, p.Objects, 1)
+	op = p.Objects[0]
+	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
+	assert.Equal(t, rollout.EffectRollout, op.Effect)
+	assert.Equal(t, []rollout.PlanFieldChange{{Path: "version", From: startVersion, To: "v1.34.3", RollsOut: true}}, op.Changes)
+	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace))
+	for _, m := range op.Machines {
+		assert.Equal(t, "version "+startVersion+" → v1.34.3", m.Reason, m.Name)
+	}
+	assert.Equal(t, []rollout.PlanStep{{Part: rollout.PartWorkers, Version: "v1.34.3", Objects: []string{mdObject}, Machines: workerMachines}}, op.Steps)
+	assert.Empty(t, preflightChecks(op), "the new workers join at the control plane's minor: %+v", op.Holds)
+	report(t, 0, change...)
+
+	// A minor above the control plane: the guard refuses it.
+	change = []string{res, "--version", "v1.35.2"}
+	p, run := plan(t, rollout.ExitRefused, change...)
+	require.Len(t, p.Objects, 1)
+	v := p.Objects[0].Verdict
+	assert.False(t, v.Admitted)
+	assert.Equal(t, "rollout-guard", v.RefusedBy)
+	assert.Equal(t, []string{string(skew.RuleWorkerNewerThanControlPlane)}, v.Rules, "%+v", v)
+	assert.Contains(t, run.Stderr, "error: the change would be refused: "+mdObject+" by rollout-guard ("+string(skew.RuleWorkerNewerThanControlPlane)+")")
+
+	// An undo the guard admits: back to the pool's first template.
+	first := revisionWhere(t, res, "template "+demo.MachineDeploymentName(), func(r rollout.HistoryRevision) bool {
+		return r.Infrastructure == "DevMachineTemplate/"+demo.MachineDeploymentName()
+	})
+	change = []string{res, "--to-revision", itoa(first)}
+	p, _ = plan(t, 0, change...)
+	require.Len(t, p.Objects, 1)
+	op = p.Objects[0]
+	assert.True(t, p.Admitted)
+	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
+	assert.Equal(t, rollout.EffectRollout, op.Effect)
+	assert.True(t, strings.HasPrefix(op.Summary, "undo to revision "+itoa(first)), op.Summary)
+	assert.Contains(t, op.Changes, rollout.PlanFieldChange{Path: "infrastructureRef", From: "DevMachineTemplate/" + demo.SpareWorkerTemplate(), To: "DevMachineTemplate/" + demo.MachineDeploymentName(), RollsOut: true})
+	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the undo replaces every worker")
+	assert.Equal(t, rollout.PlanCounts{Replace: workerMachines}, op.Counts)
+	assert.Contains(t, preflightChecks(op), kubeadmSkew, "%+v", op.Holds)
+	report(t, 0, change...)
+
+	assert.Equal(t, beforeMD, storedOf(t, md), "plan stored nothing")
+	assert.Equal(t, beforeKCP, storedOf(t, kcp))
+	assert.Equal(t, old, machines(t, workers()), "no machine was replaced")
+}
+
+// spareBootstrapName is the name of the spare KubeadmConfigTemplate of the
+// workers.
+func spareBootstrapName() string { return demo.MachineDeploymentName() + "-v2" }
+
+// spareBootstrapTemplate creates a KubeadmConfigTemplate beside the pool's,
+// with one kubelet argument more, and returns its name.
+func spareBootstrapTemplate(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	orig := &bootstrapv1.KubeadmConfigTemplate{}
+	require.NoError(t, sb.Client.Get(ctx, mdKey(), orig))
+	spare := &bootstrapv1.KubeadmConfigTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: orig.Namespace, Name: spareBootstrapName(), Labels: orig.Labels},
+		Spec:       *orig.Spec.DeepCopy(),
+	}
+	reg := &spare.Spec.Template.Spec.JoinConfiguration.NodeRegistration
+	reg.KubeletExtraArgs = append(reg.KubeletExtraArgs, bootstrapv1.Arg{Name: "max-pods", Value: ptr.To("150")})
+	require.NoError(t, sb.Client.Create(ctx, spare))
+	return spare.Name
 }
 
 // history returns `rollout history RES -o json`.
