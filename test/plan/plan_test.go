@@ -40,6 +40,7 @@ func TestPlanDemo(t *testing.T) {
 		{"a control-plane bump lists its machine and etcd, and holds the workers", controlPlaneBump},
 		{"an undo the guard refuses changes nothing", refusedUndo},
 		{"a worker pool's bootstrap template, version and admitted undo list its machines", workerPreviews},
+		{"a user with read rights and patch gets the same plans and writes nothing", restrictedUser},
 	} {
 		if !t.Run(step.name, step.run) {
 			return // the next steps build on this one
