@@ -36,17 +36,12 @@ type endpoint struct {
 	newObj func() client.Object
 	// mutating says the endpoint is a Stamper.
 	mutating bool
-	// lean says the endpoint decodes only the fields the policy reads
-	// (KubeadmControlPlaneHandler): fields it does not read are not decoded.
-	lean bool
 }
 
 // endpoints returns the guard's endpoints over one cluster, built as
 // SetupWithManager builds them: Cluster c1 at v1.34.2 with
 // KubeadmControlPlane c1-cp and one worker pool at v1.34.2. There are no
-// override groups. The last endpoint is controller-runtime's typed handler
-// of the KubeadmControlPlane validator, which the guard's
-// KubeadmControlPlaneHandler falls back to, to compare the two.
+// override groups.
 func endpoints(t testing.TB) []endpoint {
 	judge := testFacts(t, cluster("v1.34.2", "v1.34.2")...)
 	mdV, kcpV, clusterV := NewValidators(judge, nil, nil)
@@ -57,11 +52,10 @@ func endpoints(t testing.TB) []endpoint {
 	stampKCP.Kind, stampKCP.Policy = history.KubeadmControlPlane, judge
 	return []endpoint{
 		{name: "validate MachineDeployment", handler: admission.WithValidator(s, mdV).WithRecoverPanic(false), newObj: history.MachineDeployment.New},
-		{name: "validate KubeadmControlPlane", handler: (&admission.Webhook{Handler: NewKubeadmControlPlaneHandler(s, kcpV)}).WithRecoverPanic(false), newObj: history.KubeadmControlPlane.New, lean: true},
+		{name: "validate KubeadmControlPlane", handler: admission.WithValidator(s, kcpV).WithRecoverPanic(false), newObj: history.KubeadmControlPlane.New},
 		{name: "validate Cluster", handler: admission.WithValidator(s, clusterV).WithRecoverPanic(false), newObj: func() client.Object { return &clusterv1.Cluster{} }},
 		{name: "mutate MachineDeployment", handler: (&admission.Webhook{Handler: stampMD}).WithRecoverPanic(false), newObj: history.MachineDeployment.New, mutating: true},
 		{name: "mutate KubeadmControlPlane", handler: (&admission.Webhook{Handler: stampKCP}).WithRecoverPanic(false), newObj: history.KubeadmControlPlane.New, mutating: true},
-		{name: "validate KubeadmControlPlane, typed handler", handler: admission.WithValidator(s, kcpV).WithRecoverPanic(false), newObj: history.KubeadmControlPlane.New},
 	}
 }
 
@@ -179,12 +173,7 @@ func fuzzSeeds(t testing.TB) [][]byte {
 //     endpoint's kind, and that the policy, asked directly about the decoded
 //     objects, allows too (there are no override groups here);
 //   - a stamp the mutating endpoint lets through names the request's user,
-//     or is the one the stored object already had: never the client's own;
-//   - the guard's KubeadmControlPlane handler answers like the typed handler
-//     it stands in for, allowed or not, whenever the typed handler can
-//     decode the objects (an object with a field of the wrong type, which the
-//     API server's schema never lets through, is refused by the typed
-//     handler only, as the lean one never reads that field).
+//     or is the one the stored object already had: never the client's own.
 func FuzzAdmissionReview(f *testing.F) {
 	eps := endpoints(f)
 	for _, seed := range fuzzSeeds(f) {
@@ -198,13 +187,6 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		ep := eps[int(which)%len(eps)]
 		_, answer := serve(t, ep.handler, "application/json", body)
-		if ep.lean {
-			_, typed := serve(t, eps[len(eps)-1].handler, "application/json", body)
-			decodeError := !typed.Response.Allowed && typed.Response.Result != nil && typed.Response.Result.Code == http.StatusBadRequest
-			if typed.Response.Allowed != answer.Response.Allowed && !decodeError {
-				t.Fatalf("%s: allowed=%v, the typed handler allowed=%v (%+v vs %+v): %q", ep.name, answer.Response.Allowed, typed.Response.Allowed, answer.Response.Result, typed.Response.Result, body)
-			}
-		}
 		if !answer.Response.Allowed {
 			if answer.Response.Result == nil || answer.Response.Result.Message == "" {
 				t.Fatalf("%s: a refusal without a message: %+v", ep.name, answer.Response)
@@ -229,9 +211,6 @@ func FuzzAdmissionReview(f *testing.F) {
 		decode := func(raw runtime.RawExtension) (client.Object, error) {
 			obj := ep.newObj()
 			err := decoder.DecodeRaw(raw, obj)
-			if err != nil && ep.lean {
-				return decodeLeanKCP(raw.Raw)
-			}
 			return obj, err
 		}
 		newObj, err := decode(req.Object)

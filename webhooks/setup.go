@@ -22,8 +22,11 @@ import (
 	"github.com/rollout-guard/rollout-guard/policy"
 )
 
-// Paths of the mutating webhooks, as config/webhook/manifests.yaml names them.
+// Paths of the webhooks registered by path, as config/webhook/manifests.yaml
+// names them (the builder derives the same from the kind).
 const (
+	ValidateKubeadmControlPlanePath = "/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane"
+
 	MutateMachineDeploymentPath   = "/mutate-cluster-x-k8s-io-v1beta2-machinedeployment"
 	MutateMachinePoolPath         = "/mutate-cluster-x-k8s-io-v1beta2-machinepool"
 	MutateKubeadmControlPlanePath = "/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane"
@@ -79,10 +82,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(NewMachinePoolValidator(judge, overrides, opts.Recorder)).Complete(); err != nil {
 		return fmt.Errorf("registering the MachinePool validating webhook: %w", err)
 	}
-	// KubeadmControlPlanes are judged by a handler that decodes only the
-	// fields the policy reads (see KubeadmControlPlaneHandler), served by a
-	// reader of AdmissionReviews that decodes each once (see reviewServer).
-	mgr.GetWebhookServer().Register(ValidateKubeadmControlPlanePath, &reviewServer{Webhook: &webhook.Admission{Handler: NewKubeadmControlPlaneHandler(mgr.GetScheme(), kcpV)}})
+	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).Complete(); err != nil {
+		return fmt.Errorf("registering the KubeadmControlPlane validating webhook: %w", err)
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).Complete(); err != nil {
 		return fmt.Errorf("registering the Cluster validating webhook: %w", err)
 	}

@@ -69,7 +69,7 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 		oldObj = nil
 	}
 	kind := v.GroupKind.Kind
-	if req, err := admission.RequestFromContext(ctx); err == nil && ctx.Value(objectsCheckedKey{}) == nil {
+	if req, err := admission.RequestFromContext(ctx); err == nil {
 		if err := checkRequestObjects(req, kind); err != nil {
 			return nil, err
 		}
