@@ -21,10 +21,6 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// maxAttempts bounds how often a write is re-read, re-checked and re-sent
-// after a conflict.
-const maxAttempts = 3
-
 // get reads one object.
 func (c *cli) get(ctx context.Context, cl *clients, ref Ref, purpose string) (client.Object, error) {
 	kind, err := resolveContract(cl.mapper, ref.Kind)

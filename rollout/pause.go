@@ -102,16 +102,12 @@ func (o *PauseOptions) Run(ctx context.Context) error {
 	}
 	return o.c.forEach(o.verb(), objs, o.Selector, func(obj client.Object) error {
 		purpose := o.verb() + " " + describe(obj, kindOf(obj))
-		for attempt := 1; ; attempt++ {
-			err := o.one(ctx, cl, obj)
-			if !isConflict(err) || attempt == maxAttempts {
-				return err
-			}
+		err, _ := retryConflicts(func() error { return o.one(ctx, cl, obj) }, func() (err error) {
 			o.c.notef("conflict: %s changed while this command ran; reading it again", describe(obj, kindOf(obj)))
-			if obj, err = o.c.reread(ctx, cl, obj, purpose); err != nil {
-				return err
-			}
-		}
+			obj, err = o.c.reread(ctx, cl, obj, purpose)
+			return err
+		})
+		return err
 	})
 }
 

@@ -290,18 +290,16 @@ func (o *PlanOptions) planRef(ctx context.Context, cl *clients) ([]ObjectPlan, e
 		return o.planClusterRef(ctx, cl, cluster)
 	}
 	var op ObjectPlan
-	for attempt := 1; ; attempt++ {
+	err, exhausted := retryConflicts(func() (err error) {
 		op, err = o.planObjectChange(ctx, cl, obj)
-		if !isConflict(err) {
-			break
-		}
-		if attempt == maxAttempts {
-			return nil, fmt.Errorf("cannot %s: it kept changing (%d conflicts): %w", purpose, attempt, err)
-		}
+		return err
+	}, func() (err error) {
 		o.c.notef("conflict: %s changed after it was read; reading it again", describe(obj, o.ref.Kind))
-		if obj, err = o.c.reread(ctx, cl, obj, purpose); err != nil {
-			return nil, err
-		}
+		obj, err = o.c.reread(ctx, cl, obj, purpose)
+		return err
+	})
+	if exhausted {
+		return nil, fmt.Errorf("cannot %s: it kept changing (%d conflicts): %w", purpose, maxAttempts, err)
 	}
 	if err != nil {
 		return nil, err

@@ -31,36 +31,38 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *clients, cluster *
 		return nil, fmt.Errorf("cannot %s: --version on a cluster changes its spec.topology.version, and %s has no topology (it is not a ClusterClass cluster); plan its control plane and worker pools one by one: %s plan kcp/%s --version %s, then %s plan md/NAME --version %s",
 			purpose, id, o.c.name(), orText(cluster.Spec.ControlPlaneRef.Name, "NAME"), o.Version, o.c.name(), o.Version)
 	}
-	for attempt := 1; ; attempt++ {
+	var verdict PlanVerdict
+	var answer client.Object
+	err, _ := retryConflicts(func() error {
 		patch, err := patchOf(cluster.ResourceVersion, nil, map[string]any{"topology": map[string]any{"version": o.Version}})
 		if err != nil {
-			return nil, fmt.Errorf("cannot %s: %w", purpose, err)
+			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
-		verdict, answer, err := o.c.dryRun(ctx, cl, cluster, types.MergePatchType, patch, purpose)
-		if isConflict(err) && attempt < maxAttempts {
-			o.c.notef("conflict: %s changed after it was read; reading it again", id)
-			obj, rerr := o.c.reread(ctx, cl, cluster, purpose)
-			if rerr != nil {
-				return nil, rerr
-			}
-			cluster = obj.(*clusterv1.Cluster)
-			continue
-		}
+		verdict, answer, err = o.c.dryRun(ctx, cl, cluster, types.MergePatchType, patch, purpose)
+		return err
+	}, func() error {
+		o.c.notef("conflict: %s changed after it was read; reading it again", id)
+		obj, err := o.c.reread(ctx, cl, cluster, purpose)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		planned, _ := answer.(*clusterv1.Cluster)
-		if planned == nil {
-			planned = cluster.DeepCopy()
-			planned.Spec.Topology.Version = o.Version
-		}
-		op, err := o.c.topologyPlan(ctx, cl, cluster, planned)
-		if err != nil {
-			return nil, err
-		}
-		op.Verdict = verdict
-		return []ObjectPlan{op}, nil
+		cluster = obj.(*clusterv1.Cluster)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	planned, _ := answer.(*clusterv1.Cluster)
+	if planned == nil {
+		planned = cluster.DeepCopy()
+		planned.Spec.Topology.Version = o.Version
+	}
+	op, err := o.c.topologyPlan(ctx, cl, cluster, planned)
+	if err != nil {
+		return nil, err
+	}
+	op.Verdict = verdict
+	return []ObjectPlan{op}, nil
 }
 
 // topologyPlan computes what the change of a ClusterClass cluster's
@@ -313,24 +315,23 @@ func (o *PlanOptions) restartPlan(ctx context.Context, cl *clients, obj client.O
 // dryRunTopologyRestart sends a topology restart (rollout.after in the
 // Cluster's topology) as a server-side dry run.
 func (c *cli) dryRunTopologyRestart(ctx context.Context, cl *clients, namespace string, r topologyRestart, at time.Time, purpose string) (PlanVerdict, error) {
-	for attempt := 1; ; attempt++ {
+	var v PlanVerdict
+	err, _ := retryConflicts(func() error {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(Cluster.GVK)
 		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.cluster}, u); err != nil {
-			return PlanVerdict{}, call{verb: "get", gr: Cluster.GroupResource(), kind: "Cluster", namespace: namespace, name: r.cluster, purpose: purpose}.explain(err)
+			return call{verb: "get", gr: Cluster.GroupResource(), kind: "Cluster", namespace: namespace, name: r.cluster, purpose: purpose}.explain(err)
 		}
 		ops, _, err := topologyRestartOps(u, r, at.UTC().Format(time.RFC3339), "")
 		if err != nil {
-			return PlanVerdict{}, fmt.Errorf("cannot %s: %w", purpose, err)
+			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 		data, err := json.Marshal(ops)
 		if err != nil {
-			return PlanVerdict{}, fmt.Errorf("cannot %s: encoding the patch: %w", purpose, err)
+			return fmt.Errorf("cannot %s: encoding the patch: %w", purpose, err)
 		}
-		v, _, err := c.dryRun(ctx, cl, u, types.JSONPatchType, data, purpose)
-		if isConflict(err) && attempt < maxAttempts {
-			continue
-		}
-		return v, err
-	}
+		v, _, err = c.dryRun(ctx, cl, u, types.JSONPatchType, data, purpose)
+		return err
+	}, func() error { return nil })
+	return v, err
 }

@@ -150,12 +150,14 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 	kind := kindOf(obj)
 	purpose := "restart " + describe(obj, kind)
 	at := o.when()
-	for attempt := 1; ; attempt++ {
+	var already bool
+	err, _ := retryConflicts(func() error {
 		if how := pausedBy(obj); how != "" {
 			return o.c.pausedError("restart", obj, how)
 		}
 		if current := rolloutAfter(obj); current.Equal(at) {
-			return o.print(obj, fmt.Sprintf("already restarted (spec.rollout.after is %s)", at.Format(time.RFC3339)))
+			already = true
+			return nil
 		}
 		data, err := patchOf(obj.GetResourceVersion(), causeAnnotations(o.cause),
 			map[string]any{"rollout": map[string]any{"after": metav1.NewTime(at)}})
@@ -167,17 +169,17 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 				return err
 			}
 		}
-		err = o.c.send(ctx, cl, obj, types.MergePatchType, data, dryRunNone, purpose)
-		if err == nil {
-			break
-		}
-		if !isConflict(err) || attempt == maxAttempts {
-			return err
-		}
+		return o.c.send(ctx, cl, obj, types.MergePatchType, data, dryRunNone, purpose)
+	}, func() (err error) {
 		o.c.notef("conflict: %s changed while restarting; reading it again", describe(obj, kind))
-		if obj, err = o.c.reread(ctx, cl, obj, purpose); err != nil {
-			return err
-		}
+		obj, err = o.c.reread(ctx, cl, obj, purpose)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if already {
+		return o.print(obj, fmt.Sprintf("already restarted (spec.rollout.after is %s)", at.Format(time.RFC3339)))
 	}
 	op := "restarted"
 	if at.After(o.c.now()) {

@@ -215,19 +215,15 @@ func (o *SwitchOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	for attempt := 1; ; attempt++ {
-		err := o.switchOnce(ctx, cl, obj, infra, bootstrap)
-		if !isConflict(err) {
-			return err
-		}
-		if attempt == maxAttempts {
-			return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was changed: %w", purpose, attempt, err)
-		}
+	err, exhausted := retryConflicts(func() error { return o.switchOnce(ctx, cl, obj, infra, bootstrap) }, func() (err error) {
 		o.c.notef("conflict: %s changed after it was read; reading it again and checking again", describe(obj, o.ref.Kind))
-		if obj, err = o.c.reread(ctx, cl, obj, purpose); err != nil {
-			return err
-		}
+		obj, err = o.c.reread(ctx, cl, obj, purpose)
+		return err
+	})
+	if exhausted {
+		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was changed: %w", purpose, maxAttempts, err)
 	}
+	return err
 }
 
 // switchOnce makes one attempt on obj as read; a conflict is returned as is.

@@ -41,32 +41,35 @@ type jsonPatchOp struct {
 // rebuilds the patch. It returns the patched Cluster and the fields set.
 func (c *cli) restartThroughCluster(ctx context.Context, cl *clients, namespace string, r topologyRestart, at time.Time, cause string) (*unstructured.Unstructured, []string, error) {
 	purpose := fmt.Sprintf("restart through Cluster %s/%s", namespace, r.cluster)
-	var lastErr error
-	for range maxAttempts {
-		u := &unstructured.Unstructured{}
+	var u *unstructured.Unstructured
+	var fields []string
+	err, exhausted := retryConflicts(func() error {
+		u = &unstructured.Unstructured{}
 		u.SetGroupVersionKind(Cluster.GVK)
 		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.cluster}, u); err != nil {
-			return nil, nil, call{verb: "get", gr: Cluster.GroupResource(), kind: "Cluster", namespace: namespace, name: r.cluster, purpose: purpose}.explain(err)
+			return call{verb: "get", gr: Cluster.GroupResource(), kind: "Cluster", namespace: namespace, name: r.cluster, purpose: purpose}.explain(err)
 		}
-		ops, fields, err := topologyRestartOps(u, r, at.UTC().Format(time.RFC3339), cause)
+		ops, set, err := topologyRestartOps(u, r, at.UTC().Format(time.RFC3339), cause)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cannot %s: %w", purpose, err)
+			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
+		fields = set
 		data, err := json.Marshal(ops)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cannot %s: encoding the patch: %w", purpose, err)
+			return fmt.Errorf("cannot %s: encoding the patch: %w", purpose, err)
 		}
-		err = c.send(ctx, cl, u, types.JSONPatchType, data, dryRunNone, purpose)
-		if err == nil {
-			return u, fields, nil
-		}
-		if !isConflict(err) {
-			return nil, nil, err
-		}
-		lastErr = err
+		return c.send(ctx, cl, u, types.JSONPatchType, data, dryRunNone, purpose)
+	}, func() error {
 		c.notef("conflict: Cluster %s/%s changed while restarting; reading it again", namespace, r.cluster)
+		return nil
+	})
+	if exhausted {
+		return nil, nil, fmt.Errorf("cannot %s: it kept changing (%d conflicts): %w", purpose, maxAttempts, err)
 	}
-	return nil, nil, fmt.Errorf("cannot %s: it kept changing (%d conflicts): %w", purpose, maxAttempts, lastErr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, fields, nil
 }
 
 // topologyRestartOps builds the JSON patch of a topology restart of u.

@@ -174,20 +174,16 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	}
 	purpose = "undo " + describe(obj, o.ref.Kind)
 	st := &undoState{}
-	for attempt := 1; ; attempt++ {
-		err := o.undo(ctx, cl, obj, st)
-		if !isConflict(err) {
+	err, exhausted := retryConflicts(func() error { return o.undo(ctx, cl, obj, st) }, func() error {
+		fresh, err := o.c.reread(ctx, cl, obj, purpose)
+		if err != nil {
 			return err
-		}
-		fresh, rerr := o.c.reread(ctx, cl, obj, purpose)
-		if rerr != nil {
-			return rerr
 		}
 		obj = fresh
 		rec := policy.StampsOf(fresh)
-		freshHash, herr := snapshotHash(fresh)
-		if herr != nil {
-			return fmt.Errorf("cannot %s: %w", purpose, herr)
+		freshHash, err := snapshotHash(fresh)
+		if err != nil {
+			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 		what := fmt.Sprintf("%s changed after it was read", describe(fresh, o.ref.Kind))
 		switch {
@@ -201,10 +197,12 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 		default:
 			o.c.notef("conflict: %s: it is now at revision %d, made by %s via %s; checking revision %d against it again", what, rec.Revision, orUnknown(rec.ChangedBy), orDash(rec.FieldManager), o.ToRevision)
 		}
-		if attempt == maxAttempts {
-			return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was rolled back: %w", purpose, attempt, err)
-		}
+		return nil
+	})
+	if exhausted {
+		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was rolled back: %w", purpose, maxAttempts, err)
 	}
+	return err
 }
 
 // undo makes one attempt on obj as read; a conflict is returned as is.
