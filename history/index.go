@@ -2,13 +2,18 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -135,4 +140,105 @@ func (i *Index) Get(ctx context.Context, namespace, name string) (_ *metav1.Part
 		return nil, false, fmt.Errorf("reading ControllerRevision %s/%s from the revision index: %w", namespace, name, err)
 	}
 	return obj, true, nil
+}
+
+// recordFromIndex is one attempt of record that reads what is recorded from
+// the Index instead of the API server: no request when the content is
+// recorded as rec would have it, one create when it is not recorded, one
+// patch of the record (with the resourceVersion the Index holds as
+// precondition) otherwise. ok is false when the Index cannot answer; the
+// attempt then reads from the API server. A conflict or AlreadyExists
+// (the Index was behind) makes record try again, from the API server.
+//
+// The data of a recorded revision is not in the Index: content recorded
+// under the same name has the same hash, so its data is what it was.
+func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, what string) (out recorded, ok bool, _ error) {
+	name := revisions.Name(owner.GetName(), snap.Hash)
+	meta, ok, err := r.Index.Get(ctx, owner.GetNamespace(), name)
+	if err != nil || !ok {
+		return recorded{}, false, err
+	}
+	if meta == nil {
+		numbered, listed, err := r.number(ctx, owner, snap, rec, nil, true)
+		if err != nil {
+			return recorded{}, true, err
+		}
+		create := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
+		if err := r.Client.Create(ctx, create); err != nil {
+			return recorded{}, true, fmt.Errorf("recording %s: %w", what, err)
+		}
+		out.stored = numbered
+		if listed != nil {
+			out.listed = withRecord(listed, revisions.Revision{Snapshot: snap, Record: numbered, Name: create.Name})
+		}
+		return out, true, nil
+	}
+	old, err := revisions.FromMetadata(meta)
+	if err != nil {
+		return recorded{}, false, nil // damaged: the API server's copy is replaced
+	}
+	numbered := rec
+	if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
+		if numbered, out.listed, err = r.number(ctx, owner, snap, rec, &old, true); err != nil {
+			return recorded{}, true, err
+		}
+	}
+	merged := revisions.Merge(old.Record, numbered)
+	out.stored = merged
+	if out.listed != nil {
+		out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: name})
+	}
+	out.above = numberedAbove(&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Annotations: meta.Annotations}})
+	want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
+	for _, keep := range []string{AnnotationRefusedOverrides, AnnotationNumberedAbove} {
+		if v, ok := meta.Annotations[keep]; ok {
+			want.Annotations[keep] = v
+		}
+	}
+	if reflect.DeepEqual(meta.Annotations, want.Annotations) && reflect.DeepEqual(meta.Labels, want.Labels) {
+		return out, true, nil
+	}
+	patch, err := metadataPatch(meta, want)
+	if err != nil {
+		return recorded{}, true, fmt.Errorf("updating %s: %w", what, err)
+	}
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name}}
+	if err := r.Client.Patch(ctx, cr, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return recorded{}, true, fmt.Errorf("updating %s: %w", what, err)
+	}
+	return out, true, nil
+}
+
+// metadataPatch is the JSON merge patch that turns the ControllerRevision
+// whose metadata is have into want, data aside — its labels, annotations
+// (those of have that want lacks removed), owner reference and revision
+// number — applied only to the version have was read at.
+func metadataPatch(have *metav1.PartialObjectMetadata, want *appsv1.ControllerRevision) ([]byte, error) {
+	annotations := map[string]any{}
+	for k := range have.Annotations {
+		annotations[k] = nil
+	}
+	for k, v := range want.Annotations {
+		annotations[k] = v
+	}
+	labels := map[string]any{}
+	for k := range have.Labels {
+		labels[k] = nil
+	}
+	for k, v := range want.Labels {
+		labels[k] = v
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": have.ResourceVersion,
+			"annotations":     annotations,
+			"labels":          labels,
+			"ownerReferences": want.OwnerReferences,
+		},
+		"revision": want.Revision,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the patch of ControllerRevision %s/%s: %w", have.Namespace, have.Name, err)
+	}
+	return patch, nil
 }
