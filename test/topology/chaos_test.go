@@ -40,9 +40,13 @@ const (
 // a GitOps writer keeps re-applying the cluster's old manifest (v1.33.5: a
 // downgrade) and a label writer keeps editing a label. The upgrade
 // completes; the old manifest is never admitted; the guard refuses none of
-// Cluster API's own edits (the API server's count of the guard's denials
-// on control planes and worker pools stays 0); and the control plane's
-// history holds each version it ran exactly once, each number once.
+// Cluster API's own edits (the API server's count of denials by any of the
+// guard's webhooks, validating or stamping, for updates or creates, stays 0
+// but for the Cluster webhook's refusals of the old manifest); the control
+// plane's history holds each version it ran exactly once, each number once;
+// and the worker pool's history holds every content the API server
+// persisted (a watch notes each version) under the number it was stamped
+// with, no number naming two contents.
 func TestChaosDuringAChainedUpgrade(t *testing.T) {
 	ctx := context.Background()
 	spec, err := sb.CreateClassCluster(ctx, sandbox.ClassClusterSpec{
@@ -63,6 +67,7 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 		assert.NoError(t, sb.Env.StartGuard(context.Background()), "back to one guard")
 	})
 
+	pools := watchPools(t, chaosCluster)
 	denials := &denialCounter{t: t}
 	denials.start()
 	begin := time.Now()
@@ -162,6 +167,7 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 	h := history(t, "kcp/"+spec.ControlPlaneName())
 	var versions []string
 	numbers := map[int64]string{}
+	var highest int64
 	for _, r := range h.Revisions {
 		versions = append(versions, r.Version)
 		for _, n := range append([]int64{r.Revision}, r.History...) {
@@ -169,9 +175,20 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 				t.Errorf("revision %d names two contents: %s and %s", n, other, r.Hash)
 			}
 			numbers[n] = r.Hash
+			highest = max(highest, n)
 		}
 	}
 	assert.Equal(t, []string{"v1.33.5", "v1.34.3", "v1.35.2", "v1.36.1"}, versions, "each version the control plane ran, once: %+v", h.Revisions)
+	// One number per change of content, 1 to the highest: none persisted
+	// and left out.
+	assert.Len(t, numbers, int(highest), "the control plane's history numbers every content from 1 to %d: %+v", highest, h.Revisions)
+	// The worker pool: every content persisted is in its history, under
+	// the number it was stamped with.
+	pools.settle(t)
+	for _, line := range pools.checkHistory(t, "v1.33.5", "v1.36.1") {
+		t.Log(line)
+	}
+	assert.Contains(t, pools.namesSeen(), spec.MachineDeploymentName(), "the topology's worker pool was watched")
 	assert.GreaterOrEqual(t, len(kills), 3, "guard replicas were killed during the upgrade")
 
 	// The old manifest was never admitted; the guard refused it when it
@@ -183,9 +200,16 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 			"the downgrade failed for another reason: %v", e)
 	}
 	assert.Positive(t, got[guardClusterWebhook], "the guard refused the downgrade at least once")
-	// Cluster API's own edits were never refused by the guard.
-	assert.Zero(t, got[guardKCPWebhook], "the guard refused an edit of the control plane")
-	assert.Zero(t, got[guardMDWebhook], "the guard refused an edit of a worker pool")
+	// Cluster API's own edits were never refused by the guard: by none of
+	// its webhooks, validating or stamping, for updates or for creates.
+	for name, n := range got {
+		if name != guardClusterWebhook {
+			assert.Zero(t, n, "webhook %s refused an edit", name)
+		}
+	}
+	for _, name := range []string{guardKCPWebhook, guardMDWebhook, guardStampKCPWebhook, guardStampMDWebhook} {
+		assert.Contains(t, got, name, "the denials of %s are counted", name)
+	}
 	// Label edits never reach the guard: they fail only while the API server is down.
 	assert.Positive(t, labels.ok, "label edits went through")
 	for _, e := range labels.errors {
@@ -234,8 +258,8 @@ func (w *writerLog) summary() string {
 	return fmt.Sprintf("%d admitted, %d failed %v", w.ok, len(w.errors), kinds)
 }
 
-// denialCounter sums the API server's count of denials by the guard's
-// validating webhooks (apiserver_admission_webhook_rejection_count with
+// denialCounter sums the API server's count of denials by each of the
+// guard's webhooks (apiserver_admission_webhook_rejection_count with
 // error_type no_error) across one kube-apiserver restart, which resets it.
 type denialCounter struct {
 	t                      *testing.T
@@ -247,12 +271,15 @@ func (d *denialCounter) start()         { d.first = guardRejections(d.t, true) }
 func (d *denialCounter) beforeRestart() { d.beforeRestartAt = guardRejections(d.t, true) }
 func (d *denialCounter) afterRestart()  { d.afterStart = guardRejections(d.t, true) }
 
-// stop returns the denials counted since start.
+// stop returns the denials counted since start, by webhook: every webhook
+// counted at any of the four readings.
 func (d *denialCounter) stop() map[string]float64 {
 	last := guardRejections(d.t, true)
 	out := map[string]float64{}
-	for name := range last {
-		out[name] = d.beforeRestartAt[name] - d.first[name] + last[name] - d.afterStart[name]
+	for _, counts := range []map[string]float64{d.first, d.beforeRestartAt, d.afterStart, last} {
+		for name := range counts {
+			out[name] = d.beforeRestartAt[name] - d.first[name] + last[name] - d.afterStart[name]
+		}
 	}
 	return out
 }

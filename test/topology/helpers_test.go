@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -32,10 +34,15 @@ const (
 	// bypass is Cluster API's annotation that skips its own topology
 	// version checks (not the guard's).
 	bypass = clusterv1.ClusterTopologyUnsafeUpdateVersionAnnotation
-	// The guard's validating webhooks, as the API server names them.
-	guardClusterWebhook = "validate.cluster.rollout-guard.io"
-	guardKCPWebhook     = "validate.kubeadmcontrolplane.rollout-guard.io"
-	guardMDWebhook      = "validate.machinedeployment.rollout-guard.io"
+	// Some of the guard's webhooks, as the API server names them: validating
+	// and stamping (mutating) updates.
+	guardClusterWebhook  = "validate.cluster.rollout-guard.io"
+	guardKCPWebhook      = "validate.kubeadmcontrolplane.rollout-guard.io"
+	guardMDWebhook       = "validate.machinedeployment.rollout-guard.io"
+	guardStampKCPWebhook = "stamp.kubeadmcontrolplane.rollout-guard.io"
+	guardStampMDWebhook  = "stamp.machinedeployment.rollout-guard.io"
+	// guardWebhookSuffix ends the name of every webhook of the guard.
+	guardWebhookSuffix = ".rollout-guard.io"
 )
 
 // kubectl runs the repository's bin/kubectl against the sandbox, in the
@@ -140,9 +147,12 @@ func kcp(t *testing.T, name string) *controlplanev1.KubeadmControlPlane {
 	return k
 }
 
-// guardRejections returns how many requests each of the guard's validating
-// webhooks has refused, as the API server counts them
-// (apiserver_admission_webhook_rejection_count): every refusal, or with
+// guardRejections returns how many requests each of the guard's webhooks
+// has refused, as the API server counts them
+// (apiserver_admission_webhook_rejection_count), by webhook name: the
+// validating ones (validate.*, validate-create.*) and the stamping ones
+// (stamp.*, stamp-create.*), every one named in the registration, those
+// that never refused anything at 0. It counts every refusal, or with
 // deniedOnly only the requests the guard answered with a denial (error type
 // no_error), leaving out calls that failed to reach it. The counts start
 // again at zero when kube-apiserver restarts. It retries for a minute while
@@ -156,7 +166,10 @@ func guardRejections(t *testing.T, deniedOnly bool) map[string]float64 {
 		raw, err = cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 		return err == nil
 	}, time.Minute, 500*time.Millisecond, "reading the API server's metrics")
-	out := map[string]float64{guardClusterWebhook: 0, guardKCPWebhook: 0, guardMDWebhook: 0}
+	out := map[string]float64{}
+	for _, name := range guardWebhookNames(t) {
+		out[name] = 0
+	}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -165,16 +178,47 @@ func guardRejections(t *testing.T, deniedOnly bool) map[string]float64 {
 			deniedOnly && !strings.Contains(line, `error_type="no_error"`) {
 			continue
 		}
-		for name := range out {
-			if strings.Contains(line, `name="`+name+`"`) {
-				n, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-				require.NoError(t, err, line)
-				out[name] += n
-			}
+		m := webhookNameLabel.FindStringSubmatch(line)
+		if m == nil || !strings.HasSuffix(m[1], guardWebhookSuffix) {
+			continue
 		}
+		n, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		require.NoError(t, err, line)
+		out[m[1]] += n
 	}
 	require.NoError(t, sc.Err())
 	return out
+}
+
+// webhookNameLabel finds the webhook's name in a line of the API server's
+// admission webhook metrics.
+var webhookNameLabel = regexp.MustCompile(`[{,]name="([^"]+)"`)
+
+// guardWebhookNames returns the names of the webhooks of the guard's
+// validating and mutating configurations as registered in the sandbox.
+func guardWebhookNames(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	require.NoError(t, sb.Client.List(context.Background(), validating))
+	for _, cfg := range validating.Items {
+		for _, w := range cfg.Webhooks {
+			if strings.HasSuffix(w.Name, guardWebhookSuffix) {
+				names = append(names, w.Name)
+			}
+		}
+	}
+	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	require.NoError(t, sb.Client.List(context.Background(), mutating))
+	for _, cfg := range mutating.Items {
+		for _, w := range cfg.Webhooks {
+			if strings.HasSuffix(w.Name, guardWebhookSuffix) {
+				names = append(names, w.Name)
+			}
+		}
+	}
+	require.NotEmpty(t, names, "the guard's webhooks are registered")
+	return names
 }
 
 // history returns `rollout history RES -o json` of a resource of the
