@@ -80,7 +80,7 @@ var _ client.Reader = memReader{}
 // benchCluster is a topology cluster "demo" whose control plane, at
 // kcpVersion with an upgrade of it stamped at revision 4, runs running; its
 // class lists sandboxClass; it has ten hand-made MachineDeployments, each
-// with three Machines, a minor apart from one another.
+// with three Machines, at v1.33 and v1.34.
 func benchCluster(b *testing.B, kcpVersion string, running []string, cpMachines ...client.Object) Policy {
 	b.Helper()
 	w := topologyWorld{
@@ -93,7 +93,7 @@ func benchCluster(b *testing.B, kcpVersion string, running []string, cpMachines 
 	class.Spec.KubernetesVersions = w.classVersions
 	objs := append([]client.Object{topologyCluster(kcpVersion, nil), class, w.kcp()}, cpMachines...)
 	for i := range 10 {
-		md := pool(fmt.Sprintf("md-%d", i), fmt.Sprintf("v1.%d.2", 33+i%3), false)
+		md := pool(fmt.Sprintf("md-%d", i), fmt.Sprintf("v1.%d.2", 33+i%2), false)
 		objs = append(objs, md)
 		for j := range 3 {
 			m := cpMachine(fmt.Sprintf("md-%d-%d", i, j), md.Spec.Template.Spec.Version, time.Time{})
@@ -118,6 +118,11 @@ func BenchmarkDecide(b *testing.B) {
 			name:   "Cluster upgrade through the class",
 			policy: func(b *testing.B) Policy { return benchCluster(b, "v1.35.2", []string{"v1.35.2"}) },
 			old:    topologyCluster("v1.35.2", nil), new: topologyCluster("v1.36.1", nil),
+		},
+		{
+			name:   "Cluster upgrade of two minors through the class",
+			policy: func(b *testing.B) Policy { return benchCluster(b, "v1.34.3", []string{"v1.34.3"}) },
+			old:    topologyCluster("v1.34.3", nil), new: topologyCluster("v1.36.1", nil),
 		},
 		{
 			name: "Cluster revert of an unrolled bump",
