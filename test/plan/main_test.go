@@ -6,9 +6,10 @@
 //     and exactly those are replaced;
 //   - a label-only change (as an edited manifest, -f, with the control
 //     plane's manifest beside it) replaces none, and none is replaced;
-//   - a control-plane version bump lists the control-plane machine, one
-//     step and its etcd version; right after it, a worker change names the
-//     MachineSet preflight check that would hold it;
+//   - a control-plane version bump lists the control-plane machines, one
+//     step and its etcd version, and exactly those are replaced; right
+//     after it, a worker change names the MachineSet preflight check that
+//     would hold it;
 //   - an undo of that bump is refused by the guard (a Kubernetes and etcd
 //     downgrade): the plan shows the guard's rules and message, exits 6,
 //     and the object's resourceVersion and history are unchanged;
@@ -27,7 +28,7 @@
 // Every -o json output of a real run is validated against the documented
 // schema, rollout/plan.schema.json, before it is decoded.
 //
-// One sandbox is shared: the plain cluster demo (1 control-plane and 3
+// One sandbox is shared: the plain cluster demo (3 control-plane and 3
 // worker machines, starting at v1.33.5) and the ClusterClass cluster demo-cc
 // (1 + 1 machines, v1.33.5). The tests run in file order, each leaving the
 // clusters ready for the next.
@@ -43,9 +44,11 @@ import (
 )
 
 // The clusters the tests share: small, so the package stays within minutes
-// on two cores.
+// on two cores. The control plane has 3 machines, as operators run it, so
+// that its bump replaces several one at a time; against 1 machine that
+// costs about 25–50 s of the package's time (about 3 min on two cores).
 const (
-	cpMachines     = 1
+	cpMachines     = 3
 	workerMachines = 3
 	// startVersion is where both clusters start: a kubeadm etcd 3.5 minor,
 	// so that undoing the bump to v1.34 is an etcd downgrade.

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,7 +38,7 @@ func TestPlanDemo(t *testing.T) {
 		{"a template switch replaces exactly the machines listed", templateSwitch},
 		{"an edited manifest changing a label replaces none", labelOnly},
 		{"a restart lists every machine", restart},
-		{"a control-plane bump lists its machine and etcd, and holds the workers", controlPlaneBump},
+		{"a control-plane bump lists its machines and etcd, and holds the workers", controlPlaneBump},
 		{"an undo the guard refuses changes nothing", refusedUndo},
 		{"a worker pool's bootstrap template, version and admitted undo list its machines", workerPreviews},
 		{"a user with read rights and patch gets the same plans and writes nothing", restrictedUser},
@@ -244,10 +245,11 @@ func controlPlaneBump(t *testing.T) {
 	report(t, 0, back...)
 
 	rolledOut(t, "kcp/"+demo.ControlPlaneName())
-	recordTiming("control plane v1.33.5 → v1.34.3 (1 machine), rolled out", time.Since(begin))
+	recordTiming(fmt.Sprintf("control plane v1.33.5 → v1.34.3 (%d machines), rolled out", cpMachines), time.Since(begin))
 	now := machines(t, controlPlane())
+	assert.Len(t, now, cpMachines)
 	for name, v := range now {
-		assert.NotContains(t, old, name)
+		assert.NotContains(t, old, name, "a new machine")
 		assert.Equal(t, "v1.34.3", v)
 	}
 }
