@@ -8,41 +8,49 @@ import (
 	"github.com/blang/semver/v4"
 )
 
-// History is what a control plane is known to have run: from its running
-// machines, its previous spec and recorded revisions.
-type History struct {
-	// HighestKubernetes is the highest Kubernetes version ever run, "" if unknown.
-	HighestKubernetes string
-	// HighestKubernetesSource is what it came from, e.g. "revision 4" or
-	// "the current spec".
+// ParsedHistory is History with its versions read.
+type ParsedHistory struct {
+	// HighestKubernetes is the highest Kubernetes version ever run; unset if
+	// unknown.
+	HighestKubernetes Version
+	// HighestKubernetesSource is what it came from, e.g. "revision 4".
 	HighestKubernetesSource string
-	// HighestEtcd is the highest etcd version ever run (an image tag or a
-	// version), "" if unknown.
-	HighestEtcd string
+	// HighestEtcd is the highest etcd version ever run; unset if unknown.
+	HighestEtcd EtcdVersion
 	// HighestEtcdSource is what HighestEtcd came from, e.g. "revision 4".
 	HighestEtcdSource string
 }
 
-// Worker is one worker that runs a kubelet against the control plane: a pool
-// (MachineDeployment, MachinePool) or a Machine.
-type Worker struct {
+// ParsedWorker is Worker with its version read: a pool or a Machine whose
+// kubelet talks to the control plane.
+type ParsedWorker struct {
 	// Kind is "MachineDeployment", "MachinePool" or "Machine".
 	Kind string
 	// Name is the object's name.
 	Name string
 	// Version is the pool's spec version or the machine's kubelet version;
-	// "" means unknown: the worker is skipped with no warning.
-	Version string
-	// PoolKind and PoolName name the pool a Machine belongs to
-	// ("MachineDeployment" or "MachinePool"); both "" when it belongs to
-	// none or its pool is not known. A pool leaves them empty. Refusals
-	// name a pool's Machines together with it, in one line per rule.
+	// unset means unknown: the worker is skipped with no warning.
+	Version Version
+	// PoolKind and PoolName name the pool a Machine belongs to, as in Worker.
 	PoolKind, PoolName string
 }
 
-// ControlPlaneChange is the facts of one change to a control plane's version
-// or etcd: a KubeadmControlPlane update, or a Cluster topology version change.
-type ControlPlaneChange struct {
+// ParsedUpgradePlan is UpgradePlan with its steps read.
+type ParsedUpgradePlan struct {
+	// Source names where the steps come from, for messages.
+	Source string
+	// Steps are the versions the control plane goes through, in order; the
+	// last is the new version. Empty when Extension decides them.
+	Steps []Version
+	// Extension names the upgrade-plan extension that computes the steps.
+	Extension string
+}
+
+// ParsedControlPlaneChange is the facts of one change to a control plane's
+// version or etcd, every version read once, as the rules take them: a
+// KubeadmControlPlane update, or a Cluster topology version change. It is
+// ControlPlaneChange read; an unset Version or EtcdVersion stands for "".
+type ParsedControlPlaneChange struct {
 	// Kind and Name name the changed object in messages
 	// ("KubeadmControlPlane", "Cluster").
 	Kind, Name string
@@ -52,28 +60,28 @@ type ControlPlaneChange struct {
 	// EtcdField is the field path of the etcd image tag, for messages;
 	// default "spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag".
 	EtcdField string
-	// OldVersion is the version before the change ("" on create).
-	OldVersion string
+	// OldVersion is the version before the change, unset on create.
+	OldVersion Version
 	// NewVersion is the version after the change.
-	NewVersion string
-	// OldEtcdImageTag is the explicit etcd image tag before the change, ""
-	// when kubeadm's default applies.
-	OldEtcdImageTag string
-	// NewEtcdImageTag is the explicit etcd image tag after the change, ""
-	// when kubeadm's default applies.
-	NewEtcdImageTag string
+	NewVersion Version
+	// OldEtcdImageTag is the explicit etcd image tag before the change,
+	// unset when kubeadm's default applies.
+	OldEtcdImageTag EtcdVersion
+	// NewEtcdImageTag is the explicit etcd image tag after the change,
+	// unset when kubeadm's default applies.
+	NewEtcdImageTag EtcdVersion
 	// RunningVersions are the versions the control-plane machines run now
 	// (KubeadmControlPlane status.versions[].version, status.version); may be empty.
-	RunningVersions []string
+	RunningVersions []Version
 	// History is what the control plane is known to have run before.
-	History History
+	History ParsedHistory
 	// Workers are the workers whose kubelets talk to this control plane.
-	Workers []Worker
+	Workers []ParsedWorker
 	// Plan, when set, is how Cluster API carries out this change of a
 	// topology version: the versions the control plane goes through (a
 	// chained upgrade), or the upgrade-plan extension that will decide them.
 	// nil: the control plane goes straight to NewVersion.
-	Plan *UpgradePlan
+	Plan *ParsedUpgradePlan
 	// NoEtcd says the control plane runs no etcd the policy knows (a
 	// control plane other than kubeadm's, read through Cluster API's
 	// contract): rule EtcdDowngrade does not apply.
@@ -86,66 +94,51 @@ type ControlPlaneChange struct {
 	PreviousUnrolled bool
 }
 
-// UpgradePlan is how Cluster API's topology controller carries out one change
-// of spec.topology.version (a chained upgrade, Cluster API v1.12 and later).
-type UpgradePlan struct {
-	// Source names where the steps come from, for messages, e.g.
-	// "ClusterClass demo-class spec.kubernetesVersions".
-	Source string
-	// Steps are the versions the control plane goes through, in order; the
-	// last is the new version. Empty when Extension decides them.
-	Steps []string
-	// Extension names the upgrade-plan extension (ClusterClass
-	// spec.upgrade.external.generateUpgradePlanExtension) that computes the
-	// steps when the upgrade starts; only the target can be judged here.
-	Extension string
-}
-
-// EvaluateControlPlane judges one change to a control plane's Kubernetes
-// version or etcd image tag against rules ControlPlaneDowngrade, EtcdDowngrade,
-// ControlPlaneMinorSkip, ControlPlaneLeavesWorkerNewer,
-// ControlPlaneLeavesWorkerTooOld and InvalidVersion.
-func EvaluateControlPlane(c ControlPlaneChange) Decision {
+// EvaluateParsedControlPlane judges one change to a control plane's
+// Kubernetes version or etcd image tag against rules ControlPlaneDowngrade,
+// EtcdDowngrade, ControlPlaneMinorSkip, ControlPlaneLeavesWorkerNewer,
+// ControlPlaneLeavesWorkerTooOld and InvalidVersion: a new version or etcd
+// image tag that is not one is refused; any other fact that is not a version
+// is left out with a warning.
+func EvaluateParsedControlPlane(c ParsedControlPlaneChange) Decision {
 	var r verdict
 	obj := object(c.Kind, c.Name)
 	versionField := orDefault(c.VersionField, kcpVersionField)
 	etcdField := orDefault(c.EtcdField, kcpEtcdField)
 
-	newV, newErr := ParseVersion(c.NewVersion)
-	if newErr != nil {
-		r.refuse(invalid(obj, versionField, c.NewVersion, "Kubernetes", "a Kubernetes version such as v1.35.2"))
+	newV := c.NewVersion
+	if !newV.Valid() {
+		r.refuse(invalid(obj, versionField, newV.text, "Kubernetes", "a Kubernetes version such as v1.35.2"))
 	}
 	newTagOK := true
-	if c.NewEtcdImageTag != "" {
-		if _, err := ParseEtcdVersion(c.NewEtcdImageTag); err != nil {
-			newTagOK = false
-			r.refuse(invalid(obj, etcdField, c.NewEtcdImageTag, "etcd", "an etcd image tag such as 3.6.5-0, or leave it empty for kubeadm's default"))
-		}
+	if c.NewEtcdImageTag.text != "" && !c.NewEtcdImageTag.Valid() {
+		newTagOK = false
+		r.refuse(invalid(obj, etcdField, c.NewEtcdImageTag.text, "etcd", "an etcd image tag such as 3.6.5-0, or leave it empty for kubeadm's default"))
 	}
-	if newErr != nil {
+	if !newV.Valid() {
 		return r.d
 	}
 
 	// What is known of the control plane before the change.
 	var old known
 	oldKnown := false
-	if c.OldVersion != "" {
-		if v, err := ParseVersion(c.OldVersion); err == nil {
-			old, oldKnown = known{v: v}, true
+	if c.OldVersion.text != "" {
+		if c.OldVersion.Valid() {
+			old, oldKnown = known{v: c.OldVersion.v}, true
 		} else {
-			r.warn(fmt.Sprintf("%s: the previous %s %q is not a Kubernetes version; the change is judged against the running versions and history only", obj, versionField, c.OldVersion))
+			r.warn(fmt.Sprintf("%s: the previous %s %q is not a Kubernetes version; the change is judged against the running versions and history only", obj, versionField, c.OldVersion.text))
 		}
 	}
 	var running []known
-	for _, s := range c.RunningVersions {
-		if v, ok := parseOther(&r, obj+": running control-plane version", s); ok {
-			running = append(running, known{v: v, src: "run by a control-plane machine"})
+	for _, v := range c.RunningVersions {
+		if other(&r, obj+": running control-plane version", v) {
+			running = append(running, known{v: v.v, src: "run by a control-plane machine"})
 		}
 	}
 	var hist []known
-	if c.History.HighestKubernetes != "" {
-		if v, ok := parseOther(&r, obj+": highest Kubernetes version in its history", c.History.HighestKubernetes); ok {
-			hist = append(hist, known{v: v, src: "the highest version it has run, per " + orDefault(c.History.HighestKubernetesSource, "its history"), recorded: true})
+	if h := c.History.HighestKubernetes; h.text != "" {
+		if other(&r, obj+": highest Kubernetes version in its history", h) {
+			hist = append(hist, known{v: h.v, src: "the highest version it has run, per " + orDefault(c.History.HighestKubernetesSource, "its history"), recorded: true})
 		}
 	}
 
@@ -154,22 +147,22 @@ func EvaluateControlPlane(c ControlPlaneChange) Decision {
 	asRun, asRunKnown := old, oldKnown
 	if c.PreviousUnrolled {
 		asRunKnown = false
-		if oldKnown && MinorOf(newV).Less(MinorOf(old.v)) {
-			r.warn(fmt.Sprintf("%s: %s goes back from %s to %s; allowed as a revert only because no control-plane machine was created with %s or runs it", obj, versionField, vs(old.v), vs(newV), vs(old.v)))
+		if oldKnown && MinorOf(newV.v).Less(MinorOf(old.v)) {
+			r.warn(fmt.Sprintf("%s: %s goes back from %s to %s; allowed as a revert only because no control-plane machine was created with %s or runs it", obj, versionField, vs(old.v), vs(newV.v), vs(old.v)))
 		}
 	}
-	checkDowngrade(&r, obj, versionField, c.NewVersion, newV, asRun, asRunKnown, running, hist)
+	checkDowngrade(&r, obj, versionField, newV, asRun, asRunKnown, running, hist)
 	if newTagOK && !c.NoEtcd {
-		checkEtcdAlongPlan(&r, c, obj, versionField, etcdField, newV, old, oldKnown, running)
+		checkEtcdAlongPlan(&r, c, obj, versionField, etcdField, old, oldKnown, running)
 	}
-	checkSkip(&r, c.Plan, obj, versionField, c.NewVersion, newV, old, oldKnown, running)
+	checkSkip(&r, c.Plan, obj, versionField, newV, old, oldKnown, running)
 	var left []leftWorker
 	for _, w := range c.Workers {
-		if l, ok := checkWorkerLeft(&r, obj, newV, old, oldKnown, w); ok {
+		if l, ok := checkWorkerLeft(&r, obj, newV.v, old, oldKnown, w); ok {
 			left = append(left, l)
 		}
 	}
-	reportWorkersLeft(&r, obj, versionField, c.NewVersion, newV, left)
+	reportWorkersLeft(&r, obj, versionField, newV, left)
 	if c.NoEtcd {
 		withoutKubeadm(&r.d)
 	}
@@ -196,7 +189,8 @@ func withoutKubeadm(d *Decision) {
 
 // checkDowngrade is rule ControlPlaneDowngrade: the new minor must not be
 // below the highest minor the control plane has run.
-func checkDowngrade(r *verdict, obj, field, value string, newV semver.Version, old known, oldKnown bool, running, hist []known) {
+func checkDowngrade(r *verdict, obj, field string, newVersion Version, old known, oldKnown bool, running, hist []known) {
+	newV := newVersion.v
 	var all []known
 	if oldKnown {
 		all = append(all, old)
@@ -222,7 +216,7 @@ func checkDowngrade(r *verdict, obj, field, value string, newV semver.Version, o
 	r.refuse(Violation{
 		Rule:    RuleControlPlaneDowngrade,
 		Field:   field,
-		Value:   value,
+		Value:   newVersion.text,
 		Message: fmt.Sprintf("%s: Kubernetes downgrade from %s to %s is not supported by kubeadm", obj, from, vs(newV)),
 		Remedy:  fmt.Sprintf("keep %s at %s.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup)", field, MinorOf(top.v).v()),
 	})
@@ -231,7 +225,8 @@ func checkDowngrade(r *verdict, obj, field, value string, newV semver.Version, o
 // checkSkip is rule ControlPlaneMinorSkip: the new minor must be at most one
 // above the lowest of the previous spec and the running machines; with an
 // upgrade plan, every step of it must be.
-func checkSkip(r *verdict, plan *UpgradePlan, obj, field, value string, newV semver.Version, old known, oldKnown bool, running []known) {
+func checkSkip(r *verdict, plan *ParsedUpgradePlan, obj, field string, newVersion Version, old known, oldKnown bool, running []known) {
+	newV := newVersion.v
 	var all []known
 	if oldKnown {
 		all = append(all, old)
@@ -242,7 +237,7 @@ func checkSkip(r *verdict, plan *UpgradePlan, obj, field, value string, newV sem
 		return
 	}
 	if plan != nil && MinorOf(newV).minorsAfter(MinorOf(base.v)) > 1 {
-		checkPlan(r, plan, obj, field, value, newV, base)
+		checkPlan(r, plan, obj, field, newVersion, base)
 		return
 	}
 	gap := MinorOf(newV).minorsAfter(MinorOf(base.v))
@@ -266,7 +261,7 @@ func checkSkip(r *verdict, plan *UpgradePlan, obj, field, value string, newV sem
 	r.refuse(Violation{
 		Rule:    RuleControlPlaneMinorSkip,
 		Field:   field,
-		Value:   value,
+		Value:   newVersion.text,
 		Message: fmt.Sprintf("%s: upgrade from %s to %s skips %s; kubeadm upgrades one minor at a time", obj, from, vs(newV), skipped("v", MinorOf(base.v), MinorOf(newV))),
 		Remedy:  remedy,
 	})
@@ -277,7 +272,8 @@ func checkSkip(r *verdict, plan *UpgradePlan, obj, field, value string, newV sem
 // upgrade-plan extension decides its steps only when the upgrade starts, and
 // Cluster API refuses a plan that skips a minor, so the jump itself is allowed
 // with a warning saying so.
-func checkPlan(r *verdict, plan *UpgradePlan, obj, field, value string, newV semver.Version, base known) {
+func checkPlan(r *verdict, plan *ParsedUpgradePlan, obj, field string, newVersion Version, base known) {
+	newV := newVersion.v
 	from := vs(base.v)
 	if base.src != "" {
 		from += " (still " + base.src + ")"
@@ -289,16 +285,16 @@ func checkPlan(r *verdict, plan *UpgradePlan, obj, field, value string, newV sem
 	prev := base.v
 	var through []string
 	steps := plan.Steps
-	if n := len(steps); n == 0 || steps[n-1] != value {
+	if n := len(steps); n == 0 || steps[n-1].text != newVersion.text {
 		// A plan that does not end at the new version is refused by Cluster
 		// API; judge the last stretch as one step.
-		steps = append(slices.Clone(steps), value)
+		steps = append(slices.Clone(steps), newVersion)
 	}
 	for _, s := range steps {
-		step, err := ParseVersion(s)
-		if err != nil {
-			continue // the new version was parsed by the caller; a step that does not parse is refused by Cluster API
+		if !s.Valid() {
+			continue // a step that is not a version is refused by Cluster API
 		}
+		step := s.v
 		if MinorOf(step).minorsAfter(MinorOf(prev)) > 1 {
 			gapFrom := vs(prev)
 			if prev.EQ(base.v) {
@@ -307,7 +303,7 @@ func checkPlan(r *verdict, plan *UpgradePlan, obj, field, value string, newV sem
 			r.refuse(Violation{
 				Rule:    RuleControlPlaneMinorSkip,
 				Field:   field,
-				Value:   value,
+				Value:   newVersion.text,
 				Message: fmt.Sprintf("%s: the upgrade to %s steps from %s to %s, skipping %s (steps from %s); kubeadm upgrades one minor at a time", obj, vs(newV), gapFrom, vs(step), skipped("v", MinorOf(prev), MinorOf(step)), plan.Source),
 				Remedy:  fmt.Sprintf("add a release of every skipped minor to %s, or set %s to a %s.x release first", plan.Source, field, MinorOf(prev).add(1).v()),
 			})
@@ -324,17 +320,17 @@ func checkPlan(r *verdict, plan *UpgradePlan, obj, field, value string, newV sem
 // checkEtcdAlongPlan is rule EtcdDowngrade for a change that may go through
 // steps: the step whose etcd is lowest is judged (the new version itself
 // when there are no steps, or when it is that step).
-func checkEtcdAlongPlan(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV semver.Version, old known, oldKnown bool, running []known) {
+func checkEtcdAlongPlan(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdField string, old known, oldKnown bool, running []known) {
+	newV := c.NewVersion.v
 	at := newV
 	if c.Plan != nil {
-		lowestEtcd, _, lowestErr := EtcdFor(newV, c.NewEtcdImageTag)
+		lowestEtcd, _, lowestErr := etcdFor(newV, c.NewEtcdImageTag)
 		for _, s := range c.Plan.Steps {
-			step, err := ParseVersion(s)
-			if err != nil {
+			if !s.Valid() {
 				continue // refused by checkPlan
 			}
-			if e, _, err := EtcdFor(step, c.NewEtcdImageTag); err == nil && (lowestErr != nil || e.LT(lowestEtcd)) {
-				at, lowestEtcd, lowestErr = step, e, nil
+			if e, _, err := etcdFor(s.v, c.NewEtcdImageTag); err == nil && (lowestErr != nil || e.LT(lowestEtcd)) {
+				at, lowestEtcd, lowestErr = s.v, e, nil
 			}
 		}
 	}
@@ -344,9 +340,9 @@ func checkEtcdAlongPlan(r *verdict, c ControlPlaneChange, obj, versionField, etc
 // checkEtcd is rule EtcdDowngrade: the etcd minor the control plane would run
 // at version at (the new version, or a step on the way to it) must not be
 // below the highest etcd minor it has run.
-func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV, at semver.Version, old known, oldKnown bool, running []known) {
+func checkEtcd(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdField string, newV, at semver.Version, old known, oldKnown bool, running []known) {
 	noDefault := func(err error, what string) { r.warn(fmt.Sprintf("%s: %v; %s", obj, err, what)) }
-	newEtcd, newSrc, err := EtcdFor(at, c.NewEtcdImageTag)
+	newEtcd, newSrc, err := etcdFor(at, c.NewEtcdImageTag)
 	if err != nil {
 		noDefault(err, "etcd downgrade not checked")
 		return
@@ -358,15 +354,16 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 	var seen []known
 	var oldEtcd known
 	oldEtcdKnown := false
+	oldTag := c.OldEtcdImageTag
 	switch {
-	case c.OldEtcdImageTag != "":
-		if v, err := ParseEtcdVersion(c.OldEtcdImageTag); err == nil {
-			oldEtcd, oldEtcdKnown = known{v: v, src: "imageTag " + c.OldEtcdImageTag}, true
+	case oldTag.text != "":
+		if oldTag.Valid() {
+			oldEtcd, oldEtcdKnown = known{v: oldTag.v, src: "imageTag " + oldTag.text}, true
 		} else {
-			r.warn(fmt.Sprintf("%s: ignoring the previous %s %q, which is not an etcd version; it is not checked", obj, etcdField, c.OldEtcdImageTag))
+			r.warn(fmt.Sprintf("%s: ignoring the previous %s %q, which is not an etcd version; it is not checked", obj, etcdField, oldTag.text))
 		}
 	case oldKnown:
-		if v, src, err := EtcdFor(old.v, ""); err == nil {
+		if v, src, err := etcdFor(old.v, EtcdVersion{}); err == nil {
 			oldEtcd, oldEtcdKnown = known{v: v, src: src}, true
 		} else {
 			noDefault(err, "the etcd of the previous spec is not counted")
@@ -375,19 +372,19 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 	if oldEtcdKnown && !c.PreviousUnrolled {
 		seen = append(seen, oldEtcd)
 	}
-	if c.History.HighestEtcd != "" {
-		if v, err := ParseEtcdVersion(c.History.HighestEtcd); err == nil {
-			seen = append(seen, known{v: v, src: orDefault(c.History.HighestEtcdSource, "its history"), recorded: true})
+	if h := c.History.HighestEtcd; h.text != "" {
+		if h.Valid() {
+			seen = append(seen, known{v: h.v, src: orDefault(c.History.HighestEtcdSource, "its history"), recorded: true})
 		} else {
-			r.warn(fmt.Sprintf("%s: ignoring the highest etcd version in its history %q, which is not an etcd version; it is not checked", obj, c.History.HighestEtcd))
+			r.warn(fmt.Sprintf("%s: ignoring the highest etcd version in its history %q, which is not an etcd version; it is not checked", obj, h.text))
 		}
 	}
-	if c.OldEtcdImageTag == "" {
+	if oldTag.text == "" {
 		// Machines run kubeadm's default only when no tag was pinned; with a
 		// pinned tag they run that tag, counted above (or, when that tag never
 		// rolled out, the one before it, which History holds).
 		for _, k := range running {
-			if v, src, err := EtcdFor(k.v, ""); err == nil {
+			if v, src, err := etcdFor(k.v, EtcdVersion{}); err == nil {
 				seen = append(seen, known{v: v, src: src})
 			} else {
 				noDefault(err, "the etcd of that running machine is not counted")
@@ -410,10 +407,10 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 		r.warn(fmt.Sprintf("%s: etcd %s (%s) stays below %s (%s); allowed because this change does not lower it further", obj, newEtcd, newSrc, top.v, top.src))
 		return
 	}
-	field, value := etcdField, c.NewEtcdImageTag
-	if c.NewEtcdImageTag == "" && c.OldEtcdImageTag == "" {
+	field, value := etcdField, c.NewEtcdImageTag.text
+	if c.NewEtcdImageTag.text == "" && oldTag.text == "" {
 		// kubeadm's default moved because the version changed.
-		field, value = versionField, c.NewVersion
+		field, value = versionField, c.NewVersion.text
 	}
 	example := ""
 	if len(top.v.Pre) == 0 {
@@ -434,14 +431,11 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 // (refused) or leaves it as it was (a warning). ok is false when the worker
 // breaks neither, or its version is unknown or does not parse.
 // reportWorkersLeft words the findings, a line per group of workers.
-func checkWorkerLeft(r *verdict, obj string, newV semver.Version, old known, oldKnown bool, w Worker) (leftWorker, bool) {
-	if w.Version == "" {
+func checkWorkerLeft(r *verdict, obj string, newV semver.Version, old known, oldKnown bool, w ParsedWorker) (leftWorker, bool) {
+	if w.Version.text == "" || !other(r, obj+": "+object(w.Kind, w.Name), w.Version) {
 		return leftWorker{}, false
 	}
-	wv, ok := parseOther(r, obj+": "+object(w.Kind, w.Name), w.Version)
-	if !ok {
-		return leftWorker{}, false
-	}
+	wv := w.Version.v
 	wm, cpNew, cpOld := MinorOf(wv), MinorOf(newV), MinorOf(old.v)
 
 	if bad := wm.minorsAfter(cpNew); bad > 0 {

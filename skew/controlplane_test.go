@@ -350,3 +350,44 @@ func BenchmarkEvaluateControlPlane(b *testing.B) {
 		}
 	}
 }
+
+// TestParsedFactsLeftUnset: a version or tag never read (the zero Version
+// or EtcdVersion) is judged as one written "": the rules read no text.
+func TestParsedFactsLeftUnset(t *testing.T) {
+	cases := []struct {
+		name   string
+		change ControlPlaneChange
+		// unset clears, in the parsed change, the facts the change leaves "".
+		unset func(*ParsedControlPlaneChange)
+	}{
+		{
+			name:   "a create",
+			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", NewVersion: "v1.36.1"},
+			unset: func(p *ParsedControlPlaneChange) {
+				p.OldVersion, p.OldEtcdImageTag, p.NewEtcdImageTag = Version{}, EtcdVersion{}, EtcdVersion{}
+				p.History.HighestKubernetes, p.History.HighestEtcd = Version{}, EtcdVersion{}
+			},
+		},
+		{
+			name: "a downgrade below its history, a worker of unknown version",
+			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", OldVersion: "v1.35.2", NewVersion: "v1.34.3",
+				History: History{HighestKubernetes: "v1.36.1"}, Workers: []Worker{md("md-0", ""), md("md-1", "v1.35.2")}},
+			unset: func(p *ParsedControlPlaneChange) {
+				p.OldEtcdImageTag, p.NewEtcdImageTag, p.History.HighestEtcd = EtcdVersion{}, EtcdVersion{}, EtcdVersion{}
+				p.Workers[0].Version = Version{}
+			},
+		},
+		{
+			name:   "no new version",
+			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", OldVersion: "v1.35.2"},
+			unset:  func(p *ParsedControlPlaneChange) { p.NewVersion = Version{} },
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := c.change.Parse()
+			c.unset(&p)
+			assert.Equal(t, EvaluateControlPlane(c.change), EvaluateParsedControlPlane(p))
+		})
+	}
+}

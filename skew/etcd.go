@@ -94,17 +94,28 @@ var kubeadmTables = []kubeadmTable{
 	{"v1.37.2", map[uint64]string{34: "3.7.0-0", 35: "3.7.0-0", 36: "3.7.0-0"}},
 }
 
-// parsedTable is a kubeadmTable with its release parsed, for lookups.
+// parsedTable is a kubeadmTable read once, for lookups: its release and its
+// etcd versions parsed.
 type parsedTable struct {
 	kubeadmTable
 	version semver.Version
+	// defaults is etcd, each tag parsed.
+	defaults map[uint64]semver.Version
 }
 
 // etcdTables is kubeadmTables parsed and sorted by release.
 var etcdTables = func() []parsedTable {
 	out := make([]parsedTable, 0, len(kubeadmTables))
 	for _, t := range kubeadmTables {
-		out = append(out, parsedTable{kubeadmTable: t, version: semver.MustParse(t.release[1:])})
+		p := parsedTable{kubeadmTable: t, version: semver.MustParse(t.release[1:]), defaults: make(map[uint64]semver.Version, len(t.etcd))}
+		for minor, tag := range t.etcd {
+			v, err := ParseEtcdVersion(tag)
+			if err != nil {
+				panic(fmt.Sprintf("kubeadm %s SupportedEtcdVersion 1.%d: %v", t.release, minor, err))
+			}
+			p.defaults[minor] = v
+		}
+		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b parsedTable) int { return a.version.Compare(b.version) })
 	return out
@@ -147,24 +158,20 @@ func DefaultEtcdVersion(k semver.Version) (semver.Version, string, error) {
 		return semver.Version{}, "", fmt.Errorf("no kubeadm etcd default known for %s", vs(k))
 	}
 	source := "kubeadm " + t.release + " SupportedEtcdVersion"
-	tag, ok := t.etcd[k.Minor]
+	v, ok := t.defaults[k.Minor]
 	if !ok {
 		// constants.EtcdSupportedVersion: outside the map's keys, use the
 		// nearest end of it.
-		keys := make([]uint64, 0, len(t.etcd))
-		for m := range t.etcd {
+		keys := make([]uint64, 0, len(t.defaults))
+		for m := range t.defaults {
 			keys = append(keys, m)
 		}
 		nearest := slices.Max(keys)
 		if k.Minor < slices.Min(keys) {
 			nearest = slices.Min(keys)
 		}
-		tag = t.etcd[nearest]
+		v = t.defaults[nearest]
 		source += fmt.Sprintf(" (no 1.%d row; kubeadm falls back to the nearest, 1.%d)", k.Minor, nearest)
-	}
-	v, err := ParseEtcdVersion(tag)
-	if err != nil {
-		return semver.Version{}, "", fmt.Errorf("%s: %w", source, err)
 	}
 	return v, source, nil
 }
@@ -173,12 +180,17 @@ func DefaultEtcdVersion(k semver.Version) (semver.Version, string, error) {
 // runs: the explicit image tag when it is not empty (source "imageTag 3.6.5-0"),
 // else kubeadm's default for k (source "kubeadm's default for v1.34.3").
 func EtcdFor(k semver.Version, imageTag string) (semver.Version, string, error) {
-	if imageTag != "" {
-		v, err := ParseEtcdVersion(imageTag)
-		if err != nil {
-			return semver.Version{}, "", err
+	return etcdFor(k, ReadEtcdVersion(imageTag))
+}
+
+// etcdFor is EtcdFor of an image tag already read; an unset tag gives
+// kubeadm's default.
+func etcdFor(k semver.Version, tag EtcdVersion) (semver.Version, string, error) {
+	if tag.text != "" {
+		if !tag.Valid() {
+			return semver.Version{}, "", tag.err
 		}
-		return v, "imageTag " + imageTag, nil
+		return tag.v, "imageTag " + tag.text, nil
 	}
 	v, _, err := DefaultEtcdVersion(k)
 	if err != nil {

@@ -104,20 +104,19 @@ func kubeletRule(k Minor) string {
 	return "a kubelet may be at most 3 minors older than the API server"
 }
 
-// parseOther parses a version of another object, or of a fact about this
-// one, that only informs the decision: one that does not parse is skipped with
-// a warning naming what and where it is.
-func parseOther(r *verdict, what, version string) (semver.Version, bool) {
-	v, err := ParseVersion(version)
-	if err != nil {
-		r.warn(fmt.Sprintf("%s: ignoring %q, which is not a Kubernetes version; it is not checked", what, version))
-		return semver.Version{}, false
+// other reports whether v, a version of another object or of a fact about
+// this one that only informs the decision, is a version; one that is not is
+// left out with a warning naming what and where it is.
+func other(r *verdict, what string, v Version) bool {
+	if !v.Valid() {
+		r.warn(fmt.Sprintf("%s: ignoring %q, which is not a Kubernetes version; it is not checked", what, v.text))
+		return false
 	}
-	return v, true
+	return true
 }
 
 // invalid is the violation for a version or tag of the changed object that
-// does not parse.
+// is not one.
 func invalid(obj, field, value, kind, example string) Violation {
 	return Violation{
 		Rule:    RuleInvalidVersion,

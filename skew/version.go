@@ -1,6 +1,7 @@
 package skew
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -13,6 +14,9 @@ import (
 // as Cluster API and kubeadm refuse it, rather than guessed to be v1.35.0.
 // The error names the input.
 func ParseVersion(s string) (semver.Version, error) {
+	if s == "" {
+		return semver.Version{}, errEmptyVersion
+	}
 	if strings.TrimSpace(s) == "" {
 		return semver.Version{}, fmt.Errorf("%q is not a Kubernetes version: the version is empty", s)
 	}
@@ -31,6 +35,9 @@ func ParseVersion(s string) (semver.Version, error) {
 // "3.6.0-rc.1" (or "3.6.0-rc.1-0") is kept. Apart from a leading "v" the tag
 // must be a full semantic version. The error names the input.
 func ParseEtcdVersion(tag string) (semver.Version, error) {
+	if tag == "" {
+		return semver.Version{}, errEmptyEtcdVersion
+	}
 	s := strings.TrimPrefix(strings.TrimSpace(tag), "v")
 	if s == "" {
 		return semver.Version{}, fmt.Errorf("%q is not an etcd version: the image tag is empty", tag)
@@ -53,6 +60,13 @@ func ParseEtcdVersion(tag string) (semver.Version, error) {
 	return v, nil
 }
 
+// The errors of an unset version and image tag, made once: most facts of a
+// change leave some unset.
+var (
+	errEmptyVersion     = fmt.Errorf("%q is not a Kubernetes version: the version is empty", "")
+	errEmptyEtcdVersion = fmt.Errorf("%q is not an etcd version: the image tag is empty", "")
+)
+
 func isDigits(s string) bool {
 	if s == "" {
 		return false
@@ -63,6 +77,65 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// Version is a Kubernetes version as an object writes it, read once by
+// ReadVersion where the facts of a change are gathered: the text as written
+// and, when the text is a Kubernetes version, its value. The rules take
+// Versions and never parse: a text that is not a version reaches them as
+// such, and each rule words its refusal or warning from it.
+type Version struct{ written }
+
+// ReadVersion reads s, a Kubernetes version as written ("" when the field is
+// unset), with ParseVersion.
+func ReadVersion(s string) Version {
+	v, err := ParseVersion(s)
+	return Version{written{text: s, v: v, err: err}}
+}
+
+// EtcdVersion is an etcd version or image tag as written ("3.6.5-0",
+// "3.6.5"), read once by ReadEtcdVersion: the text and, when it is an etcd
+// version, its value.
+type EtcdVersion struct{ written }
+
+// ReadEtcdVersion reads tag, an etcd image tag or version as written (""
+// when unset: kubeadm's default applies), with ParseEtcdVersion.
+func ReadEtcdVersion(tag string) EtcdVersion {
+	v, err := ParseEtcdVersion(tag)
+	return EtcdVersion{written{text: tag, v: v, err: err}}
+}
+
+// written is a version as written and what reading it gave. The zero value
+// is a version never read, which is not valid.
+type written struct {
+	text string
+	v    semver.Version
+	err  error // why text is not a version; nil when it is one
+}
+
+// errNotRead is the error of a version never read.
+var errNotRead = errors.New("no version was read")
+
+// Text returns the version as written, "" when unset.
+func (w written) Text() string { return w.text }
+
+// Valid reports whether the text is a version.
+func (w written) Valid() bool { return w.err == nil && w.text != "" }
+
+// Semver returns the version's value; the zero semver.Version when it is
+// not Valid.
+func (w written) Semver() semver.Version { return w.v }
+
+// Err says why the text is not a version, in the words of ParseVersion or
+// ParseEtcdVersion; nil when it is Valid.
+func (w written) Err() error {
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.text == "":
+		return errNotRead
+	}
+	return nil
 }
 
 // Minor is a Kubernetes or etcd major.minor. Two Minors compare with == and

@@ -1,6 +1,7 @@
 package skew
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -103,6 +104,57 @@ func TestParseEtcdVersion(t *testing.T) {
 			assert.Equal(t, c.want, v.String())
 		})
 	}
+}
+
+// TestReadVersion: a version read once keeps its text and gives the value,
+// or the error, that parsing it gives.
+func TestReadVersion(t *testing.T) {
+	cases := []struct {
+		in    string
+		etcd  bool
+		valid bool
+		want  string // the value's String() when valid
+		err   string // the error when not
+	}{
+		{in: "v1.35.2+vmware.1", valid: true, want: "1.35.2+vmware.1"},
+		{in: "1.36.0-rc.1", valid: true, want: "1.36.0-rc.1"},
+		{in: "v1.35", err: `"v1.35" is not a Kubernetes version`},
+		{in: " ", err: `" " is not a Kubernetes version: the version is empty`},
+		{in: "", err: `"" is not a Kubernetes version: the version is empty`},
+		{in: "3.6.5-0", etcd: true, valid: true, want: "3.6.5"},
+		{in: "latest", etcd: true, err: `"latest" is not an etcd version`},
+		{in: "", etcd: true, err: `"" is not an etcd version: the image tag is empty`},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%q etcd=%v", c.in, c.etcd), func(t *testing.T) {
+			var w written
+			var parsed semver.Version
+			var parseErr error
+			if c.etcd {
+				w = ReadEtcdVersion(c.in).written
+				parsed, parseErr = ParseEtcdVersion(c.in)
+			} else {
+				w = ReadVersion(c.in).written
+				parsed, parseErr = ParseVersion(c.in)
+			}
+			assert.Equal(t, c.in, w.Text())
+			assert.Equal(t, c.valid, w.Valid())
+			assert.Equal(t, parseErr, w.Err(), "the error of ParseVersion or ParseEtcdVersion")
+			if !c.valid {
+				require.Error(t, w.Err())
+				assert.Contains(t, w.Err().Error(), c.err)
+				assert.Equal(t, semver.Version{}, w.Semver())
+				return
+			}
+			assert.Equal(t, c.want, w.Semver().String())
+			assert.Equal(t, 0, parsed.Compare(w.Semver()))
+		})
+	}
+
+	// A version never read is unset and not valid.
+	assert.False(t, Version{}.Valid())
+	assert.Empty(t, Version{}.Text())
+	assert.Error(t, EtcdVersion{}.Err())
 }
 
 func TestMinor(t *testing.T) {

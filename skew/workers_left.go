@@ -24,7 +24,7 @@ type leftWorker struct {
 	// refused says the change creates or widens the breach; false: it leaves
 	// it as it was, which is only a warning.
 	refused bool
-	worker  Worker
+	worker  ParsedWorker
 	v       semver.Version
 }
 
@@ -112,7 +112,8 @@ func groupWorkers(left []leftWorker) []*workerGroup {
 // reportWorkersLeft refuses, or warns about, the workers a control-plane
 // change leaves out of skew: one violation or warning per group of workers,
 // on the control plane's version field.
-func reportWorkersLeft(r *verdict, obj, field, value string, newV semver.Version, left []leftWorker) {
+func reportWorkersLeft(r *verdict, obj, field string, newVersion Version, left []leftWorker) {
+	newV, value := newVersion.v, newVersion.text
 	for _, g := range groupWorkers(left) {
 		who, runs := g.subject()
 		ref, refRuns := g.reference()
