@@ -23,6 +23,10 @@ type Kind struct {
 	Snapshot func(client.Object) (revisions.Snapshot, error)
 	// RolloutAfter returns the object's rollout.after as RFC3339, "" when unset.
 	RolloutAfter func(client.Object) string
+	// ClusterName returns the name of the Cluster the object belongs to: its
+	// cluster-name label, a worker pool's spec.clusterName, or its owning
+	// Cluster; "" when it names none.
+	ClusterName func(client.Object) string
 }
 
 // MachineDeployment is the history kind of MachineDeployments.
@@ -43,6 +47,13 @@ var MachineDeployment = Kind{
 		}
 		return md.Spec.Rollout.After.UTC().Format("2006-01-02T15:04:05Z07:00")
 	},
+	ClusterName: func(o client.Object) string {
+		md, _ := o.(*clusterv1.MachineDeployment)
+		if md == nil {
+			return clusterName(o, "")
+		}
+		return clusterName(o, md.Spec.ClusterName)
+	},
 }
 
 // MachinePool is the history kind of MachinePools. A MachinePool has no
@@ -58,6 +69,13 @@ var MachinePool = Kind{
 		return revisions.ForMachinePool(mp)
 	},
 	RolloutAfter: func(client.Object) string { return "" },
+	ClusterName: func(o client.Object) string {
+		mp, _ := o.(*clusterv1.MachinePool)
+		if mp == nil {
+			return clusterName(o, "")
+		}
+		return clusterName(o, mp.Spec.ClusterName)
+	},
 }
 
 // KubeadmControlPlane is the history kind of KubeadmControlPlanes.
@@ -78,6 +96,7 @@ var KubeadmControlPlane = Kind{
 		}
 		return kcp.Spec.Rollout.After.UTC().Format("2006-01-02T15:04:05Z07:00")
 	},
+	ClusterName: func(o client.Object) string { return clusterName(o, "") },
 }
 
 // ContractKind is the history kind of a control-plane kind of another
@@ -108,7 +127,26 @@ func ContractKind(gvk schema.GroupVersionKind) Kind {
 			after, _, _ := unstructured.NestedString(u.Object, "spec", "rollout", "after")
 			return after
 		},
+		ClusterName: func(o client.Object) string { return clusterName(o, "") },
 	}
+}
+
+// clusterName finds the Cluster an object belongs to: its cluster-name
+// label, else spec (a worker pool's spec.clusterName), else its owning
+// Cluster.
+func clusterName(obj client.Object, spec string) string {
+	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
+		return name
+	}
+	if spec != "" {
+		return spec
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == "Cluster" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
+			return ref.Name
+		}
+	}
+	return ""
 }
 
 // KindOf returns the history kind of obj, false for kinds without history.

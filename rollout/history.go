@@ -12,12 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -169,7 +167,7 @@ func (o *HistoryOptions) table(set *revisionSet) error {
 	w := printers.GetNewTabWriter(o.c.IOStreams.Out)
 	fmt.Fprintln(w, "REVISION\tVERSION\tINFRASTRUCTURE\tBOOTSTRAP\tCHANGED-BY\tVIA\tAGE\tCHANGE-CAUSE")
 	for _, r := range set.revs {
-		sum, err := summaryOf(r.Snapshot)
+		sum, err := summaryOf(set.kind, r.Snapshot)
 		if err != nil {
 			return err
 		}
@@ -192,13 +190,15 @@ type summary struct {
 	Version, Infrastructure, Bootstrap, EtcdImageTag string
 }
 
-func summaryOf(s revisions.Snapshot) (summary, error) {
+// summaryOf is the gist of revision content s of an object of kind k: a
+// bootstrap config that is part of the content shows as "inline".
+func summaryOf(k Kind, s revisions.Snapshot) (summary, error) {
 	sum, err := s.Summary()
 	if err != nil {
 		return summary{}, fmt.Errorf("reading revision %s: %w", s.Hash, err)
 	}
 	out := summary{Version: sum.Version, Infrastructure: sum.Infrastructure, Bootstrap: sum.Bootstrap, EtcdImageTag: sum.EtcdImageTag}
-	if s.Kind == revisions.KindKubeadmControlPlane {
+	if k.revision.inlineBootstrap {
 		out.Bootstrap = "inline"
 		if sum.EtcdImageTag != "" {
 			out.Bootstrap += ", etcd " + sum.EtcdImageTag
@@ -288,20 +288,9 @@ func (o *HistoryOptions) revision(set *revisionSet) error {
 	if _, err := out.Write(head); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "content: # %s\n", contentField(set.kind))
+	fmt.Fprintf(out, "content: # %s\n", set.kind.revision.fields)
 	_, err = out.Write(indent(body, "  "))
 	return err
-}
-
-// contentField says which part of the object a revision's content is.
-func contentField(k Kind) string {
-	if k.GVK == KubeadmControlPlane.GVK {
-		return "spec.version, spec.machineTemplate and spec.kubeadmConfigSpec"
-	}
-	if k.Contract {
-		return "spec.version and spec.machineTemplate"
-	}
-	return "spec.template"
 }
 
 func indent(b []byte, prefix string) []byte {
@@ -395,9 +384,9 @@ func (o *HistoryOptions) printHistory(h *RolloutHistory) error {
 func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisionSet) error {
 	obj := set.obj
 	var sets []MachineSetRevision
-	if md, ok := obj.(*clusterv1.MachineDeployment); ok {
+	if set.kind.machineSets != nil {
 		var err error
-		if sets, err = o.c.machineSetRevisions(ctx, cl, md); err != nil {
+		if sets, err = o.c.machineSetRevisions(ctx, cl, set); err != nil {
 			return err
 		}
 	}
@@ -410,8 +399,7 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisi
 	fmt.Fprintf(out, "No revision history recorded for %s: no ControllerRevisions and no %s stamps. Is rollout-guard installed? It records every change from the moment it is.\n",
 		describe(obj, set.kind), revisions.Prefix)
 	now := o.c.now()
-	switch obj := obj.(type) {
-	case *clusterv1.MachineDeployment:
+	if set.kind.machineSets != nil {
 		if len(sets) == 0 {
 			_, err := fmt.Fprintln(out, "The cluster keeps no MachineSets of it either.")
 			return err
@@ -424,33 +412,32 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisi
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", orNone(s.Revision), s.MachineSet, orNone(s.Version), orNone(s.Infrastructure), orNone(s.Bootstrap), s.Replicas, age(now, created))
 		}
 		return w.Flush()
-	case *controlplanev1.KubeadmControlPlane, *clusterv1.MachinePool, *unstructured.Unstructured:
-		sum, err := summaryOf(set.live)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "A %s keeps no history of its own; only the live revision is known:\n", set.kind.GVK.Kind)
-		w := printers.GetNewTabWriter(out)
-		fmt.Fprintln(w, "REVISION\tVERSION\tINFRASTRUCTURE\tBOOTSTRAP\tAGE")
-		fmt.Fprintf(w, "live\t%s\t%s\t%s\t%s\n", orNone(sum.Version), orNone(sum.Infrastructure), sum.Bootstrap, age(now, obj.GetCreationTimestamp().Time))
-		return w.Flush()
 	}
-	return nil
+	sum, err := summaryOf(set.kind, set.live)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "A %s keeps no history of its own; only the live revision is known:\n", set.kind.GVK.Kind)
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "REVISION\tVERSION\tINFRASTRUCTURE\tBOOTSTRAP\tAGE")
+	fmt.Fprintf(w, "live\t%s\t%s\t%s\t%s\n", orNone(sum.Version), orNone(sum.Infrastructure), sum.Bootstrap, age(now, obj.GetCreationTimestamp().Time))
+	return w.Flush()
 }
 
-// machineSetRevisions lists a MachineDeployment's MachineSets with their
-// revision annotations, oldest revision first.
-func (c *cli) machineSetRevisions(ctx context.Context, cl *clients, md *clusterv1.MachineDeployment) ([]MachineSetRevision, error) {
+// machineSetRevisions lists the MachineSets of set's object (a
+// MachineDeployment) with their revision annotations, oldest revision first.
+func (c *cli) machineSetRevisions(ctx context.Context, cl *clients, set *revisionSet) ([]MachineSetRevision, error) {
+	md := set.obj
 	list := &clusterv1.MachineSetList{}
-	if err := cl.client.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}); err != nil {
+	if err := cl.client.List(ctx, list, client.InNamespace(md.GetNamespace()), set.kind.machineSets(md)); err != nil {
 		return nil, call{verb: "list", gr: schema.GroupResource{Group: clusterv1.GroupVersion.Group, Resource: "machinesets"}, kind: "MachineSet",
-			namespace: md.Namespace, purpose: "show the history of " + describe(md, MachineDeployment)}.explain(err)
+			namespace: md.GetNamespace(), purpose: "show the history of " + describe(md, set.kind)}.explain(err)
 	}
 	var out []MachineSetRevision
 	for _, ms := range list.Items {
 		owned := len(ms.OwnerReferences) == 0
 		for _, ref := range ms.OwnerReferences {
-			if ref.UID == md.UID {
+			if ref.UID == md.GetUID() {
 				owned = true
 			}
 		}

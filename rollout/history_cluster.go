@@ -162,7 +162,7 @@ func writeClusterTable(out io.Writer, now time.Time, rows []historyRow) error {
 				"restart (spec.rollout.after "+rs.After+")")
 			continue
 		}
-		sum, err := summaryOf(r.rev.Snapshot)
+		sum, err := summaryOf(r.set.kind, r.rev.Snapshot)
 		if err != nil {
 			return err
 		}

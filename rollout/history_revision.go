@@ -49,8 +49,8 @@ func revisionObject(set *revisionSet, r revisions.Revision) (*unstructured.Unstr
 		return nil, fmt.Errorf("reading %s of %s: %w", label(r), describe(set.obj, set.kind), err)
 	}
 	spec := content
-	if set.kind.GVK == MachineDeployment.GVK || set.kind.GVK == MachinePool.GVK {
-		spec = map[string]any{"template": content}
+	if path := set.kind.revision.path; path != "" {
+		spec = map[string]any{path: content}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetGroupVersionKind(set.kind.GVK)

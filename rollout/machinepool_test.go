@@ -85,7 +85,7 @@ func TestMachinePoolKind(t *testing.T) {
 	k, err := ParseKind("mp")
 	require.NoError(t, err)
 	assert.Equal(t, MachinePool.GVK, k.GVK)
-	assert.Equal(t, MachinePool, kindOf(&clusterv1.MachinePool{}))
+	assert.Equal(t, MachinePool.GVK, kindOf(&clusterv1.MachinePool{}).GVK)
 	assert.IsType(t, &clusterv1.MachinePool{}, MachinePool.New())
 	assert.IsType(t, &clusterv1.MachinePoolList{}, MachinePool.NewList())
 }

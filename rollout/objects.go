@@ -8,13 +8,11 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,28 +77,13 @@ func (c *cli) resolve(ctx context.Context, cl *clients, t Targets, selector stri
 	if err := cl.client.List(ctx, list, opts...); err != nil {
 		return nil, call{verb: "list", gr: t.Kind.GroupResource(), kind: t.Kind.GVK.Kind, namespace: ns, purpose: verb + " " + t.Kind.Resource}.explain(err)
 	}
-	var objs []client.Object
-	switch l := list.(type) {
-	case *clusterv1.MachineDeploymentList:
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case *clusterv1.MachinePoolList:
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case *controlplanev1.KubeadmControlPlaneList:
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case *clusterv1.ClusterList:
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case *unstructured.UnstructuredList:
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, fmt.Errorf("cannot %s: reading the list of %s: %w", verb, t.Kind.Resource, err)
+	}
+	objs := make([]client.Object, 0, len(items))
+	for _, item := range items {
+		objs = append(objs, item.(client.Object))
 	}
 	sort.Slice(objs, func(i, j int) bool {
 		if objs[i].GetNamespace() != objs[j].GetNamespace() {
@@ -134,17 +117,9 @@ func (c *cli) forEach(verb string, objs []client.Object, selector string, do fun
 	return nil
 }
 
-// pausedBy says how obj is paused: "spec.paused", "annotation
+// pausedBy says how obj is paused: "spec.paused is true", "annotation
 // cluster.x-k8s.io/paused", or "" when it is not.
-func pausedBy(obj client.Object) string {
-	if md, ok := obj.(*clusterv1.MachineDeployment); ok && ptr.Deref(md.Spec.Paused, false) {
-		return "spec.paused is true"
-	}
-	if _, ok := obj.GetAnnotations()[clusterv1.PausedAnnotation]; ok {
-		return "annotation " + clusterv1.PausedAnnotation
-	}
-	return ""
-}
+func pausedBy(obj client.Object) string { return kindOf(obj).pausedBy(obj) }
 
 // pausedError refuses to act on a paused object, saying how to resume it.
 func (c *cli) pausedError(verb string, obj client.Object, how string) error {
@@ -155,23 +130,7 @@ func (c *cli) pausedError(verb string, obj client.Object, how string) error {
 
 // clusterNameOf finds the Cluster an object belongs to: its cluster-name
 // label, a worker pool's spec.clusterName, or its owning Cluster.
-func clusterNameOf(obj client.Object) string {
-	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
-		return name
-	}
-	if md, ok := obj.(*clusterv1.MachineDeployment); ok && md.Spec.ClusterName != "" {
-		return md.Spec.ClusterName
-	}
-	if mp, ok := obj.(*clusterv1.MachinePool); ok && mp.Spec.ClusterName != "" {
-		return mp.Spec.ClusterName
-	}
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "Cluster" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
-			return ref.Name
-		}
-	}
-	return ""
-}
+func clusterNameOf(obj client.Object) string { return kindOf(obj).clusterName(obj) }
 
 // topologyOwned reports whether the topology controller manages obj.
 func topologyOwned(obj client.Object) bool {
@@ -179,11 +138,9 @@ func topologyOwned(obj client.Object) bool {
 	return ok
 }
 
-// topologyName is the name of a topology-managed MachineDeployment in its
-// Cluster's spec.topology.workers.machineDeployments.
-func topologyName(obj client.Object) string {
-	return obj.GetLabels()[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
-}
+// topologyName is the name of a topology-managed worker pool in its
+// Cluster's spec.topology.workers.
+func topologyName(obj client.Object) string { return kindOf(obj).topology.name(obj) }
 
 // topologyError refuses a direct edit of a topology-managed object, saying
 // what to change instead.
@@ -199,57 +156,14 @@ func topologyError(verb string, obj client.Object, instead string) error {
 
 // topologyPath names a topology-managed object's place in its Cluster's
 // topology, for messages.
-func topologyPath(obj client.Object) string {
-	switch obj.(type) {
-	case *controlplanev1.KubeadmControlPlane:
-		return "spec.topology.controlPlane"
-	case *clusterv1.MachinePool:
-		return fmt.Sprintf("spec.topology.workers.machinePools[name=%s]", obj.GetLabels()[clusterv1.ClusterTopologyMachinePoolNameLabel])
-	case *unstructured.Unstructured:
-		return "spec.topology.controlPlane"
-	}
-	return fmt.Sprintf("spec.topology.workers.machineDeployments[name=%s]", topologyName(obj))
-}
-
-// templateRef is one template an object references.
-type templateRef struct {
-	// field is the reference's field path.
-	field string
-	// role is "infrastructure template" or "bootstrap template".
-	role string
-	ref  clusterv1.ContractVersionedObjectReference
-}
+func topologyPath(obj client.Object) string { return kindOf(obj).topology.path(obj) }
 
 // templateRefsOf lists the templates obj references.
 func templateRefsOf(obj client.Object) []templateRef {
-	var out []templateRef
-	switch o := obj.(type) {
-	case *clusterv1.MachineDeployment:
-		if o.Spec.Template.Spec.InfrastructureRef.IsDefined() {
-			out = append(out, templateRef{"spec.template.spec.infrastructureRef", "infrastructure template", o.Spec.Template.Spec.InfrastructureRef})
-		}
-		if o.Spec.Template.Spec.Bootstrap.ConfigRef.IsDefined() {
-			out = append(out, templateRef{"spec.template.spec.bootstrap.configRef", "bootstrap template", o.Spec.Template.Spec.Bootstrap.ConfigRef})
-		}
-	case *clusterv1.MachinePool:
-		if o.Spec.Template.Spec.InfrastructureRef.IsDefined() {
-			out = append(out, templateRef{"spec.template.spec.infrastructureRef", "infrastructure machine pool", o.Spec.Template.Spec.InfrastructureRef})
-		}
-		if o.Spec.Template.Spec.Bootstrap.ConfigRef.IsDefined() {
-			out = append(out, templateRef{"spec.template.spec.bootstrap.configRef", "bootstrap config", o.Spec.Template.Spec.Bootstrap.ConfigRef})
-		}
-	case *unstructured.Unstructured:
-		// The contract's spec.machineTemplate.spec.infrastructureRef.
-		ref, _, _ := unstructured.NestedStringMap(o.Object, "spec", "machineTemplate", "spec", "infrastructureRef")
-		if r := (clusterv1.ContractVersionedObjectReference{APIGroup: ref["apiGroup"], Kind: ref["kind"], Name: ref["name"]}); r.IsDefined() {
-			out = append(out, templateRef{"spec.machineTemplate.spec.infrastructureRef", "infrastructure template", r})
-		}
-	case *controlplanev1.KubeadmControlPlane:
-		if o.Spec.MachineTemplate.Spec.InfrastructureRef.IsDefined() {
-			out = append(out, templateRef{"spec.machineTemplate.spec.infrastructureRef", "infrastructure template", o.Spec.MachineTemplate.Spec.InfrastructureRef})
-		}
+	if k := kindOf(obj); k.templates != nil {
+		return k.templates(obj)
 	}
-	return out
+	return nil
 }
 
 // checkTemplates makes sure every template refs names exists in namespace;

@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -111,68 +109,52 @@ func (o *PauseOptions) Run(ctx context.Context) error {
 	})
 }
 
-// one pauses or resumes one object as read: the switch over kinds of both
-// verbs. A conflict is returned as is; Run reads the object again and
-// decides anew.
+// one pauses or resumes one object as read: with spec.paused where its
+// kind has it (a MachineDeployment), else with the annotation
+// cluster.x-k8s.io/paused (Cluster API pauses a MachinePool and a
+// KubeadmControlPlane with it, and so does the contract of other
+// providers' control planes). A conflict is returned as is; Run reads the
+// object again and decides anew.
 func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) error {
+	if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		return fmt.Errorf("cannot %s Cluster %s/%s: %s works on machinedeployment, machinepool and kubeadmcontrolplane objects; to %s a whole cluster, set its spec.paused (kubectl patch cluster %s -n %s --type merge -p '{\"spec\":{\"paused\":%t}}')",
+			o.verb(), cluster.Namespace, cluster.Name, o.verb(), o.verb(), cluster.Name, cluster.Namespace, !o.Resume)
+	}
+	if !o.Resume && topologyOwned(obj) {
+		return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.GetNamespace()+` --type merge -p '{"spec":{"paused":true}}'`)
+	}
+	kind := kindOf(obj)
 	var (
 		spec        map[string]any
-		annotations map[string]any
+		annotations = map[string]any{}
 		done        string // non-empty: nothing to do
 	)
-	if annotations == nil {
-		annotations = map[string]any{}
-	}
-	switch obj := obj.(type) {
-	case *clusterv1.MachineDeployment:
-		if !o.Resume && topologyOwned(obj) {
-			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.Namespace+` --type merge -p '{"spec":{"paused":true}}'`)
+	_, annotated := obj.GetAnnotations()[clusterv1.PausedAnnotation]
+	paused := kind.pausedBy(obj) != ""
+	switch {
+	case !o.Resume && paused:
+		done = "already paused"
+	case !o.Resume && kind.specPaused != nil:
+		spec = map[string]any{"paused": true}
+	case !o.Resume:
+		annotations[clusterv1.PausedAnnotation] = "true"
+		if kind.pauseWarning != "" {
+			o.c.warnf("pausing %s %s/%s %s", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), kind.pauseWarning)
 		}
-		how := pausedBy(obj)
-		switch {
-		case !o.Resume && how != "":
-			done = "already paused"
-		case !o.Resume:
-			spec = map[string]any{"paused": true}
-		case how == "":
-			done = "already resumed"
-		default:
+	case !paused:
+		done = "already resumed"
+	default:
+		if kind.specPaused != nil {
 			spec = map[string]any{"paused": false}
-			if _, ok := obj.Annotations[clusterv1.PausedAnnotation]; ok {
-				annotations[clusterv1.PausedAnnotation] = nil
-			}
 		}
-	case *clusterv1.MachinePool, *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
-		// None of these has spec.paused: Cluster API pauses a MachinePool
-		// and a KubeadmControlPlane with the annotation, and so does the
-		// contract of other providers' control planes.
-		if !o.Resume && topologyOwned(obj) {
-			return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.GetNamespace()+` --type merge -p '{"spec":{"paused":true}}'`)
-		}
-		_, paused := obj.GetAnnotations()[clusterv1.PausedAnnotation]
-		switch {
-		case !o.Resume && paused:
-			done = "already paused"
-		case !o.Resume:
-			annotations[clusterv1.PausedAnnotation] = "true"
-			if kcp, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
-				o.c.warnf("pausing KubeadmControlPlane %s/%s also stops its remediation of unhealthy control-plane machines, and all of its other reconciliation, until it is resumed", kcp.Namespace, kcp.Name)
-			}
-		case !paused:
-			done = "already resumed"
-		default:
+		if annotated {
 			annotations[clusterv1.PausedAnnotation] = nil
 		}
-	case *clusterv1.Cluster:
-		return fmt.Errorf("cannot %s Cluster %s/%s: %s works on machinedeployment, machinepool and kubeadmcontrolplane objects; to %s a whole cluster, set its spec.paused (kubectl patch cluster %s -n %s --type merge -p '{\"spec\":{\"paused\":%t}}')",
-			o.verb(), obj.Namespace, obj.Name, o.verb(), o.verb(), obj.Name, obj.Namespace, !o.Resume)
-	default:
-		return fmt.Errorf("%s does not work on %T", o.verb(), obj)
 	}
 	if done != "" {
 		return o.print(obj, done)
 	}
-	purpose := o.verb() + " " + describe(obj, kindOf(obj))
+	purpose := o.verb() + " " + describe(obj, kind)
 	data, err := patchOf(obj.GetResourceVersion(), annotations, spec)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)

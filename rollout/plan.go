@@ -176,26 +176,18 @@ func (o *PlanOptions) Validate() error {
 	if o.undo && o.ToRevision < 0 {
 		return fmt.Errorf("--to-revision %d: revision numbers start at 1 (0 is the previous revision)", o.ToRevision)
 	}
-	if len(o.Filenames) == 0 && o.ref.Kind.Contract {
-		return fmt.Errorf("plan does not work on %s: another provider's control plane replaces its machines in an order rollout-guard cannot foresee; check a change with --dry-run=server instead", o.ref)
-	}
-	if len(o.Filenames) == 0 {
-		switch o.ref.Kind.GVK {
-		case MachinePool.GVK:
-			// A pool's instances are replaced by its infrastructure
-			// provider, in an order the plan cannot know.
-			return fmt.Errorf("plan does not work on machinepool objects: their infrastructure provider replaces their instances, in an order rollout-guard cannot foresee; check a change with --dry-run=server instead (rollout undo %s --dry-run=server)", o.ref)
-		case Cluster.GVK:
-			if o.Template != "" || o.BootstrapTemplate != "" {
-				return fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects, not %s: a ClusterClass cluster's templates are in its ClusterClass", o.ref)
-			}
-			if o.undo {
-				return fmt.Errorf("--to-revision works on machinedeployment and kubeadmcontrolplane objects, not %s: plan the undo of its control plane or of one of its worker pools", o.ref)
-			}
-		case KubeadmControlPlane.GVK:
-			if o.BootstrapTemplate != "" {
-				return fmt.Errorf("--bootstrap-template works on machinedeployments only: a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec")
-			}
+	if kind := o.ref.Kind; len(o.Filenames) == 0 {
+		if kind.refusePlan != nil {
+			return kind.refusePlan(o.ref)
+		}
+		if kind.GVK == Cluster.GVK && (o.Template != "" || o.BootstrapTemplate != "") {
+			return fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects, not %s: a ClusterClass cluster's templates are in its ClusterClass", o.ref)
+		}
+		if kind.GVK == Cluster.GVK && o.undo {
+			return fmt.Errorf("--to-revision works on machinedeployment and kubeadmcontrolplane objects, not %s: plan the undo of its control plane or of one of its worker pools", o.ref)
+		}
+		if err := kind.refuseBootstrap(o.BootstrapTemplate); err != nil {
+			return err
 		}
 	}
 	switch strings.ToLower(o.Output) {

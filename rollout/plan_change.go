@@ -251,38 +251,10 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 	if err != nil {
 		return op, err
 	}
-	switch p := planned.(type) {
-	case *clusterv1.MachineDeployment:
-		sets, err := c.listPlanMachineSets(ctx, cl, live, purpose)
-		if err != nil {
+	if planner := kind.planner; planner != nil {
+		in := machinePlanInput{live: live, planned: planned, change: ch, machines: machines, facts: facts, purpose: purpose}
+		if err := planner.planMachines(ctx, c, cl, in, &op); err != nil {
 			return op, err
-		}
-		if op.Machines, err = planMachineDeploymentMachines(p, ch, machines, sets); err != nil {
-			return op, fmt.Errorf("cannot %s: %w", purpose, err)
-		}
-		op.Counts = countMachines(op.Machines)
-		if op.Counts.Replace > 0 {
-			op.Strategy = machineDeploymentStrategy(p)
-		}
-		if ref := p.Spec.Template.Spec.Bootstrap.ConfigRef; ref.IsDefined() && op.Counts.Replace > 0 {
-			facts.bootstrapSkip = c.templateAnnotation(ctx, cl, p.Namespace, ref, clusterv1.MachineSetSkipPreflightChecksAnnotation)
-		}
-		op.Holds = append(op.Holds, machineDeploymentHolds(p, op.Counts.Replace > 0, facts)...)
-		if old := live.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version; old != p.Spec.Template.Spec.Version {
-			op.Steps = []PlanStep{{Part: PartWorkers, Version: p.Spec.Template.Spec.Version, Objects: []string{objectName(live)}, Machines: op.Counts.Replace}}
-		}
-	case *controlplanev1.KubeadmControlPlane:
-		op.Machines = planControlPlaneMachines(p, ch, machines)
-		op.Counts = countMachines(op.Machines)
-		if op.Counts.Replace > 0 {
-			op.Strategy = controlPlaneStrategy(p)
-		}
-		facts.cpMachines = machines
-		op.Holds = append(op.Holds, controlPlaneHolds(p, op.Counts.Replace > 0, facts)...)
-		if old := live.(*controlplanev1.KubeadmControlPlane).Spec.Version; old != p.Spec.Version {
-			st := PlanStep{Part: PartControlPlane, Version: p.Spec.Version, Objects: []string{objectName(live)}, Machines: op.Counts.Replace}
-			st.Etcd, st.EtcdSource = etcdAt(p.Spec.Version, etcdImageTagOf(p))
-			op.Steps = []PlanStep{st}
 		}
 	}
 	if topologyOwned(live) {
@@ -290,6 +262,82 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 	}
 	op.Duration = c.durationOf(ctx, cl, live, machines, op.Counts.Replace)
 	return op, nil
+}
+
+// machinePlanner plans what a change does to the machines of one kind of
+// object: which it replaces, with what strategy, in which version step, and
+// what would hold it. The registry (Kind.planner) holds one per kind plan
+// can foresee. It is an interface rather than a func field because its
+// implementations ask the registry themselves (kindOf, describe), which a
+// func value in the registry's own initializer cannot.
+type machinePlanner interface {
+	planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *ObjectPlan) error
+}
+
+// machinePlanInput is what a machinePlanner plans from.
+type machinePlanInput struct {
+	// live and planned are the object before and after the change.
+	live, planned client.Object
+	// change is what the change does to the machines' content.
+	change machineChange
+	// machines are the object's Machines.
+	machines []clusterv1.Machine
+	// facts are what the holds are decided from.
+	facts holdFacts
+	// purpose names the plan in errors.
+	purpose string
+}
+
+// machineDeploymentPlanner plans a MachineDeployment's machines: its
+// MachineSets' rolling update, the MachineSet preflight checks, and a
+// workers step when its version changes.
+type machineDeploymentPlanner struct{}
+
+func (machineDeploymentPlanner) planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *ObjectPlan) error {
+	p := in.planned.(*clusterv1.MachineDeployment)
+	sets, err := c.listPlanMachineSets(ctx, cl, in.live, in.purpose)
+	if err != nil {
+		return err
+	}
+	if op.Machines, err = planMachineDeploymentMachines(p, in.change, in.machines, sets); err != nil {
+		return fmt.Errorf("cannot %s: %w", in.purpose, err)
+	}
+	op.Counts = countMachines(op.Machines)
+	if op.Counts.Replace > 0 {
+		op.Strategy = machineDeploymentStrategy(p)
+	}
+	facts := in.facts
+	if ref := p.Spec.Template.Spec.Bootstrap.ConfigRef; ref.IsDefined() && op.Counts.Replace > 0 {
+		facts.bootstrapSkip = c.templateAnnotation(ctx, cl, p.Namespace, ref, clusterv1.MachineSetSkipPreflightChecksAnnotation)
+	}
+	op.Holds = append(op.Holds, machineDeploymentHolds(p, op.Counts.Replace > 0, facts)...)
+	if old := in.live.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version; old != p.Spec.Template.Spec.Version {
+		op.Steps = []PlanStep{{Part: PartWorkers, Version: p.Spec.Template.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}}
+	}
+	return nil
+}
+
+// controlPlanePlanner plans a KubeadmControlPlane's machines: replaced
+// one at a time, its own checks before each, and a control-plane step
+// (with its etcd) when its version changes.
+type controlPlanePlanner struct{}
+
+func (controlPlanePlanner) planMachines(_ context.Context, _ *cli, _ *clients, in machinePlanInput, op *ObjectPlan) error {
+	p := in.planned.(*controlplanev1.KubeadmControlPlane)
+	op.Machines = planControlPlaneMachines(p, in.change, in.machines)
+	op.Counts = countMachines(op.Machines)
+	if op.Counts.Replace > 0 {
+		op.Strategy = controlPlaneStrategy(p)
+	}
+	facts := in.facts
+	facts.cpMachines = in.machines
+	op.Holds = append(op.Holds, controlPlaneHolds(p, op.Counts.Replace > 0, facts)...)
+	if old := in.live.(*controlplanev1.KubeadmControlPlane).Spec.Version; old != p.Spec.Version {
+		st := PlanStep{Part: PartControlPlane, Version: p.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}
+		st.Etcd, st.EtcdSource = etcdAt(p.Spec.Version, etcdImageTagOf(p))
+		op.Steps = []PlanStep{st}
+	}
+	return nil
 }
 
 // refOf names an object in a plan.

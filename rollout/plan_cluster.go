@@ -254,21 +254,11 @@ func (o *PlanOptions) planClusterRestart(ctx context.Context, cl *clients, clust
 // planTopologyRestart plans the restart of a topology-managed object,
 // which is made through its Cluster.
 func (o *PlanOptions) planTopologyRestart(ctx context.Context, cl *clients, obj client.Object) (ObjectPlan, error) {
-	cluster := clusterNameOf(obj)
-	id := describe(obj, kindOf(obj))
-	if cluster == "" {
-		return ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: it is managed by a Cluster topology (label %s) but names no Cluster (label %s)", id, clusterv1.ClusterTopologyOwnedLabel, clusterv1.ClusterNameLabel)
+	r, err := topologyRestartOf(obj, "plan the restart of")
+	if err != nil {
+		return ObjectPlan{}, err
 	}
-	r := topologyRestart{cluster: cluster}
-	if _, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
-		r.controlPlane = true
-	} else {
-		name := topologyName(obj)
-		if name == "" {
-			return ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: it is managed by the topology of Cluster %s but has no label %s naming its place in spec.topology.workers.machineDeployments", id, cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel)
-		}
-		r.workers = []string{name}
-	}
+	id, cluster := describe(obj, kindOf(obj)), r.cluster
 	at := o.now()
 	verdict, err := o.c.dryRunTopologyRestart(ctx, cl, obj.GetNamespace(), r, at, "plan the restart of "+id)
 	if err != nil {
@@ -286,12 +276,13 @@ func (o *PlanOptions) planTopologyRestart(ctx context.Context, cl *clients, obj 
 // restartPlan is what a restart at at does to obj (everything but the
 // verdict), the topology controller passing rollout.after on.
 func (o *PlanOptions) restartPlan(ctx context.Context, cl *clients, obj client.Object, at time.Time) (ObjectPlan, error) {
-	planned := obj.DeepCopyObject().(client.Object)
-	switch p := planned.(type) {
-	case *clusterv1.MachineDeployment:
-		p.Spec.Rollout.After = metav1.NewTime(at)
-	case *controlplanev1.KubeadmControlPlane:
-		p.Spec.Rollout.After = metav1.NewTime(at)
+	patch, err := patchOf("", nil, map[string]any{"rollout": map[string]any{"after": metav1.NewTime(at)}})
+	if err != nil {
+		return ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: %w", describe(obj, kindOf(obj)), err)
+	}
+	planned, err := applyMergePatch(obj, patch)
+	if err != nil {
+		return ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: %w", describe(obj, kindOf(obj)), err)
 	}
 	op, err := o.c.objectPlan(ctx, cl, obj, planned, at)
 	if err != nil {

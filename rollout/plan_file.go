@@ -10,9 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
-	controlplanev1beta1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta1"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -83,10 +80,10 @@ func (o *PlanOptions) planFiles(ctx context.Context, cl *clients) ([]ObjectPlan,
 }
 
 // planKindOf is the CLI kind of a manifest's group and kind, in any served
-// version.
+// version, among the kinds plan -f reads.
 func planKindOf(gvk schema.GroupVersionKind) (Kind, bool) {
 	for _, k := range kinds {
-		if k.GVK.Group == gvk.Group && k.GVK.Kind == gvk.Kind {
+		if k.GVK.GroupKind() == gvk.GroupKind() && k.fromV1beta1 != nil {
 			return k, true
 		}
 	}
@@ -130,10 +127,9 @@ func (o *PlanOptions) planManifest(ctx context.Context, cl *clients, kind Kind, 
 		return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	var op ObjectPlan
-	switch l := live.(type) {
-	case *clusterv1.Cluster:
-		op, err = o.c.topologyPlan(ctx, cl, l, planned.(*clusterv1.Cluster))
-	default:
+	if cluster, ok := live.(*clusterv1.Cluster); ok {
+		op, err = o.c.topologyPlan(ctx, cl, cluster, planned.(*clusterv1.Cluster))
+	} else {
 		op, err = o.c.objectPlan(ctx, cl, live, planned, rolloutAfterChange(live, planned))
 	}
 	if err != nil {
@@ -168,49 +164,11 @@ func typedOf(kind Kind, u *unstructured.Unstructured) (client.Object, error) {
 		return nil, fmt.Errorf("%s %s is %s: rollout plan -f reads v1beta2 and v1beta1 manifests", kind.GVK.Kind, u.GetName(), gv)
 	}
 	// v1beta1, still served: Cluster API's generated conversion to v1beta2.
-	var err error
-	switch o := out.(type) {
-	case *clusterv1.MachineDeployment:
-		in := &clusterv1beta1.MachineDeployment{}
-		if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, in); err == nil {
-			err = clusterv1beta1.Convert_v1beta1_MachineDeployment_To_v1beta2_MachineDeployment(in, o, nil)
-		}
-	case *controlplanev1.KubeadmControlPlane:
-		in := &controlplanev1beta1.KubeadmControlPlane{}
-		if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, in); err == nil {
-			err = controlplanev1beta1.Convert_v1beta1_KubeadmControlPlane_To_v1beta2_KubeadmControlPlane(in, o, nil)
-		}
-	case *clusterv1.Cluster:
-		in := &clusterv1beta1.Cluster{}
-		if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, in); err == nil {
-			err = clusterv1beta1.Convert_v1beta1_Cluster_To_v1beta2_Cluster(in, o, nil)
-		}
+	if kind.fromV1beta1 == nil {
+		return nil, fmt.Errorf("%s %s is %s: rollout plan -f reads %s in v1beta2 only", kind.GVK.Kind, u.GetName(), gv, kind.Resource)
 	}
-	if err != nil {
+	if err := kind.fromV1beta1(u, out); err != nil {
 		return nil, fmt.Errorf("converting %s %s from %s to %s: %w", kind.GVK.Kind, u.GetName(), gv, kind.GVK.GroupVersion(), err)
 	}
-	// The generated conversion leaves the references to Cluster API's
-	// hand-written one: v1beta1's apiVersion becomes v1beta2's apiGroup.
-	switch o := out.(type) {
-	case *clusterv1.MachineDeployment:
-		o.Spec.Template.Spec.InfrastructureRef = contractRef(u, "spec", "template", "spec", "infrastructureRef")
-		o.Spec.Template.Spec.Bootstrap.ConfigRef = contractRef(u, "spec", "template", "spec", "bootstrap", "configRef")
-	case *controlplanev1.KubeadmControlPlane:
-		o.Spec.MachineTemplate.Spec.InfrastructureRef = contractRef(u, "spec", "machineTemplate", "infrastructureRef")
-	case *clusterv1.Cluster:
-		o.Spec.ControlPlaneRef = contractRef(u, "spec", "controlPlaneRef")
-		o.Spec.InfrastructureRef = contractRef(u, "spec", "infrastructureRef")
-	}
 	return out, nil
-}
-
-// contractRef reads a v1beta1 object reference (apiVersion, kind, name) as
-// a v1beta2 contract reference (apiGroup, kind, name).
-func contractRef(u *unstructured.Unstructured, path ...string) clusterv1.ContractVersionedObjectReference {
-	ref, _, _ := unstructured.NestedStringMap(u.Object, path...)
-	if ref == nil {
-		return clusterv1.ContractVersionedObjectReference{}
-	}
-	gv, _ := schema.ParseGroupVersion(ref["apiVersion"])
-	return clusterv1.ContractVersionedObjectReference{APIGroup: gv.Group, Kind: ref["kind"], Name: ref["name"]}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -120,17 +119,13 @@ func (o *RestartOptions) Run(ctx context.Context) error {
 		return err
 	}
 	return o.c.forEach("restart", objs, o.Selector, func(obj client.Object) error {
-		switch obj := obj.(type) {
-		case *clusterv1.MachineDeployment, *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
-			return o.restart(ctx, cl, obj)
-		case *clusterv1.Cluster:
-			return o.restartCluster(ctx, cl, obj)
-		case *clusterv1.MachinePool:
-			// Cluster API gives a MachinePool no rollout.after: replacing
-			// its instances is the infrastructure provider's business.
-			return fmt.Errorf("cannot restart %s: a MachinePool has no spec.rollout.after in Cluster API v1beta2, so there is nothing to ask a rollout with; roll its instances through its infrastructure provider (for example a new spec.template.spec.infrastructureRef), or use a MachineDeployment", describe(obj, MachinePool))
+		if cluster, ok := obj.(*clusterv1.Cluster); ok {
+			return o.restartCluster(ctx, cl, cluster)
 		}
-		return fmt.Errorf("restart does not work on %T", obj)
+		if kind := kindOf(obj); kind.noRestart != "" {
+			return fmt.Errorf("cannot restart %s: %s", describe(obj, kind), kind.noRestart)
+		}
+		return o.restart(ctx, cl, obj)
 	})
 }
 
@@ -155,7 +150,7 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 		if how := pausedBy(obj); how != "" {
 			return o.c.pausedError("restart", obj, how)
 		}
-		if current := rolloutAfter(obj); current.Equal(at) {
+		if current := kind.rolloutAfter(obj); current.Equal(at) {
 			already = true
 			return nil
 		}
@@ -164,7 +159,7 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
-		if _, contract := obj.(*unstructured.Unstructured); contract {
+		if kind.Contract {
 			if err := o.checkRolloutAfter(ctx, cl, obj, data, purpose); err != nil {
 				return err
 			}
@@ -190,20 +185,9 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 
 // restartTopologyOwned restarts a topology-managed object through its Cluster.
 func (o *RestartOptions) restartTopologyOwned(ctx context.Context, cl *clients, obj client.Object) error {
-	cluster := clusterNameOf(obj)
-	if cluster == "" {
-		return fmt.Errorf("cannot restart %s: it is managed by a Cluster topology (label %s) but names no Cluster (label %s)", describe(obj, kindOf(obj)), clusterv1.ClusterTopologyOwnedLabel, clusterv1.ClusterNameLabel)
-	}
-	r := topologyRestart{cluster: cluster}
-	switch obj.(type) {
-	case *controlplanev1.KubeadmControlPlane:
-		r.controlPlane = true
-	case *clusterv1.MachineDeployment:
-		name := topologyName(obj)
-		if name == "" {
-			return fmt.Errorf("cannot restart %s: it is managed by the topology of Cluster %s but has no label %s naming its place in spec.topology.workers.machineDeployments", describe(obj, MachineDeployment), cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel)
-		}
-		r.workers = []string{name}
+	r, err := topologyRestartOf(obj, "restart")
+	if err != nil {
+		return err
 	}
 	u, fields, err := o.c.restartThroughCluster(ctx, cl, obj.GetNamespace(), r, o.when(), o.cause)
 	if err != nil {
@@ -212,7 +196,7 @@ func (o *RestartOptions) restartTopologyOwned(ctx context.Context, cl *clients, 
 	if o.PrintFlags.Data() {
 		return o.print(u, "")
 	}
-	_, err = fmt.Fprintf(o.c.IOStreams.Out, "%s restarted through Cluster %s/%s (%s)\n", operationName(obj), obj.GetNamespace(), cluster, fields[0])
+	_, err = fmt.Fprintf(o.c.IOStreams.Out, "%s restarted through Cluster %s/%s (%s)\n", operationName(obj), obj.GetNamespace(), r.cluster, fields[0])
 	return err
 }
 
@@ -311,23 +295,5 @@ func (o *RestartOptions) checkRolloutAfter(ctx context.Context, cl *clients, obj
 	return nil
 }
 
-// restartAfter is a contract control plane's spec.rollout.after, zero when
-// unset or not a time.
-func restartAfter(u *unstructured.Unstructured) time.Time {
-	s, _, _ := unstructured.NestedString(u.Object, "spec", "rollout", "after")
-	t, _ := time.Parse(time.RFC3339, s)
-	return t
-}
-
 // rolloutAfter is the object's spec.rollout.after, zero when unset.
-func rolloutAfter(obj client.Object) time.Time {
-	switch o := obj.(type) {
-	case *unstructured.Unstructured:
-		return restartAfter(o)
-	case *clusterv1.MachineDeployment:
-		return o.Spec.Rollout.After.Time
-	case *controlplanev1.KubeadmControlPlane:
-		return o.Spec.Rollout.After.Time
-	}
-	return time.Time{}
-}
+func rolloutAfter(obj client.Object) time.Time { return kindOf(obj).rolloutAfter(obj) }

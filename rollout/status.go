@@ -14,8 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -23,7 +21,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -359,17 +356,9 @@ func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv
 	return m, nil
 }
 
-// machineLabels selects the Machines of a MachineDeployment, MachinePool or
-// KubeadmControlPlane.
-func machineLabels(obj client.Object) client.MatchingLabels {
-	switch obj.(type) {
-	case *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
-		return client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: obj.GetName()}
-	case *clusterv1.MachinePool:
-		return client.MatchingLabels{clusterv1.MachinePoolNameLabel: policy.MachinePoolLabelValue(obj.GetName())}
-	}
-	return client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: obj.GetName()}
-}
+// machineLabels selects the Machines of a MachineDeployment, MachinePool,
+// KubeadmControlPlane or another provider's control plane.
+func machineLabels(obj client.Object) client.MatchingLabels { return kindOf(obj).machines(obj) }
 
 // listMachines reads the Machines of obj.
 func (o *StatusOptions) listMachines(ctx context.Context, cl *clients, obj client.Object) ([]clusterv1.Machine, error) {
@@ -381,12 +370,12 @@ func (o *StatusOptions) listMachines(ctx context.Context, cl *clients, obj clien
 }
 
 // machineSetLabels selects the MachineSets of a MachineDeployment; nil for
-// a KubeadmControlPlane, which has none.
+// a kind without MachineSets.
 func machineSetLabels(obj client.Object) client.MatchingLabels {
-	if _, ok := obj.(*clusterv1.MachineDeployment); !ok {
-		return nil
+	if k := kindOf(obj); k.machineSets != nil {
+		return k.machineSets(obj)
 	}
-	return client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: obj.GetName()}
+	return nil
 }
 
 // listMachineSets reads the MachineSets of a MachineDeployment; nil for a
@@ -855,48 +844,26 @@ const scheduledRestartSkew = time.Minute
 // evaluateStatus is EvaluateStatus at the local time now.
 func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets []clusterv1.MachineSet, now time.Time) StatusReport {
 	kind := kindOf(obj)
-	s := StatusReport{Object: kind.Singular() + "/" + obj.GetName(), Generation: obj.GetGeneration(), Paused: pausedBy(obj), Revision: revisionOf(obj)}
+	s := StatusReport{Object: kind.Singular() + "/" + obj.GetName(), Generation: obj.GetGeneration(), Paused: kind.pausedBy(obj), Revision: revisionOf(obj)}
+	c := kind.counts(obj)
+	s.Replicas = ptr.Deref(c.desired, 1)
+	s.Current, s.UpToDate, s.Available, s.Ready = ptr.Deref(c.current, 0), ptr.Deref(c.upToDate, 0), ptr.Deref(c.available, 0), ptr.Deref(c.ready, 0)
+	s.Observed = c.observed >= s.Generation
+	s.RollingOut = apimeta.IsStatusConditionTrue(c.conditions, clusterv1.RollingOutCondition)
 	// A MachineDeployment's status counts come from its MachineSets', which
 	// come from the Machines' UpToDate conditions, written by another
 	// controller: just after an edit they can all still describe the old
 	// template. Which MachineSet is current, and which MachineSet owns each
 	// Machine, are facts that cannot be stale that way.
 	var sets *machineSetFacts
-	if md, ok := obj.(*clusterv1.MachineDeployment); ok {
-		f := evaluateMachineSets(md, machineSets)
+	if kind.machineSets != nil {
+		f := evaluateMachineSets(obj.GetAnnotations()[clusterv1.RevisionAnnotation], s.Replicas, machineSets)
 		sets, s.MachineSets = &f, f.sets
 	}
-	var (
-		desired, current, upToDate, available, ready *int32
-		observed                                     int64
-		conds                                        []metav1.Condition
-		rolloutAfter                                 metav1.Time
-	)
-	switch o := obj.(type) {
-	case *clusterv1.MachineDeployment:
-		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
-		observed, conds, rolloutAfter = o.Status.ObservedGeneration, o.Status.Conditions, o.Spec.Rollout.After
-	case *clusterv1.MachinePool:
-		// No rollout.after: a MachinePool is never restarted.
-		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
-		observed, conds = o.Status.ObservedGeneration, o.Status.Conditions
-	case *controlplanev1.KubeadmControlPlane:
-		desired, current, upToDate, available, ready = o.Spec.Replicas, o.Status.Replicas, o.Status.UpToDateReplicas, o.Status.AvailableReplicas, o.Status.ReadyReplicas
-		observed, conds, rolloutAfter = o.Status.ObservedGeneration, o.Status.Conditions, o.Spec.Rollout.After
-	case *unstructured.Unstructured:
-		// Another provider's control plane: the contract's replica fields.
-		desired, current = contractInt32(o, "spec", "replicas"), contractInt32(o, "status", "replicas")
-		upToDate, available, ready = contractInt32(o, "status", "upToDateReplicas"), contractInt32(o, "status", "availableReplicas"), contractInt32(o, "status", "readyReplicas")
-		observed, _, _ = unstructured.NestedInt64(o.Object, "status", "observedGeneration")
-		conds = contractConditions(o)
-		if t := restartAfter(o); !t.IsZero() {
-			rolloutAfter = metav1.NewTime(t)
-		}
+	var rolloutAfter metav1.Time
+	if t := kind.rolloutAfter(obj); !t.IsZero() {
+		rolloutAfter = metav1.NewTime(t)
 	}
-	s.Replicas = ptr.Deref(desired, 1)
-	s.Current, s.UpToDate, s.Available, s.Ready = ptr.Deref(current, 0), ptr.Deref(upToDate, 0), ptr.Deref(available, 0), ptr.Deref(ready, 0)
-	s.Observed = observed >= s.Generation
-	s.RollingOut = apimeta.IsStatusConditionTrue(conds, clusterv1.RollingOutCondition)
 
 	sorted := append([]clusterv1.Machine(nil), machines...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
@@ -947,39 +914,10 @@ func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 	// Most infrastructure providers run a MachinePool's instances without
 	// Machines (MachinePool Machines are optional in Cluster API's
 	// contract): then its status counts are all there is to go by.
-	_, isPool := obj.(*clusterv1.MachinePool)
-	machinesCounted := int32(len(s.Machines)) == s.Replicas || isPool && len(s.Machines) == 0
+	machinesCounted := int32(len(s.Machines)) == s.Replicas || kind.machinesOptional && len(s.Machines) == 0
 	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
 		!s.RollingOut && allGood && machinesCounted && (sets == nil || sets.settled)
 	return s
-}
-
-// contractInt32 reads an integer field of a contract control plane, nil
-// when absent.
-func contractInt32(u *unstructured.Unstructured, path ...string) *int32 {
-	v, ok, err := unstructured.NestedInt64(u.Object, path...)
-	if !ok || err != nil {
-		return nil
-	}
-	return ptr.To(int32(v))
-}
-
-// contractConditions reads a contract control plane's status.conditions;
-// conditions that do not decode are left out.
-func contractConditions(u *unstructured.Unstructured) []metav1.Condition {
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	var out []metav1.Condition
-	for _, item := range raw {
-		m, ok := item.(map[string]any)
-		if !ok {
-			continue
-		}
-		var c metav1.Condition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // conditionLine joins a multi-line condition message into one line.

@@ -43,15 +43,15 @@ type machineSetFacts struct {
 	settled bool
 }
 
-// evaluateMachineSets derives the facts from a MachineDeployment and its
+// evaluateMachineSets derives the facts from a MachineDeployment's
+// revision annotation (want), its spec.replicas (desired) and its
 // MachineSets. The current MachineSet is the one whose revision annotation
 // equals the one the MachineDeployment controller copies on the
 // MachineDeployment in the reconcile that observes its generation (so the
 // pair cannot be stale against each other); without that annotation, the
 // only MachineSet that wants replicas.
-func evaluateMachineSets(md *clusterv1.MachineDeployment, list []clusterv1.MachineSet) machineSetFacts {
+func evaluateMachineSets(want string, desired int32, list []clusterv1.MachineSet) machineSetFacts {
 	f := machineSetFacts{}
-	want := md.Annotations[clusterv1.RevisionAnnotation]
 	for i := range list {
 		ms := &list[i]
 		st := MachineSetStatus{
@@ -90,7 +90,6 @@ func evaluateMachineSets(md *clusterv1.MachineDeployment, list []clusterv1.Machi
 		}
 		return a.Name < b.Name
 	})
-	desired := ptr.Deref(md.Spec.Replicas, 1)
 	f.settled = true
 	for _, st := range f.sets {
 		if st.New {

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -163,17 +162,11 @@ func subcommandNames(cmd *cobra.Command) string {
 // Validate checks the flags.
 func (o *SwitchOptions) Validate() error {
 	switching := o.Template != "" || o.BootstrapTemplate != "" || o.Version != ""
-	if o.ref.Kind.GVK == Cluster.GVK && switching {
-		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s", o.ref)
+	if kind := o.ref.Kind; switching && kind.switching == nil {
+		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s%s", o.ref, kind.noSwitch)
 	}
-	if o.ref.Kind.Contract && switching {
-		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s: edit its spec.version or spec.machineTemplate with kubectl (the guard judges and records the change), or roll back with undo", o.ref)
-	}
-	if o.ref.Kind.GVK == MachinePool.GVK && switching {
-		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s: a MachinePool references its own infrastructure machine pool, not a template; edit its spec.template with kubectl (the guard judges and records the change)", o.ref)
-	}
-	if o.BootstrapTemplate != "" && o.ref.Kind.GVK == KubeadmControlPlane.GVK {
-		return fmt.Errorf("--bootstrap-template works on machinedeployments only: a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec")
+	if err := o.ref.Kind.refuseBootstrap(o.BootstrapTemplate); err != nil {
+		return err
 	}
 	if !switching && o.dry != dryRunNone {
 		return fmt.Errorf("--dry-run goes with --template, --bootstrap-template or --version")
@@ -324,63 +317,61 @@ func (o *SwitchOptions) print(obj client.Object, op string) error {
 
 // switchSpec is the spec part of the merge patch of a template switch of
 // obj: the infrastructure and bootstrap templates and the version, each
-// when set. A topology-managed object is refused, naming what to change
-// instead.
+// when set, at the fields its kind has them. A topology-managed object is
+// refused, naming what to change instead.
 func switchSpec(obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference, version string) (map[string]any, error) {
+	kind := kindOf(obj)
+	fields := kind.switching
+	if fields == nil {
+		return nil, fmt.Errorf("the template switch does not work on %s", describe(obj, kind))
+	}
+	if topologyOwned(obj) {
+		if kind.topology.controlPlane {
+			return nil, topologyError("switch the template of", obj, "change the control plane's machine infrastructure template in the ClusterClass of Cluster CLUSTER (spec.controlPlane.machineInfrastructure), or spec.topology.version of the Cluster")
+		}
+		return nil, topologyError("switch the templates of", obj, "change the templates of its worker class in the ClusterClass of Cluster CLUSTER, or the class and version in the Cluster's topology ("+topologyPath(obj)+", spec.topology.version)")
+	}
 	ref := func(r *clusterv1.ContractVersionedObjectReference) map[string]any {
 		return map[string]any{"apiGroup": r.APIGroup, "kind": r.Kind, "name": r.Name}
 	}
-	switch obj.(type) {
-	case *clusterv1.MachineDeployment:
-		if topologyOwned(obj) {
-			return nil, topologyError("switch the templates of", obj, "change the templates of its worker class in the ClusterClass of Cluster CLUSTER, or the class and version in the Cluster's topology ("+topologyPath(obj)+", spec.topology.version)")
-		}
-		tspec := map[string]any{}
-		if infra != nil {
-			tspec["infrastructureRef"] = ref(infra)
-		}
-		if bootstrap != nil {
-			tspec["bootstrap"] = map[string]any{"configRef": ref(bootstrap)}
-		}
-		if version != "" {
-			tspec["version"] = version
-		}
-		return map[string]any{"template": map[string]any{"spec": tspec}}, nil
-	case *controlplanev1.KubeadmControlPlane:
-		if topologyOwned(obj) {
-			return nil, topologyError("switch the template of", obj, "change the control plane's machine infrastructure template in the ClusterClass of Cluster CLUSTER (spec.controlPlane.machineInfrastructure), or spec.topology.version of the Cluster")
-		}
-		spec := map[string]any{}
-		if infra != nil {
-			spec["machineTemplate"] = map[string]any{"spec": map[string]any{"infrastructureRef": ref(infra)}}
-		}
-		if version != "" {
-			spec["version"] = version
-		}
-		return spec, nil
+	spec := map[string]any{}
+	if infra != nil {
+		setPath(spec, fields.infrastructure, ref(infra))
 	}
-	return nil, fmt.Errorf("the template switch does not work on %T", obj)
+	if bootstrap != nil && fields.bootstrap != nil {
+		setPath(spec, fields.bootstrap, ref(bootstrap))
+	}
+	if version != "" {
+		setPath(spec, fields.version, version)
+	}
+	return spec, nil
+}
+
+// setPath sets value at path in m, making the maps on the way.
+func setPath(m map[string]any, path []string, value any) {
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = value
 }
 
 // snapshots returns the revision content of an object before and after a change.
 func snapshots(oldObj, newObj client.Object) (revisions.Snapshot, revisions.Snapshot, error) {
-	switch o := oldObj.(type) {
-	case *clusterv1.MachineDeployment:
-		a, err := revisions.ForMachineDeployment(o)
-		if err != nil {
-			return a, a, err
-		}
-		b, err := revisions.ForMachineDeployment(newObj.(*clusterv1.MachineDeployment))
-		return a, b, err
-	case *controlplanev1.KubeadmControlPlane:
-		a, err := revisions.ForKubeadmControlPlane(o)
-		if err != nil {
-			return a, a, err
-		}
-		b, err := revisions.ForKubeadmControlPlane(newObj.(*controlplanev1.KubeadmControlPlane))
-		return a, b, err
+	kind := kindOf(oldObj)
+	if kind.History == nil {
+		return revisions.Snapshot{}, revisions.Snapshot{}, fmt.Errorf("%s has no revisions", describe(oldObj, kind))
 	}
-	return revisions.Snapshot{}, revisions.Snapshot{}, fmt.Errorf("%T has no revisions", oldObj)
+	a, err := kind.History.Snapshot(oldObj)
+	if err != nil {
+		return a, a, err
+	}
+	b, err := kind.History.Snapshot(newObj)
+	return a, b, err
 }
 
 // resolveTemplate resolves a --template value, KIND/NAME, through the API

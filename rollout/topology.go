@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -138,4 +139,27 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// topologyRestartOf is the restart of a topology-managed object through its
+// Cluster: spec.topology.controlPlane, or the object's entry in
+// spec.topology.workers. what is the verb of its errors ("restart", "plan
+// the restart of").
+func topologyRestartOf(obj client.Object, what string) (topologyRestart, error) {
+	kind := kindOf(obj)
+	cluster := kind.clusterName(obj)
+	if cluster == "" {
+		return topologyRestart{}, fmt.Errorf("cannot %s %s: it is managed by a Cluster topology (label %s) but names no Cluster (label %s)", what, describe(obj, kind), clusterv1.ClusterTopologyOwnedLabel, clusterv1.ClusterNameLabel)
+	}
+	r := topologyRestart{cluster: cluster}
+	if kind.topology.controlPlane {
+		r.controlPlane = true
+		return r, nil
+	}
+	name := kind.topology.name(obj)
+	if name == "" {
+		return topologyRestart{}, fmt.Errorf("cannot %s %s: it is managed by the topology of Cluster %s but has no label %s naming its place in spec.topology.workers.%s", what, describe(obj, kind), cluster, kind.topology.nameLabel, kind.topology.workers)
+	}
+	r.workers = []string{name}
+	return r, nil
 }

@@ -7,10 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/policy"
@@ -210,21 +207,15 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 	kind := kindOf(obj)
 	id := describe(obj, kind)
 	purpose := "undo " + id
-	switch obj.(type) {
-	case *clusterv1.MachineDeployment:
-		if topologyOwned(obj) {
-			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, the class of "+topologyPath(obj)+", or that worker class's templates in the ClusterClass")
+	if kind.History == nil {
+		return fmt.Errorf("undo does not work on %s: it has no revisions of its own", id)
+	}
+	if topologyOwned(obj) {
+		instead := "its spec.topology.version, the class of " + topologyPath(obj) + ", or that worker class's templates in the ClusterClass"
+		if kind.topology.controlPlane {
+			instead = "its spec.topology.version, or the control plane's templates in the ClusterClass (spec.controlPlane)"
 		}
-	case *clusterv1.MachinePool:
-		if topologyOwned(obj) {
-			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, the class of "+topologyPath(obj)+", or that worker class's templates in the ClusterClass")
-		}
-	case *controlplanev1.KubeadmControlPlane, *unstructured.Unstructured:
-		if topologyOwned(obj) {
-			return topologyError("undo", obj, "change it through Cluster CLUSTER instead: its spec.topology.version, or the control plane's templates in the ClusterClass (spec.controlPlane)")
-		}
-	default:
-		return fmt.Errorf("undo does not work on %T", obj)
+		return topologyError("undo", obj, "change it through Cluster CLUSTER instead: "+instead)
 	}
 	if how := pausedBy(obj); how != "" {
 		return o.c.pausedError("undo", obj, how)
@@ -389,19 +380,10 @@ func liveLabel(set *revisionSet) string {
 
 // snapshotHash is the hash of an object's revision content.
 func snapshotHash(obj client.Object) (string, error) {
-	switch o := obj.(type) {
-	case *clusterv1.MachineDeployment:
-		s, err := revisions.ForMachineDeployment(o)
-		return s.Hash, err
-	case *clusterv1.MachinePool:
-		s, err := revisions.ForMachinePool(o)
-		return s.Hash, err
-	case *controlplanev1.KubeadmControlPlane:
-		s, err := revisions.ForKubeadmControlPlane(o)
-		return s.Hash, err
-	case *unstructured.Unstructured:
-		s, err := revisions.ForContractControlPlane(o)
-		return s.Hash, err
+	kind := kindOf(obj)
+	if kind.History == nil {
+		return "", fmt.Errorf("%s has no revisions", describe(obj, kind))
 	}
-	return "", fmt.Errorf("%T has no revisions", obj)
+	s, err := kind.History.Snapshot(obj)
+	return s.Hash, err
 }

@@ -1,0 +1,105 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestKindOf: every kind with a history is found from its object; an
+// unstructured object is a control plane read through the contract; a
+// Cluster has no history of its own.
+func TestKindOf(t *testing.T) {
+	contract := &unstructured.Unstructured{}
+	contract.SetAPIVersion("controlplane.cluster.x-k8s.io/v1beta2")
+	contract.SetKind("KThreesControlPlane")
+	for _, tc := range []struct {
+		obj  client.Object
+		kind string
+	}{
+		{&clusterv1.MachineDeployment{}, "MachineDeployment"},
+		{&clusterv1.MachinePool{}, "MachinePool"},
+		{&controlplanev1.KubeadmControlPlane{}, "KubeadmControlPlane"},
+		{contract, "KThreesControlPlane"},
+	} {
+		k, ok := KindOf(tc.obj)
+		if !ok || k.GVK.Kind != tc.kind {
+			t.Errorf("KindOf(%T) = %v, %v; want %s", tc.obj, k.GVK, ok, tc.kind)
+		}
+		if got := k.New(); got == nil {
+			t.Errorf("%s: New() = nil", tc.kind)
+		}
+	}
+	if _, ok := KindOf(&clusterv1.Cluster{}); ok {
+		t.Error("KindOf(Cluster): a Cluster has no history of its own")
+	}
+}
+
+// TestClusterName: the cluster-name label first, then a worker pool's
+// spec.clusterName, then the owning Cluster of Cluster API's group.
+func TestClusterName(t *testing.T) {
+	owned := func(apiVersion string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: "Cluster", Name: "owner"}}
+	}
+	md := func(label, spec string, owners []metav1.OwnerReference) client.Object {
+		o := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{OwnerReferences: owners}}
+		if label != "" {
+			o.Labels = map[string]string{clusterv1.ClusterNameLabel: label}
+		}
+		o.Spec.ClusterName = spec
+		return o
+	}
+	mp := &clusterv1.MachinePool{}
+	mp.Spec.ClusterName = "pool-cluster"
+	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{OwnerReferences: owned("cluster.x-k8s.io/v1beta2")}}
+	contract := &unstructured.Unstructured{}
+	contract.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "c3"})
+	for _, tc := range []struct {
+		name string
+		kind Kind
+		obj  client.Object
+		want string
+	}{
+		{"label first", MachineDeployment, md("c1", "c2", owned("cluster.x-k8s.io/v1beta2")), "c1"},
+		{"then spec.clusterName", MachineDeployment, md("", "c2", owned("cluster.x-k8s.io/v1beta2")), "c2"},
+		{"then the owner", MachineDeployment, md("", "", owned("cluster.x-k8s.io/v1beta1")), "owner"},
+		{"an owner of another group is no Cluster", MachineDeployment, md("", "", owned("example.com/v1")), ""},
+		{"a pool's spec.clusterName", MachinePool, mp, "pool-cluster"},
+		{"a control plane's owner", KubeadmControlPlane, kcp, "owner"},
+		{"a contract control plane's label", ContractKind(contract.GroupVersionKind()), contract, "c3"},
+	} {
+		if got := tc.kind.ClusterName(tc.obj); got != tc.want {
+			t.Errorf("%s: ClusterName = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRolloutAfter: RFC 3339 in UTC, "" when unset; a MachinePool has none.
+func TestRolloutAfter(t *testing.T) {
+	at := metav1.NewTime(time.Date(2030, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600)))
+	md := &clusterv1.MachineDeployment{}
+	if got := MachineDeployment.RolloutAfter(md); got != "" {
+		t.Errorf("unset: %q", got)
+	}
+	md.Spec.Rollout.After = at
+	if got := MachineDeployment.RolloutAfter(md); got != "2030-01-02T02:04:05Z" {
+		t.Errorf("MachineDeployment: %q", got)
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	kcp.Spec.Rollout.After = at
+	if got := KubeadmControlPlane.RolloutAfter(kcp); got != "2030-01-02T02:04:05Z" {
+		t.Errorf("KubeadmControlPlane: %q", got)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"rollout": map[string]any{"after": "2030-01-02T02:04:05Z"}}}}
+	if got := ContractKind(u.GroupVersionKind()).RolloutAfter(u); got != "2030-01-02T02:04:05Z" {
+		t.Errorf("contract: %q", got)
+	}
+	if got := MachinePool.RolloutAfter(&clusterv1.MachinePool{}); got != "" {
+		t.Errorf("MachinePool: %q", got)
+	}
+}
