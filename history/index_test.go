@@ -8,7 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,4 +200,87 @@ func TestRecordFromTheIndexPatchesOnlyTheVersionItRead(t *testing.T) {
 		by = append(by, rs.By)
 	}
 	assert.ElementsMatch(t, []string{"dave", "carol"}, by, "both restarts kept")
+}
+
+// TestCompactMetadata: the Index's cache keeps what it reads — the record
+// decodes the same, name, namespace and resourceVersion stay — and drops the
+// rest, the refused break-glass attempts included.
+func TestCompactMetadata(t *testing.T) {
+	b := kcpAt("v1.36.0", 2)
+	snap, err := revisions.ForKubeadmControlPlane(b)
+	require.NoError(t, err)
+	cr := revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 2, History: []int64{1, 2}, ChangedBy: "bob", FieldManager: "rollout",
+		ChangeCause: "rollout kcp/cp --version v1.36.0", ChangeType: revisions.ChangeRollout, ChangedAt: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
+		Restarts: []revisions.Restart{{At: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T11:00:00Z"}}})
+	cr.Annotations[AnnotationRefusedOverrides] = `[{"at":"2026-03-01T12:00:00Z","by":"eve","reason":"x","rules":["EtcdDowngrade"]}]`
+	cr.Annotations[AnnotationNumberedAbove] = "5"
+	cr.ResourceVersion, cr.UID, cr.Finalizers = "42", "uid-cr", []string{"x"}
+	in := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()}
+
+	got, err := compactMetadata(in)
+	require.NoError(t, err)
+	out := got.(*metav1.PartialObjectMetadata)
+	want, err := revisions.FromMetadata(in)
+	require.NoError(t, err)
+	kept, err := revisions.FromMetadata(out)
+	require.NoError(t, err)
+	assert.Equal(t, want, kept, "the record, name, hash and resourceVersion")
+	assert.Equal(t, cr.Namespace, out.Namespace)
+	assert.Equal(t, cr.Labels, out.Labels)
+	assert.Equal(t, "5", out.Annotations[AnnotationNumberedAbove])
+	assert.NotContains(t, out.Annotations, AnnotationRefusedOverrides)
+	assert.Empty(t, out.UID)
+	assert.Empty(t, out.OwnerReferences)
+	assert.Empty(t, out.Finalizers)
+}
+
+// TestRecordFromTheIndexKeepsWhatItDoesNotHold: a patch made from the
+// Index's copy, which lacks the refused break-glass attempts, leaves them
+// on the record.
+func TestRecordFromTheIndexKeepsWhatItDoesNotHold(t *testing.T) {
+	ctx := context.Background()
+	b := kcpAt("v1.36.0", 2)
+	snapB, err := revisions.ForKubeadmControlPlane(b)
+	require.NoError(t, err)
+	full := revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"})
+	full.Annotations[AnnotationRefusedOverrides] = `[{"at":"2026-03-01T12:00:00Z","by":"eve","reason":"x","rules":["EtcdDowngrade"]}]`
+	server := fakeWithIndex(t, full)
+	// The Index's copy, at the same resourceVersion, without the attempts.
+	stored := &appsv1.ControllerRevision{}
+	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(full), stored))
+	compact, err := compactMetadata(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: stored.ObjectMeta})
+	require.NoError(t, err)
+	view := compact.(*metav1.PartialObjectMetadata)
+	index := &Index{reader: readerOf(view), synced: func() bool { return true }}
+
+	n := requests{}
+	r := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: index}
+	restart := revisions.Record{Revision: 2, History: []int64{2}, Restarts: []revisions.Restart{{At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T12:00:00Z"}}}
+	require.NoError(t, r.Record(ctx, b, KubeadmControlPlane.GVK, snapB, restart))
+	assert.Equal(t, requests{"patch": 1}, n)
+	after := &appsv1.ControllerRevision{}
+	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(full), after))
+	assert.Equal(t, full.Annotations[AnnotationRefusedOverrides], after.Annotations[AnnotationRefusedOverrides])
+	assert.Contains(t, after.Annotations[revisions.AnnotationRestarts], "carol")
+}
+
+// readerOf is a reader that holds one ControllerRevision's metadata, as the
+// Index's cache would.
+func readerOf(view *metav1.PartialObjectMetadata) client.Reader {
+	return viewReader{view}
+}
+
+type viewReader struct{ view *metav1.PartialObjectMetadata }
+
+func (v viewReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if key.Namespace != v.view.Namespace || key.Name != v.view.Name {
+		return apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "controllerrevisions"}, key.Name)
+	}
+	v.view.DeepCopyInto(obj.(*metav1.PartialObjectMetadata))
+	return nil
+}
+
+func (v viewReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	list.(*metav1.PartialObjectMetadataList).Items = []metav1.PartialObjectMetadata{*v.view.DeepCopy()}
+	return nil
 }
