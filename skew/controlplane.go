@@ -324,12 +324,12 @@ func checkEtcdAlongPlan(r *verdict, c ParsedControlPlaneChange, obj, versionFiel
 	newV := c.NewVersion.v
 	at := newV
 	if c.Plan != nil {
-		lowestEtcd, _, lowestErr := etcdFor(newV, c.NewEtcdImageTag)
+		lowestEtcd, _, lowestErr := EtcdForTag(newV, c.NewEtcdImageTag)
 		for _, s := range c.Plan.Steps {
 			if !s.Valid() {
 				continue // refused by checkPlan
 			}
-			if e, _, err := etcdFor(s.v, c.NewEtcdImageTag); err == nil && (lowestErr != nil || e.LT(lowestEtcd)) {
+			if e, _, err := EtcdForTag(s.v, c.NewEtcdImageTag); err == nil && (lowestErr != nil || e.LT(lowestEtcd)) {
 				at, lowestEtcd, lowestErr = s.v, e, nil
 			}
 		}
@@ -342,7 +342,7 @@ func checkEtcdAlongPlan(r *verdict, c ParsedControlPlaneChange, obj, versionFiel
 // below the highest etcd minor it has run.
 func checkEtcd(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdField string, newV, at semver.Version, old known, oldKnown bool, running []known) {
 	noDefault := func(err error, what string) { r.warn(fmt.Sprintf("%s: %v; %s", obj, err, what)) }
-	newEtcd, newSrc, err := etcdFor(at, c.NewEtcdImageTag)
+	newEtcd, newSrc, err := EtcdForTag(at, c.NewEtcdImageTag)
 	if err != nil {
 		noDefault(err, "etcd downgrade not checked")
 		return
@@ -363,7 +363,7 @@ func checkEtcd(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdFi
 			r.warn(fmt.Sprintf("%s: ignoring the previous %s %q, which is not an etcd version; it is not checked", obj, etcdField, oldTag.text))
 		}
 	case oldKnown:
-		if v, src, err := etcdFor(old.v, EtcdVersion{}); err == nil {
+		if v, src, err := EtcdForTag(old.v, EtcdVersion{}); err == nil {
 			oldEtcd, oldEtcdKnown = known{v: v, src: src}, true
 		} else {
 			noDefault(err, "the etcd of the previous spec is not counted")
@@ -384,7 +384,7 @@ func checkEtcd(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdFi
 		// pinned tag they run that tag, counted above (or, when that tag never
 		// rolled out, the one before it, which History holds).
 		for _, k := range running {
-			if v, src, err := etcdFor(k.v, EtcdVersion{}); err == nil {
+			if v, src, err := EtcdForTag(k.v, EtcdVersion{}); err == nil {
 				seen = append(seen, known{v: v, src: src})
 			} else {
 				noDefault(err, "the etcd of that running machine is not counted")

@@ -180,12 +180,13 @@ func DefaultEtcdVersion(k semver.Version) (semver.Version, string, error) {
 // runs: the explicit image tag when it is not empty (source "imageTag 3.6.5-0"),
 // else kubeadm's default for k (source "kubeadm's default for v1.34.3").
 func EtcdFor(k semver.Version, imageTag string) (semver.Version, string, error) {
-	return etcdFor(k, ReadEtcdVersion(imageTag))
+	return EtcdForTag(k, ReadEtcdVersion(imageTag))
 }
 
-// etcdFor is EtcdFor of an image tag already read; an unset tag gives
-// kubeadm's default.
-func etcdFor(k semver.Version, tag EtcdVersion) (semver.Version, string, error) {
+// EtcdForTag is EtcdFor of an image tag already read: an unset tag gives
+// kubeadm's default for k; one that is not an etcd version, the error that
+// reading it gave.
+func EtcdForTag(k semver.Version, tag EtcdVersion) (semver.Version, string, error) {
 	if tag.text != "" {
 		if !tag.Valid() {
 			return semver.Version{}, "", tag.err

@@ -119,7 +119,7 @@ func (p *UpgradePlan) Parse() *ParsedUpgradePlan {
 	if p == nil {
 		return nil
 	}
-	return &ParsedUpgradePlan{Source: p.Source, Steps: readVersions(p.Steps), Extension: p.Extension}
+	return &ParsedUpgradePlan{Source: p.Source, Steps: ReadVersions(p.Steps), Extension: p.Extension}
 }
 
 // Parse reads every version of c.
@@ -133,7 +133,7 @@ func (c ControlPlaneChange) Parse() ParsedControlPlaneChange {
 		NewVersion:       ReadVersion(c.NewVersion),
 		OldEtcdImageTag:  ReadEtcdVersion(c.OldEtcdImageTag),
 		NewEtcdImageTag:  ReadEtcdVersion(c.NewEtcdImageTag),
-		RunningVersions:  readVersions(c.RunningVersions),
+		RunningVersions:  ReadVersions(c.RunningVersions),
 		History:          c.History.Parse(),
 		Plan:             c.Plan.Parse(),
 		NoEtcd:           c.NoEtcd,
@@ -187,7 +187,7 @@ func (s *ControlPlaneState) Parse() *ParsedControlPlaneState {
 	if s == nil {
 		return nil
 	}
-	return &ParsedControlPlaneState{Kind: s.Kind, Name: s.Name, Version: ReadVersion(s.Version), RunningVersions: readVersions(s.RunningVersions)}
+	return &ParsedControlPlaneState{Kind: s.Kind, Name: s.Name, Version: ReadVersion(s.Version), RunningVersions: ReadVersions(s.RunningVersions)}
 }
 
 // Parse reads every version of c.
@@ -205,16 +205,4 @@ func (c WorkerChange) Parse() ParsedWorkerChange {
 // EvaluateWorker is EvaluateParsedWorker of c, its versions read once.
 func EvaluateWorker(c WorkerChange) Decision {
 	return EvaluateParsedWorker(c.Parse())
-}
-
-// readVersions reads each of vs; nil gives nil.
-func readVersions(vs []string) []Version {
-	if vs == nil {
-		return nil
-	}
-	out := make([]Version, len(vs))
-	for i, s := range vs {
-		out[i] = ReadVersion(s)
-	}
-	return out
 }

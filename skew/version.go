@@ -93,6 +93,18 @@ func ReadVersion(s string) Version {
 	return Version{written{text: s, v: v, err: err}}
 }
 
+// ReadVersions reads each of vs with ReadVersion; nil gives nil.
+func ReadVersions(vs []string) []Version {
+	if vs == nil {
+		return nil
+	}
+	out := make([]Version, len(vs))
+	for i, s := range vs {
+		out[i] = ReadVersion(s)
+	}
+	return out
+}
+
 // EtcdVersion is an etcd version or image tag as written ("3.6.5-0",
 // "3.6.5"), read once by ReadEtcdVersion: the text and, when it is an etcd
 // version, its value.
