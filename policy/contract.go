@@ -105,25 +105,26 @@ func HighestRunOfContract(u *unstructured.Unstructured) revisions.HighestRun {
 func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *unstructured.Unstructured) (skew.Decision, []string, error) {
 	kind := newCP.GetKind()
 	id := fmt.Sprintf("%s %s/%s", kind, newCP.GetNamespace(), newCP.GetName())
-	change := skew.ControlPlaneChange{
-		Kind:         kind,
-		Name:         newCP.GetName(),
-		VersionField: contractVersionField,
-		NoEtcd:       true,
-		NewVersion:   contractVersion(newCP),
-		History:      HighestRunOfContract(oldCP).SkewHistory(),
-	}
-	if change.NewVersion == "" {
+	newVersion := contractVersion(newCP)
+	if newVersion == "" {
 		// The contract makes spec.version optional: a provider that
 		// manages the version itself has nothing to judge here.
 		return skew.Decision{}, nil, nil
 	}
+	if oldCP != nil && contractVersion(oldCP) == newVersion {
+		return skew.Decision{}, nil, nil
+	}
+	change := skew.ParsedControlPlaneChange{
+		Kind:         kind,
+		Name:         newCP.GetName(),
+		VersionField: contractVersionField,
+		NoEtcd:       true,
+		NewVersion:   skew.ReadVersion(newVersion),
+		History:      HighestRunOfContract(oldCP).SkewHistory().Parse(),
+	}
 	if oldCP != nil {
-		change.OldVersion = contractVersion(oldCP)
-		change.RunningVersions = contractRunningVersions(oldCP)
-		if change.OldVersion == change.NewVersion {
-			return skew.Decision{}, nil, nil
-		}
+		change.OldVersion = skew.ReadVersion(contractVersion(oldCP))
+		change.RunningVersions = skew.ReadVersions(contractRunningVersions(oldCP))
 	}
 	clusterName := clusterNameOf(newCP)
 	if clusterName == "" && oldCP == nil {
@@ -144,45 +145,43 @@ func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *un
 		}
 		change.Workers = workers
 	}
-	d := skew.EvaluateControlPlane(change)
-	if before, ok := unrolledContractBump(oldCP, newCP); ok && refusesDowngrade(d) {
+	d := skew.EvaluateParsedControlPlane(change)
+	if !refusesDowngrade(d) {
+		return d, warnings, nil
+	}
+	if before, ok := unrolledContractBump(oldCP, change.OldVersion, change.NewVersion, change.RunningVersions); ok {
 		// Going back from a bump no machine reports running: judged
 		// against what ran before it.
-		change.PreviousUnrolled, change.History = true, before.SkewHistory()
-		d = skew.EvaluateControlPlane(change)
+		change.PreviousUnrolled, change.History = true, before.SkewHistory().Parse()
+		d = skew.EvaluateParsedControlPlane(change)
 	}
 	return d, warnings, nil
 }
 
-// unrolledContractBump reports whether the change from oldCP to newCP takes
-// back a version bump of oldCP's latest revision that never rolled out: its
-// stamp knows what ran before the bump, and the control plane's status
-// reports no machine at the bump's minor or above (the contract gives no
-// Machines to look at). It returns what ran before the bump.
-func unrolledContractBump(oldCP, newCP *unstructured.Unstructured) (revisions.HighestRun, bool) {
-	if oldCP == nil || newCP == nil {
+// unrolledContractBump reports whether a change of oldCP, which runs running,
+// from oldVersion to newVersion takes back a version bump of oldCP's latest
+// revision that never rolled out: its stamp knows what ran before the bump,
+// and the control plane's status reports no machine at the bump's minor or
+// above (the contract gives no Machines to look at). It returns what ran
+// before the bump.
+func unrolledContractBump(oldCP *unstructured.Unstructured, oldVersion, newVersion skew.Version, running []skew.Version) (revisions.HighestRun, bool) {
+	if oldCP == nil {
 		return revisions.HighestRun{}, false
 	}
-	bump := bumpOf(contractVersion(oldCP), contractVersion(newCP))
-	if bump == "" {
+	bump := bumpOf(oldVersion, newVersion)
+	if bump.Text() == "" {
 		return revisions.HighestRun{}, false
 	}
 	before, known := HighestRunOfContract(oldCP).BeforeOf(StampsOf(oldCP).Revision)
 	if !known {
 		return revisions.HighestRun{}, false
 	}
-	b, err := skew.ParseVersion(bump)
-	if err != nil {
-		return revisions.HighestRun{}, false
-	}
-	running := contractRunningVersions(oldCP)
 	if len(running) == 0 {
 		// Nothing reported: whether the bump rolled out is not known.
 		return revisions.HighestRun{}, false
 	}
-	for _, r := range running {
-		v, err := skew.ParseVersion(r)
-		if err != nil || !skew.MinorOf(v).Less(skew.MinorOf(b)) {
+	for _, v := range running {
+		if !v.Valid() || !skew.MinorOf(v.Semver()).Less(skew.MinorOf(bump.Semver())) {
 			return revisions.HighestRun{}, false
 		}
 	}
@@ -193,7 +192,11 @@ func unrolledContractBump(oldCP, newCP *unstructured.Unstructured) (revisions.Hi
 // contract: what it ran before the bump the change takes back, nil for any
 // other change.
 func RevertedRunOfContract(oldCP, newCP *unstructured.Unstructured) *revisions.HighestRun {
-	if before, ok := unrolledContractBump(oldCP, newCP); ok {
+	if oldCP == nil || newCP == nil {
+		return nil
+	}
+	oldVersion, newVersion := skew.ReadVersion(contractVersion(oldCP)), skew.ReadVersion(contractVersion(newCP))
+	if before, ok := unrolledContractBump(oldCP, oldVersion, newVersion, skew.ReadVersions(contractRunningVersions(oldCP))); ok {
 		return &before
 	}
 	return nil

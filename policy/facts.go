@@ -20,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
@@ -78,7 +79,7 @@ func (f factReader) getOptions() []client.GetOption {
 // plane following Cluster API's contract (spec.version, status.version) works;
 // KubeadmControlPlane also gives status.versions. It returns nil and a reason
 // when the control plane cannot be found.
-func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName string) (*skew.ControlPlaneState, string, error) {
+func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName string) (*skew.ParsedControlPlaneState, string, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: clusterName}, cluster, f.getOptions()...); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -98,11 +99,11 @@ func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName s
 			}
 			return nil, "", fmt.Errorf("reading KubeadmControlPlane %s/%s: %w", namespace, ref.Name, err)
 		}
-		return &skew.ControlPlaneState{
+		return &skew.ParsedControlPlaneState{
 			Kind:            "KubeadmControlPlane",
 			Name:            kcp.Name,
-			Version:         kcp.Spec.Version,
-			RunningVersions: kcpRunningVersions(kcp),
+			Version:         skew.ReadVersion(kcp.Spec.Version),
+			RunningVersions: skew.ReadVersions(kcpRunningVersions(kcp)),
 		}, "", nil
 	}
 	return f.contractControlPlane(ctx, namespace, ref)
@@ -111,7 +112,7 @@ func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName s
 // contractControlPlane reads a control plane of any provider through the
 // fields of Cluster API's control-plane contract: spec.version and
 // status.versions / status.version.
-func (f factReader) contractControlPlane(ctx context.Context, namespace string, ref clusterv1.ContractVersionedObjectReference) (*skew.ControlPlaneState, string, error) {
+func (f factReader) contractControlPlane(ctx context.Context, namespace string, ref clusterv1.ContractVersionedObjectReference) (*skew.ParsedControlPlaneState, string, error) {
 	id := fmt.Sprintf("%s %s/%s", ref.Kind, namespace, ref.Name)
 	if f.mapper == nil {
 		return nil, fmt.Sprintf("control plane %s cannot be read: no REST mapper", id), nil
@@ -139,12 +140,53 @@ func (f factReader) contractControlPlane(ctx context.Context, namespace string, 
 		}
 		return nil, "", fmt.Errorf("reading control plane %s: %w", id, err)
 	}
-	return &skew.ControlPlaneState{
+	return &skew.ParsedControlPlaneState{
 		Kind:            ref.Kind,
 		Name:            ref.Name,
-		Version:         contractVersion(u),
-		RunningVersions: contractRunningVersions(u),
+		Version:         skew.ReadVersion(contractVersion(u)),
+		RunningVersions: skew.ReadVersions(contractRunningVersions(u)),
 	}, "", nil
+}
+
+// kcpRead is a stored KubeadmControlPlane as one decision reads it: each
+// version it holds read once, and what it has run worked out once, when
+// first asked.
+type kcpRead struct {
+	obj *controlplanev1.KubeadmControlPlane
+	// version is its spec.version.
+	version skew.Version
+	// etcdTag is the etcd image tag it pins; unset for kubeadm's default.
+	etcdTag skew.EtcdVersion
+	// running are the versions its machines run (kcpRunningVersions).
+	running []skew.Version
+	// ran is what it has run, once asked (see run).
+	ran *kcpRun
+}
+
+// kcpRun is what a control plane has run: its stamp raised by its content
+// (HighestRunOf), and that as the rules take it.
+type kcpRun struct {
+	highest revisions.HighestRun
+	history skew.ParsedHistory
+}
+
+// readKCP reads the versions of a stored KubeadmControlPlane.
+func readKCP(kcp *controlplanev1.KubeadmControlPlane) *kcpRead {
+	return &kcpRead{
+		obj:     kcp,
+		version: skew.ReadVersion(kcp.Spec.Version),
+		etcdTag: skew.ReadEtcdVersion(etcdImageTag(kcp)),
+		running: skew.ReadVersions(kcpRunningVersions(kcp)),
+	}
+}
+
+// run returns what the control plane has run, worked out on first use.
+func (k *kcpRead) run() *kcpRun {
+	if k.ran == nil {
+		h := HighestRunOf(k.obj)
+		k.ran = &kcpRun{highest: h, history: h.SkewHistory().Parse()}
+	}
+	return k.ran
 }
 
 // kcpRunningVersions lists the versions a KubeadmControlPlane's machines run.
@@ -181,13 +223,13 @@ func (w workerFilter) skips(labels map[string]string) bool {
 // control plane: MachineDeployments and MachinePools by their spec version,
 // and worker Machines by the kubelet version their node reports (else their
 // spec version).
-func (f factReader) workersOf(ctx context.Context, namespace, clusterName string, which workerFilter) ([]skew.Worker, error) {
+func (f factReader) workersOf(ctx context.Context, namespace, clusterName string, which workerFilter) ([]skew.ParsedWorker, error) {
 	inCluster := []client.ListOption{client.InNamespace(namespace)}
 	if f.indexed {
 		// Only read, never written: the cache's own objects need no copy.
 		inCluster = append(inCluster, client.MatchingFields{ClusterNameField: clusterName}, client.UnsafeDisableDeepCopy)
 	}
-	var workers []skew.Worker
+	var workers []skew.ParsedWorker
 
 	mds := &clusterv1.MachineDeploymentList{}
 	if err := f.reader.List(ctx, mds, inCluster...); err != nil {
@@ -197,7 +239,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if md.Spec.ClusterName != clusterName || which.skips(md.Labels) {
 			continue
 		}
-		workers = append(workers, skew.Worker{Kind: "MachineDeployment", Name: md.Name, Version: md.Spec.Template.Spec.Version})
+		workers = append(workers, skew.ParsedWorker{Kind: "MachineDeployment", Name: md.Name, Version: skew.ReadVersion(md.Spec.Template.Spec.Version)})
 	}
 
 	mps := &clusterv1.MachinePoolList{}
@@ -215,7 +257,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if which.skips(mp.Labels) {
 			continue
 		}
-		workers = append(workers, skew.Worker{Kind: "MachinePool", Name: mp.Name, Version: mp.Spec.Template.Spec.Version})
+		workers = append(workers, skew.ParsedWorker{Kind: "MachinePool", Name: mp.Name, Version: skew.ReadVersion(mp.Spec.Template.Spec.Version)})
 	}
 
 	machines := &clusterv1.MachineList{}
@@ -233,7 +275,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
 			version = m.Status.NodeInfo.KubeletVersion
 		}
-		w := skew.Worker{Kind: "Machine", Name: m.Name, Version: version}
+		w := skew.ParsedWorker{Kind: "Machine", Name: m.Name, Version: skew.ReadVersion(version)}
 		w.PoolKind, w.PoolName = poolOf(m.Labels, poolByLabel)
 		workers = append(workers, w)
 	}
@@ -323,6 +365,20 @@ func clusterNameOf(obj client.Object) string {
 		}
 	}
 	return ""
+}
+
+// dedupeVersions is dedupe of versions, by their text.
+func dedupeVersions(in []skew.Version) []skew.Version {
+	seen := map[string]bool{}
+	var out []skew.Version
+	for _, v := range in {
+		if v.Text() == "" || seen[v.Text()] {
+			continue
+		}
+		seen[v.Text()] = true
+		out = append(out, v)
+	}
+	return out
 }
 
 func dedupe(in []string) []string {

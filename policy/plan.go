@@ -23,31 +23,43 @@ import (
 // none of it) is returned as computed: package skew refuses it, as Cluster
 // API's own plan validation would fail it.
 func ClassUpgradePlan(classVersions []string, desired, current string) ([]string, error) {
-	want, err := skew.ParseVersion(desired)
-	if err != nil {
-		return nil, fmt.Errorf("desired version: %w", err)
+	plan, err := classUpgradePlan(skew.ReadVersions(classVersions), skew.ReadVersion(desired), skew.ReadVersion(current))
+	if err != nil || plan == nil {
+		return nil, err
 	}
-	from, err := skew.ParseVersion(current)
-	if err != nil {
-		return nil, fmt.Errorf("current control-plane version: %w", err)
+	steps := make([]string, len(plan))
+	for i, v := range plan {
+		steps[i] = v.Text()
 	}
+	return steps, nil
+}
+
+// classUpgradePlan is ClassUpgradePlan of versions already read: the steps
+// are versions of the class's list.
+func classUpgradePlan(classVersions []skew.Version, desired, current skew.Version) ([]skew.Version, error) {
+	if !desired.Valid() {
+		return nil, fmt.Errorf("desired version: %w", desired.Err())
+	}
+	if !current.Valid() {
+		return nil, fmt.Errorf("current control-plane version: %w", current.Err())
+	}
+	want, from := desired.Semver(), current.Semver()
 	if from.String() == want.String() {
 		return nil, nil
 	}
-	var candidates []string
-	var minors []uint64
+	var candidates []skew.Version
 	for _, v := range classVersions {
-		sv, err := skew.ParseVersion(v)
-		if err != nil {
-			return nil, fmt.Errorf("ClusterClass version %q: %w", v, err)
+		if !v.Valid() {
+			return nil, fmt.Errorf("ClusterClass version %q: %w", v.Text(), v.Err())
 		}
+		sv := v.Semver()
 		if sv.Compare(from) <= 0 {
 			continue // not an upgrade of the control plane as it is
 		}
 		if past(sv, want) {
 			break
 		}
-		candidates, minors = append(candidates, v), append(minors, sv.Minor)
+		candidates = append(candidates, v)
 		if sv.String() == want.String() {
 			break
 		}
@@ -56,19 +68,20 @@ func ClassUpgradePlan(classVersions []string, desired, current string) ([]string
 		return nil, nil
 	}
 	// One release per minor: the last listed of each, as the list is ordered.
-	var plan []string
+	var plan []skew.Version
 	minor := from.Minor
 	if minor == want.Minor {
 		plan = append(plan, candidates[0])
 	}
-	for i, v := range candidates {
-		if minors[i] > minor {
+	for _, v := range candidates {
+		m := v.Semver().Minor
+		if m > minor {
 			plan = append(plan, v)
 		}
-		if minors[i] == minor && len(plan) > 0 {
+		if m == minor && len(plan) > 0 {
 			plan[len(plan)-1] = v
 		}
-		minor = minors[i]
+		minor = m
 	}
 	return plan, nil
 }
@@ -121,16 +134,16 @@ func isDigits(s string) bool {
 // upgradePlanOf says how Cluster API carries out a change of a Cluster's
 // topology version under class: through the class's kubernetesVersions, by
 // its upgrade-plan extension, or (nil) one minor at a time.
-func upgradePlanOf(class *clusterv1.ClusterClass, desired, current string) (*skew.UpgradePlan, error) {
+func upgradePlanOf(class *clusterv1.ClusterClass, desired, current skew.Version) (*skew.ParsedUpgradePlan, error) {
 	if ext := class.Spec.Upgrade.External.GenerateUpgradePlanExtension; ext != "" {
-		return &skew.UpgradePlan{Source: "upgrade-plan extension " + ext + " of ClusterClass " + class.Name, Extension: ext}, nil
+		return &skew.ParsedUpgradePlan{Source: "upgrade-plan extension " + ext + " of ClusterClass " + class.Name, Extension: ext}, nil
 	}
 	if len(class.Spec.KubernetesVersions) == 0 {
 		return nil, nil
 	}
-	steps, err := ClassUpgradePlan(class.Spec.KubernetesVersions, desired, current)
+	steps, err := classUpgradePlan(skew.ReadVersions(class.Spec.KubernetesVersions), desired, current)
 	if err != nil {
 		return nil, fmt.Errorf("ClusterClass %s/%s: %w", class.Namespace, class.Name, err)
 	}
-	return &skew.UpgradePlan{Source: "ClusterClass " + class.Name + " spec.kubernetesVersions", Steps: steps}, nil
+	return &skew.ParsedUpgradePlan{Source: "ClusterClass " + class.Name + " spec.kubernetesVersions", Steps: steps}, nil
 }

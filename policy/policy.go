@@ -101,20 +101,17 @@ type workerPool struct {
 // decideWorkerPool judges a worker pool's version change against its
 // Cluster's control plane: the one code path of every worker pool kind.
 func (p Policy) decideWorkerPool(ctx context.Context, pool workerPool) (skew.Decision, []string, error) {
-	change := skew.WorkerChange{
+	if pool.hasOld && pool.oldVersion == pool.newVersion || pool.newVersion == "" {
+		return skew.Decision{}, nil, nil
+	}
+	change := skew.ParsedWorkerChange{
 		Kind:         pool.kind,
 		Name:         pool.name,
 		VersionField: workerVersionField,
-		NewVersion:   pool.newVersion,
+		NewVersion:   skew.ReadVersion(pool.newVersion),
 	}
 	if pool.hasOld {
-		change.OldVersion = pool.oldVersion
-		if change.OldVersion == change.NewVersion {
-			return skew.Decision{}, nil, nil
-		}
-	}
-	if change.NewVersion == "" {
-		return skew.Decision{}, nil, nil
+		change.OldVersion = skew.ReadVersion(pool.oldVersion)
 	}
 	cp, reason, err := p.facts().controlPlaneOf(ctx, pool.namespace, pool.clusterName)
 	if err != nil {
@@ -127,26 +124,26 @@ func (p Policy) decideWorkerPool(ctx context.Context, pool workerPool) (skew.Dec
 			[]string{fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.kind, pool.namespace, pool.name, reason)}, nil
 	}
 	change.ControlPlane = cp
-	return skew.EvaluateWorker(change), nil, nil
+	return skew.EvaluateParsedWorker(change), nil, nil
 }
 
 func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (skew.Decision, []string, error) {
-	change := skew.ControlPlaneChange{
+	if oldKCP != nil && oldKCP.Spec.Version == newKCP.Spec.Version && etcdImageTag(oldKCP) == etcdImageTag(newKCP) {
+		return skew.Decision{}, nil, nil
+	}
+	change := skew.ParsedControlPlaneChange{
 		Kind:            "KubeadmControlPlane",
 		Name:            newKCP.Name,
 		VersionField:    "spec.version",
 		EtcdField:       etcdImageTagField,
-		NewVersion:      newKCP.Spec.Version,
-		NewEtcdImageTag: etcdImageTag(newKCP),
-		History:         HighestRunOf(oldKCP).SkewHistory(),
+		NewVersion:      skew.ReadVersion(newKCP.Spec.Version),
+		NewEtcdImageTag: skew.ReadEtcdVersion(etcdImageTag(newKCP)),
 	}
+	var old *kcpRead
 	if oldKCP != nil {
-		change.OldVersion = oldKCP.Spec.Version
-		change.OldEtcdImageTag = etcdImageTag(oldKCP)
-		change.RunningVersions = kcpRunningVersions(oldKCP)
-		if change.OldVersion == change.NewVersion && change.OldEtcdImageTag == change.NewEtcdImageTag {
-			return skew.Decision{}, nil, nil
-		}
+		old = readKCP(oldKCP)
+		change.OldVersion, change.OldEtcdImageTag, change.RunningVersions = old.version, old.etcdTag, old.running
+		change.History = old.run().history
 	}
 	clusterName := clusterNameOf(newKCP)
 	if clusterName == "" && oldKCP == nil {
@@ -171,17 +168,17 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 		}
 		change.Workers = workers
 	}
-	d := skew.EvaluateControlPlane(change)
-	if oldKCP != nil && refusesDowngrade(d) {
+	d := skew.EvaluateParsedControlPlane(change)
+	if old != nil && refusesDowngrade(d) {
 		// Going back: allowed if what is taken back never rolled out.
 		bump := bumpOf(change.OldVersion, change.NewVersion)
-		u, err := p.facts().unrolledKCPBump(ctx, oldKCP, clusterName, bump)
+		u, err := p.facts().unrolledKCPBump(ctx, old, clusterName, bump)
 		if err != nil {
 			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
 		}
 		if u != nil {
 			change.PreviousUnrolled, change.History, change.RunningVersions = true, u.history, u.running
-			d = skew.EvaluateControlPlane(change)
+			d = skew.EvaluateParsedControlPlane(change)
 		}
 	}
 	return d, warnings, nil
@@ -196,13 +193,13 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	if oldVersion == newVersion || newVersion == "" {
 		return skew.Decision{}, nil, nil
 	}
-	change := skew.ControlPlaneChange{
+	change := skew.ParsedControlPlaneChange{
 		Kind:         "Cluster",
 		Name:         newCluster.Name,
 		VersionField: "spec.topology.version",
 		EtcdField:    "KubeadmControlPlane " + etcdImageTagField,
-		OldVersion:   oldVersion,
-		NewVersion:   newVersion,
+		OldVersion:   skew.ReadVersion(oldVersion),
+		NewVersion:   skew.ReadVersion(newVersion),
 	}
 	var warnings []string
 	if _, bypass := newCluster.Annotations[SkipTopologyVersionCheckAnnotation]; bypass {
@@ -212,7 +209,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	// The etcd the control plane pins, the versions it runs and the highest
 	// it has run live on its KubeadmControlPlane; the topology controller
 	// keeps the pinned tag.
-	var kcp *controlplanev1.KubeadmControlPlane
+	var kcp *kcpRead
 	if ref := newCluster.Spec.ControlPlaneRef; ref.Name != "" && (ref.Kind != "KubeadmControlPlane" || ref.APIGroup != controlplanev1.GroupVersion.Group) {
 		// Another provider's control plane: its etcd, if any, is not
 		// kubeadm's, and the rules give Kubernetes' reasons.
@@ -223,11 +220,10 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, got, p.facts().getOptions()...)
 		switch {
 		case err == nil:
-			kcp = got
-			change.OldEtcdImageTag = etcdImageTag(kcp)
-			change.NewEtcdImageTag = change.OldEtcdImageTag
-			change.RunningVersions = kcpRunningVersions(kcp)
-			change.History = HighestRunOf(kcp).SkewHistory()
+			kcp = readKCP(got)
+			change.OldEtcdImageTag, change.NewEtcdImageTag = kcp.etcdTag, kcp.etcdTag
+			change.RunningVersions = kcp.running
+			change.History = kcp.run().history
 		case apierrors.IsNotFound(err) && oldCluster == nil:
 			// A new Cluster's control plane is created after it (by the
 			// topology controller): nothing to judge against yet.
@@ -241,7 +237,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	// How Cluster API will carry the change out: through the versions its
 	// ClusterClass lists, as its upgrade-plan extension decides, or one
 	// minor at a time. The plan starts from the control plane's spec.
-	plan, planWarning, err := p.planOf(ctx, newCluster, kcp, oldVersion)
+	plan, planWarning, err := p.planOf(ctx, newCluster, kcp, change.OldVersion, change.NewVersion)
 	if err != nil {
 		return skew.Decision{}, nil, err
 	}
@@ -257,32 +253,34 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of Cluster %s/%s: %w", newCluster.Namespace, newCluster.Name, err)
 	}
 	change.Workers = workers
-	d := skew.EvaluateControlPlane(change)
+	d := skew.EvaluateParsedControlPlane(change)
 	if oldCluster != nil && kcp != nil && refusesDowngrade(d) {
 		// Going back: allowed if the bump never rolled out, whether the
 		// topology controller gave it to the control plane or not yet.
-		u, err := p.unrolledTopologyChange(ctx, newCluster, kcp, oldVersion, newVersion)
+		u, err := p.unrolledTopologyChange(ctx, newCluster, kcp, change.OldVersion, change.NewVersion)
 		if err != nil {
 			return skew.Decision{}, nil, err
 		}
 		if u != nil {
 			change.PreviousUnrolled, change.History, change.RunningVersions = true, u.history, u.running
-			d = skew.EvaluateControlPlane(change)
+			d = skew.EvaluateParsedControlPlane(change)
 		}
 	}
 	return d, warnings, nil
 }
 
 // planOf returns how Cluster API carries out the topology version change of
-// cluster from oldVersion: nil for one minor at a time (a class without a
-// version list or extension), or with a warning when the class cannot be read.
-func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, oldVersion string) (*skew.UpgradePlan, string, error) {
+// cluster from oldVersion to newVersion: nil for one minor at a time (a class
+// without a version list or extension), or with a warning when the class
+// cannot be read. The plan starts from the control plane's spec.version,
+// else from oldVersion.
+func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *kcpRead, oldVersion, newVersion skew.Version) (*skew.ParsedUpgradePlan, string, error) {
 	current := oldVersion
-	if kcp != nil && kcp.Spec.Version != "" {
-		current = kcp.Spec.Version
+	if kcp != nil && kcp.version.Text() != "" {
+		current = kcp.version
 	}
 	key := cluster.GetClassKey()
-	if key.Name == "" || !crossesMinors(current, cluster.Spec.Topology.Version) {
+	if key.Name == "" || !crossesMinors(current, newVersion) {
 		// One minor or less: every plan is the version itself.
 		return nil, "", nil
 	}
@@ -293,7 +291,7 @@ func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *con
 		}
 		return nil, "", fmt.Errorf("rollout-guard could not read ClusterClass %s of Cluster %s/%s: %w", key, cluster.Namespace, cluster.Name, err)
 	}
-	plan, err := upgradePlanOf(class, cluster.Spec.Topology.Version, current)
+	plan, err := upgradePlanOf(class, newVersion, current)
 	if err != nil {
 		return nil, fmt.Sprintf("rollout-guard: the upgrade plan of Cluster %s/%s could not be computed (%v); judged as an upgrade of one minor at a time", cluster.Namespace, cluster.Name, err), nil
 	}
@@ -301,29 +299,25 @@ func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *con
 }
 
 // crossesMinors reports whether going from one version to another moves
-// more than one minor up; versions that do not parse do not.
-func crossesMinors(from, to string) bool {
-	f, err := skew.ParseVersion(from)
-	if err != nil {
+// more than one minor up; texts that are not versions do not.
+func crossesMinors(from, to skew.Version) bool {
+	if !from.Valid() || !to.Valid() {
 		return false
 	}
-	t, err := skew.ParseVersion(to)
-	if err != nil {
-		return false
-	}
+	f, t := from.Semver(), to.Semver()
 	return t.Major > f.Major || t.Major == f.Major && t.Minor > f.Minor+1
 }
 
 // unrolledTopologyChange returns what the control plane ran before a
 // topology version bump (oldVersion) that never rolled out, nil when it did.
-func (p Policy) unrolledTopologyChange(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, oldVersion, newVersion string) (*unrolledBump, error) {
+func (p Policy) unrolledTopologyChange(ctx context.Context, cluster *clusterv1.Cluster, kcp *kcpRead, oldVersion, newVersion skew.Version) (*unrolledBump, error) {
 	bump := bumpOf(oldVersion, newVersion)
-	if bump == "" {
+	if bump.Text() == "" {
 		return nil, nil
 	}
 	var u *unrolledBump
 	var err error
-	if given := bumpOf(bump, kcp.Spec.Version); given == "" {
+	if given := bumpOf(bump, kcp.version); given.Text() == "" {
 		// The control plane's spec has the bump (or more): its latest
 		// revision must be one that never rolled out.
 		u, err = p.facts().unrolledKCPBump(ctx, kcp, cluster.Name, bump)
@@ -374,15 +368,15 @@ func (g OverrideGroups) String() string {
 }
 
 // versionOnly judges a version on its own, for when the facts to judge it
-// against are missing: an unparseable version is still refused, in the words
-// of the refusal the full policy gives.
-func versionOnly(obj, fieldPath, version string) skew.Decision {
-	if _, err := skew.ParseVersion(version); err != nil {
+// against are missing: a text that is not a version is still refused, in the
+// words of the refusal the full policy gives.
+func versionOnly(obj, fieldPath string, version skew.Version) skew.Decision {
+	if !version.Valid() {
 		return skew.Decision{Violations: []skew.Violation{{
 			Rule:    skew.RuleInvalidVersion,
 			Field:   fieldPath,
-			Value:   version,
-			Message: fmt.Sprintf("%s: %s %q is not a valid Kubernetes version", obj, fieldPath, version),
+			Value:   version.Text(),
+			Message: fmt.Sprintf("%s: %s %q is not a valid Kubernetes version", obj, fieldPath, version.Text()),
 			Remedy:  "write a Kubernetes version such as v1.35.2",
 		}}}
 	}

@@ -25,60 +25,71 @@ import (
 // controlPlaneMachine is what the revert rule reads of a control-plane Machine.
 type controlPlaneMachine struct {
 	name     string
-	versions []string // spec.version, and the node's kubelet version when known
+	versions []skew.Version // spec.version, and the node's kubelet version when known
 	created  time.Time
 }
 
 // unrolledBump is what a control plane ran before a bump that never rolled
 // out: its history before the bump and the versions its machines run.
 type unrolledBump struct {
-	history skew.History
-	running []string
+	history skew.ParsedHistory
+	running []skew.Version
 }
 
 // bumpOf is the version a revert from oldVersion to newVersion takes back:
-// oldVersion when it is higher, else "" (an etcd image tag change only).
-func bumpOf(oldVersion, newVersion string) string {
-	o, err := skew.ParseVersion(oldVersion)
-	if err != nil {
-		return ""
-	}
-	n, err := skew.ParseVersion(newVersion)
-	if err != nil || o.Compare(n) <= 0 {
-		return ""
+// oldVersion when it is higher, else unset (an etcd image tag change only).
+func bumpOf(oldVersion, newVersion skew.Version) skew.Version {
+	if !oldVersion.Valid() || !newVersion.Valid() || oldVersion.Semver().Compare(newVersion.Semver()) <= 0 {
+		return skew.Version{}
 	}
 	return oldVersion
 }
 
 // unrolledKCPBump reports whether the latest revision of kcp (its version
-// set to bump, "" when only its etcd image tag changed) never rolled out: its
-// stamp knows what ran before it, the cluster has control-plane Machines and
-// none was created since the bump was made, and none has or runs bump. It returns what ran
-// before the bump when so.
-func (f factReader) unrolledKCPBump(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane, clusterName, bump string) (*unrolledBump, error) {
-	stamp := StampsOf(kcp)
-	before, known := HighestRunOf(kcp).BeforeOf(stamp.Revision)
-	if !known || stamp.ChangedAt.IsZero() || clusterName == "" {
+// set to bump, unset when only its etcd image tag changed) never rolled out:
+// its stamp knows what ran before it, the cluster has control-plane Machines
+// and none was created since the bump was made, and none has or runs bump.
+// It returns what ran before the bump when so.
+func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, clusterName string, bump skew.Version) (*unrolledBump, error) {
+	before, changedAt, stamped := kcp.lastRevision()
+	if !stamped || clusterName == "" {
 		return nil, nil
 	}
-	machines, err := f.controlPlaneMachines(ctx, kcp.Namespace, clusterName)
+	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, clusterName)
 	if err != nil {
 		return nil, err
 	}
+	return unrolledSince(before, changedAt, kcp.running, machines, bump), nil
+}
+
+// lastRevision returns what the control plane ran before its latest
+// revision and when that revision was made; false when its stamp does not
+// say.
+func (k *kcpRead) lastRevision() (revisions.HighestRun, time.Time, bool) {
+	stamp := StampsOf(k.obj)
+	before, known := k.run().highest.BeforeOf(stamp.Revision)
+	return before, stamp.ChangedAt, known && !stamp.ChangedAt.IsZero()
+}
+
+// unrolledSince returns the facts of a bump made at changedAt that never
+// rolled out, before being what ran before it: the control-plane machines
+// listed were all created before it, and none has or runs bump. It returns
+// nil when one was created since, or when none is listed.
+func unrolledSince(before revisions.HighestRun, changedAt time.Time, running []skew.Version, machines []controlPlaneMachine, bump skew.Version) *unrolledBump {
 	if len(machines) == 0 {
 		// Nothing shows what the control plane runs: the bump may be all it
 		// has (a new control plane), or the machines are not known. Judge it
 		// as run.
-		return nil, nil
+		return nil
 	}
 	for _, m := range machines {
 		// Creation times and stamps have second precision: a machine made in
 		// the bump's second counts as made with it.
-		if !m.created.Before(stamp.ChangedAt) {
-			return nil, nil
+		if !m.created.Before(changedAt) {
+			return nil
 		}
 	}
-	return unrolledIfNoneRuns(before.SkewHistory(), kcpRunningVersions(kcp), machines, bump), nil
+	return unrolledIfNoneRuns(before.SkewHistory().Parse(), running, machines, bump)
 }
 
 // unrolledTopologyBump reports whether a Cluster's topology version bump
@@ -88,41 +99,38 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *controlplanev1.Kub
 // except a step of a chained upgrade towards bump that the topology
 // controller already gave kcp: while that step never rolled out either
 // (as unrolledKCPBump judges it), what ran is what ran before it.
-func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane, clusterName, bump string) (*unrolledBump, error) {
-	machines, err := f.controlPlaneMachines(ctx, kcp.Namespace, clusterName)
+func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, clusterName string, bump skew.Version) (*unrolledBump, error) {
+	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, clusterName)
 	if err != nil || len(machines) == 0 {
 		return nil, err
 	}
-	history := HighestRunOf(kcp).SkewHistory()
-	step, err := f.unrolledKCPBump(ctx, kcp, clusterName, kcp.Spec.Version)
-	if err != nil {
-		return nil, err
+	history := kcp.run().history
+	if before, changedAt, stamped := kcp.lastRevision(); stamped {
+		if step := unrolledSince(before, changedAt, kcp.running, machines, kcp.version); step != nil {
+			history = step.history
+		}
 	}
-	if step != nil {
-		history = step.history
-	}
-	return unrolledIfNoneRuns(history, kcpRunningVersions(kcp), machines, bump), nil
+	return unrolledIfNoneRuns(history, kcp.running, machines, bump), nil
 }
 
 // unrolledIfNoneRuns returns the facts of an unrolled bump, or nil when a
-// running version or a machine has bump or newer.
-func unrolledIfNoneRuns(history skew.History, running []string, machines []controlPlaneMachine, bump string) *unrolledBump {
-	all := append([]string(nil), running...)
+// running version or a machine has bump or newer, or is not a version.
+func unrolledIfNoneRuns(history skew.ParsedHistory, running []skew.Version, machines []controlPlaneMachine, bump skew.Version) *unrolledBump {
+	all := append([]skew.Version(nil), running...)
 	for _, m := range machines {
 		all = append(all, m.versions...)
 	}
-	if bump != "" {
-		b, err := skew.ParseVersion(bump)
-		if err != nil {
+	if bump.Text() != "" {
+		if !bump.Valid() {
 			return nil
 		}
-		for _, s := range all {
-			if v, err := skew.ParseVersion(s); err != nil || v.Compare(b) >= 0 {
+		for _, v := range all {
+			if !v.Valid() || v.Semver().Compare(bump.Semver()) >= 0 {
 				return nil // ran the bump, or cannot tell
 			}
 		}
 	}
-	return &unrolledBump{history: history, running: dedupe(all)}
+	return &unrolledBump{history: history, running: dedupeVersions(all)}
 }
 
 // controlPlaneMachines lists the control-plane Machines of a cluster.
@@ -144,7 +152,7 @@ func (f factReader) controlPlaneMachines(ctx context.Context, namespace, cluster
 		if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
 			versions = append(versions, m.Status.NodeInfo.KubeletVersion)
 		}
-		out = append(out, controlPlaneMachine{name: m.Name, versions: dedupe(versions), created: m.CreationTimestamp.Time})
+		out = append(out, controlPlaneMachine{name: m.Name, versions: skew.ReadVersions(dedupe(versions)), created: m.CreationTimestamp.Time})
 	}
 	return out, nil
 }
@@ -168,30 +176,31 @@ func (p Policy) RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.
 	if oldKCP == nil || newKCP == nil {
 		return nil, nil
 	}
-	bump := bumpOf(oldKCP.Spec.Version, newKCP.Spec.Version)
-	if bump == "" && !lowersEtcd(oldKCP, newKCP) {
+	old := readKCP(oldKCP)
+	newVersion, newTag := skew.ReadVersion(newKCP.Spec.Version), skew.ReadEtcdVersion(etcdImageTag(newKCP))
+	bump := bumpOf(old.version, newVersion)
+	if bump.Text() == "" && !lowersEtcd(old.version, old.etcdTag, newVersion, newTag) {
 		return nil, nil
 	}
-	clusterName := clusterNameOf(oldKCP)
-	u, err := p.facts().unrolledKCPBump(ctx, oldKCP, clusterName, bump)
+	u, err := p.facts().unrolledKCPBump(ctx, old, clusterNameOf(oldKCP), bump)
 	if err != nil || u == nil {
 		return nil, err
 	}
-	before, _ := HighestRunOf(oldKCP).BeforeOf(StampsOf(oldKCP).Revision)
+	before, _, _ := old.lastRevision()
 	return &before, nil
 }
 
-// lowersEtcd reports whether newKCP would run a lower etcd than oldKCP.
-func lowersEtcd(oldKCP, newKCP *controlplanev1.KubeadmControlPlane) bool {
-	run := func(k *controlplanev1.KubeadmControlPlane) (semver.Version, bool) {
-		v, err := skew.ParseVersion(k.Spec.Version)
-		if err != nil {
+// lowersEtcd reports whether a control plane going from oldVersion with
+// oldTag to newVersion with newTag would run a lower etcd.
+func lowersEtcd(oldVersion skew.Version, oldTag skew.EtcdVersion, newVersion skew.Version, newTag skew.EtcdVersion) bool {
+	run := func(k skew.Version, tag skew.EtcdVersion) (semver.Version, bool) {
+		if !k.Valid() {
 			return semver.Version{}, false
 		}
-		e, _, err := skew.EtcdFor(v, etcdImageTag(k))
+		e, _, err := skew.EtcdForTag(k.Semver(), tag)
 		return e, err == nil
 	}
-	o, ok1 := run(oldKCP)
-	n, ok2 := run(newKCP)
+	o, ok1 := run(oldVersion, oldTag)
+	n, ok2 := run(newVersion, newTag)
 	return ok1 && ok2 && n.LT(o)
 }

@@ -179,3 +179,70 @@ func TestTopologyRevertOfABumpTheControlPlaneCarries(t *testing.T) {
 		})
 	}
 }
+
+// TestVersionsReadOnce: the helpers of the revert rule judge versions read
+// once, a text that is not a version as "cannot tell".
+func TestVersionsReadOnce(t *testing.T) {
+	v := skew.ReadVersion
+	t.Run("bumpOf", func(t *testing.T) {
+		cases := []struct{ old, new, want string }{
+			{"v1.36.1", "v1.35.2", "v1.36.1"},
+			{"v1.36.1", "v1.36.0", "v1.36.1"},
+			{"v1.35.2", "v1.36.1", ""},
+			{"v1.35.2", "v1.35.2+vmware.1", ""},
+			{"garbage", "v1.35.2", ""},
+			{"v1.36.1", "", ""},
+		}
+		for _, c := range cases {
+			assert.Equal(t, c.want, bumpOf(v(c.old), v(c.new)).Text(), "%s → %s", c.old, c.new)
+		}
+	})
+	t.Run("crossesMinors", func(t *testing.T) {
+		cases := []struct {
+			from, to string
+			want     bool
+		}{
+			{"v1.33.5", "v1.35.2", true},
+			{"v1.34.3", "v1.35.2", false},
+			{"v1.35.2", "v2.0.0", true},
+			{"v1.33", "v1.36.1", false},
+			{"v1.33.5", "", false},
+		}
+		for _, c := range cases {
+			assert.Equal(t, c.want, crossesMinors(v(c.from), v(c.to)), "%s → %s", c.from, c.to)
+		}
+	})
+	t.Run("unrolledIfNoneRuns", func(t *testing.T) {
+		machine := func(versions ...string) controlPlaneMachine {
+			return controlPlaneMachine{name: "cp-1", versions: skew.ReadVersions(versions)}
+		}
+		cases := []struct {
+			name        string
+			running     []string
+			machines    []controlPlaneMachine
+			bump        skew.Version
+			wantRunning []string // nil: the bump ran, or it cannot be told
+		}{
+			{name: "none runs the bump", running: []string{"v1.35.2"}, machines: []controlPlaneMachine{machine("v1.35.2", "v1.35.3")}, bump: v("v1.36.1"), wantRunning: []string{"v1.35.2", "v1.35.3"}},
+			{name: "a machine runs it", running: []string{"v1.35.2"}, machines: []controlPlaneMachine{machine("v1.36.1")}, bump: v("v1.36.1")},
+			{name: "a kubelet that is no version", running: []string{"v1.35.2"}, machines: []controlPlaneMachine{machine("v1.35.2", "1.35")}, bump: v("v1.36.1")},
+			{name: "a bump that is no version", running: []string{"v1.35.2"}, bump: v("1.36")},
+			{name: "an etcd bump only", running: []string{"v1.35.2", "1.35"}, bump: skew.Version{}, wantRunning: []string{"v1.35.2", "1.35"}},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				u := unrolledIfNoneRuns(skew.ParsedHistory{}, skew.ReadVersions(c.running), c.machines, c.bump)
+				if c.wantRunning == nil {
+					assert.Nil(t, u)
+					return
+				}
+				require.NotNil(t, u)
+				var got []string
+				for _, r := range u.running {
+					got = append(got, r.Text())
+				}
+				assert.Equal(t, c.wantRunning, got)
+			})
+		}
+	})
+}
