@@ -139,8 +139,11 @@ func (c ControlPlaneChange) Parse() ParsedControlPlaneChange {
 		NoEtcd:           c.NoEtcd,
 		PreviousUnrolled: c.PreviousUnrolled,
 	}
-	for _, w := range c.Workers {
-		p.Workers = append(p.Workers, w.Parse())
+	if c.Workers != nil {
+		p.Workers = make([]ParsedWorker, len(c.Workers))
+		for i, w := range c.Workers {
+			p.Workers[i] = w.Parse()
+		}
 	}
 	return p
 }
