@@ -47,25 +47,23 @@ var kubeadmControlPlaneKind = controlplanev1.GroupVersion.WithKind("KubeadmContr
 // contractVersionField is where the contract keeps a control plane's version.
 const contractVersionField = "spec.version"
 
-// contractRunningVersions lists the versions a control plane's machines
+// contractRunningVersions reads the versions a control plane's machines
 // run, from the contract's status.versions (preferred) and status.version.
-func contractRunningVersions(u *unstructured.Unstructured) []string {
+func contractRunningVersions(u *unstructured.Unstructured) []skew.Version {
 	if u == nil {
 		return nil
 	}
-	var out []string
+	var out []skew.Version
 	versions, _, _ := unstructured.NestedSlice(u.Object, "status", "versions")
 	for _, v := range versions {
 		if m, ok := v.(map[string]any); ok {
 			if s, ok := m["version"].(string); ok {
-				out = append(out, s)
+				out = readOnce(out, s)
 			}
 		}
 	}
-	if s, _, _ := unstructured.NestedString(u.Object, "status", "version"); s != "" {
-		out = append(out, s)
-	}
-	return dedupe(out)
+	s, _, _ := unstructured.NestedString(u.Object, "status", "version")
+	return readOnce(out, s)
 }
 
 // contractVersion is a control plane's spec.version, "" when unset.
@@ -124,7 +122,7 @@ func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *un
 	}
 	if oldCP != nil {
 		change.OldVersion = skew.ReadVersion(contractVersion(oldCP))
-		change.RunningVersions = skew.ReadVersions(contractRunningVersions(oldCP))
+		change.RunningVersions = contractRunningVersions(oldCP)
 	}
 	clusterName := clusterNameOf(newCP)
 	if clusterName == "" && oldCP == nil {
@@ -196,7 +194,7 @@ func RevertedRunOfContract(oldCP, newCP *unstructured.Unstructured) *revisions.H
 		return nil
 	}
 	oldVersion, newVersion := skew.ReadVersion(contractVersion(oldCP)), skew.ReadVersion(contractVersion(newCP))
-	if before, ok := unrolledContractBump(oldCP, oldVersion, newVersion, skew.ReadVersions(contractRunningVersions(oldCP))); ok {
+	if before, ok := unrolledContractBump(oldCP, oldVersion, newVersion, contractRunningVersions(oldCP)); ok {
 		return &before
 	}
 	return nil

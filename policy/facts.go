@@ -103,7 +103,7 @@ func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName s
 			Kind:            "KubeadmControlPlane",
 			Name:            kcp.Name,
 			Version:         skew.ReadVersion(kcp.Spec.Version),
-			RunningVersions: skew.ReadVersions(kcpRunningVersions(kcp)),
+			RunningVersions: kcpRunningVersions(kcp),
 		}, "", nil
 	}
 	return f.contractControlPlane(ctx, namespace, ref)
@@ -144,7 +144,7 @@ func (f factReader) contractControlPlane(ctx context.Context, namespace string, 
 		Kind:            ref.Kind,
 		Name:            ref.Name,
 		Version:         skew.ReadVersion(contractVersion(u)),
-		RunningVersions: skew.ReadVersions(contractRunningVersions(u)),
+		RunningVersions: contractRunningVersions(u),
 	}, "", nil
 }
 
@@ -176,7 +176,7 @@ func readKCP(kcp *controlplanev1.KubeadmControlPlane) *kcpRead {
 		obj:     kcp,
 		version: skew.ReadVersion(kcp.Spec.Version),
 		etcdTag: skew.ReadEtcdVersion(etcdImageTag(kcp)),
-		running: skew.ReadVersions(kcpRunningVersions(kcp)),
+		running: kcpRunningVersions(kcp),
 	}
 }
 
@@ -189,16 +189,13 @@ func (k *kcpRead) run() *kcpRun {
 	return k.ran
 }
 
-// kcpRunningVersions lists the versions a KubeadmControlPlane's machines run.
-func kcpRunningVersions(kcp *controlplanev1.KubeadmControlPlane) []string {
-	var out []string
+// kcpRunningVersions reads the versions a KubeadmControlPlane's machines run.
+func kcpRunningVersions(kcp *controlplanev1.KubeadmControlPlane) []skew.Version {
+	var out []skew.Version
 	for _, v := range kcp.Status.Versions {
-		out = append(out, v.Version)
+		out = readOnce(out, v.Version)
 	}
-	if kcp.Status.Version != "" { //nolint:staticcheck // still the only field on older controllers
-		out = append(out, kcp.Status.Version) //nolint:staticcheck
-	}
-	return dedupe(out)
+	return readOnce(out, kcp.Status.Version) //nolint:staticcheck // still the only field on older controllers
 }
 
 // workerFilter says which workers of a cluster workersOf lists.
@@ -235,6 +232,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 	if err := f.reader.List(ctx, mds, inCluster...); err != nil {
 		return nil, fmt.Errorf("listing MachineDeployments of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
+	workers = slices.Grow(workers, len(mds.Items))
 	for _, md := range mds.Items {
 		if md.Spec.ClusterName != clusterName || which.skips(md.Labels) {
 			continue
@@ -249,6 +247,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 	// A MachinePool's Machines carry its name as a label value, hashed when
 	// the name is not a valid label value.
 	poolByLabel := map[string]string{}
+	workers = slices.Grow(workers, len(mps.Items))
 	for _, mp := range mps.Items {
 		if mp.Spec.ClusterName != clusterName {
 			continue
@@ -264,6 +263,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 	if err := f.reader.List(ctx, machines, inCluster...); err != nil {
 		return nil, fmt.Errorf("listing Machines of Cluster %s/%s: %w", namespace, clusterName, err)
 	}
+	workers = slices.Grow(workers, len(machines.Items))
 	for _, m := range machines.Items {
 		if m.Spec.ClusterName != clusterName || which.skips(m.Labels) {
 			continue
@@ -367,29 +367,23 @@ func clusterNameOf(obj client.Object) string {
 	return ""
 }
 
-// dedupeVersions is dedupe of versions, by their text.
-func dedupeVersions(in []skew.Version) []skew.Version {
-	seen := map[string]bool{}
-	var out []skew.Version
-	for _, v := range in {
-		if v.Text() == "" || seen[v.Text()] {
-			continue
-		}
-		seen[v.Text()] = true
-		out = append(out, v)
+// readOnce appends to vs the version written s, unless s is "" or a version
+// of vs is written so already.
+func readOnce(vs []skew.Version, s string) []skew.Version {
+	if s == "" || slices.ContainsFunc(vs, func(v skew.Version) bool { return v.Text() == s }) {
+		return vs
 	}
-	return out
+	return append(vs, skew.ReadVersion(s))
 }
 
-func dedupe(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if s == "" || seen[s] {
-			continue
+// distinct returns vs without the unset ones and those written as an
+// earlier one.
+func distinct(vs []skew.Version) []skew.Version {
+	var out []skew.Version
+	for _, v := range vs {
+		if v.Text() != "" && !slices.ContainsFunc(out, func(o skew.Version) bool { return o.Text() == v.Text() }) {
+			out = append(out, v)
 		}
-		seen[s] = true
-		out = append(out, s)
 	}
 	return out
 }

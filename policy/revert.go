@@ -130,7 +130,7 @@ func unrolledIfNoneRuns(history skew.ParsedHistory, running []skew.Version, mach
 			}
 		}
 	}
-	return &unrolledBump{history: history, running: dedupeVersions(all)}
+	return &unrolledBump{history: history, running: distinct(all)}
 }
 
 // controlPlaneMachines lists the control-plane Machines of a cluster.
@@ -148,11 +148,11 @@ func (f factReader) controlPlaneMachines(ctx context.Context, namespace, cluster
 		if _, cp := m.Labels[controlPlaneLabel]; !cp || m.Spec.ClusterName != clusterName {
 			continue
 		}
-		versions := []string{m.Spec.Version}
-		if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
-			versions = append(versions, m.Status.NodeInfo.KubeletVersion)
+		versions := readOnce(nil, m.Spec.Version)
+		if m.Status.NodeInfo != nil {
+			versions = readOnce(versions, m.Status.NodeInfo.KubeletVersion)
 		}
-		out = append(out, controlPlaneMachine{name: m.Name, versions: skew.ReadVersions(dedupe(versions)), created: m.CreationTimestamp.Time})
+		out = append(out, controlPlaneMachine{name: m.Name, versions: versions, created: m.CreationTimestamp.Time})
 	}
 	return out, nil
 }
