@@ -48,6 +48,7 @@ type options struct {
 	overrideGroups string
 	controlPlanes  string
 	historyLimit   int
+	revisionIndex  bool
 	shutdownDelay  time.Duration
 	printVersion   bool
 	zap            zap.Options
@@ -67,6 +68,7 @@ func main() {
 	fs.StringVar(&o.controlPlanes, "control-plane-kinds", "", "comma-separated control-plane kinds of other providers to police through Cluster API's control-plane contract, as KIND.GROUP (e.g. KthreesControlPlane.controlplane.cluster.x-k8s.io): the guard judges and records their spec.version and spec.machineTemplate, given read access and their webhook registrations (docs/install.md)")
 	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment, MachinePool or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
+	fs.BoolVar(&o.revisionIndex, "revision-index", true, "keep the records of the guard's ControllerRevisions (their labels and annotations, not their data) in memory, so recording a revision needs no read from the API server; about 2 KB of memory per revision (docs/install.md, Sizing). false reads them from the API server instead: a GET and a List per recorded revision, a List per object when the guard starts")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	flag.Usage = func() {
@@ -162,11 +164,12 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	index, err := history.NewIndex(ctx, mgr.GetCache())
-	if err != nil {
-		return err
+	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	if o.revisionIndex {
+		if recorder.Index, err = history.NewIndex(ctx, mgr.GetCache()); err != nil {
+			return err
+		}
 	}
-	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Index: index}
 	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
 		OverrideGroups:    splitList(o.overrideGroups),
 		Recorder:          recorder,
@@ -206,7 +209,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,
-		"overrideGroups", o.overrideGroups, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "shutdownDelay", o.shutdownDelay.String())
+		"overrideGroups", o.overrideGroups, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
