@@ -129,15 +129,13 @@ func (c *cli) collectWarnings(fn func() error) ([]string, error) {
 
 // clients are the API clients of one invocation.
 type clients struct {
-	// client reads and writes the typed objects; its RESTMapper is mapper.
-	client client.Client
+	// client reads, writes and watches the typed objects; its RESTMapper
+	// is mapper.
+	client client.WithWatch
 	// mapper resolves kinds through the API server's discovery.
 	mapper meta.RESTMapper
 	// namespace is the namespace of the command (-n or the kubeconfig's).
 	namespace string
-	// watch, when set, is the client status watches with (tests);
-	// otherwise status connects one of its own.
-	watch client.WithWatch
 }
 
 // Scheme holds the types the CLI reads and writes: client-go's (apps/v1
@@ -168,7 +166,7 @@ func (c *cli) clients() (*clients, error) {
 			c.clsErr = fmt.Errorf("discovering the API server's kinds: %w", err)
 			return
 		}
-		cl, err := client.New(cfg, client.Options{Scheme: Scheme(), Mapper: mapper})
+		cl, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme(), Mapper: mapper})
 		if err != nil {
 			c.clsErr = fmt.Errorf("connecting to the API server: %w", err)
 			return

@@ -1,13 +1,11 @@
 package rollout
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -136,11 +134,6 @@ func isConflict(err error) bool {
 	return apierrors.IsConflict(err)
 }
 
-// transientRetryInterval is how long status waits before it lists and
-// watches again after the API server could not be reached (a variable so
-// that tests need not wait).
-var transientRetryInterval = time.Second
-
 // isTransient reports whether err is a failure the API server recovers from
 // by itself: it was not reachable (restarting, a load balancer switching),
 // or it answered that it is unavailable, overloaded or timed out.
@@ -148,23 +141,4 @@ func isTransient(err error) bool {
 	return isUnreachable(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
 		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
-}
-
-// waitTransient decides whether status lists and watches again after err:
-// for a transient failure it notes it on stderr (once while the same
-// failure repeats), waits a little and says yes, until ctx ends (--timeout).
-func (o *StatusOptions) waitTransient(ctx context.Context, err error) bool {
-	if err == nil || !isTransient(err) || ctx.Err() != nil {
-		return false
-	}
-	if note := fmt.Sprintf("lost the API server (%v); watching again", apiStatusOf(err)); note != o.lostAPIServer {
-		fmt.Fprintln(o.c.IOStreams.ErrOut, note)
-		o.lostAPIServer = note
-	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(transientRetryInterval):
-		return true
-	}
 }

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/url"
@@ -9,11 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // TestExplainGuardUnavailable: when the API server could not call one of
@@ -84,25 +81,39 @@ func TestIsTransient(t *testing.T) {
 	}
 }
 
-// TestWaitTransientNotesAnOutageOnce: status retries a lost API server
-// every second; the note on stderr is printed once per distinct failure,
-// not once per retry.
-func TestWaitTransientNotesAnOutageOnce(t *testing.T) {
-	defer func(d time.Duration) { transientRetryInterval = d }(transientRetryInterval)
-	transientRetryInterval = time.Millisecond
-	var stderr strings.Builder
-	o := &StatusOptions{c: &cli{Options: Options{IOStreams: genericiooptions.IOStreams{ErrOut: &stderr}}}}
-	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+// TestOutageNotedOnce: status retries a lost API server every second, on
+// every source it watches; the note on stderr is printed once per distinct
+// failure, not once per retry nor once per source, and anew after every
+// source was answered again.
+func TestOutageNotedOnce(t *testing.T) {
+	refused := func(path string) error {
+		return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443" + path, Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	}
 	unavailable := apierrors.NewServiceUnavailable("apiserver is shutting down")
-	for _, err := range []error{refused, refused, refused, unavailable, unavailable} {
-		if !o.waitTransient(context.Background(), err) {
-			t.Fatalf("waitTransient(%v) = false, want true", err)
+	var o outage
+	var notes []string
+	lose := func(source int, err error) {
+		if note, ok := o.lost(source, err); ok {
+			notes = append(notes, note)
 		}
 	}
-	if got := strings.Count(stderr.String(), "lost the API server"); got != 2 {
-		t.Errorf("printed %d notes for two distinct failures, want 2:\n%s", got, stderr.String())
+	lose(0, refused("/apis/cluster.x-k8s.io/v1beta2/namespaces/demo/machinedeployments"))
+	lose(1, refused("/apis/cluster.x-k8s.io/v1beta2/namespaces/demo/machines"))
+	lose(0, refused("/apis/cluster.x-k8s.io/v1beta2/namespaces/demo/machinedeployments"))
+	lose(0, unavailable)
+	lose(1, unavailable)
+	if len(notes) != 2 || !strings.HasPrefix(notes[0], "lost the API server (Get \"https://127.0.0.1:6443/apis/cluster.x-k8s.io/v1beta2/namespaces/demo/machinedeployments\": dial: connect: connection refused); watching again") {
+		t.Fatalf("notes for two distinct failures of two sources, want 2:\n%s", strings.Join(notes, "\n"))
 	}
-	if o.waitTransient(context.Background(), apierrors.NewNotFound(schema.GroupResource{Resource: "machinedeployments"}, "md")) {
-		t.Error("waitTransient(NotFound) = true, want false: not a failure the API server recovers from")
+	o.recovered(0)
+	lose(0, unavailable)
+	if len(notes) != 2 {
+		t.Errorf("source 1 still fails: the outage goes on, noted already:\n%s", strings.Join(notes, "\n"))
+	}
+	o.recovered(0)
+	o.recovered(1)
+	lose(1, unavailable)
+	if len(notes) != 3 {
+		t.Errorf("every source was answered: a new failure is a new outage, noted:\n%s", strings.Join(notes, "\n"))
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -33,12 +32,20 @@ func (s *syncBuffer) String() string {
 }
 
 // newFakeClient is controller-runtime's fake client holding objs; it lists
-// Clusters by metadata.name as the API server does. Its watches ignore
-// label and field selectors: status filters what it receives itself.
+// the kinds status watches by metadata.name as the API server does. Its
+// watches ignore label and field selectors: status filters what it
+// receives itself.
 func newFakeClient(objs ...client.Object) client.WithWatch {
-	return fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
-		WithIndex(&clusterv1.Cluster{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
-		Build()
+	return withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...)).Build()
+}
+
+// withNameIndexes lets b's client list by metadata.name every kind of the
+// registry.
+func withNameIndexes(b *fake.ClientBuilder) *fake.ClientBuilder {
+	for _, k := range kinds {
+		b = b.WithIndex(k.New(), "metadata.name", func(o client.Object) []string { return []string{o.GetName()} })
+	}
+	return b
 }
 
 // fakeRun is one command run in-process against a fake client.
@@ -52,7 +59,7 @@ type fakeRun struct {
 func startFake(ctx context.Context, cl client.WithWatch, ns string, now time.Time, args ...string) *fakeRun {
 	r := &fakeRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan int, 1)}
 	c := &cli{Options: Options{IOStreams: genericiooptions.IOStreams{Out: r.out, ErrOut: r.errOut}, Now: func() time.Time { return now }}, args: args}
-	c.once.Do(func() { c.cls = &clients{client: cl, mapper: cl.RESTMapper(), namespace: ns, watch: cl} })
+	c.once.Do(func() { c.cls = &clients{client: cl, mapper: cl.RESTMapper(), namespace: ns} })
 	root := newRoot(c)
 	root.SetArgs(args)
 	go func() {

@@ -354,6 +354,19 @@ func describe(obj client.Object, kind Kind) string {
 	return kind.GVK.Kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
+// machineLabels selects the Machines of a MachineDeployment, MachinePool,
+// KubeadmControlPlane or another provider's control plane.
+func machineLabels(obj client.Object) client.MatchingLabels { return kindOf(obj).machines(obj) }
+
+// machineSetLabels selects the MachineSets of a MachineDeployment; nil for
+// a kind without MachineSets.
+func machineSetLabels(obj client.Object) client.MatchingLabels {
+	if k := kindOf(obj); k.machineSets != nil {
+		return k.machineSets(obj)
+	}
+	return nil
+}
+
 // byName selects the objects whose label key is the object's name.
 func byName(key string) func(client.Object) client.MatchingLabels {
 	return func(o client.Object) client.MatchingLabels { return client.MatchingLabels{key: o.GetName()} }

@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,13 +77,9 @@ func (c *cli) resolve(ctx context.Context, cl *clients, t Targets, selector stri
 	if err := cl.client.List(ctx, list, opts...); err != nil {
 		return nil, call{verb: "list", gr: t.Kind.GroupResource(), kind: t.Kind.GVK.Kind, namespace: ns, purpose: verb + " " + t.Kind.Resource}.explain(err)
 	}
-	items, err := apimeta.ExtractList(list)
+	objs, err := extract(list)
 	if err != nil {
 		return nil, fmt.Errorf("cannot %s: reading the list of %s: %w", verb, t.Kind.Resource, err)
-	}
-	objs := make([]client.Object, 0, len(items))
-	for _, item := range items {
-		objs = append(objs, item.(client.Object))
 	}
 	sort.Slice(objs, func(i, j int) bool {
 		if objs[i].GetNamespace() != objs[j].GetNamespace() {
@@ -278,4 +274,56 @@ func applyMergePatch(obj client.Object, patch []byte) (client.Object, error) {
 func operationName(obj client.Object) string {
 	kind := kindOf(obj)
 	return strings.ToLower(kind.GVK.Kind) + "." + kind.GVK.Group + "/" + obj.GetName()
+}
+
+// clusterMembers are the objects of a Cluster the CLI works on.
+type clusterMembers struct {
+	// controlPlane is its KubeadmControlPlane, nil when it has none.
+	controlPlane *controlplanev1.KubeadmControlPlane
+	// other is its control plane when it is not a KubeadmControlPlane.
+	other *clusterv1.ContractVersionedObjectReference
+	// machineDeployments are its MachineDeployments, by name.
+	machineDeployments []*clusterv1.MachineDeployment
+}
+
+// objects are the control plane (if a KubeadmControlPlane), then the
+// MachineDeployments.
+func (m clusterMembers) objects() []client.Object {
+	var objs []client.Object
+	if m.controlPlane != nil {
+		objs = append(objs, m.controlPlane)
+	}
+	for _, md := range m.machineDeployments {
+		objs = append(objs, md)
+	}
+	return objs
+}
+
+// clusterMembers reads a Cluster's control plane (spec.controlPlaneRef) and
+// its MachineDeployments (spec.clusterName).
+func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, purpose string) (clusterMembers, error) {
+	ns := cluster.Namespace
+	var m clusterMembers
+	if ref := cluster.Spec.ControlPlaneRef; ref.IsDefined() {
+		if ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group {
+			m.other = &ref
+		} else {
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			if err := cl.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kcp); err != nil {
+				return m, call{verb: "get", gr: KubeadmControlPlane.GroupResource(), kind: "KubeadmControlPlane", namespace: ns, name: ref.Name, purpose: purpose}.explain(err)
+			}
+			m.controlPlane = kcp
+		}
+	}
+	mds := &clusterv1.MachineDeploymentList{}
+	if err := cl.client.List(ctx, mds, client.InNamespace(ns)); err != nil {
+		return m, call{verb: "list", gr: MachineDeployment.GroupResource(), kind: "MachineDeployment", namespace: ns, purpose: purpose}.explain(err)
+	}
+	sort.Slice(mds.Items, func(i, j int) bool { return mds.Items[i].Name < mds.Items[j].Name })
+	for i := range mds.Items {
+		if mds.Items[i].Spec.ClusterName == cluster.Name {
+			m.machineDeployments = append(m.machineDeployments, &mds.Items[i])
+		}
+	}
+	return m, nil
 }

@@ -36,7 +36,7 @@ func clusterHolds(f holdFacts) []PlanHold {
 	if f.cluster == nil {
 		return nil
 	}
-	if how := clusterPausedBy(f.cluster); how != "" {
+	if how := pausedBy(f.cluster); how != "" {
 		return []PlanHold{{Kind: HoldPaused, Check: pausedCheck(how), Object: Cluster.Singular() + "/" + f.cluster.Name,
 			Message: fmt.Sprintf("Cluster %s is paused (%s): Cluster API reconciles none of its objects until it is resumed; the change is stored and rolls out then", f.cluster.Name, how)}}
 	}

@@ -376,7 +376,7 @@ func TestCheckRevision(t *testing.T) {
 
 	// While waiting, the state is not complete and says so.
 	o := &StatusOptions{Revision: 4}
-	s, err := o.evaluate(withRevision("3"), goodMachines(3), settled())
+	s, err := o.evaluate(withRevision("3"), goodMachines(3), settled(), time.Now())
 	require.NoError(t, err)
 	assert.False(t, s.Complete)
 	assert.Equal(t, "waiting for revision 4 (revision 3 is live)", s.Summary())

@@ -1,0 +1,251 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+)
+
+// The steps of a ClusterClass cluster's upgrade, as Cluster API's topology
+// controller takes them, and how status says where the upgrade stands.
+
+// upgradeOf computes the steps of a topology upgrade to target from the
+// control plane (nil when it does not exist yet), the topology's worker
+// pools, the MachineDeployment topologies not created yet, and the
+// Cluster's upgrade plans (the versions still to be applied).
+//
+// The steps are, in version order (the control plane before the workers at
+// one version): the control plane at its spec.version, then at each version
+// of its plan, and at target; the workers at each version a pool has now,
+// at each version of their plan, and at target. Versions are ordered as
+// semantic versions; versions equal but for build metadata keep the order
+// in which the plans list them.
+func upgradeOf(target string, cpPlan, workersPlan []string, cp *partFacts, pools []partFacts, missing []string) UpgradeStatus {
+	u := UpgradeStatus{Version: target, ControlPlanePlan: cpPlan, WorkersPlan: workersPlan, Missing: missing, Workers: []PartVersion{}, Steps: []UpgradeStep{}}
+	var poolVersions []string
+	for _, p := range pools {
+		u.Workers = append(u.Workers, PartVersion{Object: p.object, Topology: p.topology, Version: p.version, Machines: countVersions(p.machines)})
+		poolVersions = append(poolVersions, p.version)
+	}
+	cpVersions := append([]string(nil), cpPlan...)
+	if cp != nil {
+		u.ControlPlane = &PartVersion{Object: cp.object, Version: cp.version, Machines: countVersions(cp.machines)}
+		cpVersions = append([]string{cp.version}, cpVersions...)
+	}
+	cpVersions = append(cpVersions, target)
+	workerVersions := append(append(append([]string(nil), poolVersions...), workersPlan...), target)
+	seq := versionSequence(poolVersions, cpVersions, workersPlan, []string{target})
+	pos := map[string]int{}
+	for i, v := range seq {
+		pos[v] = i
+	}
+	// at reports have is v, or comes after it.
+	at := func(have, v string) bool {
+		p, ok := pos[have]
+		return have != "" && ok && p >= pos[v]
+	}
+	past := func(have, v string) bool {
+		p, ok := pos[have]
+		return have != "" && ok && p > pos[v]
+	}
+	rolled := func(f partFacts, v string) bool {
+		return past(f.version, v) || (f.version == v && f.complete && allAt(f.machines, v))
+	}
+	nPools := len(pools) + len(missing)
+	for _, v := range seq {
+		if contains(cpVersions, v) && (cp == nil || at(v, cp.version)) {
+			st := UpgradeStep{Version: v, Part: PartControlPlane, Objects: 1}
+			if cp != nil && at(cp.version, v) {
+				st.Applied = 1
+			}
+			if cp != nil && rolled(*cp, v) {
+				st.RolledOut = 1
+			}
+			u.Steps = append(u.Steps, withState(st))
+		}
+		if nPools > 0 && contains(workerVersions, v) && v != "" {
+			st := UpgradeStep{Version: v, Part: PartWorkers, Objects: nPools}
+			for _, p := range pools {
+				if at(p.version, v) {
+					st.Applied++
+				}
+				if rolled(p, v) {
+					st.RolledOut++
+				}
+			}
+			u.Steps = append(u.Steps, withState(st))
+		}
+	}
+	for i := range u.Steps {
+		if u.Steps[i].State != StepRolledOut {
+			u.Steps[i].Current = true
+			break
+		}
+	}
+	u.Reached = cp != nil && cp.version == target && allAt(cp.machines, target) && len(missing) == 0
+	for _, p := range pools {
+		u.Reached = u.Reached && p.version == target && allAt(p.machines, target)
+	}
+	return u
+}
+
+// withState sets a step's state from its counts.
+func withState(st UpgradeStep) UpgradeStep {
+	switch {
+	case st.RolledOut == st.Objects:
+		st.State = StepRolledOut
+	case st.Applied == 0:
+		st.State = StepPending
+	default:
+		st.State = StepRollingOut
+	}
+	return st
+}
+
+// allAt reports whether every machine runs version v.
+func allAt(machines []string, v string) bool {
+	for _, m := range machines {
+		if m != v {
+			return false
+		}
+	}
+	return true
+}
+
+// countVersions counts machines by version, in version order.
+func countVersions(machines []string) []VersionCount {
+	out := []VersionCount{}
+	for _, v := range versionSequence(machines) {
+		n := 0
+		for _, m := range machines {
+			if m == v {
+				n++
+			}
+		}
+		out = append(out, VersionCount{Version: v, Machines: n})
+	}
+	return out
+}
+
+// versionSequence lists the distinct versions of lists in semantic version
+// order; versions that compare equal (they differ in build metadata) keep
+// the order they first appear in, and versions that do not parse come last.
+func versionSequence(lists ...[]string) []string {
+	type entry struct {
+		s string
+		v *utilversion.Version
+	}
+	var parsed, other []entry
+	seen := map[string]bool{}
+	for _, l := range lists {
+		for _, s := range l {
+			if s == "" || seen[s] {
+				continue
+			}
+			seen[s] = true
+			if v, err := utilversion.ParseSemantic(s); err == nil {
+				parsed = append(parsed, entry{s, v})
+			} else {
+				other = append(other, entry{s: s})
+			}
+		}
+	}
+	sort.SliceStable(parsed, func(i, j int) bool { return parsed[i].v.LessThan(parsed[j].v) })
+	out := make([]string, 0, len(parsed)+len(other))
+	for _, e := range append(parsed, other...) {
+		out = append(out, e.s)
+	}
+	return out
+}
+
+// partName names a part in messages.
+func partName(part string) string {
+	if part == PartControlPlane {
+		return "control plane"
+	}
+	return "workers"
+}
+
+// current is the current step, false when every step is rolled out.
+func (u UpgradeStatus) current() (UpgradeStep, int, bool) {
+	for i, st := range u.Steps {
+		if st.Current {
+			return st, i, true
+		}
+	}
+	return UpgradeStep{}, -1, false
+}
+
+// Summary is where the upgrade stands, on one line: "upgrading to v1.35.0:
+// control plane v1.34.2 rolling out; then workers v1.34.2, control plane
+// v1.35.0, workers v1.35.0", or "at v1.35.0 on the control plane and 2
+// worker pools".
+func (u UpgradeStatus) Summary() string {
+	cur, i, ok := u.current()
+	if !ok && u.Reached {
+		pools := len(u.Workers)
+		if pools == 0 {
+			return fmt.Sprintf("at %s on the control plane (no worker pools)", u.Version)
+		}
+		return fmt.Sprintf("at %s on the control plane and %d worker %s", u.Version, pools, plural(pools, "pool", "pools"))
+	}
+	line := "upgrading to " + u.Version
+	if ok {
+		line += ": " + cur.describe()
+		var then []string
+		for _, st := range u.Steps[i+1:] {
+			if st.State != StepRolledOut {
+				then = append(then, partName(st.Part)+" "+st.Version)
+			}
+		}
+		if len(then) > 0 {
+			line += "; then " + strings.Join(then, ", ")
+		}
+	}
+	if len(u.Missing) > 0 {
+		line += fmt.Sprintf("; MachineDeployment %s %s not created yet", plural(len(u.Missing), "topology", "topologies"), strings.Join(u.Missing, ", "))
+	}
+	return line
+}
+
+// describe is the current step in the summary: "control plane v1.34.2
+// rolling out", "workers v1.34.2 rolling out, 1 of 2 pools done", "waiting
+// for the topology controller to start control plane v1.35.0".
+func (st UpgradeStep) describe() string {
+	what := partName(st.Part) + " " + st.Version
+	switch st.State {
+	case StepPending:
+		return "waiting for the topology controller to start " + what
+	case StepRollingOut:
+		if st.Part == PartWorkers {
+			return fmt.Sprintf("%s rolling out, %d of %d %s done", what, st.RolledOut, st.Objects, plural(st.Objects, "pool", "pools"))
+		}
+		return what + " rolling out"
+	}
+	return what + " rolled out"
+}
+
+// stateText is a step's state in the live view.
+func (st UpgradeStep) stateText() string {
+	switch st.State {
+	case StepRolledOut:
+		return "rolled out"
+	case StepRollingOut:
+		if st.Part == PartWorkers {
+			return fmt.Sprintf("rolling out, %d of %d %s done", st.RolledOut, st.Objects, plural(st.Objects, "pool", "pools"))
+		}
+		return "rolling out"
+	}
+	return "pending"
+}
+
+// versionsText is "v1.33.4 (1), v1.34.2 (2)": machines by version.
+func versionsText(vs []VersionCount) string {
+	parts := make([]string, 0, len(vs))
+	for _, v := range vs {
+		parts = append(parts, fmt.Sprintf("%s (%d)", orNone(v.Version), v.Machines))
+	}
+	return strings.Join(parts, ", ")
+}
