@@ -57,8 +57,14 @@ type fakeRun struct {
 // startFake runs the command line args in namespace ns against cl, with
 // the clock at now; wait returns its exit code.
 func startFake(ctx context.Context, cl client.WithWatch, ns string, now time.Time, args ...string) *fakeRun {
+	return startFakeWith(ctx, cl, ns, Options{Now: func() time.Time { return now }}, args...)
+}
+
+// startFakeWith is startFake with options o (their IOStreams are the run's).
+func startFakeWith(ctx context.Context, cl client.WithWatch, ns string, o Options, args ...string) *fakeRun {
 	r := &fakeRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan int, 1)}
-	c := &cli{Options: Options{IOStreams: genericiooptions.IOStreams{Out: r.out, ErrOut: r.errOut}, Now: func() time.Time { return now }}, args: args}
+	o.IOStreams = genericiooptions.IOStreams{Out: r.out, ErrOut: r.errOut}
+	c := &cli{Options: o, args: args}
 	c.once.Do(func() { c.cls = &clients{client: cl, mapper: cl.RESTMapper(), namespace: ns} })
 	root := newRoot(c)
 	root.SetArgs(args)
