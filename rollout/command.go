@@ -80,10 +80,12 @@ type cli struct {
 	// change-cause.
 	args []string
 
+	// connect makes the API clients (see clients); nil connects through
+	// the kubeconfig flags.
+	connect func() (*clients, error)
 	once    sync.Once
 	cls     *clients
 	clsErr  error
-	warnOut io.Writer
 
 	// warnMu guards captured and capturing.
 	warnMu sync.Mutex
@@ -150,35 +152,42 @@ var Scheme = sync.OnceValue(func() *runtime.Scheme {
 	return s
 })
 
-// clients connects to the API server once per invocation.
+// clients returns the invocation's API clients, connecting once: through
+// connect when set (tests give clients over a fake), else to the API
+// server of the kubeconfig flags.
 func (c *cli) clients() (*clients, error) {
 	c.once.Do(func() {
-		cfg, err := c.ConfigFlags.ToRESTConfig()
-		if err != nil {
-			c.clsErr = fmt.Errorf("reading the kubeconfig: %w", err)
-			return
+		connect := c.connect
+		if connect == nil {
+			connect = c.connectKubeconfig
 		}
-		cfg = rest.CopyConfig(cfg)
-		cfg.WarningHandler = warningHandler{c: c, print: rest.NewWarningWriter(c.IOStreams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})}
-		cfg.UserAgent = "rollout-guard-cli"
-		mapper, err := c.ConfigFlags.ToRESTMapper()
-		if err != nil {
-			c.clsErr = fmt.Errorf("discovering the API server's kinds: %w", err)
-			return
-		}
-		cl, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme(), Mapper: mapper})
-		if err != nil {
-			c.clsErr = fmt.Errorf("connecting to the API server: %w", err)
-			return
-		}
-		ns, _, err := c.ConfigFlags.ToRawKubeConfigLoader().Namespace()
-		if err != nil {
-			c.clsErr = fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
-			return
-		}
-		c.cls = &clients{client: cl, mapper: mapper, namespace: ns}
+		c.cls, c.clsErr = connect()
 	})
 	return c.cls, c.clsErr
+}
+
+// connectKubeconfig connects to the API server the kubeconfig flags name.
+func (c *cli) connectKubeconfig() (*clients, error) {
+	cfg, err := c.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = warningHandler{c: c, print: rest.NewWarningWriter(c.IOStreams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})}
+	cfg.UserAgent = "rollout-guard-cli"
+	mapper, err := c.ConfigFlags.ToRESTMapper()
+	if err != nil {
+		return nil, fmt.Errorf("discovering the API server's kinds: %w", err)
+	}
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme(), Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the API server: %w", err)
+	}
+	ns, _, err := c.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+	}
+	return &clients{client: cl, mapper: mapper, namespace: ns}, nil
 }
 
 func (c *cli) now() time.Time {

@@ -64,8 +64,9 @@ func startFake(ctx context.Context, cl client.WithWatch, ns string, now time.Tim
 func startFakeWith(ctx context.Context, cl client.WithWatch, ns string, o Options, args ...string) *fakeRun {
 	r := &fakeRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan int, 1)}
 	o.IOStreams = genericiooptions.IOStreams{Out: r.out, ErrOut: r.errOut}
-	c := &cli{Options: o, args: args}
-	c.once.Do(func() { c.cls = &clients{client: cl, mapper: cl.RESTMapper(), namespace: ns} })
+	c := &cli{Options: o, args: args, connect: func() (*clients, error) {
+		return &clients{client: cl, mapper: cl.RESTMapper(), namespace: ns}, nil
+	}}
 	root := newRoot(c)
 	root.SetArgs(args)
 	go func() {

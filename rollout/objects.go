@@ -2,22 +2,18 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/rollout-guard/rollout-guard/revisions"
 )
+
+// Reading what a command works on: the objects named or selected, a
+// Cluster's control plane and worker pools.
 
 // get reads one object.
 func (c *cli) get(ctx context.Context, cl *clients, ref Ref, purpose string) (client.Object, error) {
@@ -128,154 +124,6 @@ func (c *cli) pausedError(verb string, obj client.Object, how string) error {
 // label, a worker pool's spec.clusterName, or its owning Cluster.
 func clusterNameOf(obj client.Object) string { return kindOf(obj).clusterName(obj) }
 
-// topologyOwned reports whether the topology controller manages obj.
-func topologyOwned(obj client.Object) bool {
-	_, ok := obj.GetLabels()[clusterv1.ClusterTopologyOwnedLabel]
-	return ok
-}
-
-// topologyName is the name of a topology-managed worker pool in its
-// Cluster's spec.topology.workers.
-func topologyName(obj client.Object) string { return kindOf(obj).topology.name(obj) }
-
-// topologyError refuses a direct edit of a topology-managed object, saying
-// what to change instead.
-func topologyError(verb string, obj client.Object, instead string) error {
-	kind := kindOf(obj)
-	cluster := clusterNameOf(obj)
-	if cluster == "" {
-		cluster = "<its Cluster>"
-	}
-	return fmt.Errorf("cannot %s %s: it is managed by the topology of Cluster %s (label %s), and the topology controller would revert a direct edit; %s",
-		verb, describe(obj, kind), cluster, clusterv1.ClusterTopologyOwnedLabel, strings.ReplaceAll(instead, "CLUSTER", cluster))
-}
-
-// topologyPath names a topology-managed object's place in its Cluster's
-// topology, for messages.
-func topologyPath(obj client.Object) string { return kindOf(obj).topology.path(obj) }
-
-// templateRefsOf lists the templates obj references.
-func templateRefsOf(obj client.Object) []templateRef {
-	if k := kindOf(obj); k.templates != nil {
-		return k.templates(obj)
-	}
-	return nil
-}
-
-// checkTemplates makes sure every template refs names exists in namespace;
-// the error names the missing one, its field, and wayOut.
-func (c *cli) checkTemplates(ctx context.Context, cl *clients, namespace string, refs []templateRef, purpose, wayOut string) error {
-	for _, r := range refs {
-		gk := schema.GroupKind{Group: r.ref.APIGroup, Kind: r.ref.Kind}
-		mapping, err := cl.mapper.RESTMapping(gk)
-		if err != nil {
-			return fmt.Errorf("cannot %s: the %s %s %s/%s (%s) cannot be checked: the API server serves no kind %s: %w", purpose, r.role, gk.String(), namespace, r.ref.Name, r.field, gk.String(), err)
-		}
-		meta := &metav1.PartialObjectMetadata{}
-		meta.SetGroupVersionKind(mapping.GroupVersionKind)
-		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.ref.Name}, meta); err != nil {
-			if client.IgnoreNotFound(err) == nil {
-				return fmt.Errorf("cannot %s: the %s %s %q (%s) does not exist in namespace %q; %s", purpose, r.role, r.ref.Kind, r.ref.Name, r.field, namespace, wayOut)
-			}
-			return call{verb: "get", gr: mapping.Resource.GroupResource(), kind: r.ref.Kind, namespace: namespace, name: r.ref.Name, purpose: purpose}.explain(err)
-		}
-	}
-	return nil
-}
-
-// dryRun is the --dry-run mode.
-type dryRun string
-
-// The --dry-run modes, as kubectl names them.
-const (
-	dryRunNone   dryRun = "none"
-	dryRunClient dryRun = "client"
-	dryRunServer dryRun = "server"
-)
-
-func parseDryRun(s string) (dryRun, error) {
-	switch dryRun(s) {
-	case dryRunNone, dryRunClient, dryRunServer:
-		return dryRun(s), nil
-	case "":
-		return dryRunNone, nil
-	}
-	return "", fmt.Errorf(`--dry-run must be "none", "client" or "server", not %q`, s)
-}
-
-// patchOf builds a JSON merge patch: the resourceVersion precondition, the
-// annotations to set (nil values remove a key) and the spec changes.
-func patchOf(resourceVersion string, annotations map[string]any, spec map[string]any) ([]byte, error) {
-	md := map[string]any{}
-	if resourceVersion != "" {
-		md["resourceVersion"] = resourceVersion
-	}
-	if len(annotations) > 0 {
-		md["annotations"] = annotations
-	}
-	p := map[string]any{}
-	if len(md) > 0 {
-		p["metadata"] = md
-	}
-	if len(spec) > 0 {
-		p["spec"] = spec
-	}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the patch: %w", err)
-	}
-	return data, nil
-}
-
-// causeAnnotations are the annotations every write carries.
-func causeAnnotations(cause string) map[string]any {
-	if cause == "" {
-		return nil
-	}
-	return map[string]any{revisions.AnnotationChangeCause: cause}
-}
-
-// send sends one patch of obj (which receives the API server's answer),
-// with the CLI's field manager; server dry-run when dry is dryRunServer.
-func (c *cli) send(ctx context.Context, cl *clients, obj client.Object, pt types.PatchType, data []byte, dry dryRun, purpose string) error {
-	if c.BeforeWrite != nil {
-		if err := c.BeforeWrite(ctx, obj.DeepCopyObject().(client.Object)); err != nil {
-			return fmt.Errorf("cannot %s: %w", purpose, err)
-		}
-	}
-	opts := []client.PatchOption{client.FieldOwner(FieldManager)}
-	if dry == dryRunServer {
-		opts = append(opts, client.DryRunAll)
-	}
-	kind := kindOf(obj)
-	err := cl.client.Patch(ctx, obj, client.RawPatch(pt, data), opts...)
-	return call{verb: "patch", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: obj.GetNamespace(), name: obj.GetName(), purpose: purpose}.explain(err)
-}
-
-// applyMergePatch returns obj with a JSON merge patch (RFC 7386) applied,
-// as the API server would store it, for a local policy check.
-func applyMergePatch(obj client.Object, patch []byte) (client.Object, error) {
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", obj.GetName(), err)
-	}
-	merged, err := jsonpatch.MergePatch(raw, patch)
-	if err != nil {
-		return nil, fmt.Errorf("applying the patch to %s: %w", obj.GetName(), err)
-	}
-	out := kindOf(obj).New()
-	if err := json.Unmarshal(merged, out); err != nil {
-		return nil, fmt.Errorf("decoding the patched %s: %w", obj.GetName(), err)
-	}
-	return out, nil
-}
-
-// operationName is how NamePrinter names an object: "machinedeployment.cluster.x-k8s.io/md-0".
-func operationName(obj client.Object) string {
-	kind := kindOf(obj)
-	return strings.ToLower(kind.GVK.Kind) + "." + kind.GVK.Group + "/" + obj.GetName()
-}
-
 // clusterMembers are the objects of a Cluster the CLI works on.
 type clusterMembers struct {
 	// controlPlane is its KubeadmControlPlane, nil when it has none.
@@ -326,4 +174,19 @@ func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv
 		}
 	}
 	return m, nil
+}
+
+// extract returns the items of a list as objects.
+func extract(list client.ObjectList) ([]client.Object, error) {
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, item := range items {
+		if o, ok := item.(client.Object); ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }

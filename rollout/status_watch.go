@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -332,18 +331,3 @@ func (s sourceStore) Replace(items []any, _ string) error { s.w.replace(s.i, ite
 
 // Resync has nothing to do: status keeps no queue.
 func (sourceStore) Resync() error { return nil }
-
-// extract returns the items of a list as objects.
-func extract(list client.ObjectList) ([]client.Object, error) {
-	items, err := apimeta.ExtractList(list)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]client.Object, 0, len(items))
-	for _, item := range items {
-		if o, ok := item.(client.Object); ok {
-			out = append(out, o)
-		}
-	}
-	return out, nil
-}

@@ -360,6 +360,35 @@ func setPath(m map[string]any, path []string, value any) {
 	m[path[len(path)-1]] = value
 }
 
+// templateRefsOf lists the templates obj references.
+func templateRefsOf(obj client.Object) []templateRef {
+	if k := kindOf(obj); k.templates != nil {
+		return k.templates(obj)
+	}
+	return nil
+}
+
+// checkTemplates makes sure every template refs names exists in namespace;
+// the error names the missing one, its field, and wayOut.
+func (c *cli) checkTemplates(ctx context.Context, cl *clients, namespace string, refs []templateRef, purpose, wayOut string) error {
+	for _, r := range refs {
+		gk := schema.GroupKind{Group: r.ref.APIGroup, Kind: r.ref.Kind}
+		mapping, err := cl.mapper.RESTMapping(gk)
+		if err != nil {
+			return fmt.Errorf("cannot %s: the %s %s %s/%s (%s) cannot be checked: the API server serves no kind %s: %w", purpose, r.role, gk.String(), namespace, r.ref.Name, r.field, gk.String(), err)
+		}
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(mapping.GroupVersionKind)
+		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.ref.Name}, meta); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				return fmt.Errorf("cannot %s: the %s %s %q (%s) does not exist in namespace %q; %s", purpose, r.role, r.ref.Kind, r.ref.Name, r.field, namespace, wayOut)
+			}
+			return call{verb: "get", gr: mapping.Resource.GroupResource(), kind: r.ref.Kind, namespace: namespace, name: r.ref.Name, purpose: purpose}.explain(err)
+		}
+	}
+	return nil
+}
+
 // snapshots returns the revision content of an object before and after a change.
 func snapshots(oldObj, newObj client.Object) (revisions.Snapshot, revisions.Snapshot, error) {
 	kind := kindOf(oldObj)

@@ -163,3 +163,29 @@ func topologyRestartOf(obj client.Object, what string) (topologyRestart, error) 
 	r.workers = []string{name}
 	return r, nil
 }
+
+// topologyOwned reports whether the topology controller manages obj.
+func topologyOwned(obj client.Object) bool {
+	_, ok := obj.GetLabels()[clusterv1.ClusterTopologyOwnedLabel]
+	return ok
+}
+
+// topologyName is the name of a topology-managed worker pool in its
+// Cluster's spec.topology.workers.
+func topologyName(obj client.Object) string { return kindOf(obj).topology.name(obj) }
+
+// topologyError refuses a direct edit of a topology-managed object, saying
+// what to change instead.
+func topologyError(verb string, obj client.Object, instead string) error {
+	kind := kindOf(obj)
+	cluster := clusterNameOf(obj)
+	if cluster == "" {
+		cluster = "<its Cluster>"
+	}
+	return fmt.Errorf("cannot %s %s: it is managed by the topology of Cluster %s (label %s), and the topology controller would revert a direct edit; %s",
+		verb, describe(obj, kind), cluster, clusterv1.ClusterTopologyOwnedLabel, strings.ReplaceAll(instead, "CLUSTER", cluster))
+}
+
+// topologyPath names a topology-managed object's place in its Cluster's
+// topology, for messages.
+func topologyPath(obj client.Object) string { return kindOf(obj).topology.path(obj) }
