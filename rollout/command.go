@@ -15,14 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -139,18 +135,6 @@ type clients struct {
 	// namespace is the namespace of the command (-n or the kubeconfig's).
 	namespace string
 }
-
-// Scheme holds the types the CLI reads and writes: client-go's (apps/v1
-// ControllerRevisions), Cluster API v1beta2 core and kubeadm control plane.
-var Scheme = sync.OnceValue(func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(fmt.Sprintf("building the scheme: %v", err))
-		}
-	}
-	return s
-})
 
 // clients returns the invocation's API clients, connecting once: through
 // connect when set (tests give clients over a fake), else to the API

@@ -142,3 +142,15 @@ func isTransient(err error) bool {
 		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
+
+// statusError is a verdict other than done, with its exit code.
+type statusError struct {
+	code int
+	msg  string
+}
+
+// Error is the verdict's message.
+func (e statusError) Error() string { return e.msg }
+
+// ExitCode is the verdict's exit code.
+func (e statusError) ExitCode() int { return e.code }

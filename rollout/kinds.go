@@ -3,11 +3,14 @@ package rollout
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -214,6 +217,18 @@ func contractControlPlane(gvk schema.GroupVersionKind, resource string) Kind {
 	}
 	return k
 }
+
+// Scheme holds the types the CLI reads and writes: client-go's (apps/v1
+// ControllerRevisions), Cluster API v1beta2 core and kubeadm control plane.
+var Scheme = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("building the scheme: %v", err))
+		}
+	}
+	return s
+})
 
 // kindsHelp lists the kinds for messages.
 const kindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io"

@@ -28,24 +28,6 @@ const (
 	ExitSuperseded = 5
 )
 
-// Phases of a status report.
-const (
-	// PhaseProgressing: the rollout is not complete.
-	PhaseProgressing = "Progressing"
-	// PhaseConfirming: the rollout looks complete and must stay so for the
-	// grace period.
-	PhaseConfirming = "Confirming"
-	// PhaseRolledOut: the rollout is complete and stayed so for the grace
-	// period (or, with --watch=false, is complete on the one read).
-	PhaseRolledOut = "RolledOut"
-	// PhasePaused: the object is paused.
-	PhasePaused = "Paused"
-	// PhaseStalled: nothing moved for the progress deadline.
-	PhaseStalled = "Stalled"
-	// PhaseTimedOut: --timeout elapsed.
-	PhaseTimedOut = "TimedOut"
-)
-
 const statusExitCodesHelp = `Exit status:
   0  rolled out (with --watch=false: complete on that one read)
   1  error: bad arguments, object not found, API server unreachable;
@@ -384,15 +366,3 @@ func typed[T any, P interface {
 	}
 	return out
 }
-
-// statusError is a verdict other than done, with its exit code.
-type statusError struct {
-	code int
-	msg  string
-}
-
-// Error is the verdict's message.
-func (e statusError) Error() string { return e.msg }
-
-// ExitCode is the verdict's exit code.
-func (e statusError) ExitCode() int { return e.code }

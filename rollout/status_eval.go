@@ -19,7 +19,26 @@ import (
 // The pure half of rollout status: what one read of an object, its
 // Machines and MachineSets says (EvaluateStatus: the done rule), and what
 // successive reads say (StatusTracker: the grace period, the progress
-// deadline, paused). Nothing here reads the API server or the clock.
+// deadline, paused). Nothing here reads the API server, and the time is
+// an argument (EvaluateStatus, the package's entry, passes the clock's).
+
+// Phases of a status report.
+const (
+	// PhaseProgressing: the rollout is not complete.
+	PhaseProgressing = "Progressing"
+	// PhaseConfirming: the rollout looks complete and must stay so for the
+	// grace period.
+	PhaseConfirming = "Confirming"
+	// PhaseRolledOut: the rollout is complete and stayed so for the grace
+	// period (or, with --watch=false, is complete on the one read).
+	PhaseRolledOut = "RolledOut"
+	// PhasePaused: the object is paused.
+	PhasePaused = "Paused"
+	// PhaseStalled: nothing moved for the progress deadline.
+	PhaseStalled = "Stalled"
+	// PhaseTimedOut: --timeout elapsed.
+	PhaseTimedOut = "TimedOut"
+)
 
 // MachineStatus is what `rollout status` reports about one Machine.
 type MachineStatus struct {
