@@ -20,6 +20,7 @@ var conflictBackoff = wait.Backoff{Steps: maxAttempts, Duration: 10 * time.Milli
 // retry.RetryOnConflict unretried, whatever it is.
 type stopRetry struct{ err error }
 
+// Error is the error of the preparation that stopped the retries.
 func (s stopRetry) Error() string { return s.err.Error() }
 
 // retryConflicts runs try until it returns anything but a conflict, at most

@@ -255,10 +255,15 @@ func (k Kind) Singular() string {
 // New returns an empty typed object of the kind, an unstructured one for a
 // control plane of another provider.
 func (k Kind) New() client.Object {
-	if k.History != nil {
+	switch {
+	case k.History != nil:
 		return k.History.New()
+	case k.newObject != nil:
+		return k.newObject()
 	}
-	return k.newObject()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(k.GVK)
+	return u
 }
 
 // NewList returns an empty typed list of the kind (unstructured for a
