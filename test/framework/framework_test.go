@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
@@ -469,22 +470,7 @@ func TestStartFailsCleanlyWithoutBinaries(t *testing.T) {
 // machineDeployment is a valid v1beta2 MachineDeployment in namespace
 // default, with template version version ("" for none).
 func machineDeployment(name, version string) *clusterv1.MachineDeployment {
-	labels := map[string]string{"app": name}
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: name,
-			Replicas:    ptr.To[int32](1),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName:       name,
-					Version:           version,
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(name)},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachineTemplate", Name: name},
-				},
-			},
-		},
-	}
+	return builder.MachineDeployment("default", name).WithClusterName(name).WithReplicas(1).
+		WithSelector(map[string]string{"app": name}).WithVersion(version).
+		WithBootstrapDataSecret(name).WithInfrastructureRef("TestMachineTemplate", name).Build()
 }

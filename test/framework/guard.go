@@ -15,11 +15,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 )
 
 const (
@@ -293,26 +293,7 @@ func (e *Environment) waitAdmissionRoundTrip(ctx context.Context, g *guardProces
 
 // admissionProbe is a valid v1beta2 MachineDeployment with a version set.
 func admissionProbe() *clusterv1.MachineDeployment {
-	labels := map[string]string{"rollout-guard.io/probe": "true"}
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: probeName},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: probeName,
-			Replicas:    ptr.To[int32](0),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: probeName,
-					Version:     "v1.36.0",
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(probeName)},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io",
-						Kind:     "ProbeMachineTemplate",
-						Name:     probeName,
-					},
-				},
-			},
-		},
-	}
+	return builder.MachineDeployment(metav1.NamespaceDefault, probeName).WithClusterName(probeName).WithReplicas(0).
+		WithSelector(map[string]string{"rollout-guard.io/probe": "true"}).WithVersion("v1.36.0").
+		WithBootstrapDataSecret(probeName).WithInfrastructureRef("ProbeMachineTemplate", probeName).Build()
 }
