@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // TestArgumentErrors checks what is refused before any request, with the
@@ -45,61 +47,61 @@ func TestArgumentErrors(t *testing.T) {
 // TestObjectErrors checks the errors about objects and templates: not
 // found, the wrong kind of template, a change the policy refuses.
 func TestObjectErrors(t *testing.T) {
-	w := newWorld(t, "cli-errors", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	w := newWorld(t, "cli-errors", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	md := "md/" + mdName
 
-	rolloutCmd(t, "restart", "md/nope", "-n", w.ns).fails(t,
+	rolloutCmd(t, "restart", "md/nope", "-n", w.Namespace).fails(t,
 		`MachineDeployment "nope" not found in namespace "cli-errors": check the name and the namespace (-n), e.g. with kubectl get machinedeployments.cluster.x-k8s.io -n cli-errors`)
-	rolloutCmd(t, "history", "kcp/nope", "-n", w.ns).fails(t,
+	rolloutCmd(t, "history", "kcp/nope", "-n", w.Namespace).fails(t,
 		`KubeadmControlPlane "nope" not found in namespace "cli-errors": check the name and the namespace (-n), e.g. with kubectl get kubeadmcontrolplanes.controlplane.cluster.x-k8s.io -n cli-errors`)
 
-	rolloutCmd(t, md, "--template", "devmachinetemplate/missing", "-n", w.ns).fails(t,
+	rolloutCmd(t, md, "--template", "devmachinetemplate/missing", "-n", w.Namespace).fails(t,
 		`--template devmachinetemplate/missing: DevMachineTemplate "missing" not found in namespace "cli-errors": create it first (an object references templates in its own namespace)`)
-	rolloutCmd(t, md, "--template", "kubeadmconfigtemplate/c1-md-1", "-n", w.ns).fails(t,
+	rolloutCmd(t, md, "--template", "kubeadmconfigtemplate/c1-md-1", "-n", w.Namespace).fails(t,
 		"--template kubeadmconfigtemplate/c1-md-1: KubeadmConfigTemplate.bootstrap.cluster.x-k8s.io is not an infrastructure machine template: want a kind of an API group ending in infrastructure.cluster.x-k8s.io whose name ends in Template, e.g. DevMachineTemplate")
-	rolloutCmd(t, md, "--template", "devmachine/c1-md-1", "-n", w.ns).fails(t,
+	rolloutCmd(t, md, "--template", "devmachine/c1-md-1", "-n", w.Namespace).fails(t,
 		"--template devmachine/c1-md-1: DevMachine.infrastructure.cluster.x-k8s.io is not an infrastructure machine template: want a kind of an API group ending in infrastructure.cluster.x-k8s.io whose name ends in Template, e.g. DevMachineTemplate")
-	rolloutCmd(t, md, "--bootstrap-template", "devmachinetemplate/c1-md-1", "-n", w.ns).fails(t,
+	rolloutCmd(t, md, "--bootstrap-template", "devmachinetemplate/c1-md-1", "-n", w.Namespace).fails(t,
 		"--bootstrap-template devmachinetemplate/c1-md-1: DevMachineTemplate.infrastructure.cluster.x-k8s.io is not a bootstrap config template: want a kind of an API group ending in bootstrap.cluster.x-k8s.io whose name ends in Template, e.g. KubeadmConfigTemplate")
-	r := rolloutCmd(t, md, "--template", "nosuchkind/x", "-n", w.ns)
+	r := rolloutCmd(t, md, "--template", "nosuchkind/x", "-n", w.Namespace)
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, `error: --template nosuchkind/x: the API server knows no kind "nosuchkind"`)
-	rolloutCmd(t, md, "--template", "devmachinetemplate", "-n", w.ns).fails(t,
+	rolloutCmd(t, md, "--template", "devmachinetemplate", "-n", w.Namespace).fails(t,
 		`--template "devmachinetemplate" is not KIND/NAME: write e.g. --template devmachinetemplate/NAME`)
 
 	// The policy refuses a worker pool newer than its control plane, before sending.
-	rolloutCmd(t, md, "--version", "v1.35.0", "-n", w.ns).fails(t,
+	rolloutCmd(t, md, "--version", "v1.35.0", "-n", w.Namespace).fails(t,
 		"rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+
 			`MachineDeployment.cluster.x-k8s.io "c1-md-0" is invalid: spec.template.spec.version: Forbidden: MachineDeployment c1-md-0: v1.35.0 is newer than v1.34.2, the oldest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet must not be newer than the API server [rule WorkerNewerThanControlPlane]; keep spec.template.spec.version at v1.34.x or older until every machine of control plane KubeadmControlPlane c1-control-plane runs v1.35 or newer`+
 			"\nTo ask the guard itself, add --dry-run=server.")
-	rolloutCmd(t, md, "--version", "v1.35.x", "-n", w.ns).fails(t,
+	rolloutCmd(t, md, "--version", "v1.35.x", "-n", w.Namespace).fails(t,
 		"rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+
 			`MachineDeployment.cluster.x-k8s.io "c1-md-0" is invalid: spec.template.spec.version: Invalid value: "v1.35.x": MachineDeployment c1-md-0: spec.template.spec.version "v1.35.x" is not a valid Kubernetes version [rule InvalidVersion]; write a Kubernetes version such as v1.35.2`+
 			"\nTo ask the guard itself, add --dry-run=server.")
 	// The same change already in place: nothing to do.
-	out := rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-0", "--version", "v1.34.2", "-n", w.ns).ok(t)
+	out := rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-0", "--version", "v1.34.2", "-n", w.Namespace).ok(t)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 unchanged: it already uses these templates and version\n", out)
 	// A client dry run of a template switch.
-	r = rolloutCmd(t, md, "--template", "DevMachineTemplate.infrastructure.cluster.x-k8s.io/c1-md-1", "-n", w.ns, "--dry-run=client")
+	r = rolloutCmd(t, md, "--template", "DevMachineTemplate.infrastructure.cluster.x-k8s.io/c1-md-1", "-n", w.Namespace, "--dry-run=client")
 	assert.Equal(t, "MachineDeployment cli-errors/c1-md-0: would roll out (dry run: nothing sent)\n"+
 		"FIELD               LIVE                         AFTER\n"+
 		"infrastructureRef   DevMachineTemplate/c1-md-0   DevMachineTemplate/c1-md-1\n"+
 		"machinedeployment.cluster.x-k8s.io/c1-md-0 rolling out (dry run): infrastructureRef c1-md-0 → c1-md-1\n", r.ok(t))
-	assert.EqualValues(t, 1, stamps(t, w.md).Revision)
+	assert.EqualValues(t, 1, env.Stamps(t, w.MD).Revision)
 }
 
 // TestForbidden runs the CLI as a user who may read but not change: the
 // error names the verb and resource the user lacks.
 func TestForbidden(t *testing.T) {
-	w := newWorld(t, "cli-rbac", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
-	grantViewer(t, w.ns, []rbacv1.PolicyRule{
+	w := newWorld(t, "cli-rbac", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
+	grantViewer(t, w.Namespace, []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinedeployments", "clusters"}, Verbs: []string{"get", "list"}},
 		{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list"}},
-	}, w.md, w.kcp)
+	}, w.MD, w.KCP)
 
-	rolloutAs(t, "viewer", "restart", "md/"+mdName, "-n", w.ns).fails(t,
+	rolloutAs(t, "viewer", "restart", "md/"+mdName, "-n", w.Namespace).fails(t,
 		`cannot restart MachineDeployment cli-rbac/c1-md-0: user "viewer" may not patch machinedeployments.cluster.x-k8s.io in namespace "cli-rbac" (Forbidden); ask your cluster administrator for a Role granting "patch" on "machinedeployments" in API group "cluster.x-k8s.io": machinedeployments.cluster.x-k8s.io "c1-md-0" is forbidden: User "viewer" cannot patch resource "machinedeployments" in API group "cluster.x-k8s.io" in the namespace "cli-rbac"`)
-	rolloutAs(t, "viewer", "history", "kcp/"+kcpName, "-n", w.ns).fails(t,
+	rolloutAs(t, "viewer", "history", "kcp/"+kcpName, "-n", w.Namespace).fails(t,
 		`cannot show the history of kubeadmcontrolplane/c1-control-plane: user "viewer" may not list controllerrevisions.apps in namespace "cli-rbac" (Forbidden); ask your cluster administrator for a Role granting "list" on "controllerrevisions" in API group "apps": controllerrevisions.apps is forbidden: User "viewer" cannot list resource "controllerrevisions" in API group "apps" in the namespace "cli-rbac"`)
 	rolloutAs(t, "viewer", "pause", "md/"+mdName, "-n", "default").fails(t,
 		`cannot pause machinedeployment/c1-md-0: user "viewer" may not get machinedeployments.cluster.x-k8s.io in namespace "default" (Forbidden); ask your cluster administrator for a Role granting "get" on "machinedeployments" in API group "cluster.x-k8s.io": machinedeployments.cluster.x-k8s.io "c1-md-0" is forbidden: User "viewer" cannot get resource "machinedeployments" in API group "cluster.x-k8s.io" in the namespace "default"`)

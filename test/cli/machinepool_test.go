@@ -6,13 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // mpGuardPrefix is how the API server prefixes the guard's refusal of a
@@ -20,33 +20,14 @@ import (
 const mpGuardPrefix = `admission webhook "validate.machinepool.rollout-guard.io" denied the request: `
 
 // createMachinePool creates DevMachinePool and MachinePool name of the
-// world's cluster at version. The test environment runs no infrastructure
-// provider: the pool never gets instances or Machines.
-func (w *world) createMachinePool(t *testing.T, name, version string) *clusterv1.MachinePool {
+// world's cluster at version (see framework.World.MachinePool: the pool
+// never gets instances or Machines).
+func createMachinePool(t *testing.T, w *framework.World, name, version string) *clusterv1.MachinePool {
 	t.Helper()
 	ctx := context.Background()
-	infra := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-		"kind":       "DevMachinePool",
-		"metadata":   map[string]any{"namespace": w.ns, "name": name},
-		"spec":       map[string]any{"backend": map[string]any{"docker": map[string]any{}}},
-	}}
-	require.NoError(t, env.Client.Create(ctx, infra))
-	mp := &clusterv1.MachinePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
-		Spec: clusterv1.MachinePoolSpec{
-			ClusterName: clusterName,
-			Replicas:    ptr.To[int32](2),
-			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-				ClusterName: clusterName,
-				Version:     version,
-				Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachinePool", Name: name,
-				},
-			}},
-		},
-	}
+	require.NoError(t, env.Client.Create(ctx, builder.DevMachinePool(w.Namespace, name).Unstructured()))
+	mp := w.MachinePool(name, version).WithLabels(map[string]string{clusterv1.ClusterNameLabel: clusterName}).
+		WithBootstrapDataSecret(name + "-bootstrap").Build()
 	require.NoError(t, env.Client.Create(ctx, mp))
 	return mp
 }
@@ -59,50 +40,49 @@ func (w *world) createMachinePool(t *testing.T, name, version string) *clusterv1
 // restart is refused, naming why; status reads its counts.
 func TestMachinePool(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, "cli-machinepool", worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"})
-	mp := w.createMachinePool(t, "c1-mp-0", "v1.32.4")
+	w := newWorld(t, "cli-machinepool", framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2"})
+	mp := createMachinePool(t, w, "c1-mp-0", "v1.32.4")
 	ref := "mp/c1-mp-0"
 
 	// Revision 2: alice brings the pool up to the control plane.
-	alice, err := env.ClientAs("alice", "system:masters")
-	require.NoError(t, err)
+	alice := framework.UserClient(t, env, "alice")
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mp), mp))
 	mp.Spec.Template.Spec.Version = "v1.35.2"
 	mp.Annotations[revisions.AnnotationChangeCause] = "INC-7: pool up to the control plane"
 	require.NoError(t, alice.Update(ctx, mp))
-	assert.EqualValues(t, 2, stamps(t, mp).Revision)
+	assert.EqualValues(t, 2, env.Stamps(t, mp).Revision)
 
 	// The control plane moves on, with the pool along (the guard judges
 	// the pool as one of its workers).
-	rolloutCmd(t, "kcp/"+kcpName, "--version", "v1.36.1", "-n", w.ns).ok(t)
+	rolloutCmd(t, "kcp/"+kcpName, "--version", "v1.36.1", "-n", w.Namespace).ok(t)
 
 	settle(t, mp)
-	golden(t, "history/mp-table.txt", rolloutCmd(t, "history", ref, "-n", w.ns).ok(t))
+	golden(t, "history/mp-table.txt", rolloutCmd(t, "history", ref, "-n", w.Namespace).ok(t))
 
 	refusal := `MachinePool.cluster.x-k8s.io "c1-mp-0" is invalid: spec.template.spec.version: Forbidden: MachinePool c1-mp-0: v1.32.4 is 4 minors older than v1.36.1, the newest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet may be at most 3 minors older than the API server [rule WorkerTooOld]; set spec.template.spec.version to v1.33.x or newer`
-	r := rolloutCmd(t, "undo", ref, "-n", w.ns)
+	r := rolloutCmd(t, "undo", ref, "-n", w.Namespace)
 	r.fails(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+
 		"\nTo ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT.")
 	assert.Empty(t, r.stdout)
-	assert.EqualValues(t, 2, stamps(t, mp).Revision, "nothing was sent")
-	rolloutCmd(t, "undo", ref, "-n", w.ns, "--dry-run=server").fails(t, mpGuardPrefix+refusal)
-	assert.EqualValues(t, 2, stamps(t, mp).Revision)
+	assert.EqualValues(t, 2, env.Stamps(t, mp).Revision, "nothing was sent")
+	rolloutCmd(t, "undo", ref, "-n", w.Namespace, "--dry-run=server").fails(t, mpGuardPrefix+refusal)
+	assert.EqualValues(t, 2, env.Stamps(t, mp).Revision)
 	assert.Equal(t, "v1.35.2", mp.Spec.Template.Spec.Version)
 
 	// Pause and resume: the annotation, as Cluster API pauses a MachinePool.
-	assert.Equal(t, "machinepool.cluster.x-k8s.io/c1-mp-0 paused\n", rolloutCmd(t, "pause", ref, "-n", w.ns).ok(t))
+	assert.Equal(t, "machinepool.cluster.x-k8s.io/c1-mp-0 paused\n", rolloutCmd(t, "pause", ref, "-n", w.Namespace).ok(t))
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mp), mp))
 	assert.Contains(t, mp.Annotations, clusterv1.PausedAnnotation)
-	rolloutCmd(t, "undo", ref, "-n", w.ns).fails(t, "cannot undo MachinePool "+w.ns+"/c1-mp-0: it is paused (annotation cluster.x-k8s.io/paused), so Cluster API would not roll it out; resume it first with: rollout resume machinepool/c1-mp-0 -n "+w.ns)
-	assert.Equal(t, "machinepool.cluster.x-k8s.io/c1-mp-0 resumed\n", rolloutCmd(t, "resume", ref, "-n", w.ns).ok(t))
+	rolloutCmd(t, "undo", ref, "-n", w.Namespace).fails(t, "cannot undo MachinePool "+w.Namespace+"/c1-mp-0: it is paused (annotation cluster.x-k8s.io/paused), so Cluster API would not roll it out; resume it first with: rollout resume machinepool/c1-mp-0 -n "+w.Namespace)
+	assert.Equal(t, "machinepool.cluster.x-k8s.io/c1-mp-0 resumed\n", rolloutCmd(t, "resume", ref, "-n", w.Namespace).ok(t))
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mp), mp))
 	assert.NotContains(t, mp.Annotations, clusterv1.PausedAnnotation)
 
-	rolloutCmd(t, "restart", ref, "-n", w.ns).fails(t, "cannot restart MachinePool "+w.ns+"/c1-mp-0: a MachinePool has no spec.rollout.after in Cluster API v1beta2, so there is nothing to ask a rollout with; roll its instances through its infrastructure provider (for example a new spec.template.spec.infrastructureRef), or use a MachineDeployment")
+	rolloutCmd(t, "restart", ref, "-n", w.Namespace).fails(t, "cannot restart MachinePool "+w.Namespace+"/c1-mp-0: a MachinePool has no spec.rollout.after in Cluster API v1beta2, so there is nothing to ask a rollout with; roll its instances through its infrastructure provider (for example a new spec.template.spec.infrastructureRef), or use a MachineDeployment")
 
 	// Status from the pool's counts, as its controller would write them.
 	mp.Status = clusterv1.MachinePoolStatus{ObservedGeneration: mp.Generation, Replicas: ptr.To[int32](2), ReadyReplicas: ptr.To[int32](2),
 		AvailableReplicas: ptr.To[int32](2), UpToDateReplicas: ptr.To[int32](2)}
 	require.NoError(t, env.Client.Status().Update(ctx, mp))
-	assert.Equal(t, "machinepool/c1-mp-0 successfully rolled out (revision 2)\n", rolloutCmd(t, "status", ref, "-n", w.ns, "--timeout", "20s").ok(t))
+	assert.Equal(t, "machinepool/c1-mp-0 successfully rolled out (revision 2)\n", rolloutCmd(t, "status", ref, "-n", w.Namespace, "--timeout", "20s").ok(t))
 }

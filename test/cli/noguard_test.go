@@ -11,10 +11,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/builder"
 )
 
 // TestWithoutGuard runs history and undo on objects the guard never saw:
@@ -37,39 +37,10 @@ func TestWithoutGuard(t *testing.T) {
 
 	ns := "cli-noguard"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	kcp := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kcpName, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
-		Spec: controlplanev1.KubeadmControlPlaneSpec{
-			Version: "v1.34.2",
-			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "c1-control-plane"},
-			}},
-		},
-	}
+	kcp := builder.KubeadmControlPlane(ns, kcpName).WithClusterName(clusterName).WithVersion("v1.34.2").
+		WithInfrastructureTemplate(kcpName).Build()
 	require.NoError(t, env.Client.Create(ctx, kcp))
-	labels := map[string]string{"pool": "md-0"}
-	template := func(infra, version string) clusterv1.MachineTemplateSpec {
-		return clusterv1.MachineTemplateSpec{
-			ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-			Spec: clusterv1.MachineSpec{
-				ClusterName: clusterName,
-				Version:     version,
-				Bootstrap:   clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "c1-md-0"}},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: infra,
-				},
-			},
-		}
-	}
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mdName},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: clusterName,
-			Replicas:    ptr.To[int32](3),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Template:    template("c1-md-2", "v1.34.2"),
-		},
-	}
+	md := env.WorldIn(ns).Pool(mdName, "v1.34.2").WithInfrastructureTemplate("c1-md-2").Build()
 	require.NoError(t, env.Client.Create(ctx, md))
 	// What Cluster API leaves behind: the MachineSets of revisions 1 and 3
 	// (it deleted revision 2's once scaled to zero).
@@ -77,21 +48,10 @@ func TestWithoutGuard(t *testing.T) {
 		revision, infra, version string
 		replicas                 int32
 	}{{"1", "c1-md-0", "v1.34.1", 0}, {"3", "c1-md-2", "v1.34.2", 3}} {
-		obj := &clusterv1.MachineSet{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace:       ns,
-				Name:            fmt.Sprintf("%s-rev%s", mdName, ms.revision),
-				Labels:          map[string]string{clusterv1.MachineDeploymentNameLabel: mdName, clusterv1.ClusterNameLabel: clusterName},
-				Annotations:     map[string]string{clusterv1.RevisionAnnotation: ms.revision},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment", Name: mdName, UID: md.UID, Controller: ptr.To(true)}},
-			},
-			Spec: clusterv1.MachineSetSpec{
-				ClusterName: clusterName,
-				Replicas:    ptr.To(ms.replicas),
-				Selector:    metav1.LabelSelector{MatchLabels: labels},
-				Template:    template(ms.infra, ms.version),
-			},
-		}
+		obj := builder.MachineSet(ns, fmt.Sprintf("%s-rev%s", mdName, ms.revision)).OwnedBy(md, ms.revision).
+			WithLabels(map[string]string{clusterv1.ClusterNameLabel: clusterName}).
+			WithClusterName(clusterName).WithReplicas(ms.replicas).WithSelector(md.Spec.Selector.MatchLabels).
+			WithVersion(ms.version).WithBootstrapTemplate(mdName).WithInfrastructureTemplate(ms.infra).Build()
 		require.NoError(t, env.Client.Create(ctx, obj))
 	}
 	setNow(md.CreationTimestamp.Add(30*time.Hour + 30*time.Minute))

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 var transcripts = flag.String("transcripts", "", "also write the tour's terminal transcripts, unaltered, to this directory (for docs/cli.md)")
@@ -83,8 +85,8 @@ func shellJoin(args []string) string {
 // and a control plane, the policy's refusals, the break-glass override and
 // a topology-managed cluster. Its transcripts are pinned in testdata/tour.
 func TestTour(t *testing.T) {
-	w := newWorld(t, "demo", worldSpec{cpVersion: "v1.33.5", mdVersion: "v1.33.5"})
-	s := newSession(t, w.md, w.kcp)
+	w := newWorld(t, "demo", framework.WorldSpec{Version: "v1.33.5", WorkerVersion: "v1.33.5"})
+	s := newSession(t, w.MD, w.KCP)
 	md, kcp := "machinedeployment/"+mdName, "kcp/"+kcpName
 
 	s.run("admin", false, "restart", md, "-n", "demo").ok(t)
@@ -130,14 +132,14 @@ func TestTour(t *testing.T) {
 
 	grantViewer(t, "demo", []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinedeployments"}, Verbs: []string{"get", "list"}},
-	}, w.md)
+	}, w.MD)
 	s.run("admin", true, "restart", "deployment/web", "-n", "demo")
 	s.run("admin", false, "restart", "md/c1-md-7", "-n", "demo")
 	s.run("viewer", false, "pause", md, "-n", "demo")
 	s.save("errors.txt")
 
-	tw := newWorld(t, "demo-topology", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2", topology: true})
-	s = newSession(t, tw.md, tw.kcp)
+	tw := newWorld(t, "demo-topology", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2", Topology: true})
+	s = newSession(t, tw.MD, tw.KCP)
 	s.run("admin", false, "restart", md, "-n", "demo-topology").ok(t)
 	s.run("admin", false, "restart", kcp, "-n", "demo-topology").ok(t)
 	s.run("admin", false, "undo", md, "-n", "demo-topology")

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // kcpGuardPrefix is how the API server prefixes the guard's refusal of a
@@ -22,12 +24,12 @@ const kcpGuardPrefix = `admission webhook "validate.kubeadmcontrolplane.rollout-
 // user outside the override group even with --force, let through for one in
 // it, with the override and its reason in the history.
 func TestUndoEtcdDowngrade(t *testing.T) {
-	w := newWorld(t, "cli-undo-etcd", worldSpec{cpVersion: "v1.33.5", mdVersion: "v1.33.5"})
+	w := newWorld(t, "cli-undo-etcd", framework.WorldSpec{Version: "v1.33.5", WorkerVersion: "v1.33.5"})
 	kcp := "kcp/" + kcpName
 
-	out := rolloutCmd(t, kcp, "--version", "v1.34.2", "--template", "devmachinetemplate/c1-control-plane-1", "-n", w.ns).ok(t)
+	out := rolloutCmd(t, kcp, "--version", "v1.34.2", "--template", "devmachinetemplate/c1-control-plane-1", "-n", w.Namespace).ok(t)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolling out: version v1.33.5 → v1.34.2; infrastructureRef c1-control-plane → c1-control-plane-1\n", out)
-	waitRecorded(t, w.kcp)
+	waitRecorded(t, w.KCP)
 
 	refusal := `KubeadmControlPlane.controlplane.cluster.x-k8s.io "c1-control-plane" is invalid: [` +
 		`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Kubernetes downgrade from v1.34.2 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup), ` +
@@ -35,43 +37,43 @@ func TestUndoEtcdDowngrade(t *testing.T) {
 	hint := "To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT."
 
 	// Refused before sending, with the guard's text.
-	r := rolloutCmd(t, "undo", kcp, "-n", w.ns)
+	r := rolloutCmd(t, "undo", kcp, "-n", w.Namespace)
 	r.fails(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+"\n"+hint)
 	assert.Empty(t, r.stdout)
-	assert.EqualValues(t, 2, stamps(t, w.kcp).Revision)
+	assert.EqualValues(t, 2, env.Stamps(t, w.KCP).Revision)
 
 	// The guard itself says the same.
-	rolloutCmd(t, "undo", kcp, "-n", w.ns, "--dry-run=server").fails(t, kcpGuardPrefix+refusal)
+	rolloutCmd(t, "undo", kcp, "-n", w.Namespace, "--dry-run=server").fails(t, kcpGuardPrefix+refusal)
 
 	// A client dry run shows what would change, then the refusal.
-	r = rolloutCmd(t, "undo", kcp, "-n", w.ns, "--dry-run=client")
+	r = rolloutCmd(t, "undo", kcp, "-n", w.Namespace, "--dry-run=client")
 	r.fails(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+"\n"+hint)
 	golden(t, "undo/kcp-dry-run-client.txt", r.stdout)
 
 	// --force outside the override group: the guard refuses and says why.
-	rolloutAs(t, "mallory", "undo", kcp, "-n", w.ns, "--force", "--reason", "INC-42: roll back").fails(t, kcpGuardPrefix+
+	rolloutAs(t, "mallory", "undo", kcp, "-n", w.Namespace, "--force", "--reason", "INC-42: roll back").fails(t, kcpGuardPrefix+
 		strings.TrimSuffix(refusal, "]")+`, metadata.annotations[rollout-guard.io/override]: Forbidden: override not honoured: user mallory is not in an override group (platform-admins)]`)
-	assert.EqualValues(t, 2, stamps(t, w.kcp).Revision)
+	assert.EqualValues(t, 2, env.Stamps(t, w.KCP).Revision)
 
 	// In the group: let through, with the guard's warning.
-	r = rolloutAs(t, "oncall", "undo", kcp, "-n", w.ns, "--force", "--reason", "INC-42: roll back")
+	r = rolloutAs(t, "oncall", "undo", kcp, "-n", w.Namespace, "--force", "--reason", "INC-42: roll back")
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 1 (now revision 3)\n", r.ok(t))
 	assert.Contains(t, r.stderr, "Warning: rollout-guard's policy refuses this change (ControlPlaneDowngrade, EtcdDowngrade); sending it with the override (--force): the guard decides whether you may\n")
 	assert.Contains(t, r.stderr, "Warning: rollout-guard: override by oncall honoured (INC-42: roll back): ControlPlaneDowngrade, EtcdDowngrade; recorded in the revision history\n")
-	w.refresh(t)
-	assert.Equal(t, "v1.33.5", w.kcp.Spec.Version)
+	w.Refresh(t)
+	assert.Equal(t, "v1.33.5", w.KCP.Spec.Version)
 
 	// History remembers what the control plane ran: a patch release of
 	// v1.33 is still refused, against revision 2, locally as by the guard.
 	historyAware := `KubeadmControlPlane.controlplane.cluster.x-k8s.io "c1-control-plane" is invalid: [` +
 		`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Kubernetes downgrade from v1.34.2 (the highest version it has run, per revision 2) to v1.33.4 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup), ` +
 		`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: etcd downgrade from 3.6.5 (revision 2) to 3.5.24 (kubeadm's default for v1.33.4) is not supported; etcd cannot return to an older minor by replacing members [rule EtcdDowngrade]; keep etcd at 3.6: set spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag to a 3.6.x tag such as 3.6.5-0, or downgrade etcd with its own procedure (etcdctl downgrade enable) outside Cluster API first]`
-	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.ns).fails(t,
+	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.Namespace).fails(t,
 		"rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+historyAware+"\nTo ask the guard itself, add --dry-run=server.")
-	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.ns, "--dry-run=server").fails(t, kcpGuardPrefix+historyAware)
+	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.Namespace, "--dry-run=server").fails(t, kcpGuardPrefix+historyAware)
 
-	settle(t, w.kcp)
-	golden(t, "history/kcp-override-table.txt", rolloutCmd(t, "history", kcp, "-n", w.ns).ok(t))
+	settle(t, w.KCP)
+	golden(t, "history/kcp-override-table.txt", rolloutCmd(t, "history", kcp, "-n", w.Namespace).ok(t))
 }
 
 // TestUndo walks a MachineDeployment back and forth: the previous revision
@@ -79,45 +81,45 @@ func TestUndoEtcdDowngrade(t *testing.T) {
 // live, a paused object, a revision that does not exist and one whose
 // template was deleted.
 func TestUndo(t *testing.T) {
-	w := newWorld(t, "cli-undo", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	w := newWorld(t, "cli-undo", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	md := "machinedeployment/" + mdName
-	rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", w.ns).ok(t)
+	rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", w.Namespace).ok(t)
 
-	r := rolloutCmd(t, "undo", md, "-n", w.ns, "--dry-run")
+	r := rolloutCmd(t, "undo", md, "-n", w.Namespace, "--dry-run")
 	assert.Equal(t, "MachineDeployment cli-undo/c1-md-0: would roll back from revision 2 to revision 1 (dry run: nothing sent)\n"+
 		"FIELD               LIVE (REVISION 2)            REVISION 1\n"+
 		"infrastructureRef   DevMachineTemplate/c1-md-1   DevMachineTemplate/c1-md-0\n"+
 		"machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (dry run)\n", r.ok(t))
-	assert.EqualValues(t, 2, stamps(t, w.md).Revision)
+	assert.EqualValues(t, 2, env.Stamps(t, w.MD).Revision)
 
-	out := rolloutCmd(t, "undo", md, "-n", w.ns).ok(t)
+	out := rolloutCmd(t, "undo", md, "-n", w.Namespace).ok(t)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (now revision 3)\n", out)
-	w.refresh(t)
-	assert.Equal(t, "c1-md-0", w.md.Spec.Template.Spec.InfrastructureRef.Name)
+	w.Refresh(t)
+	assert.Equal(t, "c1-md-0", w.MD.Spec.Template.Spec.InfrastructureRef.Name)
 
-	out = rolloutCmd(t, "undo", md, "-n", w.ns, "--to-revision", "1").ok(t)
+	out = rolloutCmd(t, "undo", md, "-n", w.Namespace, "--to-revision", "1").ok(t)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 skipped rollback: already at revision 1 (its content is live as revision 3)\n", out)
-	out = rolloutCmd(t, "undo", md, "-n", w.ns, "--to-revision", "3", "-o", "name").ok(t)
+	out = rolloutCmd(t, "undo", md, "-n", w.Namespace, "--to-revision", "3", "-o", "name").ok(t)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0\n", out)
 
-	rolloutCmd(t, "undo", md, "-n", w.ns, "--to-revision", "7").fails(t,
+	rolloutCmd(t, "undo", md, "-n", w.Namespace, "--to-revision", "7").fails(t,
 		"cannot undo MachineDeployment cli-undo/c1-md-0: it has no revision 7; recorded revisions: 1, 2, 3 (see rollout history machinedeployment/c1-md-0)")
 
 	// Revision 2's template is gone.
 	tmpl := &unstructured.Unstructured{}
 	tmpl.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1beta2")
 	tmpl.SetKind("DevMachineTemplate")
-	tmpl.SetNamespace(w.ns)
+	tmpl.SetNamespace(w.Namespace)
 	tmpl.SetName("c1-md-1")
 	require.NoError(t, env.Client.Delete(context.Background(), tmpl))
-	rolloutCmd(t, "undo", md, "-n", w.ns, "--to-revision", "2").fails(t,
+	rolloutCmd(t, "undo", md, "-n", w.Namespace, "--to-revision", "2").fails(t,
 		`cannot undo MachineDeployment cli-undo/c1-md-0 to revision 2: the infrastructure template DevMachineTemplate "c1-md-1" (spec.template.spec.infrastructureRef) does not exist in namespace "cli-undo"; recreate it, or pick another revision with --to-revision (see rollout history machinedeployment/c1-md-0)`)
 
 	// Paused: refused, saying how to resume.
-	rolloutCmd(t, "pause", md, "-n", w.ns).ok(t)
-	rolloutCmd(t, "undo", md, "-n", w.ns).fails(t,
+	rolloutCmd(t, "pause", md, "-n", w.Namespace).ok(t)
+	rolloutCmd(t, "undo", md, "-n", w.Namespace).fails(t,
 		"cannot undo MachineDeployment cli-undo/c1-md-0: it is paused (spec.paused is true), so Cluster API would not roll it out; resume it first with: rollout resume machinedeployment/c1-md-0 -n cli-undo")
-	assert.EqualValues(t, 3, stamps(t, w.md).Revision)
+	assert.EqualValues(t, 3, env.Stamps(t, w.MD).Revision)
 }
 
 // TestUndoRace runs two undos of one object to the same revision at once:
@@ -126,9 +128,9 @@ func TestUndo(t *testing.T) {
 // undo's checks and its write, and the undo re-reads, re-checks and reports
 // what happened instead of overwriting it.
 func TestUndoRace(t *testing.T) {
-	w := newWorld(t, "cli-undo-race", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	w := newWorld(t, "cli-undo-race", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	md := "machinedeployment/" + mdName
-	rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", w.ns).ok(t)
+	rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", w.Namespace).ok(t)
 
 	// Two at once.
 	var wg sync.WaitGroup
@@ -137,7 +139,7 @@ func TestUndoRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = rolloutCmd(t, "undo", md, "-n", w.ns, "--to-revision", "1")
+			results[i] = rolloutCmd(t, "undo", md, "-n", w.Namespace, "--to-revision", "1")
 		}()
 	}
 	wg.Wait()
@@ -155,12 +157,12 @@ func TestUndoRace(t *testing.T) {
 	}
 	assert.Equal(t, 1, applied, "exactly one undo applies")
 	assert.Equal(t, 1, skipped, "the other one skips")
-	assert.EqualValues(t, 3, stamps(t, w.md).Revision, "one new revision, not two")
+	assert.EqualValues(t, 3, env.Stamps(t, w.MD).Revision, "one new revision, not two")
 
 	// The same, interleaved on purpose: B runs to completion between A's
 	// checks and A's write; A's write conflicts, A reads again and finds
 	// its revision live.
-	rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", w.ns).ok(t) // revision 4
+	rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", w.Namespace).ok(t) // revision 4
 	concurrently := func(args ...string) func(ctx context.Context) error {
 		done := false
 		return func(ctx context.Context) error {
@@ -171,28 +173,28 @@ func TestUndoRace(t *testing.T) {
 			return nil
 		}
 	}
-	r := runCLI(t, runOptions{user: "admin", beforeWrite: concurrently("undo", md, "-n", w.ns, "--to-revision", "1")},
-		"undo", md, "-n", w.ns, "--to-revision", "1")
+	r := runCLI(t, runOptions{user: "admin", beforeWrite: concurrently("undo", md, "-n", w.Namespace, "--to-revision", "1")},
+		"undo", md, "-n", w.Namespace, "--to-revision", "1")
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 skipped rollback: already at revision 1 (its content is live as revision 5)\n", r.ok(t))
 	assert.Equal(t, "conflict: MachineDeployment cli-undo-race/c1-md-0 changed after it was read: it is now at revision 5, made by admin via rollout; reading it again\n", r.stderr)
-	assert.EqualValues(t, 5, stamps(t, w.md).Revision)
+	assert.EqualValues(t, 5, env.Stamps(t, w.MD).Revision)
 
 	// Undo to "the previous revision" while someone else changes the
 	// object: the previous revision is no longer what it was; nothing is
 	// rolled back.
-	r = runCLI(t, runOptions{user: "admin", beforeWrite: concurrently(md, "--template", "devmachinetemplate/c1-md-1", "--version", "v1.34.1", "-n", w.ns)},
-		"undo", md, "-n", w.ns)
+	r = runCLI(t, runOptions{user: "admin", beforeWrite: concurrently(md, "--template", "devmachinetemplate/c1-md-1", "--version", "v1.34.1", "-n", w.Namespace)},
+		"undo", md, "-n", w.Namespace)
 	r.fails(t, `cannot undo MachineDeployment cli-undo-race/c1-md-0: it changed while this command ran: it is now at revision 6, made by admin via rollout (rollout machinedeployment/c1-md-0 --template devmachinetemplate/c1-md-1 --version v1.34.1); "the previous revision" no longer means revision 4 (also 2), so nothing was rolled back: run rollout undo again to decide on the new state, or name the revision with --to-revision`)
-	w.refresh(t)
-	assert.Equal(t, "v1.34.1", w.md.Spec.Template.Spec.Version, "the concurrent change stands")
+	w.Refresh(t)
+	assert.Equal(t, "v1.34.1", w.MD.Spec.Template.Spec.Version, "the concurrent change stands")
 
 	// An explicit revision while someone else changes the object: checked
 	// again against the new state, then applied.
-	r = runCLI(t, runOptions{user: "admin", beforeWrite: concurrently(md, "--template", "devmachinetemplate/c1-md-0", "--version", "v1.34.1", "-n", w.ns)},
-		"undo", md, "-n", w.ns, "--to-revision", "4")
+	r = runCLI(t, runOptions{user: "admin", beforeWrite: concurrently(md, "--template", "devmachinetemplate/c1-md-0", "--version", "v1.34.1", "-n", w.Namespace)},
+		"undo", md, "-n", w.Namespace, "--to-revision", "4")
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 4 (now revision 8)\n", r.ok(t))
 	assert.Equal(t, "conflict: MachineDeployment cli-undo-race/c1-md-0 changed after it was read: it is now at revision 7, made by admin via rollout; checking revision 4 against it again\n", r.stderr)
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(w.md), w.md))
-	assert.Equal(t, "c1-md-1", w.md.Spec.Template.Spec.InfrastructureRef.Name)
-	assert.Equal(t, "v1.34.2", w.md.Spec.Template.Spec.Version)
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(w.MD), w.MD))
+	assert.Equal(t, "c1-md-1", w.MD.Spec.Template.Spec.InfrastructureRef.Name)
+	assert.Equal(t, "v1.34.2", w.MD.Spec.Template.Spec.Version)
 }

@@ -30,23 +30,24 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // badInputCase is one hand-written bad (or odd) request through the API
 // server, and its exact outcome.
 type badInputCase struct {
 	name  string
-	world worldSpec
+	world framework.WorldSpec
 	// setup prepares the world (deletes a control plane, removes a label).
-	setup func(t *testing.T, w *world)
+	setup func(t *testing.T, w *framework.World)
 	// do sends the request as c, a client whose warnings are recorded.
-	do func(t *testing.T, w *world, c client.Client) error
+	do func(t *testing.T, w *framework.World, c client.Client) error
 	// wantErr is the whole error text, "" for an allowed request.
 	wantErr string
 	// wantWarnings are the whole warnings the API server passed on.
 	wantWarnings []string
 	// check runs after an allowed request.
-	check func(t *testing.T, w *world)
+	check func(t *testing.T, w *framework.World)
 }
 
 // TestBadInputThroughTheAPIServer sends hand-written bad requests the way a
@@ -57,16 +58,16 @@ type badInputCase struct {
 // a warning when the guard could not judge everything).
 func TestBadInputThroughTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	merge := func(obj client.Object, patch string) func(*testing.T, *world, client.Client) error {
-		return func(_ *testing.T, _ *world, c client.Client) error {
+	merge := func(obj client.Object, patch string) func(*testing.T, *framework.World, client.Client) error {
+		return func(_ *testing.T, _ *framework.World, c client.Client) error {
 			return c.Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, []byte(patch)))
 		}
 	}
-	onW := func(pick target, patch string) func(*testing.T, *world, client.Client) error {
-		return func(t *testing.T, w *world, c client.Client) error { return merge(pick(w), patch)(t, w, c) }
+	onW := func(pick target, patch string) func(*testing.T, *framework.World, client.Client) error {
+		return func(t *testing.T, w *framework.World, c client.Client) error { return merge(pick(w), patch)(t, w, c) }
 	}
-	deleteKCP := func(t *testing.T, w *world) {
-		require.NoError(t, env.Client.Delete(ctx, w.kcp))
+	deleteKCP := func(t *testing.T, w *framework.World) {
+		require.NoError(t, env.Client.Delete(ctx, w.KCP))
 		waitGuardForgets(t, w)
 	}
 	// files of 10 KiB each (the CRD's limit per file), about 1 MiB in all.
@@ -77,10 +78,10 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		}
 		return files
 	}
-	withBigFiles := func(t *testing.T, w *world) {
-		patch := client.MergeFrom(w.kcp.DeepCopy())
-		w.kcp.Spec.KubeadmConfigSpec.Files = bigFiles()
-		require.NoError(t, env.Client.Patch(ctx, w.kcp, patch))
+	withBigFiles := func(t *testing.T, w *framework.World) {
+		patch := client.MergeFrom(w.KCP.DeepCopy())
+		w.KCP.Spec.KubeadmConfigSpec.Files = bigFiles()
+		require.NoError(t, env.Client.Patch(ctx, w.KCP, patch))
 	}
 	invalidVersion := func(prefix, field, value, kind, name string) string {
 		return prefix + fmt.Sprintf(`%s: Invalid value: %q: %s %s: %s %q is not a valid Kubernetes version [rule InvalidVersion]; write a Kubernetes version such as v1.35.2`, field, value, kind, name, field, value)
@@ -89,38 +90,38 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 	cases := []badInputCase{
 		{
 			name:    "non-semver KubeadmControlPlane version",
-			world:   worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:   framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			do:      onW(onKCP, `{"spec":{"version":"latest"}}`),
 			wantErr: invalidVersion(kcpDenied, "spec.version", "latest", "KubeadmControlPlane", "c1-control-plane"),
 		},
 		{
 			name:    "MachineDeployment version without the patch number and the v",
-			world:   worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:   framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			do:      onW(onMD, `{"spec":{"template":{"spec":{"version":"1.34"}}}}`),
 			wantErr: invalidVersion(mdDenied, "spec.template.spec.version", "1.34", "MachineDeployment", "c1-md-0"),
 		},
 		{
 			name:    "non-semver topology version",
-			world:   worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2", topology: true},
+			world:   framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2", Topology: true},
 			do:      onW(onCluster, `{"spec":{"topology":{"version":"v1.35.x"}}}`),
 			wantErr: invalidVersion(clusterDenied, "spec.topology.version", "v1.35.x", "Cluster", "c1"),
 		},
 		{
 			name:  "deleted control plane: a worker version change is allowed, with a warning that skew was not checked",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			setup: deleteKCP,
 			do:    onW(onMD, `{"spec":{"template":{"spec":{"version":"v1.35.0"}}}}`),
 			wantWarnings: []string{
 				"rollout-guard: version skew of MachineDeployment %[1]s/c1-md-0 not checked: KubeadmControlPlane %[1]s/c1-control-plane of Cluster c1 not found",
 			},
-			check: func(t *testing.T, w *world) {
-				w.md = refetch(t, w.md)
-				assert.Equal(t, "v1.35.0", w.md.Spec.Template.Spec.Version)
+			check: func(t *testing.T, w *framework.World) {
+				w.MD = refetch(t, w.MD)
+				assert.Equal(t, "v1.35.0", w.MD.Spec.Template.Spec.Version)
 			},
 		},
 		{
 			name:    "deleted control plane: a non-semver worker version is still refused",
-			world:   worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:   framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			setup:   deleteKCP,
 			do:      onW(onMD, `{"spec":{"template":{"spec":{"version":"latest"}}}}`),
 			wantErr: invalidVersion(mdDenied, "spec.template.spec.version", "latest", "MachineDeployment", "c1-md-0"),
@@ -130,7 +131,7 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		},
 		{
 			name:    "deleted control plane: a topology downgrade is still refused, judged on the Cluster alone",
-			world:   worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.34.2", topology: true},
+			world:   framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.34.2", Topology: true},
 			setup:   deleteKCP,
 			do:      onW(onCluster, `{"spec":{"topology":{"version":"v1.34.2"}}}`),
 			wantErr: clusterDenied + `spec.topology.version: Forbidden: Cluster c1: Kubernetes downgrade from v1.35.2 to v1.34.2 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.topology.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup)`,
@@ -140,9 +141,9 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		},
 		{
 			name:  "control plane without its cluster label: a minor skip is still refused",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
-			setup: func(t *testing.T, w *world) {
-				require.NoError(t, env.Client.Patch(ctx, w.kcp.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/labels"}]`))))
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
+			setup: func(t *testing.T, w *framework.World) {
+				require.NoError(t, env.Client.Patch(ctx, w.KCP.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/labels"}]`))))
 			},
 			do:      onW(onKCP, `{"spec":{"version":"v1.36.0"}}`),
 			wantErr: kcpDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: upgrade from v1.34.2 to v1.36.0 skips v1.35; kubeadm upgrades one minor at a time [rule ControlPlaneMinorSkip]; set spec.version to a v1.35.x release first and wait until every control-plane machine runs it, then upgrade to v1.36`,
@@ -152,9 +153,9 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		},
 		{
 			name:  "Cluster without a controlPlaneRef: a worker upgrade is allowed, with a warning",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
-			setup: func(t *testing.T, w *world) {
-				require.NoError(t, env.Client.Patch(ctx, w.cluster.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/controlPlaneRef"}]`))))
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
+			setup: func(t *testing.T, w *framework.World) {
+				require.NoError(t, env.Client.Patch(ctx, w.Cluster.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/controlPlaneRef"}]`))))
 				waitGuardForgets(t, w)
 			},
 			do: onW(onMD, `{"spec":{"template":{"spec":{"version":"v1.34.3"}}}}`),
@@ -164,11 +165,11 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		},
 		{
 			name:  "missing infrastructure template: allowed and stamped (Cluster API reports the missing template)",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			do:    onW(onMD, `{"spec":{"template":{"spec":{"infrastructureRef":{"name":"no-such-template"}}}}}`),
-			check: func(t *testing.T, w *world) {
-				w.md = refetch(t, w.md)
-				rec, err := revisions.RecordFromAnnotations(w.md.Annotations)
+			check: func(t *testing.T, w *framework.World) {
+				w.MD = refetch(t, w.MD)
+				rec, err := revisions.RecordFromAnnotations(w.MD.Annotations)
 				require.NoError(t, err)
 				assert.EqualValues(t, 2, rec.Revision)
 				assert.Equal(t, "bad-input-user", rec.ChangedBy)
@@ -177,22 +178,22 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		},
 		{
 			name:    "1 MiB control plane with a minor skip: refused like a small one",
-			world:   worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:   framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			setup:   withBigFiles,
 			do:      onW(onKCP, `{"spec":{"version":"v1.36.0"}}`),
 			wantErr: kcpDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: upgrade from v1.34.2 to v1.36.0 skips v1.35; kubeadm upgrades one minor at a time [rule ControlPlaneMinorSkip]; set spec.version to a v1.35.x release first and wait until every control-plane machine runs it, then upgrade to v1.36`,
 		},
 		{
 			name:  "1 MiB control plane with an upgrade: allowed and its replaced revision recorded",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			setup: withBigFiles,
 			do:    onW(onKCP, `{"spec":{"version":"v1.35.0"}}`),
-			check: func(t *testing.T, w *world) {
-				w.kcp = refetch(t, w.kcp)
-				assert.Equal(t, "v1.35.0", w.kcp.Spec.Version)
-				assert.Len(t, w.kcp.Spec.KubeadmConfigSpec.Files, 100)
-				assert.Equal(t, "3", w.kcp.Annotations[revisions.AnnotationRevision], "revision 1 created, 2 the big files, 3 the upgrade")
-				revs, _, err := history.List(ctx, env.Client, w.ns, string(w.kcp.UID))
+			check: func(t *testing.T, w *framework.World) {
+				w.KCP = refetch(t, w.KCP)
+				assert.Equal(t, "v1.35.0", w.KCP.Spec.Version)
+				assert.Len(t, w.KCP.Spec.KubeadmConfigSpec.Files, 100)
+				assert.Equal(t, "3", w.KCP.Annotations[revisions.AnnotationRevision], "revision 1 created, 2 the big files, 3 the upgrade")
+				revs, _, err := history.List(ctx, env.Client, w.Namespace, string(w.KCP.UID))
 				require.NoError(t, err)
 				var replaced *revisions.Revision
 				for i := range revs {
@@ -206,17 +207,17 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		},
 		{
 			name:  "forged stamps on create: overwritten with the creator and revision 1",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
-			do: func(_ *testing.T, w *world, c client.Client) error {
-				md := w.md.DeepCopy()
-				md.ObjectMeta = metav1.ObjectMeta{Namespace: w.ns, Name: "forged", Annotations: map[string]string{
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
+			do: func(_ *testing.T, w *framework.World, c client.Client) error {
+				md := w.MD.DeepCopy()
+				md.ObjectMeta = metav1.ObjectMeta{Namespace: w.Namespace, Name: "forged", Annotations: map[string]string{
 					revisions.AnnotationChangedBy: "someone-else", revisions.AnnotationRevision: "42", revisions.AnnotationOverriddenBy: "someone-else",
 				}}
 				return c.Create(ctx, md)
 			},
-			check: func(t *testing.T, w *world) {
+			check: func(t *testing.T, w *framework.World) {
 				md := &clusterv1.MachineDeployment{}
-				require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "forged"}, md))
+				require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "forged"}, md))
 				assert.Equal(t, "bad-input-user", md.Annotations[revisions.AnnotationChangedBy])
 				assert.Equal(t, "1", md.Annotations[revisions.AnnotationRevision])
 				assert.NotContains(t, md.Annotations, revisions.AnnotationOverriddenBy)
@@ -224,30 +225,30 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 		},
 		{
 			name:  "Cluster API's bookkeeping (status, finalizer, scale): allowed, revision unchanged",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
-			do: func(t *testing.T, w *world, c client.Client) error {
-				kcp := refetch(t, w.kcp)
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
+			do: func(t *testing.T, w *framework.World, c client.Client) error {
+				kcp := refetch(t, w.KCP)
 				kcp.Status.Versions = []clusterv1.StatusVersion{{Version: "v1.34.2", Replicas: 3}}
 				kcp.Status.ObservedGeneration = kcp.Generation
 				if err := c.Status().Update(ctx, kcp); err != nil {
 					return err
 				}
-				return merge(w.md, `{"metadata":{"finalizers":["cluster.x-k8s.io/machinedeployment"]},"spec":{"replicas":5}}`)(t, w, c)
+				return merge(w.MD, `{"metadata":{"finalizers":["cluster.x-k8s.io/machinedeployment"]},"spec":{"replicas":5}}`)(t, w, c)
 			},
-			check: func(t *testing.T, w *world) {
-				w.md = refetch(t, w.md)
-				assert.EqualValues(t, 5, *w.md.Spec.Replicas)
-				assert.Equal(t, "1", w.md.Annotations[revisions.AnnotationRevision])
+			check: func(t *testing.T, w *framework.World) {
+				w.MD = refetch(t, w.MD)
+				assert.EqualValues(t, 5, *w.MD.Spec.Replicas)
+				assert.Equal(t, "1", w.MD.Annotations[revisions.AnnotationRevision])
 			},
 		},
 		{
 			name:  "a version the API server does not serve: refused before any webhook",
-			world: worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
-			do: func(t *testing.T, w *world, _ client.Client) error {
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
+			do: func(t *testing.T, w *framework.World, _ client.Client) error {
 				// Sent as raw HTTP: a client's REST mapper would refuse it before sending.
 				hc, err := rest.HTTPClientFor(env.Config)
 				require.NoError(t, err)
-				url := fmt.Sprintf("%s/apis/cluster.x-k8s.io/v1alpha3/namespaces/%s/machinedeployments/%s", env.Config.Host, w.ns, w.md.Name)
+				url := fmt.Sprintf("%s/apis/cluster.x-k8s.io/v1alpha3/namespaces/%s/machinedeployments/%s", env.Config.Host, w.Namespace, w.MD.Name)
 				req, err := http.NewRequest(http.MethodPatch, url, strings.NewReader(`{"spec":{"template":{"spec":{"version":"v1.33.0"}}}}`))
 				require.NoError(t, err)
 				req.Header.Set("Content-Type", string(types.MergePatchType))
@@ -277,7 +278,7 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 			}
 			var want []string
 			for _, w1 := range tc.wantWarnings {
-				want = append(want, fmt.Sprintf(w1, w.ns))
+				want = append(want, fmt.Sprintf(w1, w.Namespace))
 			}
 			assert.Equal(t, want, warnings.texts)
 			if tc.check != nil {
@@ -298,28 +299,28 @@ func refetch[T client.Object](t *testing.T, obj T) T {
 // waitGuardForgets waits until the guard's cache no longer gives w's worker
 // pool a control plane: a dry-run worker version change far ahead of it is
 // allowed (with a warning) rather than refused.
-func waitGuardForgets(t *testing.T, w *world) {
+func waitGuardForgets(t *testing.T, w *framework.World) {
 	t.Helper()
 	ctx := context.Background()
 	require.Eventually(t, func() bool {
-		md := refetch(t, w.md)
+		md := refetch(t, w.MD)
 		md.Spec.Template.Spec.Version = "v1.99.0"
 		return env.Client.Update(ctx, md, client.DryRunAll) == nil
-	}, 30*time.Second, 100*time.Millisecond, "the guard still judges %s/%s against a control plane", w.ns, w.md.Name)
+	}, 30*time.Second, 100*time.Millisecond, "the guard still judges %s/%s against a control plane", w.Namespace, w.MD.Name)
 }
 
 // TestBadRequestsStraightToTheGuard posts to the guard's own URL over TLS
 // what the API server would never send. Each answer is exact; afterwards the
 // guard is still ready and still refuses what it should.
 func TestBadRequestsStraightToTheGuard(t *testing.T) {
-	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(env.GuardCABundle()))
 	httpClient := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 
 	alice := authenticationv1.UserInfo{Username: "alice"}
 	kcpJSON := func(version string, ann map[string]string) []byte {
-		k := w.kcp.DeepCopy()
+		k := w.KCP.DeepCopy()
 		k.SetGroupVersionKind(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"))
 		k.Spec.Version = version
 		k.Annotations = ann
@@ -328,7 +329,7 @@ func TestBadRequestsStraightToTheGuard(t *testing.T) {
 		return b
 	}
 	mdJSON := func(version string) []byte {
-		m := w.md.DeepCopy()
+		m := w.MD.DeepCopy()
 		m.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("MachineDeployment"))
 		m.Spec.Template.Spec.Version = version
 		b, err := json.Marshal(m)
@@ -340,7 +341,7 @@ func TestBadRequestsStraightToTheGuard(t *testing.T) {
 			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 			Request: &admissionv1.AdmissionRequest{
 				UID: "direct-1", Kind: metav1.GroupVersionKind{Version: "v1beta2", Kind: kind}, Operation: op,
-				Namespace: w.ns, Name: "c1-control-plane", UserInfo: alice,
+				Namespace: w.Namespace, Name: "c1-control-plane", UserInfo: alice,
 				Object: runtime.RawExtension{Raw: newRaw}, OldObject: runtime.RawExtension{Raw: oldRaw},
 				DryRun: ptr.To(dryRun),
 			},
@@ -389,7 +390,7 @@ func TestBadRequestsStraightToTheGuard(t *testing.T) {
 			wantStatus: http.StatusOK, wantCode: http.StatusBadRequest, wantMsg: "unable to decode cluster.x-k8s.io/v1beta2, Kind=MachineDeployment into *v1beta2.KubeadmControlPlane"},
 		{name: "unknown operation to the stamper", path: mutateKCP, contentType: "application/json",
 			body:       review("KubeadmControlPlane", "PATCH", kcpJSON("v1.34.2", nil), kcpJSON("v1.35.0", nil)),
-			wantStatus: http.StatusOK, wantCode: http.StatusBadRequest, wantMsg: fmt.Sprintf(`rollout-guard cannot stamp KubeadmControlPlane %s/c1-control-plane: operation "PATCH" is not CREATE or UPDATE`, w.ns)},
+			wantStatus: http.StatusOK, wantCode: http.StatusBadRequest, wantMsg: fmt.Sprintf(`rollout-guard cannot stamp KubeadmControlPlane %s/c1-control-plane: operation "PATCH" is not CREATE or UPDATE`, w.Namespace)},
 		{name: "a minor skip posted directly is judged like one through the API server", path: validateKCP, contentType: "application/json",
 			body:       review("KubeadmControlPlane", admissionv1.Update, kcpJSON("v1.34.2", nil), kcpJSON("v1.36.0", nil)),
 			wantStatus: http.StatusOK, wantCode: http.StatusUnprocessableEntity,
@@ -444,7 +445,7 @@ func TestBadRequestsStraightToTheGuard(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	err = edit(t, mergePatch, w.kcp, "v1.36.0", kcpVersion...)
+	err = edit(t, mergePatch, w.KCP, "v1.36.0", kcpVersion...)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "[rule ControlPlaneMinorSkip]")
 	assert.True(t, apierrors.IsInvalid(err), "%v", err)

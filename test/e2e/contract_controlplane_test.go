@@ -25,6 +25,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
@@ -176,18 +177,9 @@ func contractCluster(t *testing.T, ns string, gvk schema.GroupVersionKind, versi
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"}, Spec: clusterv1.ClusterSpec{
-		ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: "c1-cp"},
-		InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: "c1"},
-	}}
+	cluster := builder.Cluster(ns, "c1").WithControlPlaneRef(gvk.Group, gvk.Kind, "c1-cp").WithInfrastructure("c1").Build()
 	require.NoError(t, env.Client.Create(ctx, cluster))
-	template := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-		"kind":       "DevMachineTemplate",
-		"metadata":   map[string]any{"namespace": ns, "name": "c1-cp"},
-		"spec":       map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"docker": map[string]any{}}}}},
-	}}
-	require.NoError(t, env.Client.Create(ctx, template))
+	require.NoError(t, env.Client.Create(ctx, builder.DevMachineTemplate(ns, "c1-cp").Unstructured()))
 	cp := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{
 			"version":  version,
@@ -204,8 +196,7 @@ func contractCluster(t *testing.T, ns string, gvk schema.GroupVersionKind, versi
 	require.NoError(t, env.Client.Create(ctx, cp))
 	setRunning(t, cp, version)
 
-	w := &world{ns: ns}
-	md := w.addPool(t, "c1-md-0", mdVersion)
+	md := env.WorldIn(ns).AddPool(t, framework.WorldPoolName, mdVersion)
 	return cp, md
 }
 
@@ -239,17 +230,16 @@ func TestContractControlPlane(t *testing.T) {
 	cp, md := contractCluster(t, "e2e-kthrees", kthrees, "v1.34.3", "v1.34.3")
 	waitGuardSeesControlPlane(t, md)
 
-	alice, err := env.ClientAs("alice", "system:masters")
-	require.NoError(t, err)
+	alice := framework.UserClient(t, env, "alice")
 	require.NoError(t, setVersion(t, alice, cp, "v1.35.2"), "one minor up")
 	setRunning(t, cp, "v1.35.2")
-	rec := revisionStamps(t, cp)
+	rec := env.Stamps(t, cp)
 	assert.EqualValues(t, 2, rec.Revision)
 	assert.Equal(t, "alice", rec.ChangedBy)
 	assert.Equal(t, "version v1.34.3 → v1.35.2", rec.ChangeCause)
 
 	const prefix = `admission webhook "validate.kthreescontrolplane.rollout-guard.io" denied the request: KthreesControlPlane.controlplane.cluster.x-k8s.io "c1-cp" is invalid: spec.version: Forbidden: `
-	err = setVersion(t, alice, cp, "v1.34.3")
+	err := setVersion(t, alice, cp, "v1.34.3")
 	require.Error(t, err, "a minor downgrade")
 	assert.Equal(t, prefix+"KthreesControlPlane c1-cp: Kubernetes downgrade from v1.35.2 to v1.34.3 is not supported: a Kubernetes control plane cannot be downgraded [rule ControlPlaneDowngrade]; keep spec.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore its datastore from a backup)", err.Error())
 
@@ -285,7 +275,7 @@ func TestContractControlPlane(t *testing.T) {
 		"spec.version: Forbidden: KthreesControlPlane c1-cp: Kubernetes downgrade from v1.35.2 to v1.34.3 is not supported: a Kubernetes control plane cannot be downgraded [rule ControlPlaneDowngrade]; keep spec.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore its datastore from a backup), "+
 		"spec.version: Forbidden: KthreesControlPlane c1-cp: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35]\n"+
 		"To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT.\n", stderr)
-	assert.EqualValues(t, 2, revisionStamps(t, cp).Revision, "nothing was sent")
+	assert.EqualValues(t, 2, env.Stamps(t, cp).Revision, "nothing was sent")
 
 	// Its kind has spec.rollout.after: restart sets it.
 	code, out, stderr = runRollout(t, "restart", ref, "-n", cp.GetNamespace())

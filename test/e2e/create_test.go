@@ -13,6 +13,8 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // TestGuardJudgesNewControlPlanes creates KubeadmControlPlanes and Clusters
@@ -39,9 +41,9 @@ func TestGuardJudgesNewControlPlanes(t *testing.T) {
 		fresh.SetAnnotations(nil)
 		return fresh
 	}
-	newKCP := func(version string, labelled bool) func(t *testing.T, w *world) client.Object {
-		return func(t *testing.T, w *world) client.Object {
-			kcp := recreate(t, w.kcp).(*controlplanev1.KubeadmControlPlane)
+	newKCP := func(version string, labelled bool) func(t *testing.T, w *framework.World) client.Object {
+		return func(t *testing.T, w *framework.World) client.Object {
+			kcp := recreate(t, w.KCP).(*controlplanev1.KubeadmControlPlane)
 			kcp.Spec.Version = version
 			kcp.Status = controlplanev1.KubeadmControlPlaneStatus{}
 			if !labelled {
@@ -50,9 +52,9 @@ func TestGuardJudgesNewControlPlanes(t *testing.T) {
 			return kcp
 		}
 	}
-	newCluster := func(version string) func(t *testing.T, w *world) client.Object {
-		return func(t *testing.T, w *world) client.Object {
-			cluster := recreate(t, w.cluster).(*clusterv1.Cluster)
+	newCluster := func(version string) func(t *testing.T, w *framework.World) client.Object {
+		return func(t *testing.T, w *framework.World) client.Object {
+			cluster := recreate(t, w.Cluster).(*clusterv1.Cluster)
 			cluster.Spec.Topology = clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "quick-start"}, Version: version}
 			return cluster
 		}
@@ -63,65 +65,65 @@ func TestGuardJudgesNewControlPlanes(t *testing.T) {
 	)
 	cases := []struct {
 		name    string
-		world   worldSpec
-		object  func(t *testing.T, w *world) client.Object
+		world   framework.WorldSpec
+		object  func(t *testing.T, w *framework.World) client.Object
 		wantErr string // the whole error text, "" for an allowed create
 	}{
 		{
 			name:   "control plane older than the workers, found by its label",
-			world:  worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2", workerKubelt: []string{"v1.35.2"}},
+			world:  framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2", Kubelets: []string{"v1.35.2"}},
 			object: newKCP("v1.34.3", true),
 			wantErr: kcpCreateDenied + `[spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35, ` +
 				`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Machine c1-worker-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while Machine c1-worker-0 runs v1.35]`,
 		},
 		{
 			name:    "control plane older than the workers, found through its Cluster",
-			world:   worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"},
+			world:   framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2"},
 			object:  newKCP("v1.34.3", false),
 			wantErr: kcpCreateDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35`,
 		},
 		{
 			name:    "control plane four minors ahead of the workers",
-			world:   worldSpec{cpVersion: "v1.31.2", mdVersion: "v1.31.2"},
+			world:   framework.WorldSpec{Version: "v1.31.2", WorkerVersion: "v1.31.2"},
 			object:  newKCP("v1.35.0", true),
 			wantErr: kcpCreateDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.31.2, 4 minors older than v1.35.0; a kubelet may be at most 3 minors older than the API server [rule ControlPlaneLeavesWorkerTooOld]; upgrade MachineDeployment c1-md-0 to v1.32.x or newer first, then set spec.version to v1.35.0`,
 		},
 		{
 			name:    "control plane with a version that is not one",
-			world:   worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"},
+			world:   framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2"},
 			object:  newKCP("v1.35", true),
 			wantErr: kcpCreateDenied + `spec.version: Invalid value: "v1.35": KubeadmControlPlane c1-control-plane: spec.version "v1.35" is not a valid Kubernetes version [rule InvalidVersion]; write a Kubernetes version such as v1.35.2`,
 		},
 		{
 			name:   "control plane at the workers' version",
-			world:  worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2", workerKubelt: []string{"v1.35.2"}},
+			world:  framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2", Kubelets: []string{"v1.35.2"}},
 			object: newKCP("v1.35.2", false),
 		},
 		{
 			name:   "control plane one minor ahead of the workers",
-			world:  worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:  framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			object: newKCP("v1.35.0", true),
 		},
 		{
 			// The Cluster is new, its control plane is not: what that control
 			// plane has run (its history) bars the downgrade too.
 			name:   "topology Cluster older than its existing control plane and workers",
-			world:  worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"},
+			world:  framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2"},
 			object: newCluster("v1.34.3"),
 			wantErr: clusterCreateDenied + `[spec.topology.version: Forbidden: Cluster c1: Kubernetes downgrade from v1.35.2 (the highest version it has run, per revision 1) to v1.34.3 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.topology.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup), ` +
 				`spec.topology.version: Forbidden: Cluster c1: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.topology.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35]`,
 		},
 		{
 			name:  "topology Cluster before its control plane exists",
-			world: worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"},
-			object: func(t *testing.T, w *world) client.Object {
-				recreate(t, w.kcp)
+			world: framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2"},
+			object: func(t *testing.T, w *framework.World) client.Object {
+				recreate(t, w.KCP)
 				return newCluster("v1.35.2")(t, w)
 			},
 		},
 		{
 			name:   "topology Cluster at the workers' version",
-			world:  worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.35.2"},
+			world:  framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2"},
 			object: newCluster("v1.35.2"),
 		},
 	}

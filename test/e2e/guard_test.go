@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // Field paths the guard polices, as path segments for edit.
@@ -29,11 +30,11 @@ const (
 )
 
 // target picks the object of a world that a case edits.
-type target func(w *world) client.Object
+type target func(w *framework.World) client.Object
 
-func onKCP(w *world) client.Object     { return w.kcp }
-func onMD(w *world) client.Object      { return w.md }
-func onCluster(w *world) client.Object { return w.cluster }
+func onKCP(w *framework.World) client.Object     { return w.KCP }
+func onMD(w *framework.World) client.Object      { return w.MD }
+func onCluster(w *framework.World) client.Object { return w.Cluster }
 
 // TestGuardRefusesEachRule edits a cluster in a way that breaks one rule,
 // through each of the four ways a client can write, and checks the API
@@ -42,8 +43,8 @@ func onCluster(w *world) client.Object { return w.cluster }
 func TestGuardRefusesEachRule(t *testing.T) {
 	cases := []struct {
 		name   string
-		world  worldSpec
-		setup  func(t *testing.T, w *world)
+		world  framework.WorldSpec
+		setup  func(t *testing.T, w *framework.World)
 		target target
 		path   []string
 		value  string
@@ -51,72 +52,72 @@ func TestGuardRefusesEachRule(t *testing.T) {
 	}{
 		{
 			name:   "ControlPlaneDowngrade",
-			world:  worldSpec{cpVersion: "v1.35.2", cpRunning: []string{"v1.35.2"}, mdVersion: "v1.34.3"},
+			world:  framework.WorldSpec{Version: "v1.35.2", Running: []string{"v1.35.2"}, WorkerVersion: "v1.34.3"},
 			target: onKCP, path: kcpVersion, value: "v1.34.1",
 			want: kcpDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Kubernetes downgrade from v1.35.2 to v1.34.1 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup)`,
 		},
 		{
 			name:   "EtcdDowngrade by image tag",
-			world:  worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:  framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			target: onKCP, path: kcpEtcdImageTag, value: "3.5.24-0",
 			want: kcpDenied + `spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag: Forbidden: KubeadmControlPlane c1-control-plane: etcd downgrade from 3.6.5 (kubeadm's default for v1.34.2) to 3.5.24 (imageTag 3.5.24-0) is not supported; etcd cannot return to an older minor by replacing members [rule EtcdDowngrade]; keep etcd at 3.6: set spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag to a 3.6.x tag such as 3.6.5-0, or downgrade etcd with its own procedure (etcdctl downgrade enable) outside Cluster API first`,
 		},
 		{
 			name:   "EtcdDowngrade and ControlPlaneDowngrade on a revert from v1.34 to v1.33",
-			world:  worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.33.5"},
+			world:  framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.33.5"},
 			target: onKCP, path: kcpVersion, value: "v1.33.5",
 			want: kcpDenied + `[spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Kubernetes downgrade from v1.34.2 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup), spec.version: Forbidden: KubeadmControlPlane c1-control-plane: etcd downgrade from 3.6.5 (kubeadm's default for v1.34.2) to 3.5.24 (kubeadm's default for v1.33.5) is not supported; etcd cannot return to an older minor by replacing members [rule EtcdDowngrade]; keep etcd at 3.6: set spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag to a 3.6.x tag such as 3.6.5-0, or downgrade etcd with its own procedure (etcdctl downgrade enable) outside Cluster API first]`,
 		},
 		{
 			name:   "ControlPlaneMinorSkip",
-			world:  worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:  framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			target: onKCP, path: kcpVersion, value: "v1.36.0",
 			want: kcpDenied + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: upgrade from v1.34.2 to v1.36.0 skips v1.35; kubeadm upgrades one minor at a time [rule ControlPlaneMinorSkip]; set spec.version to a v1.35.x release first and wait until every control-plane machine runs it, then upgrade to v1.36`,
 		},
 		{
 			name:   "WorkerNewerThanControlPlane",
-			world:  worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:  framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			target: onMD, path: mdVersion, value: "v1.35.0",
 			want: mdDenied + `spec.template.spec.version: Forbidden: MachineDeployment c1-md-0: v1.35.0 is newer than v1.34.2, the oldest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet must not be newer than the API server [rule WorkerNewerThanControlPlane]; keep spec.template.spec.version at v1.34.x or older until every machine of control plane KubeadmControlPlane c1-control-plane runs v1.35 or newer`,
 		},
 		{
 			name:   "WorkerNewerThanControlPlane mid control-plane rollout",
-			world:  worldSpec{cpVersion: "v1.35.0", cpRunning: []string{"v1.34.2", "v1.35.0"}, mdVersion: "v1.34.2"},
+			world:  framework.WorldSpec{Version: "v1.35.0", Running: []string{"v1.34.2", "v1.35.0"}, WorkerVersion: "v1.34.2"},
 			target: onMD, path: mdVersion, value: "v1.35.0",
 			want: mdDenied + `spec.template.spec.version: Forbidden: MachineDeployment c1-md-0: v1.35.0 is newer than v1.34.2, the oldest version of control plane KubeadmControlPlane c1-control-plane (run by one of its machines); a kubelet must not be newer than the API server [rule WorkerNewerThanControlPlane]; keep spec.template.spec.version at v1.34.x or older until every machine of control plane KubeadmControlPlane c1-control-plane runs v1.35 or newer`,
 		},
 		{
 			name:   "WorkerTooOld",
-			world:  worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.34.2"},
+			world:  framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.34.2"},
 			target: onMD, path: mdVersion, value: "v1.31.5",
 			want: mdDenied + `spec.template.spec.version: Forbidden: MachineDeployment c1-md-0: v1.31.5 is 4 minors older than v1.35.2, the newest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet may be at most 3 minors older than the API server [rule WorkerTooOld]; set spec.template.spec.version to v1.32.x or newer`,
 		},
 		{
 			name:   "ControlPlaneLeavesWorkerTooOld",
-			world:  worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.31.4", workerKubelt: []string{"v1.31.4"}},
+			world:  framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.31.4", Kubelets: []string{"v1.31.4"}},
 			target: onKCP, path: kcpVersion, value: "v1.35.0",
 			want: kcpDenied + `[spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.31.4, 4 minors older than v1.35.0; a kubelet may be at most 3 minors older than the API server [rule ControlPlaneLeavesWorkerTooOld]; upgrade MachineDeployment c1-md-0 to v1.32.x or newer first, then set spec.version to v1.35.0, spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Machine c1-worker-0 runs v1.31.4, 4 minors older than v1.35.0; a kubelet may be at most 3 minors older than the API server [rule ControlPlaneLeavesWorkerTooOld]; upgrade Machine c1-worker-0 to v1.32.x or newer first, then set spec.version to v1.35.0]`,
 		},
 		{
 			name:   "ControlPlaneLeavesWorkerNewer",
-			world:  worldSpec{cpVersion: "v1.35.1", mdVersion: "v1.35.1", workerKubelt: []string{"v1.35.1"}},
+			world:  framework.WorldSpec{Version: "v1.35.1", WorkerVersion: "v1.35.1", Kubelets: []string{"v1.35.1"}},
 			target: onKCP, path: kcpVersion, value: "v1.34.9",
 			want: kcpDenied + `[spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Kubernetes downgrade from v1.35.1 to v1.34.9 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup), spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 runs v1.35.1, newer than v1.34.9; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35, spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Machine c1-worker-0 runs v1.35.1, newer than v1.34.9; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while Machine c1-worker-0 runs v1.35]`,
 		},
 		{
 			name:  "Cluster topology downgrade despite Cluster API's bypass annotation",
-			world: worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.34.1", topology: true},
-			setup: func(t *testing.T, w *world) {
-				patch := client.MergeFrom(w.cluster.DeepCopy())
-				w.cluster.Annotations = map[string]string{"unsafe.topology.cluster.x-k8s.io/disable-update-version-check": ""}
-				require.NoError(t, env.Client.Patch(context.Background(), w.cluster, patch))
+			world: framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.34.1", Topology: true},
+			setup: func(t *testing.T, w *framework.World) {
+				patch := client.MergeFrom(w.Cluster.DeepCopy())
+				w.Cluster.Annotations = map[string]string{"unsafe.topology.cluster.x-k8s.io/disable-update-version-check": ""}
+				require.NoError(t, env.Client.Patch(context.Background(), w.Cluster, patch))
 			},
 			target: onCluster, path: topologyVersion, value: "v1.34.1",
 			want: clusterDenied + `spec.topology.version: Forbidden: Cluster c1: Kubernetes downgrade from v1.35.2 to v1.34.1 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.topology.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup)`,
 		},
 		{
 			name:   "InvalidVersion",
-			world:  worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"},
+			world:  framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			target: onMD, path: mdVersion, value: "v1.35.x",
 			want: mdDenied + `spec.template.spec.version: Invalid value: "v1.35.x": MachineDeployment c1-md-0: spec.template.spec.version "v1.35.x" is not a valid Kubernetes version [rule InvalidVersion]; write a Kubernetes version such as v1.35.2`,
 		},
@@ -149,18 +150,18 @@ func TestGuardRefusesEachRule(t *testing.T) {
 func TestGuardAllowsSafeChanges(t *testing.T) {
 	cases := []struct {
 		name   string
-		world  worldSpec
+		world  framework.WorldSpec
 		target target
 		path   []string
 		value  string
 	}{
-		{"control-plane patch upgrade", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"}, onKCP, kcpVersion, "v1.34.5"},
-		{"control-plane minor upgrade by one", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"}, onKCP, kcpVersion, "v1.35.0"},
-		{"control-plane patch downgrade inside a minor", worldSpec{cpVersion: "v1.34.5", mdVersion: "v1.34.2"}, onKCP, kcpVersion, "v1.34.3"},
-		{"etcd patch upgrade by image tag", worldSpec{cpVersion: "v1.34.2", etcdTag: "3.6.5-0", mdVersion: "v1.34.2"}, onKCP, kcpEtcdImageTag, "3.6.8-0"},
-		{"worker upgrade to the control plane's version", worldSpec{cpVersion: "v1.35.2", cpRunning: []string{"v1.35.2"}, mdVersion: "v1.34.2"}, onMD, mdVersion, "v1.35.2"},
-		{"worker three minors behind", worldSpec{cpVersion: "v1.35.2", mdVersion: "v1.34.2"}, onMD, mdVersion, "v1.32.0"},
-		{"topology minor upgrade by one", worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2", topology: true}, onCluster, topologyVersion, "v1.35.0"},
+		{"control-plane patch upgrade", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"}, onKCP, kcpVersion, "v1.34.5"},
+		{"control-plane minor upgrade by one", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"}, onKCP, kcpVersion, "v1.35.0"},
+		{"control-plane patch downgrade inside a minor", framework.WorldSpec{Version: "v1.34.5", WorkerVersion: "v1.34.2"}, onKCP, kcpVersion, "v1.34.3"},
+		{"etcd patch upgrade by image tag", framework.WorldSpec{Version: "v1.34.2", EtcdTag: "3.6.5-0", WorkerVersion: "v1.34.2"}, onKCP, kcpEtcdImageTag, "3.6.8-0"},
+		{"worker upgrade to the control plane's version", framework.WorldSpec{Version: "v1.35.2", Running: []string{"v1.35.2"}, WorkerVersion: "v1.34.2"}, onMD, mdVersion, "v1.35.2"},
+		{"worker three minors behind", framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.34.2"}, onMD, mdVersion, "v1.32.0"},
+		{"topology minor upgrade by one", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2", Topology: true}, onCluster, topologyVersion, "v1.35.0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,7 +169,7 @@ func TestGuardAllowsSafeChanges(t *testing.T) {
 				t.Run(string(mode), func(t *testing.T) {
 					w := newWorld(t, tc.world)
 					require.NoError(t, edit(t, mode, tc.target(w), tc.value, tc.path...))
-					w.refresh(t)
+					w.Refresh(t)
 					got := getString(t, tc.target(w), tc.path...)
 					assert.Equal(t, tc.value, got, "the edit did not land")
 				})
@@ -183,37 +184,37 @@ func TestGuardAllowsSafeChanges(t *testing.T) {
 // change must fail closed.
 func TestGuardStoppedFailsClosedOnlyForPolicedEdits(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	require.NoError(t, env.StopGuard())
 	t.Cleanup(func() {
 		require.NoError(t, env.StartGuard(context.Background()))
 	})
 
-	w.refresh(t)
-	w.kcp.Status.Versions = nil
-	w.kcp.Status.ObservedGeneration = w.kcp.Generation
-	require.NoError(t, env.Client.Status().Update(ctx, w.kcp), "status update while the guard is down")
+	w.Refresh(t)
+	w.KCP.Status.Versions = nil
+	w.KCP.Status.ObservedGeneration = w.KCP.Generation
+	require.NoError(t, env.Client.Status().Update(ctx, w.KCP), "status update while the guard is down")
 
-	w.refresh(t)
-	w.md.Finalizers = append(w.md.Finalizers, "cluster.x-k8s.io/machinedeployment")
-	require.NoError(t, env.Client.Update(ctx, w.md), "finalizer change while the guard is down")
+	w.Refresh(t)
+	w.MD.Finalizers = append(w.MD.Finalizers, "cluster.x-k8s.io/machinedeployment")
+	require.NoError(t, env.Client.Update(ctx, w.MD), "finalizer change while the guard is down")
 
-	w.refresh(t)
-	patch := client.MergeFrom(w.kcp.DeepCopy())
-	w.kcp.Labels["team"] = "platform"
-	require.NoError(t, env.Client.Patch(ctx, w.kcp, patch), "label change while the guard is down")
+	w.Refresh(t)
+	patch := client.MergeFrom(w.KCP.DeepCopy())
+	w.KCP.Labels["team"] = "platform"
+	require.NoError(t, env.Client.Patch(ctx, w.KCP, patch), "label change while the guard is down")
 
-	w.refresh(t)
-	patch = client.MergeFrom(w.cluster.DeepCopy())
-	w.cluster.Labels = map[string]string{"team": "platform"}
-	require.NoError(t, env.Client.Patch(ctx, w.cluster, patch), "Cluster label change while the guard is down")
+	w.Refresh(t)
+	patch = client.MergeFrom(w.Cluster.DeepCopy())
+	w.Cluster.Labels = map[string]string{"team": "platform"}
+	require.NoError(t, env.Client.Patch(ctx, w.Cluster, patch), "Cluster label change while the guard is down")
 
 	for _, mode := range allModes {
-		err := edit(t, mode, w.kcp, "v1.34.3", kcpVersion...)
+		err := edit(t, mode, w.KCP, "v1.34.3", kcpVersion...)
 		require.Error(t, err, "%s: a version change passed with the guard down", mode)
 		assert.Regexp(t, `failed calling webhook "(stamp|validate)\.kubeadmcontrolplane\.rollout-guard\.io"`, err.Error(), "%s", mode)
 	}
-	err := edit(t, mergePatch, w.md, "v1.34.3", mdVersion...)
+	err := edit(t, mergePatch, w.MD, "v1.34.3", mdVersion...)
 	require.Error(t, err, "a MachineDeployment version change passed with the guard down")
 	assert.Regexp(t, `failed calling webhook "(stamp|validate)\.machinedeployment\.rollout-guard\.io"`, err.Error())
 }
@@ -226,15 +227,4 @@ func getString(t *testing.T, obj client.Object, path ...string) string {
 	v, _, err := unstructured.NestedString(u, path...)
 	require.NoError(t, err)
 	return v
-}
-
-// waitForGuardCache waits until the guard's cache holds w (see
-// framework.WaitGuardSees).
-func waitForGuardCache(t *testing.T, w *world) {
-	t.Helper()
-	var machines []string
-	for i := range w.spec.workerKubelt {
-		machines = append(machines, fmt.Sprintf("c1-worker-%d", i))
-	}
-	require.NoError(t, env.WaitGuardSees(context.Background(), w.md, w.kcp, machines...))
 }

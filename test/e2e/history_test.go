@@ -26,6 +26,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // overrideGroup is the group the guard of these tests lets use the break-glass override.
@@ -63,7 +64,7 @@ type observed struct {
 func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 	const perWriterPerObject = 50 // 3 writers x 2 objects x 50 = 300 changes
 	ctx := context.Background()
-	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 
 	objects := []struct {
 		obj      client.Object
@@ -73,8 +74,8 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 		annots   []string // path of the template annotations
 		infraKnd string
 	}{
-		{w.md, history.MachineDeployment, []string{"spec", "template", "spec", "infrastructureRef"}, []string{"spec", "template", "metadata", "labels"}, []string{"spec", "template", "metadata", "annotations"}, "DevMachineTemplate"},
-		{w.kcp, history.KubeadmControlPlane, []string{"spec", "machineTemplate", "spec", "infrastructureRef"}, []string{"spec", "machineTemplate", "metadata", "labels"}, []string{"spec", "machineTemplate", "metadata", "annotations"}, "DevMachineTemplate"},
+		{w.MD, history.MachineDeployment, []string{"spec", "template", "spec", "infrastructureRef"}, []string{"spec", "template", "metadata", "labels"}, []string{"spec", "template", "metadata", "annotations"}, "DevMachineTemplate"},
+		{w.KCP, history.KubeadmControlPlane, []string{"spec", "machineTemplate", "spec", "infrastructureRef"}, []string{"spec", "machineTemplate", "metadata", "labels"}, []string{"spec", "machineTemplate", "metadata", "annotations"}, "DevMachineTemplate"},
 	}
 
 	// Watch every persisted version of both objects.
@@ -87,7 +88,7 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 	var watchers sync.WaitGroup
 	for _, o := range objects {
 		list := map[string]client.ObjectList{"MachineDeployment": &clusterv1.MachineDeploymentList{}, "KubeadmControlPlane": &controlplanev1.KubeadmControlPlaneList{}}[o.kind.GVK.Kind]
-		wi, err := watcher.Watch(watchCtx, list, client.InNamespace(w.ns), client.MatchingFields{"metadata.name": o.obj.GetName()})
+		wi, err := watcher.Watch(watchCtx, list, client.InNamespace(w.Namespace), client.MatchingFields{"metadata.name": o.obj.GetName()})
 		require.NoError(t, err)
 		watchers.Add(1)
 		go func(kind history.Kind, wi watch.Interface) {
@@ -130,8 +131,7 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for wi, wr := range writers {
-		c, err := env.ClientAs(wr.user, "system:masters")
-		require.NoError(t, err)
+		c := framework.UserClient(t, env, wr.user)
 		for _, o := range objects {
 			wg.Add(1)
 			go func(wi int, wr writer, c client.Client) {
@@ -201,7 +201,7 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 		}, 20*time.Second, 50*time.Millisecond, "the watch never saw the last %s", kind)
 		var revs []revisions.Revision
 		require.Eventually(t, func() bool {
-			revs, _, err = history.List(ctx, env.Client, w.ns, string(live.GetUID()))
+			revs, _, err = history.List(ctx, env.Client, w.Namespace, string(live.GetUID()))
 			require.NoError(t, err)
 			for _, r := range revs {
 				if r.Snapshot.Hash == liveSnap.Hash {
@@ -264,7 +264,7 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 			_, recorded := byHash[h]
 			assert.False(t, recorded, "%s: a dry-run template was recorded", kind)
 		}
-		assertOwnedBy(t, w.ns, live)
+		assertOwnedBy(t, w.Namespace, live)
 	}
 	stopWatch()
 	watchers.Wait()

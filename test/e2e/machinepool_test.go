@@ -7,13 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // mpGuardPrefix is how the API server prefixes the guard's refusal of a
@@ -21,26 +20,10 @@ import (
 const mpGuardPrefix = `admission webhook "validate.machinepool.rollout-guard.io" denied the request: `
 
 // newMachinePool returns MachinePool name of the world's cluster at
-// version, its instances those of a DevMachinePool (no Machines: the test
-// environment runs no infrastructure provider, so the pool has none).
-func (w *world) newMachinePool(name, version string) *clusterv1.MachinePool {
-	return &clusterv1.MachinePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-		Spec: clusterv1.MachinePoolSpec{
-			ClusterName: "c1",
-			Replicas:    ptr.To[int32](2),
-			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-				ClusterName: "c1",
-				Version:     version,
-				Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name,
-				}},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachinePool", Name: name,
-				},
-			}},
-		},
-	}
+// version, its bootstrap configuration KubeadmConfig name (see
+// framework.World.MachinePool: the pool has no Machines).
+func newMachinePool(w *framework.World, name, version string) *clusterv1.MachinePool {
+	return w.MachinePool(name, version).WithBootstrapConfig(name).Build()
 }
 
 // TestMachinePoolEdits: a MachinePool's version is judged by the worker
@@ -51,20 +34,20 @@ func (w *world) newMachinePool(name, version string) *clusterv1.MachinePool {
 // replaced is recorded. The pool has no Machines (see newMachinePool).
 func TestMachinePoolEdits(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, worldSpec{cpVersion: "v1.35.2", cpRunning: []string{"v1.35.2"}, mdVersion: "v1.35.2"})
+	w := newWorld(t, framework.WorldSpec{Version: "v1.35.2", Running: []string{"v1.35.2"}, WorkerVersion: "v1.35.2"})
 
 	const refusedNewer = `MachinePool.cluster.x-k8s.io "c1-mp-0" is invalid: spec.template.spec.version: Forbidden: MachinePool c1-mp-0: v1.36.0 is newer than v1.35.2, the oldest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet must not be newer than the API server [rule WorkerNewerThanControlPlane]; keep spec.template.spec.version at v1.35.x or older until every machine of control plane KubeadmControlPlane c1-control-plane runs v1.36 or newer`
 	newer := mpGuardPrefix + refusedNewer
 	tooOld := mpGuardPrefix + `MachinePool.cluster.x-k8s.io "c1-mp-0" is invalid: spec.template.spec.version: Forbidden: MachinePool c1-mp-0: v1.31.4 is 4 minors older than v1.35.2, the newest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet may be at most 3 minors older than the API server [rule WorkerTooOld]; set spec.template.spec.version to v1.32.x or newer`
 
 	// Created newer than the control plane: refused.
-	err := env.Client.Create(ctx, w.newMachinePool("c1-mp-0", "v1.36.0"))
+	err := env.Client.Create(ctx, newMachinePool(w, "c1-mp-0", "v1.36.0"))
 	require.Error(t, err)
 	assert.Equal(t, `admission webhook "validate-create.machinepool.rollout-guard.io" denied the request: `+refusedNewer, err.Error())
 
-	mp := w.newMachinePool("c1-mp-0", "v1.35.2")
+	mp := newMachinePool(w, "c1-mp-0", "v1.35.2")
 	require.NoError(t, env.Client.Create(ctx, mp))
-	rec := revisionStamps(t, mp)
+	rec := env.Stamps(t, mp)
 	assert.EqualValues(t, 1, rec.Revision, "stamped at create")
 
 	for _, mode := range allModes {
@@ -82,15 +65,14 @@ func TestMachinePoolEdits(t *testing.T) {
 
 	// The safe neighbours: three minors below, then back up to the control
 	// plane, as user alice with a change-cause.
-	alice, err := env.ClientAs("alice", "system:masters")
-	require.NoError(t, err)
+	alice := framework.UserClient(t, env, "alice")
 	for i, version := range []string{"v1.32.4", "v1.35.2"} {
 		fresh := &clusterv1.MachinePool{}
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mp), fresh))
 		fresh.Spec.Template.Spec.Version = version
 		fresh.Annotations = map[string]string{revisions.AnnotationChangeCause: "INC-7: pool to " + version}
 		require.NoError(t, alice.Update(ctx, fresh), "version %s", version)
-		rec := revisionStamps(t, mp)
+		rec := env.Stamps(t, mp)
 		assert.EqualValues(t, i+2, rec.Revision)
 		assert.Equal(t, "alice", rec.ChangedBy)
 		assert.Equal(t, "INC-7: pool to "+version, rec.ChangeCause)
@@ -102,7 +84,7 @@ func TestMachinePoolEdits(t *testing.T) {
 	// live one, the content of 1 again) by the history reconciler.
 	want := map[string][]int64{"v1.35.2": {1, 3}, "v1.32.4": {2}}
 	require.Eventually(t, func() bool {
-		revs, bad, err := history.List(ctx, env.Client, w.ns, string(mp.UID))
+		revs, bad, err := history.List(ctx, env.Client, w.Namespace, string(mp.UID))
 		require.NoError(t, err)
 		require.Empty(t, bad)
 		got := map[string][]int64{}
@@ -114,13 +96,4 @@ func TestMachinePoolEdits(t *testing.T) {
 		}
 		return assert.ObjectsAreEqual(want, got)
 	}, 20*time.Second, 100*time.Millisecond, "the MachinePool's revisions were never recorded as %v", want)
-}
-
-// revisionStamps reads the revision stamps of obj as stored.
-func revisionStamps(t *testing.T, obj client.Object) revisions.Record {
-	t.Helper()
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
-	rec, err := revisions.RecordFromAnnotations(obj.GetAnnotations())
-	require.NoError(t, err)
-	return rec
 }

@@ -8,14 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // TestCreatesFailOpenWhileTheGuardIsDown: an outage of the guard never stops
@@ -26,7 +25,7 @@ import (
 // as revision 1, adopted.
 func TestCreatesFailOpenWhileTheGuardIsDown(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
+	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	require.NoError(t, env.StopGuard())
 	restarted := false
 	t.Cleanup(func() {
@@ -35,27 +34,14 @@ func TestCreatesFailOpenWhileTheGuardIsDown(t *testing.T) {
 		}
 	})
 
-	pool := w.md.DeepCopy()
-	pool.ObjectMeta = metav1.ObjectMeta{Namespace: w.ns, Name: "c1-md-1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}}
-	pool.Status = clusterv1.MachineDeploymentStatus{}
+	pool := builder.MachineDeployment(w.Namespace, "c1-md-1").WithSpecOf(w.MD).
+		WithLabels(map[string]string{clusterv1.ClusterNameLabel: "c1"}).Build()
 	require.NoError(t, env.Client.Create(ctx, pool), "a new worker pool while the guard is down")
 
-	cluster := w.cluster.DeepCopy()
-	cluster.ObjectMeta = metav1.ObjectMeta{Namespace: w.ns, Name: "c2"}
-	cluster.Spec.ControlPlaneRef.Name = "c2-control-plane"
-	cluster.Spec.Topology = clusterv1.Topology{}
-	cluster.Status = clusterv1.ClusterStatus{}
+	cluster := builder.Cluster(w.Namespace, "c2").WithControlPlane("c2-control-plane").WithInfrastructure("c2").Build()
 	require.NoError(t, env.Client.Create(ctx, cluster), "a new Cluster while the guard is down")
-	controlPlane := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "c2-control-plane", Labels: map[string]string{clusterv1.ClusterNameLabel: "c2"}},
-		Spec: controlplanev1.KubeadmControlPlaneSpec{
-			Replicas: ptr.To[int32](1),
-			Version:  "v1.34.2",
-			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "c2-control-plane"},
-			}},
-		},
-	}
+	controlPlane := builder.KubeadmControlPlane(w.Namespace, "c2-control-plane").WithClusterName("c2").
+		WithReplicas(1).WithVersion("v1.34.2").WithInfrastructureTemplate("c2-control-plane").Build()
 	require.NoError(t, env.Client.Create(ctx, controlPlane), "a new control plane while the guard is down")
 	for _, obj := range []client.Object{pool, controlPlane} {
 		assert.Empty(t, obj.GetAnnotations()[revisions.AnnotationRevision], "%s %s: nothing stamped it", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
@@ -74,7 +60,7 @@ func TestCreatesFailOpenWhileTheGuardIsDown(t *testing.T) {
 	for _, obj := range []client.Object{pool, controlPlane} {
 		var got []revisions.Revision
 		require.Eventually(t, func() bool {
-			revs, _, err := history.List(ctx, env.Client, w.ns, string(obj.GetUID()))
+			revs, _, err := history.List(ctx, env.Client, w.Namespace, string(obj.GetUID()))
 			got = revs
 			return err == nil && len(revs) == 1
 		}, 30*time.Second, 100*time.Millisecond, "the guard records what was created without it: %s", fmt.Sprint(got))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // TestHistoryAwareRulesAndOverride walks a control plane through a revert
@@ -25,10 +26,10 @@ import (
 // the bar.
 func TestHistoryAwareRulesAndOverride(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, worldSpec{cpVersion: "v1.33.5", mdVersion: "v1.33.5"})
+	w := newWorld(t, framework.WorldSpec{Version: "v1.33.5", WorkerVersion: "v1.33.5"})
 
 	// Revision 2: v1.34.2, which runs etcd 3.6.
-	require.NoError(t, edit(t, mergePatch, w.kcp, "v1.34.2", kcpVersion...))
+	require.NoError(t, edit(t, mergePatch, w.KCP, "v1.34.2", kcpVersion...))
 
 	revert := func(c client.Client, reason string) error {
 		patch := map[string]any{
@@ -37,20 +38,19 @@ func TestHistoryAwareRulesAndOverride(t *testing.T) {
 		}
 		data, err := json.Marshal(patch)
 		require.NoError(t, err)
-		return c.Patch(ctx, w.kcp.DeepCopy(), client.RawPatch(types.MergePatchType, data))
+		return c.Patch(ctx, w.KCP.DeepCopy(), client.RawPatch(types.MergePatchType, data))
 	}
 
 	// Outside the override group: the normal refusal plus a line saying why
 	// the override was not honoured, and the attempt is recorded.
-	mallory, err := env.ClientAs("mallory", "system:masters")
-	require.NoError(t, err)
-	err = revert(mallory, "incident 42: roll back")
+	mallory := framework.UserClient(t, env, "mallory")
+	err := revert(mallory, "incident 42: roll back")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "[rule ControlPlaneDowngrade]")
 	assert.Contains(t, err.Error(), "[rule EtcdDowngrade]")
 	assert.Contains(t, err.Error(), `metadata.annotations[rollout-guard.io/override]: Forbidden: override not honoured: user mallory is not in an override group (platform-admins)`)
-	w.refresh(t)
-	assert.Equal(t, "v1.34.2", w.kcp.Spec.Version)
+	w.Refresh(t)
+	assert.Equal(t, "v1.34.2", w.KCP.Spec.Version)
 	refused := refusedOverridesOf(t, w)
 	require.Len(t, refused, 1)
 	assert.Equal(t, "mallory", refused[0].By)
@@ -58,12 +58,11 @@ func TestHistoryAwareRulesAndOverride(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ControlPlaneDowngrade", "EtcdDowngrade"}, refused[0].Rules)
 
 	// In the group: let through once, with a warning, and stamped.
-	oncall, err := env.ClientAs("oncall", "system:masters", overrideGroup)
-	require.NoError(t, err)
+	oncall := framework.UserClient(t, env, "oncall", overrideGroup)
 	require.NoError(t, revert(oncall, "incident 42: roll back"))
-	w.refresh(t)
-	assert.Equal(t, "v1.33.5", w.kcp.Spec.Version)
-	rec, err := revisions.RecordFromAnnotations(w.kcp.Annotations)
+	w.Refresh(t)
+	assert.Equal(t, "v1.33.5", w.KCP.Spec.Version)
+	rec, err := revisions.RecordFromAnnotations(w.KCP.Annotations)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, rec.Revision)
 	require.NotNil(t, rec.Override)
@@ -73,24 +72,24 @@ func TestHistoryAwareRulesAndOverride(t *testing.T) {
 
 	// The override is spent: the same annotation, carried by the next
 	// change, lets nothing through and is removed.
-	err = edit(t, mergePatch, w.kcp, "v1.33.1", kcpVersion...)
+	err = edit(t, mergePatch, w.KCP, "v1.33.1", kcpVersion...)
 	require.Error(t, err)
 	// History-aware: v1.33.1 is only a patch below the current v1.33.5, but the
 	// control plane ran v1.34.2 and etcd 3.6 in revision 2.
 	assert.Contains(t, err.Error(), "Kubernetes downgrade from v1.34.2 (the highest version it has run, per revision 2) to v1.33.1")
 	assert.Contains(t, err.Error(), "etcd downgrade from 3.6.5 (revision 2)")
 	// The next change that goes through removes the spent override.
-	require.NoError(t, env.Client.Patch(ctx, w.kcp.DeepCopy(), client.RawPatch(types.MergePatchType,
+	require.NoError(t, env.Client.Patch(ctx, w.KCP.DeepCopy(), client.RawPatch(types.MergePatchType,
 		[]byte(`{"spec":{"machineTemplate":{"metadata":{"labels":{"tier":"gold"}}}}}`))))
-	w.refresh(t)
-	assert.NotContains(t, w.kcp.Annotations, revisions.AnnotationOverride, "a used override stays on the object")
-	assert.Equal(t, "4", w.kcp.Annotations[revisions.AnnotationRevision])
-	assert.NotContains(t, w.kcp.Annotations, revisions.AnnotationOverriddenBy, "revision 4 used no override")
+	w.Refresh(t)
+	assert.NotContains(t, w.KCP.Annotations, revisions.AnnotationOverride, "a used override stays on the object")
+	assert.Equal(t, "4", w.KCP.Annotations[revisions.AnnotationRevision])
+	assert.NotContains(t, w.KCP.Annotations, revisions.AnnotationOverriddenBy, "revision 4 used no override")
 
 	// The overridden revision is in history with its override once replaced
 	// (or recorded by the reconciler).
 	require.Eventually(t, func() bool {
-		revs, _, err := history.List(ctx, env.Client, w.ns, string(w.kcp.UID))
+		revs, _, err := history.List(ctx, env.Client, w.Namespace, string(w.KCP.UID))
 		require.NoError(t, err)
 		for _, r := range revs {
 			if r.Record.Revision == 3 {
@@ -102,12 +101,12 @@ func TestHistoryAwareRulesAndOverride(t *testing.T) {
 }
 
 // refusedOverridesOf reads the refused overrides recorded on the live revision of w's control plane.
-func refusedOverridesOf(t *testing.T, w *world) []history.RefusedOverride {
+func refusedOverridesOf(t *testing.T, w *framework.World) []history.RefusedOverride {
 	t.Helper()
-	snap, err := revisions.ForKubeadmControlPlane(w.kcp)
+	snap, err := revisions.ForKubeadmControlPlane(w.KCP)
 	require.NoError(t, err)
 	cr := &appsv1.ControllerRevision{}
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: revisions.Name(w.kcp.Name, snap.Hash)}, cr))
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: revisions.Name(w.KCP.Name, snap.Hash)}, cr))
 	var out []history.RefusedOverride
 	require.NoError(t, json.Unmarshal([]byte(cr.Annotations[history.AnnotationRefusedOverrides]), &out))
 	return out
@@ -118,15 +117,14 @@ func refusedOverridesOf(t *testing.T, w *world) []history.RefusedOverride {
 // v1beta1 client's change is recorded like a v1beta2 one.
 func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
-	eve, err := env.ClientAs("eve", "system:masters")
-	require.NoError(t, err)
+	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
+	eve := framework.UserClient(t, env, "eve")
 
 	// A forged author on a real change.
 	patch := []byte(`{"metadata":{"annotations":{"rollout-guard.io/changed-by":"someone-else","rollout-guard.io/revision":"99"}},"spec":{"template":{"metadata":{"labels":{"tier":"gold"}}}}}`)
-	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-patch")))
-	w.refresh(t)
-	rec, err := revisions.RecordFromAnnotations(w.md.Annotations)
+	require.NoError(t, eve.Patch(ctx, w.MD.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-patch")))
+	w.Refresh(t)
+	rec, err := revisions.RecordFromAnnotations(w.MD.Annotations)
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, rec.Revision)
 	assert.Equal(t, "eve", rec.ChangedBy)
@@ -135,19 +133,19 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 
 	// A forged author alone (no change of the template) is put back.
 	patch = []byte(`{"metadata":{"annotations":{"rollout-guard.io/changed-by":"someone-else"}}}`)
-	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, patch)))
-	w.refresh(t)
-	assert.Equal(t, "eve", w.md.Annotations[revisions.AnnotationChangedBy])
+	require.NoError(t, eve.Patch(ctx, w.MD.DeepCopy(), client.RawPatch(types.MergePatchType, patch)))
+	w.Refresh(t)
+	assert.Equal(t, "eve", w.MD.Annotations[revisions.AnnotationChangedBy])
 
 	// A v1beta1 client's change.
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("cluster.x-k8s.io/v1beta1")
 	u.SetKind("MachineDeployment")
-	require.NoError(t, eve.Get(ctx, client.ObjectKeyFromObject(w.md), u))
+	require.NoError(t, eve.Get(ctx, client.ObjectKeyFromObject(w.MD), u))
 	require.NoError(t, unstructured.SetNestedField(u.Object, "tmpl-v1beta1", "spec", "template", "spec", "infrastructureRef", "name"))
 	require.NoError(t, eve.Update(ctx, u, client.FieldOwner("legacy-client")))
-	w.refresh(t)
-	rec, err = revisions.RecordFromAnnotations(w.md.Annotations)
+	w.Refresh(t)
+	rec, err = revisions.RecordFromAnnotations(w.MD.Annotations)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, rec.Revision)
 	assert.Equal(t, "eve", rec.ChangedBy)
@@ -156,7 +154,7 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 	assert.Contains(t, rec.ChangeCause, "tmpl-v1beta1")
 
 	// Back to revision 2's template: a new number, the same record.
-	revs, _, err := history.List(ctx, env.Client, w.ns, string(w.md.UID))
+	revs, _, err := history.List(ctx, env.Client, w.Namespace, string(w.MD.UID))
 	require.NoError(t, err)
 	var rev2 *revisions.Revision
 	for i := range revs {
@@ -165,13 +163,13 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 		}
 	}
 	require.NotNil(t, rev2, "revision 2 was not recorded when revision 3 replaced it")
-	rollback, err := revisions.RollbackPatch(w.md, rev2.Snapshot)
+	rollback, err := revisions.RollbackPatch(w.MD, rev2.Snapshot)
 	require.NoError(t, err)
-	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, rollback)))
-	w.refresh(t)
-	assert.Equal(t, "4", w.md.Annotations[revisions.AnnotationRevision])
+	require.NoError(t, eve.Patch(ctx, w.MD.DeepCopy(), client.RawPatch(types.MergePatchType, rollback)))
+	w.Refresh(t)
+	assert.Equal(t, "4", w.MD.Annotations[revisions.AnnotationRevision])
 	require.Eventually(t, func() bool {
-		revs, _, err = history.List(ctx, env.Client, w.ns, string(w.md.UID))
+		revs, _, err = history.List(ctx, env.Client, w.Namespace, string(w.MD.UID))
 		require.NoError(t, err)
 		for _, r := range revs {
 			if r.Snapshot.Hash == rev2.Snapshot.Hash {
@@ -186,10 +184,10 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 	restartAt := metav1.NewTime(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	data, err := json.Marshal(map[string]any{"spec": map[string]any{"rollout": map[string]any{"after": restartAt}}})
 	require.NoError(t, err)
-	require.NoError(t, eve.Patch(ctx, w.md.DeepCopy(), client.RawPatch(types.MergePatchType, data)))
-	w.refresh(t)
-	assert.Equal(t, "4", w.md.Annotations[revisions.AnnotationRevision], "a restart is not a new revision")
-	revs, _, err = history.List(ctx, env.Client, w.ns, string(w.md.UID))
+	require.NoError(t, eve.Patch(ctx, w.MD.DeepCopy(), client.RawPatch(types.MergePatchType, data)))
+	w.Refresh(t)
+	assert.Equal(t, "4", w.MD.Annotations[revisions.AnnotationRevision], "a restart is not a new revision")
+	revs, _, err = history.List(ctx, env.Client, w.Namespace, string(w.MD.UID))
 	require.NoError(t, err)
 	var restarts []revisions.Restart
 	for _, r := range revs {
@@ -200,5 +198,5 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 	require.Len(t, restarts, 1)
 	assert.Equal(t, "eve", restarts[0].By)
 	assert.Equal(t, "2030-01-02T03:04:05Z", restarts[0].After)
-	assertOwnedBy(t, w.ns, w.md)
+	assertOwnedBy(t, w.Namespace, w.MD)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // TestRefusalOfManyWorkersIsShort downgrades a control plane below 50 worker
@@ -23,11 +25,11 @@ import (
 // a patch release, is allowed with the same workers.
 func TestRefusalOfManyWorkersIsShort(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, worldSpec{cpVersion: "v1.35.2", cpRunning: []string{"v1.35.2"}, mdVersion: "v1.35.2"})
-	md1 := w.addPool(t, "c1-md-1", "v1.35.2")
-	w.addPoolMachines(t, w.md, 20, "v1.35.2")
-	w.addPoolMachines(t, md1, 30, "v1.35.2")
-	require.NoError(t, env.WaitGuardSees(ctx, md1, w.kcp))
+	w := newWorld(t, framework.WorldSpec{Version: "v1.35.2", Running: []string{"v1.35.2"}, WorkerVersion: "v1.35.2"})
+	md1 := w.AddPool(t, "c1-md-1", "v1.35.2")
+	w.AddPoolMachines(t, w.MD, 20, "v1.35.2")
+	w.AddPoolMachines(t, md1, 30, "v1.35.2")
+	require.NoError(t, env.WaitGuardSees(ctx, md1, w.KCP))
 
 	const lines = `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Kubernetes downgrade from v1.35.2 to v1.34.3 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup)
 spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment c1-md-0 and 20 of its Machines (c1-md-0-00, c1-md-0-01, c1-md-0-02 and 17 more) run v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35
@@ -36,7 +38,7 @@ spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment
 
 	// The guard reads Machines through its cache: wait until it counts all 50.
 	downgrade := func() error {
-		fresh := w.kcp.DeepCopy()
+		fresh := w.KCP.DeepCopy()
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh); err != nil {
 			return err
 		}
@@ -49,11 +51,11 @@ spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	before := w.kcp.DeepCopy()
+	before := w.KCP.DeepCopy()
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(before), before))
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			err := edit(t, mode, w.kcp, "v1.34.3", kcpVersion...)
+			err := edit(t, mode, w.KCP, "v1.34.3", kcpVersion...)
 			require.Error(t, err, "the guard let the downgrade through")
 			assert.Equal(t, want, err.Error())
 			var status apierrors.APIStatus
@@ -70,7 +72,7 @@ spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment
 	}
 
 	t.Run("kubectl", func(t *testing.T) {
-		cmd := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), "--kubeconfig", env.Kubeconfig, "--namespace", w.ns,
+		cmd := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), "--kubeconfig", env.Kubeconfig, "--namespace", w.Namespace,
 			"patch", "kubeadmcontrolplane", "c1-control-plane", "--type", "merge", "--patch", `{"spec":{"version":"v1.34.3"}}`)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -81,11 +83,11 @@ spec.version: Forbidden: KubeadmControlPlane c1-control-plane: MachineDeployment
 		assert.LessOrEqual(t, strings.Count(out, "\n")+1, 6, "the refusal an operator reads is at most 6 lines")
 	})
 
-	after := w.kcp.DeepCopy()
+	after := w.KCP.DeepCopy()
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(after), after))
 	assert.Equal(t, before.GetResourceVersion(), after.GetResourceVersion(), "a refused edit changed the control plane")
 
 	t.Run("the safe neighbour, a patch release, is allowed", func(t *testing.T) {
-		require.NoError(t, edit(t, mergePatch, w.kcp, "v1.35.3", kcpVersion...))
+		require.NoError(t, edit(t, mergePatch, w.KCP, "v1.35.3", kcpVersion...))
 	})
 }

@@ -12,9 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // TestControlPlaneTheGuardMayNotRead points a Cluster at a control-plane
@@ -26,29 +27,12 @@ func TestControlPlaneTheGuardMayNotRead(t *testing.T) {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-unreadable"}}
 	require.NoError(t, env.Client.Create(ctx, ns))
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "other"},
-		Spec: clusterv1.ClusterSpec{
-			// A kind the guard's ClusterRole does not grant (any served kind will do).
-			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: "other-cp"},
-		},
-	}
+	// A control-plane kind the guard's ClusterRole does not grant (any served kind will do).
+	cluster := builder.Cluster(ns.Name, "other").WithControlPlaneRef(builder.InfrastructureGroup, "DevCluster", "other-cp").Build()
 	require.NoError(t, env.Client.Create(ctx, cluster))
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "other-md"},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "other", Replicas: ptr.To[int32](1),
-			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": "a"}},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: "other", Version: "v1.34.2",
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "other"},
-				},
-			},
-		},
-	}
+	md := builder.MachineDeployment(ns.Name, "other-md").WithClusterName("other").WithReplicas(1).
+		WithSelector(map[string]string{"pool": "a"}).WithVersion("v1.34.2").
+		WithBootstrapDataSecret("bootstrap").WithInfrastructureTemplate("other").Build()
 	c, warnings := warningClient(t, "")
 	start := time.Now()
 	require.NoError(t, c.Create(ctx, md), "an edit of a cluster whose control plane the guard cannot read is allowed")
@@ -62,8 +46,8 @@ func TestControlPlaneTheGuardMayNotRead(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "one unreadable control plane made the guard unready")
-	w := newWorld(t, worldSpec{cpVersion: "v1.34.2", mdVersion: "v1.34.2"})
-	err = edit(t, mergePatch, w.md, "v1.35.0", mdVersion...)
+	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
+	err = edit(t, mergePatch, w.MD, "v1.35.0", mdVersion...)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "[rule WorkerNewerThanControlPlane]")
 }
