@@ -9,12 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
@@ -40,7 +39,7 @@ func TestAPIServerRestartDuringStatus(t *testing.T) {
 	statusDone := make(chan sandbox.CLIRun, 1)
 	go func() { statusDone <- runRollout(t, "status", "md/"+md.Name, "--timeout", "3m") }()
 
-	waitFor(t, readyTimeout, "the first new worker", func() (bool, string) {
+	framework.WaitFor(t, readyTimeout, pollInterval, "the first new worker", func() (bool, string) {
 		current := workerList(t)
 		for name := range current {
 			if _, isOld := old[name]; !isOld {
@@ -99,18 +98,13 @@ func TestAPIServerRestartGuardCaches(t *testing.T) {
 	t.Logf("kube-apiserver restarted: %+v", restarted)
 
 	base := getMD(t)
-	oldPool := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.Name + "-md-old",
-			Labels: map[string]string{clusterv1.ClusterNameLabel: demo.Name}},
-		Spec: *base.Spec.DeepCopy(),
-	}
-	oldPool.Spec.Replicas = ptr.To[int32](0)
-	oldPool.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"faults.rollout-guard.io/pool": "old"}}
-	oldPool.Spec.Template.ObjectMeta.Labels = map[string]string{"faults.rollout-guard.io/pool": "old", clusterv1.ClusterNameLabel: demo.Name}
-	oldPool.Spec.Template.Spec.Version = "v1.32.0"
+	oldPool := builder.MachineDeployment(demo.Namespace, demo.Name+"-md-old").WithSpecOf(base).
+		WithLabels(map[string]string{clusterv1.ClusterNameLabel: demo.Name}).WithReplicas(0).
+		WithSelector(map[string]string{"faults.rollout-guard.io/pool": "old"}).
+		WithTemplateLabels(map[string]string{clusterv1.ClusterNameLabel: demo.Name}).WithVersion("v1.32.0").Build()
 	// The guard's and the controllers' clients reconnect on their own; the
 	// test's may need a moment too.
-	waitFor(t, 30*time.Second, "creating the old pool", func() (bool, string) {
+	framework.WaitFor(t, 30*time.Second, pollInterval, "creating the old pool", func() (bool, string) {
 		err := sb.Client.Create(ctx, oldPool)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -128,7 +122,7 @@ func TestAPIServerRestartGuardCaches(t *testing.T) {
 	// refusal must come at once: the 10 s bound only absorbs a busy
 	// machine, far below the reflectors' backoff.
 	var last error
-	waitFor(t, 10*time.Second, "the guard to see the old pool", func() (bool, string) {
+	framework.WaitFor(t, 10*time.Second, pollInterval, "the guard to see the old pool", func() (bool, string) {
 		last = upgrade()
 		return last != nil && strings.Contains(last.Error(), "MachineDeployment "+oldPool.Name), fmt.Sprint(last)
 	})

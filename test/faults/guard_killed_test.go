@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -42,7 +43,7 @@ func TestGuardKilled(t *testing.T) {
 	md := getMD(t)
 	before := historyOf(t, md.UID)
 	beforeHashes := byHash(t, before)
-	t.Logf("history before:\n%s", describeHistory(before))
+	t.Logf("history before:\n%s", framework.DescribeHistory(before))
 
 	require.NoError(t, sb.Env.KillGuard(syscall.SIGKILL))
 	downSince := time.Now()
@@ -58,7 +59,7 @@ func TestGuardKilled(t *testing.T) {
 	t.Run("controllers keep reconciling", func(t *testing.T) {
 		// Scaling is not policed: the webhooks' matchConditions leave it alone.
 		scale(t, workerMachinesCount+1)
-		waitFor(t, readyTimeout, "a new ready worker and the MachineDeployment's status", func() (bool, string) {
+		framework.WaitFor(t, readyTimeout, pollInterval, "a new ready worker and the MachineDeployment's status", func() (bool, string) {
 			current := workerList(t)
 			ready := int32(0)
 			for _, m := range current {
@@ -72,7 +73,7 @@ func TestGuardKilled(t *testing.T) {
 				fmt.Sprintf("%d machines, %d ready; status.readyReplicas %d", len(current), ready, readyReplicas)
 		})
 		scale(t, workerMachinesCount)
-		waitFor(t, readyTimeout, "the pool back at its size", func() (bool, string) {
+		framework.WaitFor(t, readyTimeout, pollInterval, "the pool back at its size", func() (bool, string) {
 			current := workerList(t)
 			fresh := getMD(t)
 			return int32(len(current)) == workerMachinesCount && ptr.Deref(fresh.Status.Replicas, 0) == workerMachinesCount,
@@ -84,7 +85,7 @@ func TestGuardKilled(t *testing.T) {
 		fresh := getMD(t)
 		edited := fresh.DeepCopy()
 		setTemplateLabel(edited, "while-guard-down")
-		err := userClient(t, "dave@example.com").Patch(ctx, edited, client.MergeFrom(fresh))
+		err := framework.UserClient(t, sb, "dave@example.com").Patch(ctx, edited, client.MergeFrom(fresh))
 		require.Error(t, err, "a template edit went through while the guard was down")
 		assert.Contains(t, err.Error(), "failed calling webhook")
 		assert.Contains(t, err.Error(), "rollout-guard.io")
@@ -107,11 +108,11 @@ func TestGuardKilled(t *testing.T) {
 		require.NoError(t, sb.Client.Delete(ctx, obj))
 	}
 	var slipped *clusterv1.MachineDeployment
-	waitFor(t, 30*time.Second, "the unregistered guard to stop being called", func() (bool, string) {
+	framework.WaitFor(t, 30*time.Second, pollInterval, "the unregistered guard to stop being called", func() (bool, string) {
 		fresh := getMD(t)
 		edited := fresh.DeepCopy()
 		setTemplateLabel(edited, "slipped-past")
-		if err := userClient(t, "erin@example.com").Patch(ctx, edited, client.MergeFrom(fresh)); err != nil {
+		if err := framework.UserClient(t, sb, "erin@example.com").Patch(ctx, edited, client.MergeFrom(fresh)); err != nil {
 			return false, err.Error()
 		}
 		slipped = edited
@@ -128,7 +129,7 @@ func TestGuardKilled(t *testing.T) {
 	recordFigure("guard killed: down %s (scale up and down with ready machines, policed edits refused, one change slipped past)", time.Since(downSince).Round(time.Second))
 
 	var after []revisions.Revision
-	waitFor(t, 60*time.Second, "the reconciler to record the missed revision", func() (bool, string) {
+	framework.WaitFor(t, 60*time.Second, pollInterval, "the reconciler to record the missed revision", func() (bool, string) {
 		after = historyOf(t, md.UID)
 		for _, r := range after {
 			if r.Snapshot.Hash == slippedSnap.Hash {
@@ -137,7 +138,7 @@ func TestGuardKilled(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d revisions, none of content %s", len(after), slippedSnap.Hash)
 	})
-	t.Logf("history after the guard came back:\n%s", describeHistory(after))
+	t.Logf("history after the guard came back:\n%s", framework.DescribeHistory(after))
 	afterHashes := byHash(t, after) // fails on a revision number used twice
 	for hash, nums := range beforeHashes {
 		assert.Contains(t, afterHashes, hash, "revision %v lost", nums)
@@ -155,18 +156,18 @@ func TestGuardKilled(t *testing.T) {
 	fresh := getMD(t)
 	edited := fresh.DeepCopy()
 	setTemplateLabel(edited, "after-guard-back")
-	require.NoError(t, userClient(t, "frank@example.com").Patch(ctx, edited, client.MergeFrom(fresh)))
+	require.NoError(t, framework.UserClient(t, sb, "frank@example.com").Patch(ctx, edited, client.MergeFrom(fresh)))
 	rec, err := revisions.RecordFromAnnotations(edited.Annotations)
 	require.NoError(t, err)
 	assert.Equal(t, highestBefore+2, rec.Revision, "the revision stamped after the missed one")
 	assert.Equal(t, "frank@example.com", rec.ChangedBy)
 	editedSnap, err := history.MachineDeployment.Snapshot(edited)
 	require.NoError(t, err)
-	waitFor(t, 60*time.Second, "the stamped revision recorded", func() (bool, string) {
+	framework.WaitFor(t, 60*time.Second, pollInterval, "the stamped revision recorded", func() (bool, string) {
 		after = historyOf(t, md.UID)
 		return revisionWithHash(after, editedSnap.Hash).Record.Revision != 0, fmt.Sprintf("%d revisions", len(after))
 	})
-	t.Logf("history after the next stamped edit:\n%s", describeHistory(after))
+	t.Logf("history after the next stamped edit:\n%s", framework.DescribeHistory(after))
 	final := byHash(t, after)
 	assert.Equal(t, []int64{highestBefore + 1}, final[slippedSnap.Hash], "the missed revision keeps its number")
 	assert.Equal(t, []int64{highestBefore + 2}, final[editedSnap.Hash])

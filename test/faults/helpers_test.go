@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -25,14 +26,6 @@ const (
 	// pollInterval is how often the tests read the cluster.
 	pollInterval = 250 * time.Millisecond
 )
-
-// userClient returns a client that acts as user (with full rights).
-func userClient(t *testing.T, user string) client.Client {
-	t.Helper()
-	c, err := sb.ClientAs(user, "system:masters")
-	require.NoError(t, err)
-	return c
-}
 
 // mdKey and kcpKey name the demo's MachineDeployment and control plane.
 func mdKey() client.ObjectKey {
@@ -59,32 +52,20 @@ func getKCP(t *testing.T) *controlplanev1.KubeadmControlPlane {
 	return kcp
 }
 
+// emptyPool returns a worker pool of the demo cluster like base but with
+// no machines, named name and selecting labels: every edit of it is judged
+// against the control plane (and recorded) like the demo pool's, while
+// Cluster API has only MachineSets of 0 replicas to make.
+func emptyPool(base *clusterv1.MachineDeployment, name string, labels map[string]string) *clusterv1.MachineDeployment {
+	return builder.MachineDeployment(demo.Namespace, name).WithSpecOf(base).
+		WithLabels(map[string]string{clusterv1.ClusterNameLabel: demo.Name}).WithReplicas(0).WithSelector(labels).Build()
+}
+
 // requireClusterReady waits (a little) until the demo is ready: each test
 // starts from, and leaves, a ready cluster.
 func requireClusterReady(t *testing.T) sandbox.ClusterState {
 	t.Helper()
 	return sb.RequireClusterReady(t, demo.Namespace, demo.Name, readyTimeout)
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if state != last {
-			t.Logf("waiting for %s: %s", what, state)
-			last = state
-		}
-		if time.Now().After(deadline) {
-			require.FailNowf(t, "timed out", "%s not reached within %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(pollInterval)
-	}
 }
 
 // historyOf lists the recorded revisions of the object with uid.
@@ -113,21 +94,12 @@ func byHash(t *testing.T, revs []revisions.Revision) map[string][]int64 {
 		out[r.Snapshot.Hash] = nums
 		for _, n := range nums {
 			if other, taken := owner[n]; taken {
-				require.Failf(t, "revision number recorded twice", "revision %d names both %s and %s\n%s", n, other, r.Snapshot.Hash, describeHistory(revs))
+				require.Failf(t, "revision number recorded twice", "revision %d names both %s and %s\n%s", n, other, r.Snapshot.Hash, framework.DescribeHistory(revs))
 			}
 			owner[n] = r.Snapshot.Hash
 		}
 	}
 	return out
-}
-
-// describeHistory renders revisions one per line, for failure messages and logs.
-func describeHistory(revs []revisions.Revision) string {
-	var b strings.Builder
-	for _, r := range revs {
-		fmt.Fprintf(&b, "  revision %d %v %s by %q (%s) type %s: %s\n", r.Record.Revision, r.Record.History, r.Snapshot.Hash, r.Record.ChangedBy, r.Record.FieldManager, r.Record.ChangeType, r.Record.ChangeCause)
-	}
-	return b.String()
 }
 
 // sortedInts returns the keys of m, sorted.

@@ -14,12 +14,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
@@ -143,13 +142,7 @@ func burstPools(t *testing.T) []client.ObjectKey {
 	for i := range burstWriters {
 		name := fmt.Sprintf("%s-burst-%d", demo.Name, i)
 		labels := map[string]string{"faults.rollout-guard.io/pool": name, clusterv1.ClusterNameLabel: demo.Name}
-		md := &clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: demo.Name}},
-			Spec:       *base.Spec.DeepCopy(),
-		}
-		md.Spec.Replicas = ptr.To[int32](0)
-		md.Spec.Selector = metav1.LabelSelector{MatchLabels: labels}
-		md.Spec.Template.ObjectMeta.Labels = labels
+		md := emptyPool(base, name, labels)
 		require.NoError(t, sb.Client.Create(context.Background(), md))
 		keys = append(keys, client.ObjectKeyFromObject(md))
 		t.Cleanup(func() {
@@ -189,13 +182,13 @@ func startBurst(t *testing.T, pools []client.ObjectKey) *burst {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &burst{cancel: cancel}
-	c := userClient(t, "burst@example.com")
+	c := framework.UserClient(t, sb, "burst@example.com")
 	for i, key := range pools {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
-				md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+				md := builder.MachineDeployment(key.Namespace, key.Name).Build()
 				patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{"faults.rollout-guard.io/step":"w%d-%d"}}}}}`, i, n)
 				// The edit itself is not bounded by the burst's context: an
 				// edit the test cut short would count as a failure.

@@ -16,13 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -81,13 +81,7 @@ func TestWritersRacing(t *testing.T) {
 	// controllers still reconcile it.
 	name := demo.Name + "-race"
 	labels := map[string]string{"faults.rollout-guard.io/pool": name, clusterv1.ClusterNameLabel: demo.Name}
-	pool := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: demo.Name}},
-		Spec:       *base.Spec.DeepCopy(),
-	}
-	pool.Spec.Replicas = ptr.To[int32](0)
-	pool.Spec.Selector = metav1.LabelSelector{MatchLabels: labels}
-	pool.Spec.Template.ObjectMeta.Labels = labels
+	pool := emptyPool(base, name, labels)
 	require.NoError(t, sb.Client.Create(ctx, pool))
 	t.Cleanup(func() {
 		if err := sb.Client.Delete(context.Background(), pool); err != nil {
@@ -153,8 +147,7 @@ func TestWritersRacing(t *testing.T) {
 		o.resourceVersion, o.infra = written.ResourceVersion, written.Spec.Template.Spec.InfrastructureRef.Name
 		return o
 	}
-	gitOps, err := sb.ClientAs(gitOpsUser, "system:masters")
-	require.NoError(t, err)
+	gitOps := framework.UserClient(t, sb, gitOpsUser)
 	var wg sync.WaitGroup
 	wg.Add(3)
 	// The GitOps writer's field manager makes the CLI stop a live undo or
@@ -206,7 +199,7 @@ func TestWritersRacing(t *testing.T) {
 	require.NoError(t, err)
 	finalRec, err := revisions.RecordFromAnnotations(final.Annotations)
 	require.NoError(t, err)
-	waitFor(t, 30*time.Second, "the watch to see the final version and history to record it", func() (bool, string) {
+	framework.WaitFor(t, 30*time.Second, pollInterval, "the watch to see the final version and history to record it", func() (bool, string) {
 		seenMu.Lock()
 		last := seen[len(seen)-1].resourceVersion
 		seenMu.Unlock()
@@ -248,7 +241,7 @@ func TestWritersRacing(t *testing.T) {
 		assert.Positive(t, succeededBy[writer], "%s never got through in %d attempts", writer, raceRounds)
 	}
 	revs := historyOf(t, final.UID)
-	t.Logf("history:\n%s", describeHistory(revs))
+	t.Logf("history:\n%s", framework.DescribeHistory(revs))
 
 	// The final state is one a writer asked for, stamped with that writer.
 	assert.Contains(t, []string{original, spare}, final.Spec.Template.Spec.InfrastructureRef.Name)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -166,7 +167,7 @@ func TestKubeStateMetricsFollowARestart(t *testing.T) {
 
 	var s scrape
 	began := time.Now()
-	sandbox.WaitFor(t, 2*time.Minute, 250*time.Millisecond, "kube-state-metrics to report the demo cluster", func() (bool, string) {
+	framework.WaitFor(t, 2*time.Minute, 250*time.Millisecond, "kube-state-metrics to report the demo cluster", func() (bool, string) {
 		var err error
 		if s, err = get(url); err != nil {
 			return false, err.Error()
@@ -248,7 +249,7 @@ func TestKubeStateMetricsFollowARestart(t *testing.T) {
 	var upToDate []float64
 	var steps []string
 	sawRollingOut := false
-	sandbox.WaitFor(t, 5*time.Minute, 200*time.Millisecond, "the restart to end in kube-state-metrics", func() (bool, string) {
+	framework.WaitFor(t, 5*time.Minute, 200*time.Millisecond, "the restart to end in kube-state-metrics", func() (bool, string) {
 		var err error
 		if s, err = get(url); err != nil {
 			return false, err.Error()

@@ -129,13 +129,6 @@ func planned(op rollout.ObjectPlan, action string) []string {
 	return out
 }
 
-// waitFor polls cond until it holds, failing the test after rolloutTimeout;
-// cond returns a description of what it saw.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	sandbox.WaitFor(t, rolloutTimeout, pollInterval, what, cond)
-}
-
 // rolledOut waits with `rollout status` until res is rolled out.
 func rolledOut(t *testing.T, res string) {
 	t.Helper()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -23,6 +22,8 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/skew"
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // TestPlanDemo previews changes of the plain cluster demo, then makes them
@@ -58,7 +59,7 @@ func kcpKey() client.ObjectKey {
 }
 
 func templateSwitch(t *testing.T) {
-	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}}
+	md := builder.MachineDeployment(demo.Namespace, demo.MachineDeploymentName()).Build()
 	before := storedOf(t, md)
 	old := machines(t, workers())
 	require.Len(t, old, workerMachines)
@@ -110,7 +111,7 @@ func templateSwitch(t *testing.T) {
 	// applied the edit to the MachineSet it had just deleted, "uid
 	// mismatch", and did not reconcile the pool again for over 6 minutes),
 	// which is Cluster API's race, not what these steps check.
-	waitFor(t, "the emptied MachineSet deleted", func() (bool, string) {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "the emptied MachineSet deleted", func() (bool, string) {
 		sets := &clusterv1.MachineSetList{}
 		require.NoError(t, sb.Client.List(context.Background(), sets, client.InNamespace(demo.Namespace), workers()))
 		var names []string
@@ -170,7 +171,7 @@ func labelOnly(t *testing.T) {
 
 	// Make it: the label reaches every machine in place, none is replaced.
 	kubectl(t, "patch", "md", demo.MachineDeploymentName(), "--type", "merge", "-p", `{"spec":{"template":{"metadata":{"labels":{"team":"payments"}}}}}`)
-	waitFor(t, "the label on every worker machine", func() (bool, string) {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "the label on every worker machine", func() (bool, string) {
 		list := &clusterv1.MachineList{}
 		require.NoError(t, sb.Client.List(ctx, list, client.InNamespace(demo.Namespace), workers()))
 		labelled := 0
@@ -204,7 +205,7 @@ func restart(t *testing.T) {
 }
 
 func controlPlaneBump(t *testing.T) {
-	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
+	kcp := builder.KubeadmControlPlane(demo.Namespace, demo.ControlPlaneName()).Build()
 	before := storedOf(t, kcp)
 	old := machines(t, controlPlane())
 	require.Len(t, old, cpMachines)
@@ -255,7 +256,7 @@ func controlPlaneBump(t *testing.T) {
 }
 
 func refusedUndo(t *testing.T) {
-	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
+	kcp := builder.KubeadmControlPlane(demo.Namespace, demo.ControlPlaneName()).Build()
 	before := storedOf(t, kcp)
 	undo := refusedUndoArgs(t)
 
@@ -321,8 +322,8 @@ func preflightChecks(op rollout.ObjectPlan) []string {
 // which the guard refuses) and an undo the guard admits. Each lists every
 // worker machine to replace, and none is made.
 func workerPreviews(t *testing.T) {
-	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}}
-	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
+	md := builder.MachineDeployment(demo.Namespace, demo.MachineDeploymentName()).Build()
+	kcp := builder.KubeadmControlPlane(demo.Namespace, demo.ControlPlaneName()).Build()
 	beforeMD, beforeKCP := storedOf(t, md), storedOf(t, kcp)
 	old := machines(t, workers())
 	require.Len(t, old, workerMachines)
@@ -411,12 +412,10 @@ func spareBootstrapTemplate(t *testing.T) string {
 	ctx := context.Background()
 	orig := &bootstrapv1.KubeadmConfigTemplate{}
 	require.NoError(t, sb.Client.Get(ctx, mdKey(), orig))
-	spare := &bootstrapv1.KubeadmConfigTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: orig.Namespace, Name: spareBootstrapName(), Labels: orig.Labels},
-		Spec:       *orig.Spec.DeepCopy(),
-	}
-	reg := &spare.Spec.Template.Spec.JoinConfiguration.NodeRegistration
+	config := *orig.Spec.Template.Spec.DeepCopy()
+	reg := &config.JoinConfiguration.NodeRegistration
 	reg.KubeletExtraArgs = append(reg.KubeletExtraArgs, bootstrapv1.Arg{Name: "max-pods", Value: ptr.To("150")})
+	spare := builder.KubeadmConfigTemplate(orig.Namespace, spareBootstrapName()).WithLabels(orig.Labels).WithKubeadmConfigSpec(config).Build()
 	require.NoError(t, sb.Client.Create(ctx, spare))
 	return spare.Name
 }
@@ -440,7 +439,7 @@ func TestPlanClassCluster(t *testing.T) {
 	ctx := context.Background()
 	cluster := &clusterv1.Cluster{}
 	require.NoError(t, sb.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: cc.Name}, cluster))
-	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.ControlPlaneName()}}
+	kcp := builder.KubeadmControlPlane(cc.Namespace, cc.ControlPlaneName()).Build()
 	beforeKCP := storedOf(t, kcp)
 	cpOld := machines(t, client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: cc.ControlPlaneName()})
 	wOld := machines(t, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: cc.MachineDeploymentName()})

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
@@ -48,8 +49,8 @@ var plannerRules = []rbacv1.PolicyRule{
 // and every ControllerRevision of the namespace are unchanged.
 func restrictedUser(t *testing.T) {
 	kubeconfig := grantPlanner(t)
-	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}}
-	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.ControlPlaneName()}}
+	md := builder.MachineDeployment(demo.Namespace, demo.MachineDeploymentName()).Build()
+	kcp := builder.KubeadmControlPlane(demo.Namespace, demo.ControlPlaneName()).Build()
 	beforeMD, beforeKCP := storedOf(t, md), storedOf(t, kcp)
 	beforeRevisions := revisionsIn(t, demo.Namespace)
 	workersBefore := machines(t, workers())
@@ -119,7 +120,7 @@ func grantPlanner(t *testing.T) string {
 	}))
 	as, err := sb.ClientAs(planner)
 	require.NoError(t, err)
-	waitFor(t, "the planner's RoleBinding in effect", func() (bool, string) {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "the planner's RoleBinding in effect", func() (bool, string) {
 		ok := allowed(t, as, "patch", controlplanev1.GroupVersion.Group, "kubeadmcontrolplanes") &&
 			allowed(t, as, "list", appsv1.GroupName, "controllerrevisions")
 		return ok, fmt.Sprintf("patch kubeadmcontrolplanes and list controllerrevisions allowed: %t", ok)

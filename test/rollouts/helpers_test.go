@@ -22,15 +22,6 @@ const (
 	pollInterval = time.Second
 )
 
-// userClient returns a client that acts as user (with full rights), so the
-// guard's stamps can be checked against a known name.
-func userClient(t *testing.T, user string) client.Client {
-	t.Helper()
-	c, err := sb.ClientAs(user, "system:masters")
-	require.NoError(t, err)
-	return c
-}
-
 // machines lists the demo's Machines matching labels, by name.
 func machines(t *testing.T, labels client.MatchingLabels) map[string]*clusterv1.Machine {
 	t.Helper()

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -51,7 +52,7 @@ func TestMachineDeploymentRollsToSpareTemplate(t *testing.T) {
 	base := md.DeepCopy()
 	md.Spec.Template.Spec.InfrastructureRef.Name = to
 	begin := time.Now()
-	require.NoError(t, userClient(t, user).Patch(ctx, md, client.MergeFrom(base)))
+	require.NoError(t, framework.UserClient(t, sb, user).Patch(ctx, md, client.MergeFrom(base)))
 
 	ann := md.Annotations
 	assert.Equal(t, strconv.FormatInt(prev+1, 10), ann[revisions.AnnotationRevision], "revision stamp")
@@ -103,7 +104,7 @@ func TestControlPlaneUpgradeRefusesDowngrade(t *testing.T) {
 	require.NoError(t, err, "the guard stamped no revision on %s when it was created", key)
 
 	const user = "bob@example.com"
-	bob := userClient(t, user)
+	bob := framework.UserClient(t, sb, user)
 	base := kcp.DeepCopy()
 	kcp.Spec.Version = to
 	begin := time.Now()
@@ -113,13 +114,14 @@ func TestControlPlaneUpgradeRefusesDowngrade(t *testing.T) {
 
 	// Mid-rollout: wait for the first machine at the new version, then try
 	// to go back.
-	waitFor(t, "a control-plane machine at "+to, func() bool {
-		for name, m := range machines(t, controlPlaneLabels()) {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "a control-plane machine at "+to, func() (bool, string) {
+		current := machines(t, controlPlaneLabels())
+		for name, m := range current {
 			if _, isOld := old[name]; !isOld && m.Spec.Version == to {
-				return true
+				return true, ""
 			}
 		}
-		return false
+		return false, fmt.Sprintf("control-plane machines %v", names(current))
 	})
 	refused := kcp.DeepCopy()
 	refused.Spec.Version = from
@@ -188,7 +190,7 @@ func clonedFrom(template string) func(*clusterv1.Machine) error {
 func requireHistory(t *testing.T, uid types.UID, live map[int64]string, replaced int64) {
 	t.Helper()
 	var last string
-	waitFor(t, "the revisions in the guard's history", func() bool {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "the revisions in the guard's history", func() (bool, string) {
 		list := &appsv1.ControllerRevisionList{}
 		require.NoError(t, sb.Client.List(context.Background(), list,
 			client.InNamespace(demo.Namespace), client.MatchingLabels{revisions.LabelOwnerUID: string(uid)}))
@@ -202,28 +204,16 @@ func requireHistory(t *testing.T, uid types.UID, live map[int64]string, replaced
 		}
 		last = fmt.Sprintf("%d ControllerRevisions, revision → user: %v", len(list.Items), byRevision)
 		if _, ok := byRevision[replaced]; !ok {
-			return false
+			return false, last
 		}
 		for n, user := range live {
 			if got, ok := byRevision[n]; !ok || got != user {
-				return false
+				return false, last
 			}
 		}
-		return true
+		return true, last
 	})
 	t.Logf("history: %s", last)
-}
-
-// waitFor polls cond until it holds, failing the test after rolloutTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(rolloutTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			require.FailNowf(t, "timed out", "waiting for %s (%s)", what, rolloutTimeout)
-		}
-		time.Sleep(pollInterval)
-	}
 }
 
 // kubectl runs the repository's bin/kubectl against the sandbox and returns

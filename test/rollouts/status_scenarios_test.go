@@ -19,6 +19,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -127,8 +128,9 @@ func TestStatusPausedMidRolloutThenResumed(t *testing.T) {
 
 	// status for a revision not live yet waits for it.
 	waiting := startRollout(t, "status", name, "--revision", strconv.FormatInt(want, 10), "--timeout", "3m")
-	waitFor(t, "status to wait for revision "+strconv.FormatInt(want, 10), func() bool {
-		return strings.Contains(waiting.Stdout.String(), fmt.Sprintf("waiting for revision %d (revision %d is live)", want, prev))
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "status to wait for revision "+strconv.FormatInt(want, 10), func() (bool, string) {
+		out := waiting.Stdout.String()
+		return strings.Contains(out, fmt.Sprintf("waiting for revision %d (revision %d is live)", want, prev)), out
 	})
 
 	resumed := false
@@ -139,13 +141,14 @@ func TestStatusPausedMidRolloutThenResumed(t *testing.T) {
 	}()
 	switchWorkerTemplate(t, md, otherWorkerTemplate(md))
 	require.Equal(t, want, revisionOf(t, md), "the template switch's revision")
-	waitFor(t, "a new worker machine", func() bool {
-		for n := range machines(t, workerLabels()) {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "a new worker machine", func() (bool, string) {
+		current := machines(t, workerLabels())
+		for n := range current {
 			if _, isOld := old[n]; !isOld {
-				return true
+				return true, ""
 			}
 		}
-		return false
+		return false, fmt.Sprintf("worker machines %v", names(current))
 	})
 	require.Equal(t, 0, runRollout(t, "pause", name).Code, "rollout pause")
 	r := waiting.wait(t, "status --revision while paused", rolloutTimeout)
@@ -243,5 +246,5 @@ func switchWorkerTemplate(t *testing.T, md *clusterv1.MachineDeployment, templat
 	base := md.DeepCopy()
 	md.Spec.Template.Spec.InfrastructureRef.Name = template
 	md.Spec.Template.Spec.Version = kcp.Spec.Version
-	require.NoError(t, userClient(t, "dave@example.com").Patch(ctx, md, client.MergeFrom(base)))
+	require.NoError(t, framework.UserClient(t, sb, "dave@example.com").Patch(ctx, md, client.MergeFrom(base)))
 }

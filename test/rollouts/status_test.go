@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -52,7 +53,7 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 	md.Spec.Template.Spec.Version = kcp.Spec.Version
 	md.Spec.Rollout.After = metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
 	begin := time.Now()
-	require.NoError(t, userClient(t, "carol@example.com").Patch(ctx, md, client.MergeFrom(base)))
+	require.NoError(t, framework.UserClient(t, sb, "carol@example.com").Patch(ctx, md, client.MergeFrom(base)))
 
 	r := runRollout(t, "status", "md/"+md.Name, "--timeout", "3m")
 	exited := time.Now()

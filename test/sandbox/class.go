@@ -9,7 +9,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -17,6 +16,8 @@ import (
 	infrav1 "sigs.k8s.io/cluster-api/test/infrastructure/docker/api/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/builder"
 )
 
 const (
@@ -172,123 +173,57 @@ func DefaultClassCluster(namespace string) ClassClusterSpec {
 // the order to create them: the templates, then the class.
 func ClassObjects(spec ClassSpec) []client.Object {
 	ns := spec.Namespace
-	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
-	nodeRegistration := bootstrapv1.NodeRegistrationOptions{
-		CRISocket: "unix:///var/run/containerd/containerd.sock",
-		KubeletExtraArgs: []bootstrapv1.Arg{
-			{Name: "eviction-hard", Value: ptr.To("nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%")},
-		},
-	}
-	provisioning := infrav1.CommonProvisioningSettings{StartupDuration: metav1.Duration{Duration: spec.MachineStartup}}
-	machineTemplate := func(name string) *infrav1.DevMachineTemplate {
-		return &infrav1.DevMachineTemplate{
-			ObjectMeta: meta(name),
-			Spec: infrav1.DevMachineTemplateSpec{Template: infrav1.DevMachineTemplateResource{Spec: infrav1.DevMachineSpec{
-				Backend: infrav1.DevMachineBackendSpec{InMemory: &infrav1.InMemoryMachineBackendSpec{
-					VM:        &infrav1.InMemoryVMSpec{Provisioning: provisioning},
-					Node:      &infrav1.InMemoryNodeSpec{Provisioning: provisioning},
-					APIServer: &infrav1.InMemoryAPIServerSpec{Provisioning: provisioning},
-					Etcd:      &infrav1.InMemoryEtcdSpec{Provisioning: provisioning},
-				}},
-			}}},
-		}
-	}
-
-	clusterTemplate := &infrav1.DevClusterTemplate{
-		ObjectMeta: meta(spec.ClusterTemplateName()),
-		Spec: infrav1.DevClusterTemplateSpec{Template: infrav1.DevClusterTemplateResource{
-			// The in-memory backend writes an annotation and panics on a nil map.
-			ObjectMeta: clusterv1.ObjectMeta{Annotations: map[string]string{"rollout-guard.io/sandbox": "true"}},
-			Spec:       infrav1.DevClusterSpec{Backend: infrav1.DevClusterBackendSpec{InMemory: &infrav1.InMemoryClusterBackendSpec{}}},
-		}},
-	}
-	controlPlaneTemplate := &controlplanev1.KubeadmControlPlaneTemplate{
-		ObjectMeta: meta(spec.ControlPlaneTemplateName()),
-		Spec: controlplanev1.KubeadmControlPlaneTemplateSpec{Template: controlplanev1.KubeadmControlPlaneTemplateResource{
-			Spec: controlplanev1.KubeadmControlPlaneTemplateResourceSpec{
-				KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
-					ClusterConfiguration: bootstrapv1.ClusterConfiguration{
-						APIServer: bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", "0.0.0.0"}},
-					},
-					InitConfiguration: bootstrapv1.InitConfiguration{NodeRegistration: nodeRegistration},
-					JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
-				},
-			},
-		}},
-	}
-	workerConfig := &bootstrapv1.KubeadmConfigTemplate{
-		ObjectMeta: meta(spec.WorkerTemplateName()),
-		Spec: bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{
-			Spec: bootstrapv1.KubeadmConfigSpec{JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration}},
-		}},
-	}
-
-	templateRef := func(apiVersion, kind, name string) clusterv1.ClusterClassTemplateReference {
-		return clusterv1.ClusterClassTemplateReference{APIVersion: apiVersion, Kind: kind, Name: name}
-	}
 	infraVersion := infrav1.GroupVersion.String()
-	class := &clusterv1.ClusterClass{
-		ObjectMeta: meta(spec.Name),
-		Spec: clusterv1.ClusterClassSpec{
-			Infrastructure: clusterv1.InfrastructureClass{
-				TemplateRef: templateRef(infraVersion, "DevClusterTemplate", spec.ClusterTemplateName()),
-				Naming:      clusterv1.InfrastructureClassNamingSpec{Template: "{{ .cluster.name }}"},
-			},
-			ControlPlane: clusterv1.ControlPlaneClass{
-				TemplateRef: templateRef(controlplanev1.GroupVersion.String(), "KubeadmControlPlaneTemplate", spec.ControlPlaneTemplateName()),
-				MachineInfrastructure: clusterv1.ControlPlaneClassMachineInfrastructureTemplate{
-					TemplateRef: templateRef(infraVersion, "DevMachineTemplate", spec.ControlPlaneTemplateName()),
-				},
-				Naming: clusterv1.ControlPlaneClassNamingSpec{Template: "{{ .cluster.name }}-control-plane"},
-			},
-			Workers: clusterv1.WorkersClass{MachineDeployments: []clusterv1.MachineDeploymentClass{{
-				Class: WorkerClass,
-				Bootstrap: clusterv1.MachineDeploymentClassBootstrapTemplate{
-					TemplateRef: templateRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", spec.WorkerTemplateName()),
-				},
-				Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{
-					TemplateRef: templateRef(infraVersion, "DevMachineTemplate", spec.WorkerTemplateName()),
-				},
-				Naming: clusterv1.MachineDeploymentClassNamingSpec{Template: "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}"},
-			}}},
-			Variables: []clusterv1.ClusterClassVariable{{
-				Name:     PortVariable,
-				Required: ptr.To(true),
-				Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{
-					Description: "Local port of the workload cluster's fake API server and etcd members (in-memory backend).",
-					Type:        "integer",
-					Minimum:     ptr.To[int64](1),
-					Maximum:     ptr.To[int64](65535),
-				}},
-			}},
-			// The in-memory backend listens for a workload cluster on the
-			// port of its DevCluster's controlPlaneEndpoint, or on the next
-			// port of a counter that does not check whether the port is
-			// free. A template cannot name a port per cluster: this inline
-			// patch writes the cluster's variable into its DevCluster.
-			Patches: []clusterv1.ClusterClassPatch{{
-				Name: "control-plane-endpoint",
-				Definitions: []clusterv1.PatchDefinition{{
-					Selector: clusterv1.PatchSelector{
-						APIVersion: infraVersion, Kind: "DevClusterTemplate",
-						MatchResources: clusterv1.PatchSelectorMatch{InfrastructureCluster: ptr.To(true)},
-					},
-					JSONPatches: []clusterv1.JSONPatch{{
-						Op: "add", Path: "/spec/template/spec/controlPlaneEndpoint",
-						ValueFrom: &clusterv1.JSONPatchValue{
-							Template: "host: " + workloadHost + "\nport: {{ ." + PortVariable + " }}",
-						},
-					}},
-				}},
-			}},
-			KubernetesVersions: slices.Clone(spec.KubernetesVersions),
-		},
+	machineTemplate := func(name string) client.Object {
+		return builder.DevMachineTemplate(ns, name).WithInMemoryBackend(spec.MachineStartup).Build()
 	}
+	worker := builder.MachineDeploymentClass(WorkerClass).
+		WithBootstrapTemplate(builder.TemplateRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", spec.WorkerTemplateName())).
+		WithInfrastructureTemplate(builder.TemplateRef(infraVersion, builder.DevMachineTemplateKind, spec.WorkerTemplateName())).
+		WithNamingTemplate("{{ .cluster.name }}-{{ .machineDeployment.topologyName }}").Build()
+	class := builder.ClusterClass(ns, spec.Name).
+		WithInfrastructureClusterTemplate(builder.TemplateRef(infraVersion, "DevClusterTemplate", spec.ClusterTemplateName()), "{{ .cluster.name }}").
+		WithControlPlaneTemplate(
+			builder.TemplateRef(controlplanev1.GroupVersion.String(), "KubeadmControlPlaneTemplate", spec.ControlPlaneTemplateName()),
+			builder.TemplateRef(infraVersion, builder.DevMachineTemplateKind, spec.ControlPlaneTemplateName()),
+			"{{ .cluster.name }}-control-plane").
+		WithWorkerMachineDeploymentClasses(worker).
+		WithVariables(clusterv1.ClusterClassVariable{
+			Name:     PortVariable,
+			Required: ptr.To(true),
+			Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{
+				Description: "Local port of the workload cluster's fake API server and etcd members (in-memory backend).",
+				Type:        "integer",
+				Minimum:     ptr.To[int64](1),
+				Maximum:     ptr.To[int64](65535),
+			}},
+		}).
+		// The in-memory backend listens for a workload cluster on the port
+		// of its DevCluster's controlPlaneEndpoint, or on the next port of
+		// a counter that does not check whether the port is free. A
+		// template cannot name a port per cluster: this inline patch writes
+		// the cluster's variable into its DevCluster.
+		WithPatches(clusterv1.ClusterClassPatch{
+			Name: "control-plane-endpoint",
+			Definitions: []clusterv1.PatchDefinition{{
+				Selector: clusterv1.PatchSelector{
+					APIVersion: infraVersion, Kind: "DevClusterTemplate",
+					MatchResources: clusterv1.PatchSelectorMatch{InfrastructureCluster: ptr.To(true)},
+				},
+				JSONPatches: []clusterv1.JSONPatch{{
+					Op: "add", Path: "/spec/template/spec/controlPlaneEndpoint",
+					ValueFrom: &clusterv1.JSONPatchValue{
+						Template: "host: " + workloadHost + "\nport: {{ ." + PortVariable + " }}",
+					},
+				}},
+			}},
+		}).
+		WithKubernetesVersions(spec.KubernetesVersions).Build()
 	return []client.Object{
-		clusterTemplate,
-		controlPlaneTemplate,
+		builder.DevClusterTemplate(ns, spec.ClusterTemplateName()).WithTemplateAnnotations(inMemoryAnnotations()).Build(),
+		builder.KubeadmControlPlaneTemplate(ns, spec.ControlPlaneTemplateName()).WithKubeadmConfigSpec(controlPlaneConfig()).Build(),
 		machineTemplate(spec.ControlPlaneTemplateName()),
-		workerConfig,
+		builder.KubeadmConfigTemplate(ns, spec.WorkerTemplateName()).WithKubeadmConfigSpec(workerConfig()).Build(),
 		machineTemplate(spec.WorkerTemplateName()),
 		class,
 	}
@@ -302,25 +237,15 @@ func ClassClusterObjects(spec ClassClusterSpec) ([]client.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the port of cluster %s: %w", spec.Name, err)
 	}
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: spec.Namespace, Name: spec.Name},
-		Spec: clusterv1.ClusterSpec{
-			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:          clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
-				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{"10.128.0.0/12"}},
-				ServiceDomain: "cluster.local",
-			},
-			Topology: clusterv1.Topology{
-				ClassRef:     clusterv1.ClusterClassRef{Name: spec.Class.Name},
-				Version:      spec.KubernetesVersion,
-				ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To(spec.ControlPlaneMachines)},
-				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{
-					Class: WorkerClass, Name: WorkerTopologyName, Replicas: ptr.To(spec.WorkerMachines),
-				}}},
-				Variables: []clusterv1.ClusterVariable{{Name: PortVariable, Value: apiextensionsv1.JSON{Raw: port}}},
-			},
-		},
-	}
+	cluster := builder.Cluster(spec.Namespace, spec.Name).
+		WithClusterNetwork([]string{podCIDR}, []string{serviceCIDR}, serviceDomain).
+		WithTopology(spec.Class.Name, spec.KubernetesVersion).
+		WithTopologyControlPlaneReplicas(spec.ControlPlaneMachines).
+		WithTopologyMachineDeployments(clusterv1.MachineDeploymentTopology{
+			Class: WorkerClass, Name: WorkerTopologyName, Replicas: ptr.To(spec.WorkerMachines),
+		}).
+		WithTopologyVariables(clusterv1.ClusterVariable{Name: PortVariable, Value: apiextensionsv1.JSON{Raw: port}}).
+		Build()
 	return []client.Object{cluster}, nil
 }
 

@@ -5,22 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	infrav1 "sigs.k8s.io/cluster-api/test/infrastructure/docker/api/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-const (
-	// infrastructureGroup is the API group of the development infrastructure kinds.
-	infrastructureGroup = "infrastructure.cluster.x-k8s.io"
-	// nodeDeletionTimeoutSeconds is Cluster API's default, which its
-	// Machine defaulting webhook would set.
-	nodeDeletionTimeoutSeconds = 10
+	"github.com/rollout-guard/rollout-guard/test/builder"
 )
 
 // ClusterSpec describes a demo cluster. Its objects, all in Namespace:
@@ -88,162 +76,30 @@ func (s *Sandbox) CreateCluster(ctx context.Context, spec ClusterSpec) error {
 // create them, fully specified: the fields Cluster API's defaulting
 // webhooks would set are set.
 func ClusterObjects(spec ClusterSpec) []client.Object {
-	ns := spec.Namespace
-	labels := func() map[string]string { return map[string]string{clusterv1.ClusterNameLabel: spec.Name} }
-	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels()}
+	ns, name, cp, pool := spec.Namespace, spec.Name, spec.ControlPlaneName(), spec.MachineDeploymentName()
+	clusterLabel := map[string]string{clusterv1.ClusterNameLabel: name}
+	machineTemplate := func(template string) client.Object {
+		return builder.DevMachineTemplate(ns, template).WithLabels(clusterLabel).WithInMemoryBackend(spec.MachineStartup).Build()
 	}
-	workerLabels := func() map[string]string {
-		return map[string]string{
-			clusterv1.ClusterNameLabel:           spec.Name,
-			clusterv1.MachineDeploymentNameLabel: spec.MachineDeploymentName(),
-		}
-	}
-	nodeRegistration := bootstrapv1.NodeRegistrationOptions{
-		CRISocket: "unix:///var/run/containerd/containerd.sock",
-		KubeletExtraArgs: []bootstrapv1.Arg{
-			{Name: "eviction-hard", Value: ptr.To("nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%")},
-		},
-	}
-
-	devCluster := &infrav1.DevCluster{
-		ObjectMeta: meta(spec.Name),
-		Spec: infrav1.DevClusterSpec{
-			ControlPlaneEndpoint: infrav1.APIEndpoint{Host: workloadHost, Port: spec.Port},
-			Backend:              infrav1.DevClusterBackendSpec{InMemory: &infrav1.InMemoryClusterBackendSpec{}},
-		},
-	}
-	// The in-memory backend writes an annotation and panics on a nil map.
-	devCluster.Annotations = map[string]string{"rollout-guard.io/sandbox": "true"}
-
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: meta(spec.Name),
-		Spec: clusterv1.ClusterSpec{
-			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:          clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
-				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{"10.128.0.0/12"}},
-				ServiceDomain: "cluster.local",
-			},
-			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: spec.ControlPlaneName(),
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrastructureGroup, Kind: "DevCluster", Name: spec.Name,
-			},
-		},
-	}
-
-	kcp := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: meta(spec.ControlPlaneName()),
-		Spec: controlplanev1.KubeadmControlPlaneSpec{
-			Replicas: ptr.To(spec.ControlPlaneMachines),
-			Version:  spec.KubernetesVersion,
-			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
-				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrastructureGroup, Kind: "DevMachineTemplate", Name: spec.ControlPlaneName(),
-					},
-					Deletion: controlplanev1.KubeadmControlPlaneMachineTemplateDeletionSpec{
-						NodeDeletionTimeoutSeconds: ptr.To[int32](nodeDeletionTimeoutSeconds),
-					},
-				},
-			},
-			KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
-				ClusterConfiguration: bootstrapv1.ClusterConfiguration{
-					APIServer: bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", "0.0.0.0"}},
-				},
-				InitConfiguration: bootstrapv1.InitConfiguration{NodeRegistration: nodeRegistration},
-				JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
-			},
-			Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{
-				Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{
-					Type: controlplanev1.RollingUpdateStrategyType,
-					RollingUpdate: controlplanev1.KubeadmControlPlaneRolloutStrategyRollingUpdate{
-						MaxSurge: ptr.To(intstr.FromInt32(1)),
-					},
-				},
-			},
-		},
-	}
-
-	workerConfig := &bootstrapv1.KubeadmConfigTemplate{
-		ObjectMeta: meta(spec.MachineDeploymentName()),
-		Spec: bootstrapv1.KubeadmConfigTemplateSpec{
-			Template: bootstrapv1.KubeadmConfigTemplateResource{
-				Spec: bootstrapv1.KubeadmConfigSpec{
-					JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
-				},
-			},
-		},
-	}
-
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: meta(spec.MachineDeploymentName()),
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: spec.Name,
-			Replicas:    ptr.To(spec.WorkerMachines),
-			Selector:    metav1.LabelSelector{MatchLabels: workerLabels()},
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{
-				Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-					Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-					RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-						MaxSurge:       ptr.To(intstr.FromInt32(1)),
-						MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-					},
-				},
-			},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: workerLabels()},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: spec.Name,
-					Version:     spec.KubernetesVersion,
-					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfigTemplate", Name: spec.MachineDeploymentName(),
-					}},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrastructureGroup, Kind: "DevMachineTemplate", Name: spec.MachineDeploymentName(),
-					},
-					Deletion: clusterv1.MachineDeletionSpec{
-						NodeDeletionTimeoutSeconds: ptr.To[int32](nodeDeletionTimeoutSeconds),
-					},
-				},
-			},
-		},
-	}
-
-	machineTemplate := func(name string) *infrav1.DevMachineTemplate {
-		provisioning := infrav1.CommonProvisioningSettings{StartupDuration: metav1.Duration{Duration: spec.MachineStartup}}
-		return &infrav1.DevMachineTemplate{
-			ObjectMeta: meta(name),
-			Spec: infrav1.DevMachineTemplateSpec{
-				Template: infrav1.DevMachineTemplateResource{
-					Spec: infrav1.DevMachineSpec{
-						Backend: infrav1.DevMachineBackendSpec{
-							InMemory: &infrav1.InMemoryMachineBackendSpec{
-								VM:        &infrav1.InMemoryVMSpec{Provisioning: provisioning},
-								Node:      &infrav1.InMemoryNodeSpec{Provisioning: provisioning},
-								APIServer: &infrav1.InMemoryAPIServerSpec{Provisioning: provisioning},
-								Etcd:      &infrav1.InMemoryEtcdSpec{Provisioning: provisioning},
-							},
-						},
-					},
-				},
-			},
-		}
-	}
-
 	// Templates first, then the objects that reference them, the Cluster
 	// last but one and the MachineDeployment last: the guard judges a
 	// worker pool against its control plane.
 	return []client.Object{
-		machineTemplate(spec.ControlPlaneName()),
+		machineTemplate(cp),
 		machineTemplate(spec.SpareControlPlaneTemplate()),
-		machineTemplate(spec.MachineDeploymentName()),
+		machineTemplate(pool),
 		machineTemplate(spec.SpareWorkerTemplate()),
-		workerConfig,
-		devCluster,
-		kcp,
-		cluster,
-		md,
+		builder.KubeadmConfigTemplate(ns, pool).WithLabels(clusterLabel).WithKubeadmConfigSpec(workerConfig()).Build(),
+		builder.DevCluster(ns, name).WithLabels(clusterLabel).WithAnnotations(inMemoryAnnotations()).
+			WithControlPlaneEndpoint(workloadHost, spec.Port).Build(),
+		builder.KubeadmControlPlane(ns, cp).WithClusterName(name).WithReplicas(spec.ControlPlaneMachines).
+			WithVersion(spec.KubernetesVersion).WithKubeadmConfigSpec(controlPlaneConfig()).WithRollingUpdate(1).
+			WithInfrastructureTemplate(cp).WithNodeDeletionTimeout(nodeDeletionTimeoutSeconds).Build(),
+		builder.Cluster(ns, name).WithLabels(clusterLabel).WithClusterNetwork([]string{podCIDR}, []string{serviceCIDR}, serviceDomain).
+			WithControlPlane(cp).WithInfrastructure(name).Build(),
+		builder.MachineDeployment(ns, pool).WithLabels(clusterLabel).WithClusterName(name).WithReplicas(spec.WorkerMachines).
+			WithSelector(map[string]string{clusterv1.ClusterNameLabel: name, clusterv1.MachineDeploymentNameLabel: pool}).
+			WithRollingUpdate(1, 0).WithVersion(spec.KubernetesVersion).WithBootstrapTemplate(pool).
+			WithInfrastructureTemplate(pool).WithNodeDeletionTimeout(nodeDeletionTimeoutSeconds).Build(),
 	}
 }

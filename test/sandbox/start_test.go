@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
@@ -124,8 +125,7 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 	})
 
 	t.Run("Cluster API's Cluster webhook", func(t *testing.T) {
-		oncall, err := sb.ClientAs("oncall", "system:masters", overrideGroup)
-		require.NoError(t, err)
+		oncall := framework.UserClient(t, sb, "oncall", overrideGroup)
 		setVersion := func(c client.Client, name, version string, annotations map[string]string, opts ...client.PatchOption) error {
 			anns := map[string]any{revisions.AnnotationOverride: "the guard lets it through: Cluster API's own check is under test"}
 			for k, v := range annotations {
@@ -136,7 +136,7 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 				"spec":     map[string]any{"topology": map[string]any{"version": version}},
 			})
 			require.NoError(t, err)
-			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			cluster := builder.Cluster(ns, name).Build()
 			return c.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, patch), opts...)
 		}
 
@@ -185,24 +185,8 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 // workerPool returns a MachineDeployment of demo's cluster at its version,
 // valid for the guard, with no rollout strategy.
 func workerPool(demo sandbox.ClusterSpec, name string) *clusterv1.MachineDeployment {
-	labels := map[string]string{clusterv1.ClusterNameLabel: demo.Name, "pool": name}
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: name},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: demo.Name,
-			Replicas:    ptr.To[int32](0),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: demo.Name,
-					Version:     demo.KubernetesVersion,
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name)},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: demo.MachineDeploymentName(),
-					},
-				},
-			},
-		},
-	}
+	return builder.MachineDeployment(demo.Namespace, name).WithClusterName(demo.Name).WithReplicas(0).
+		WithSelector(map[string]string{clusterv1.ClusterNameLabel: demo.Name, "pool": name}).
+		WithVersion(demo.KubernetesVersion).WithBootstrapDataSecret(name).
+		WithInfrastructureTemplate(demo.MachineDeploymentName()).Build()
 }

@@ -127,21 +127,3 @@ func (s *Sandbox) RequireClusterReady(t testing.TB, namespace, name string, time
 	}
 	return state
 }
-
-// WaitFor polls cond every interval until it holds, failing t after
-// timeout with what it waited for and what cond last saw (its second
-// result). Sandbox tests wait on controllers this way rather than sleeping.
-func WaitFor(t testing.TB, timeout, interval time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s (%s); last seen: %s", what, timeout, saw)
-		}
-		time.Sleep(interval)
-	}
-}

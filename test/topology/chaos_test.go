@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
@@ -56,7 +56,7 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Free the machines for the tests that follow; the controllers delete them.
-		_ = sb.Client.Delete(context.Background(), &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: chaosCluster}})
+		_ = sb.Client.Delete(context.Background(), builder.Cluster(cc.Namespace, chaosCluster).Build())
 	})
 	requireAllAt(t, chaosCluster, "v1.33.5")
 

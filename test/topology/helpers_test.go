@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
-	"github.com/rollout-guard/rollout-guard/test/sandbox"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 const (
@@ -87,13 +87,6 @@ func setPaused(t *testing.T, name string, paused bool) {
 	mustKubectl(t, "patch", "cluster", name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"paused":%t}}`, paused))
 }
 
-// waitFor polls cond until it holds, failing the test after rolloutTimeout;
-// cond returns a description of what it saw.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	sandbox.WaitFor(t, rolloutTimeout, pollInterval, what, cond)
-}
-
 // controlPlaneMachines returns the versions of the control-plane Machines of
 // Cluster name, by Machine name.
 func controlPlaneMachines(t *testing.T, name string) map[string]string {
@@ -128,7 +121,7 @@ func allMachines(t *testing.T, name string) map[string]string {
 // Machine with version.
 func waitForControlPlaneMachineAt(t *testing.T, name, version string) {
 	t.Helper()
-	waitFor(t, "a control-plane Machine of "+name+" at "+version, func() (bool, string) {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, "a control-plane Machine of "+name+" at "+version, func() (bool, string) {
 		got := controlPlaneMachines(t, name)
 		for _, v := range got {
 			if v == version {

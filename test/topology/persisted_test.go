@@ -23,7 +23,7 @@ import (
 
 	revhistory "github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
-	"github.com/rollout-guard/rollout-guard/test/sandbox"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // persistedVersion is one version of a MachineDeployment as the API server
@@ -224,7 +224,7 @@ func (p *poolWatch) versions(uid types.UID) []persistedVersion {
 // revision), then stops the watch.
 func (p *poolWatch) settle(t *testing.T) {
 	t.Helper()
-	sandbox.WaitFor(t, time.Minute, pollInterval, "the watch to see the live MachineDeployments and history to record them", func() (bool, string) {
+	framework.WaitFor(t, time.Minute, pollInterval, "the watch to see the live MachineDeployments and history to record them", func() (bool, string) {
 		list := &clusterv1.MachineDeploymentList{}
 		if err := sb.Client.List(context.Background(), list, p.selector()...); err != nil {
 			return false, err.Error()
@@ -289,7 +289,7 @@ func (p *poolWatch) checkHistory(t *testing.T, from, to string) []string {
 		revs, bad, err := revhistory.List(context.Background(), sb.Client, cc.Namespace, string(uid))
 		require.NoError(t, err)
 		assert.Empty(t, bad, "MachineDeployment %s: damaged ControllerRevisions", name)
-		described := describeHistory(revs)
+		described := framework.DescribeHistory(revs)
 
 		recorded := map[string][]int64{}
 		owner := map[int64]string{}
@@ -378,13 +378,4 @@ func (p *poolWatch) checkHistory(t *testing.T, from, to string) []string {
 			name, len(seen), len(contents), strings.Join(versions, " → "), live.revision, gaps))
 	}
 	return out
-}
-
-// describeHistory renders revisions one per line, for failure messages.
-func describeHistory(revs []revisions.Revision) string {
-	var b strings.Builder
-	for _, r := range revs {
-		fmt.Fprintf(&b, "  revision %d %v %s by %q (%s) type %s: %s\n", r.Record.Revision, r.Record.History, r.Snapshot.Hash, r.Record.ChangedBy, r.Record.FieldManager, r.Record.ChangeType, r.Record.ChangeCause)
-	}
-	return b.String()
 }

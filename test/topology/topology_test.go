@@ -11,12 +11,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -24,7 +24,7 @@ import (
 // Machines runs version.
 func requireAllAt(t *testing.T, name, version string) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("every Machine of %s at %s", name, version), func() (bool, string) {
+	framework.WaitFor(t, rolloutTimeout, pollInterval, fmt.Sprintf("every Machine of %s at %s", name, version), func() (bool, string) {
 		got := allMachines(t, name)
 		for _, v := range got {
 			if v != version {
@@ -72,27 +72,11 @@ func TestTopologyRefusals(t *testing.T) {
 
 	t.Run("a hand-made pool four minors behind the target", func(t *testing.T) {
 		class := sandbox.DefaultClass(cc.Namespace)
-		extra := &clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: "demo-cc-extra", Labels: map[string]string{clusterv1.ClusterNameLabel: cc.Name}},
-			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: cc.Name,
-				Replicas:    ptr.To[int32](0),
-				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": "extra"}},
-				Template: clusterv1.MachineTemplateSpec{
-					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": "extra", clusterv1.ClusterNameLabel: cc.Name}},
-					Spec: clusterv1.MachineSpec{
-						ClusterName: cc.Name,
-						Version:     "v1.32.4",
-						Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-							APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfigTemplate", Name: class.WorkerTemplateName(),
-						}},
-						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-							APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: class.WorkerTemplateName(),
-						},
-					},
-				},
-			},
-		}
+		extra := builder.MachineDeployment(cc.Namespace, "demo-cc-extra").
+			WithLabels(map[string]string{clusterv1.ClusterNameLabel: cc.Name}).WithClusterName(cc.Name).WithReplicas(0).
+			WithSelector(map[string]string{"pool": "extra"}).WithTemplateLabels(map[string]string{clusterv1.ClusterNameLabel: cc.Name}).
+			WithVersion("v1.32.4").WithBootstrapTemplate(class.WorkerTemplateName()).
+			WithInfrastructureTemplate(class.WorkerTemplateName()).Build()
 		require.NoError(t, sb.Client.Create(ctx, extra))
 		defer func() { require.NoError(t, sb.Client.Delete(ctx, extra)) }()
 
