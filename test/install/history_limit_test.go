@@ -21,14 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
@@ -324,20 +322,6 @@ func pruneMachineDeployment(namespace string) client.Object {
 // pruneKubeadmControlPlane is a KubeadmControlPlane named prune at v1.34.2
 // with etcd 3.6.5-0, without a Cluster.
 func pruneKubeadmControlPlane(namespace string) client.Object {
-	kcp := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "prune"},
-		Spec: controlplanev1.KubeadmControlPlaneSpec{
-			Replicas: ptr.To[int32](1),
-			Version:  "v1.34.2",
-			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
-				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "prune",
-					},
-				},
-			},
-		},
-	}
-	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = "3.6.5-0"
-	return kcp
+	return builder.KubeadmControlPlane(namespace, "prune").WithReplicas(1).WithVersion("v1.34.2").
+		WithInfrastructureTemplate("prune").WithEtcdImageTag("3.6.5-0").Build()
 }

@@ -29,6 +29,8 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/builder"
 )
 
 // TestServingCertRotation replaces the running guard's serving certificate
@@ -266,26 +268,9 @@ func servedSerial(t *testing.T, hostPort string) *big.Int {
 // of a Cluster of the same name that does not exist: the guard judges its
 // edits with a warning, stamps them and keeps their history all the same.
 func orphanMachineDeployment(namespace, name, version string) *clusterv1.MachineDeployment {
-	labels := map[string]string{"pool": name}
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: name,
-			Replicas:    ptr.To[int32](0),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: name,
-					Version:     version,
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name)},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name,
-					},
-				},
-			},
-		},
-	}
+	return builder.MachineDeployment(namespace, name).WithClusterName(name).WithReplicas(0).
+		WithSelector(map[string]string{"pool": name}).WithVersion(version).
+		WithBootstrapDataSecret(name).WithInfrastructureTemplate(name).Build()
 }
 
 // probeWebhook is the name of the test's probe webhook in both of the

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
@@ -168,43 +169,16 @@ func (noopValidator) ValidateDelete(context.Context, *controlplanev1.KubeadmCont
 func createCluster(ctx context.Context, c client.Client) error {
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
-		&clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: clusterName},
-			Spec: clusterv1.ClusterSpec{
-				ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: kcpName},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: clusterName},
-			},
-		},
+		builder.Cluster(namespace, clusterName).WithControlPlane(kcpName).WithInfrastructure(clusterName).Build(),
 		kubeadmControlPlane("v1.34.2"),
 	}
 	for i, v := range []string{"v1.34.2", "v1.34.2", "v1.33.5"} {
 		name := fmt.Sprintf("%s-md-%d", clusterName, i)
-		md := &clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: clusterName,
-				Replicas:    ptr.To[int32](1),
-				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
-				Template: clusterv1.MachineTemplateSpec{
-					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": name}},
-					Spec: clusterv1.MachineSpec{
-						ClusterName:       clusterName,
-						Version:           v,
-						Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: name}},
-						InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name},
-					},
-				},
-			},
-		}
-		m := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-m", Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
-			Spec: clusterv1.MachineSpec{
-				ClusterName:       clusterName,
-				Version:           v,
-				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachine", Name: name + "-m"},
-			},
-		}
+		md := builder.MachineDeployment(namespace, name).WithClusterName(clusterName).WithReplicas(1).
+			WithSelector(map[string]string{"pool": name}).WithVersion(v).
+			WithBootstrapTemplate(name).WithInfrastructureTemplate(name).Build()
+		m := builder.Machine(namespace, name+"-m").WithLabels(map[string]string{clusterv1.ClusterNameLabel: clusterName}).
+			WithClusterName(clusterName).WithVersion(v).WithBootstrapDataSecret("bootstrap").WithInfrastructureRef("DevMachine", name+"-m").Build()
 		objs = append(objs, md, m)
 	}
 	for _, obj := range objs {
@@ -220,14 +194,10 @@ func createCluster(ctx context.Context, c client.Client) error {
 // (webhooks.BenchmarkKubeadmControlPlaneHandler): 8 API server flags, 8
 // kubelet flags, 8 files of 20 lines, 8 commands.
 func kubeadmControlPlane(version string) *controlplanev1.KubeadmControlPlane {
-	k := &controlplanev1.KubeadmControlPlane{
-		TypeMeta:   metav1.TypeMeta{APIVersion: controlplanev1.GroupVersion.String(), Kind: "KubeadmControlPlane"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: kcpName, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
-		Spec:       controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr.To[int32](3), Version: version},
-		// Its machines run v1.34.2 whatever the spec says: an update changes the spec only.
-		Status: controlplanev1.KubeadmControlPlaneStatus{Versions: []clusterv1.StatusVersion{{Version: "v1.34.2", Replicas: 3}}},
-	}
-	k.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: kcpName}
+	// Its machines run v1.34.2 whatever the spec says: an update changes the spec only.
+	k := builder.KubeadmControlPlane(namespace, kcpName).WithClusterName(clusterName).WithReplicas(3).WithVersion(version).
+		WithInfrastructureTemplate(kcpName).WithStatusVersion("v1.34.2", 3).Build()
+	k.TypeMeta = metav1.TypeMeta{APIVersion: controlplanev1.GroupVersion.String(), Kind: "KubeadmControlPlane"}
 	cfg := &k.Spec.KubeadmConfigSpec
 	for i := range 8 {
 		cfg.ClusterConfiguration.APIServer.ExtraArgs = append(cfg.ClusterConfiguration.APIServer.ExtraArgs, bootstrapv1.Arg{Name: fmt.Sprintf("flag-%d", i), Value: ptr.To(fmt.Sprintf("value-%d", i))})

@@ -72,15 +72,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/rollout-guard/rollout-guard/test/framework"
-
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // namespace holds every object of the benchmark.
@@ -331,62 +330,21 @@ func (b *bench) createObjects(ctx context.Context) error {
 // mds MachineDeployments at mdVersion.
 func (b *bench) createCluster(ctx context.Context, name string, mds int, mdVersion string) ([]types.NamespacedName, types.NamespacedName, error) {
 	kcpName := name + "-cp"
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: kcpName,
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: name,
-			},
-		},
-	}
+	cluster := builder.Cluster(namespace, name).WithControlPlane(kcpName).WithInfrastructure(name).Build()
 	if err := b.c.Create(ctx, cluster); err != nil {
 		return nil, types.NamespacedName{}, fmt.Errorf("creating Cluster %s: %w", name, err)
 	}
-	kcp := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: kcpName, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-		Spec: controlplanev1.KubeadmControlPlaneSpec{
-			Replicas: ptr.To[int32](3),
-			Version:  "v1.36.0",
-			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
-				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: kcpName,
-					},
-				},
-			},
-		},
-	}
+	kcp := builder.KubeadmControlPlane(namespace, kcpName).WithClusterName(name).WithReplicas(3).WithVersion("v1.36.0").
+		WithInfrastructureTemplate(kcpName).Build()
 	if err := b.c.Create(ctx, kcp); err != nil {
 		return nil, types.NamespacedName{}, fmt.Errorf("creating KubeadmControlPlane %s: %w", kcpName, err)
 	}
 	var keys []types.NamespacedName
 	for j := range mds {
 		mdName := fmt.Sprintf("%s-md-%d", name, j)
-		labels := map[string]string{"pool": mdName}
-		md := &clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: mdName},
-			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: name,
-				Replicas:    ptr.To[int32](3),
-				Selector:    metav1.LabelSelector{MatchLabels: labels},
-				Template: clusterv1.MachineTemplateSpec{
-					ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-					Spec: clusterv1.MachineSpec{
-						ClusterName: name,
-						Version:     mdVersion,
-						Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-							APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: mdName,
-						}},
-						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-							APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: mdName,
-						},
-					},
-				},
-			},
-		}
+		md := builder.MachineDeployment(namespace, mdName).WithClusterName(name).WithReplicas(3).
+			WithSelector(map[string]string{"pool": mdName}).WithVersion(mdVersion).
+			WithBootstrapTemplate(mdName).WithInfrastructureTemplate(mdName).Build()
 		if err := b.c.Create(ctx, md); err != nil {
 			return nil, types.NamespacedName{}, fmt.Errorf("creating MachineDeployment %s: %w", mdName, err)
 		}
@@ -710,7 +668,7 @@ func (b *bench) probeAll(ctx context.Context, want map[string]string) (map[strin
 	got := map[string]string{}
 	var firstErr error
 	for _, name := range slices.Sorted(maps.Keys(patches)) {
-		md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		md := builder.MachineDeployment(key.Namespace, key.Name).Build()
 		err := b.c.Patch(ctx, md, client.RawPatch(types.MergePatchType, []byte(patches[name])), client.DryRunAll)
 		switch {
 		case err != nil:

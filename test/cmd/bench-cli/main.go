@@ -40,17 +40,16 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/test/bench/report"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
-
-	"github.com/rollout-guard/rollout-guard/test/bench/report"
 )
 
 type options struct {
@@ -342,53 +341,12 @@ func createWorld(ctx context.Context, c client.Client) (*clusterv1.MachineDeploy
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
 	}
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: name + "-cp",
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: name,
-			},
-		},
-	}
-	kcp := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-cp", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-		Spec: controlplanev1.KubeadmControlPlaneSpec{
-			Replicas: ptr.To[int32](1),
-			Version:  "v1.36.0",
-			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
-				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name + "-cp",
-					},
-				},
-			},
-		},
-	}
-	labels := map[string]string{"pool": "md-0"}
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-md-0"},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: name,
-			Replicas:    ptr.To[int32](3),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: name,
-					Version:     "v1.35.0",
-					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: name + "-md-0",
-					}},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: name + "-md-0",
-					},
-				},
-			},
-		},
-	}
+	cluster := builder.Cluster(ns, name).WithControlPlane(name + "-cp").WithInfrastructure(name).Build()
+	kcp := builder.KubeadmControlPlane(ns, name+"-cp").WithClusterName(name).WithReplicas(1).WithVersion("v1.36.0").
+		WithInfrastructureTemplate(name + "-cp").Build()
+	md := builder.MachineDeployment(ns, name+"-md-0").WithClusterName(name).WithReplicas(3).
+		WithSelector(map[string]string{"pool": "md-0"}).WithVersion("v1.35.0").
+		WithBootstrapTemplate(name + "-md-0").WithInfrastructureTemplate(name + "-md-0").Build()
 	for _, obj := range []client.Object{cluster, kcp, md} {
 		if err := c.Create(ctx, obj); err != nil {
 			return nil, fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
@@ -447,7 +405,7 @@ func benchStatus(ctx context.Context, o options, out io.Writer, log io.Writer) (
 	for i := range o.statusMD {
 		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"infrastructureRef":{"name":%q}}}}}`, templates[i%2])
 		d, err := measureStatus(ctx, o, sb, out, fmt.Sprintf("md template -> %s", templates[i%2]),
-			&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mdName}}, patch, "md/"+mdName)
+			builder.MachineDeployment(ns, mdName).Build(), patch, "md/"+mdName)
 		if err != nil {
 			return err
 		}
@@ -457,7 +415,7 @@ func benchStatus(ctx context.Context, o options, out io.Writer, log io.Writer) (
 		version := fmt.Sprintf("v1.36.%d", i+1)
 		patch := fmt.Sprintf(`{"spec":{"version":%q}}`, version)
 		d, err := measureStatus(ctx, o, sb, out, "kcp version -> "+version,
-			&controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kcpName}}, patch, "kcp/"+kcpName)
+			builder.KubeadmControlPlane(ns, kcpName).Build(), patch, "kcp/"+kcpName)
 		if err != nil {
 			return err
 		}

@@ -52,7 +52,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,9 +59,9 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
-	"github.com/rollout-guard/rollout-guard/test/framework"
-
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 const (
@@ -521,28 +520,14 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 		}
 		return nil
 	}
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: kcpName(i)},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: name},
-		},
-	}
+	cluster := builder.Cluster(ns, name).WithControlPlane(kcpName(i)).WithInfrastructure(name).Build()
 	if err := create(cluster); err != nil {
 		return err
 	}
 	n.clusters.Add(1)
 
-	kcp := &controlplanev1.KubeadmControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kcpName(i), Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-		Spec: controlplanev1.KubeadmControlPlaneSpec{
-			Replicas: ptr.To[int32](cpMachines),
-			Version:  cpVersion,
-			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: kcpName(i)},
-			}},
-		},
-	}
+	kcp := builder.KubeadmControlPlane(ns, kcpName(i)).WithClusterName(name).WithReplicas(cpMachines).WithVersion(cpVersion).
+		WithInfrastructureTemplate(kcpName(i)).Build()
 	if realistic {
 		spec, err := kubeadmConfigSpec(name)
 		if err != nil {
@@ -561,23 +546,9 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 	n.kcps.Add(1)
 
 	for j := range mdsPerCluster {
-		md := &clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mdName(i, j), Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: name,
-				Replicas:    ptr.To[int32](2),
-				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": mdName(i, j)}},
-				Template: clusterv1.MachineTemplateSpec{
-					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": mdName(i, j)}},
-					Spec: clusterv1.MachineSpec{
-						ClusterName:       name,
-						Version:           workerVersion,
-						Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: mdName(i, j)}},
-						InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: mdName(i, j)},
-					},
-				},
-			},
-		}
+		md := builder.MachineDeployment(ns, mdName(i, j)).WithLabels(map[string]string{clusterv1.ClusterNameLabel: name}).
+			WithClusterName(name).WithReplicas(2).WithSelector(map[string]string{"pool": mdName(i, j)}).WithVersion(workerVersion).
+			WithBootstrapTemplate(mdName(i, j)).WithInfrastructureTemplate(mdName(i, j)).Build()
 		if err := createWithHistory(ctx, c, md, history.MachineDeployment, func(obj client.Object, k int) {
 			obj.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version = fmt.Sprintf("v1.%d.0", 29+k)
 		}, n); err != nil {
@@ -598,15 +569,9 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 			labels[clusterv1.MachineDeploymentNameLabel] = mdName(i, m%mdsPerCluster)
 			version = workerVersion
 		}
-		machine := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-m%d", name, m), Labels: labels},
-			Spec: clusterv1.MachineSpec{
-				ClusterName:       name,
-				Version:           version,
-				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(fmt.Sprintf("%s-m%d", name, m))},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachine", Name: fmt.Sprintf("%s-m%d", name, m)},
-			},
-		}
+		machineName := fmt.Sprintf("%s-m%d", name, m)
+		machine := builder.Machine(ns, machineName).WithLabels(labels).WithClusterName(name).WithVersion(version).
+			WithBootstrapDataSecret(machineName).WithInfrastructureRef("DevMachine", machineName).Build()
 		if err := create(machine); err != nil {
 			return err
 		}

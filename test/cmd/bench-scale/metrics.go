@@ -11,12 +11,9 @@ import (
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // webhookLatency is controller-runtime's histogram of the time the guard
@@ -27,23 +24,7 @@ const webhookLatency = "controller_runtime_webhook_latency_seconds"
 // metricsToken returns a bearer token allowed to read the guard's metrics
 // (the shipped rollout-guard-metrics-reader ClusterRole).
 func metricsToken(ctx context.Context, c client.Client) (string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-metrics"}}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "scraper"}}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rollout-guard-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: sa.Name}},
-	}
-	for _, obj := range []client.Object{ns, sa, binding} {
-		if err := c.Create(ctx, obj); err != nil {
-			return "", fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("requesting a token for the metrics scraper: %w", err)
-	}
-	return tr.Status.Token, nil
+	return framework.MetricsReaderToken(ctx, c, "bench-metrics", time.Hour)
 }
 
 // latencySums are the sum (seconds) and count of webhookLatency per path.

@@ -12,16 +12,15 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
@@ -180,13 +179,8 @@ func (s *soak) createPools(ctx context.Context) error {
 	}
 	for _, name := range append(append([]string(nil), s.pools...), s.restartPool) {
 		labels := map[string]string{poolLabel: name, clusterv1.ClusterNameLabel: s.demo.Name}
-		pool := &clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: s.demo.Name}},
-			Spec:       *base.Spec.DeepCopy(),
-		}
-		pool.Spec.Replicas = ptr.To[int32](0)
-		pool.Spec.Selector = metav1.LabelSelector{MatchLabels: labels}
-		pool.Spec.Template.ObjectMeta.Labels = labels
+		pool := builder.MachineDeployment(s.ns, name).WithSpecOf(base).
+			WithLabels(map[string]string{clusterv1.ClusterNameLabel: s.demo.Name}).WithReplicas(0).WithSelector(labels).Build()
 		if err := s.sb.Client.Create(ctx, pool); err != nil {
 			return fmt.Errorf("creating pool %s: %w", name, err)
 		}
@@ -238,7 +232,7 @@ func (s *soak) writer(ctx context.Context, i int, c client.Client) {
 		} else {
 			pool := s.pools[r.IntN(len(s.pools))]
 			kind := kinds[r.IntN(len(kinds))]
-			md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: pool}}
+			md := builder.MachineDeployment(s.ns, pool).Build()
 			s.edit(c, name, kind, md, func(o client.Object) {
 				md := o.(*clusterv1.MachineDeployment)
 				switch kind {
@@ -289,7 +283,7 @@ func (s *soak) editControlPlane(c client.Client, writer string) {
 	if s.kcpEdits.Add(1)%2 == 0 {
 		kind = kindVersion
 	}
-	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.demo.ControlPlaneName()}}
+	kcp := builder.KubeadmControlPlane(s.ns, s.demo.ControlPlaneName()).Build()
 	s.edit(c, writer, kind, kcp, func(o client.Object) {
 		kcp := o.(*controlplanev1.KubeadmControlPlane)
 		if kind == kindTemplate {

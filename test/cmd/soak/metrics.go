@@ -15,15 +15,12 @@ import (
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // MetricSum says which samples of a Prometheus text exposition to add up:
@@ -109,29 +106,18 @@ type guardScraper struct {
 // newGuardScraper creates a ServiceAccount, binds it to the metrics-reader
 // role and requests a token for it valid for the whole run.
 func newGuardScraper(ctx context.Context, c client.Client, url string, valid time.Duration) (*guardScraper, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "soak-metrics"}}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "scraper"}}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "soak-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rollout-guard-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: sa.Name}},
-	}
-	for _, obj := range []client.Object{ns, sa, binding} {
-		if err := c.Create(ctx, obj); err != nil {
-			return nil, fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(valid.Seconds()))}}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return nil, fmt.Errorf("requesting a token for the metrics scraper: %w", err)
+	const namespace = "soak-metrics"
+	token, err := framework.MetricsReaderToken(ctx, c, namespace, valid)
+	if err != nil {
+		return nil, err
 	}
 	// The guard keeps a refusal for 30 s: ask the API server first, so the
 	// first scrape is judged with the binding in place.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:                  "system:serviceaccount:" + ns.Name + ":" + sa.Name,
-			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns.Name, "system:authenticated"},
+			User:                  "system:serviceaccount:" + namespace + ":" + framework.MetricsReaderAccount,
+			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
 		}}
 		if err := c.Create(ctx, sar); err == nil && sar.Status.Allowed {
@@ -142,7 +128,7 @@ func newGuardScraper(ctx context.Context, c client.Client, url string, valid tim
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return &guardScraper{url: url, token: tr.Status.Token, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	return &guardScraper{url: url, token: token, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
 	}}}, nil
 }
