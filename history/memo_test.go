@@ -7,13 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -78,28 +73,9 @@ func TestMemoCovers(t *testing.T) {
 // version of the object reads the history as before.
 func TestRecorderSkipsWhatItJustRecorded(t *testing.T) {
 	ctx := context.Background()
-	s := runtime.NewScheme()
-	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
-	requests := map[string]int{}
-	c := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			requests["get"]++
-			return c.Get(ctx, key, obj, opts...)
-		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			requests["list"]++
-			return c.List(ctx, list, opts...)
-		},
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			requests["create"]++
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			requests["update"]++
-			return c.Update(ctx, obj, opts...)
-		},
-	}).Build()
+	server := fakeWithIndex(t)
+	n := requests{}
+	c := counting(server, n)
 	r := &Recorder{Client: c, Reader: c}
 	kcp := kcpAt("v1.35.1", 3)
 	kcp.ResourceVersion = "7"
@@ -109,31 +85,31 @@ func TestRecorderSkipsWhatItJustRecorded(t *testing.T) {
 
 	// The reconciler records the live revision: read, list to number, create.
 	require.NoError(t, r.Record(ctx, kcp, KubeadmControlPlane.GVK, snap, rec))
-	assert.Equal(t, map[string]int{"get": 1, "list": 1, "create": 1}, requests)
+	assert.Equal(t, requests{"get": 1, "list": 1, "create": 1}, n)
 
 	// The next edit replaces that very version: nothing to read or write.
-	clear(requests)
+	clear(n)
 	highest, err := r.RecordReplaced(ctx, kcp, KubeadmControlPlane.GVK, snap, rec)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, highest)
-	assert.Empty(t, requests)
+	assert.Empty(t, n)
 
 	// Another version of the object (it was written since): read it back.
-	clear(requests)
+	clear(n)
 	later := kcp.DeepCopy()
 	later.ResourceVersion = "9"
 	highest, err = r.RecordReplaced(ctx, later, KubeadmControlPlane.GVK, snap, rec)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, highest)
-	assert.Equal(t, map[string]int{"get": 1}, requests)
+	assert.Equal(t, requests{"get": 1}, n)
 
 	// A restart adds to the record: written.
-	clear(requests)
+	clear(n)
 	restart := rec
 	restart.Restarts = []revisions.Restart{{At: time.Now().UTC().Truncate(time.Second), By: "bob", After: "2026-11-29T10:00:00Z"}}
 	require.NoError(t, r.Record(ctx, later, KubeadmControlPlane.GVK, snap, restart))
-	assert.Equal(t, map[string]int{"get": 1, "update": 1}, requests)
-	revs, _, err := List(ctx, c, "ns", "uid-cp")
+	assert.Equal(t, requests{"get": 1, "update": 1}, n)
+	revs, _, err := List(ctx, server, "ns", "uid-cp")
 	require.NoError(t, err)
 	require.Len(t, revs, 1)
 	assert.Len(t, revs[0].Record.Restarts, 1)
