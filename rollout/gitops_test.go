@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"sync"
 	"testing"
@@ -435,7 +436,7 @@ func TestHistoryRevisionData(t *testing.T) {
 	golden(t, "history-gitops-md.txt", out)
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "-o", "json")
 	require.Equal(t, ExitOK, code, errOut)
-	var h RolloutHistory
+	var h v1alpha1.RolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(out), &h))
 	require.Len(t, h.Revisions, 3)
 	assert.Equal(t, []string{"", "Argo CD", ""}, []string{h.Revisions[0].GitOps, h.Revisions[1].GitOps, h.Revisions[2].GitOps})

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"io"
 	"strconv"
 	"strings"
@@ -366,7 +367,7 @@ func (o *HistoryOptions) printData(set *revisionSet) error {
 	return o.printHistory(h)
 }
 
-func (o *HistoryOptions) printHistory(h *RolloutHistory) error {
+func (o *HistoryOptions) printHistory(h *v1alpha1.RolloutHistory) error {
 	p, err := o.PrintFlags.ToPrinter("")
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"io"
 	"sort"
 	"strconv"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -199,65 +199,17 @@ func (o *HistoryOptions) clusterRefusal(cluster *clusterv1.Cluster, objs []clien
 	return fmt.Errorf("%s; ask one of them: %s", what, strings.Join(asks, ", "))
 }
 
-// ClusterHistoryKind is the kind of what `rollout history cluster/NAME -o
-// json|yaml` prints.
-const ClusterHistoryKind = "ClusterRolloutHistory"
-
-// ClusterRolloutHistory is the history of a Cluster's control plane and
-// worker pools, merged, as `rollout history cluster/NAME -o json|yaml`
-// prints it.
-type ClusterRolloutHistory struct {
-	metav1.TypeMeta `json:",inline"`
-	// Cluster is the Cluster.
-	Cluster HistoryObject `json:"cluster"`
-	// TopologyVersion is its spec.topology.version; "" without a topology.
-	TopologyVersion string `json:"topologyVersion,omitempty"`
-	// Objects are its control plane and worker pools.
-	Objects []ClusterHistoryObject `json:"objects"`
-	// Revisions are the revisions of every object, ordered by the time
-	// their content was last made live (restarts stay with their
-	// revision, as in RolloutHistory).
-	Revisions []ClusterHistoryRevision `json:"revisions"`
-}
-
-// ClusterHistoryObject is one object of a cluster's history.
-type ClusterHistoryObject struct {
-	HistoryObject `json:",inline"`
-	// Recorded is false when rollout-guard recorded nothing for it.
-	Recorded bool `json:"recorded"`
-	// LiveRevision is the number of its live revision, 0 when unknown.
-	LiveRevision int64 `json:"liveRevision,omitempty"`
-}
-
-// ClusterHistoryRevision is one revision of one object of a cluster.
-type ClusterHistoryRevision struct {
-	// Object is the object whose revision it is.
-	Object          HistoryObject `json:"object"`
-	HistoryRevision `json:",inline"`
-}
-
-// DeepCopyObject implements runtime.Object.
-func (h *ClusterRolloutHistory) DeepCopyObject() runtime.Object {
-	if h == nil {
-		return nil
-	}
-	out := *h
-	out.Objects = append([]ClusterHistoryObject(nil), h.Objects...)
-	out.Revisions = append([]ClusterHistoryRevision(nil), h.Revisions...)
-	return &out
-}
-
 // newClusterHistory builds the data output of a cluster's history.
-func newClusterHistory(cluster *clusterv1.Cluster, sets []*revisionSet, rows []historyRow) (*ClusterRolloutHistory, error) {
-	h := &ClusterRolloutHistory{
-		TypeMeta:        metav1.TypeMeta{APIVersion: HistoryAPIVersion, Kind: ClusterHistoryKind},
-		Cluster:         HistoryObject{Kind: Cluster.GVK.Kind, Namespace: cluster.Namespace, Name: cluster.Name, UID: string(cluster.UID)},
+func newClusterHistory(cluster *clusterv1.Cluster, sets []*revisionSet, rows []historyRow) (*v1alpha1.ClusterRolloutHistory, error) {
+	h := &v1alpha1.ClusterRolloutHistory{
+		TypeMeta:        metav1.TypeMeta{APIVersion: v1alpha1.HistoryAPIVersion, Kind: v1alpha1.ClusterHistoryKind},
+		Cluster:         v1alpha1.HistoryObject{Kind: Cluster.GVK.Kind, Namespace: cluster.Namespace, Name: cluster.Name, UID: string(cluster.UID)},
 		TopologyVersion: cluster.Spec.Topology.Version,
-		Objects:         []ClusterHistoryObject{},
-		Revisions:       []ClusterHistoryRevision{},
+		Objects:         []v1alpha1.ClusterHistoryObject{},
+		Revisions:       []v1alpha1.ClusterHistoryRevision{},
 	}
 	for _, set := range sets {
-		h.Objects = append(h.Objects, ClusterHistoryObject{HistoryObject: newRolloutHistory(set).Object, Recorded: set.recorded(), LiveRevision: set.liveNumber()})
+		h.Objects = append(h.Objects, v1alpha1.ClusterHistoryObject{HistoryObject: newRolloutHistory(set).Object, Recorded: set.recorded(), LiveRevision: set.liveNumber()})
 	}
 	for _, r := range rows {
 		if r.restart != nil {
@@ -267,7 +219,7 @@ func newClusterHistory(cluster *clusterv1.Cluster, sets []*revisionSet, rows []h
 		if err != nil {
 			return nil, err
 		}
-		h.Revisions = append(h.Revisions, ClusterHistoryRevision{Object: newRolloutHistory(r.set).Object, HistoryRevision: e})
+		h.Revisions = append(h.Revisions, v1alpha1.ClusterHistoryRevision{Object: newRolloutHistory(r.set).Object, HistoryRevision: e})
 	}
 	return h, nil
 }

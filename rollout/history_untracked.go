@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"sort"
 	"strconv"
 	"time"
@@ -18,7 +19,7 @@ import (
 // untracked prints what the cluster itself keeps when the guard recorded nothing.
 func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisionSet) error {
 	obj := set.obj
-	var sets []MachineSetRevision
+	var sets []v1alpha1.MachineSetRevision
 	if set.kind.machineSets != nil {
 		var err error
 		if sets, err = o.c.machineSetRevisions(ctx, cl, set); err != nil {
@@ -61,14 +62,14 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisi
 
 // machineSetRevisions lists the MachineSets of set's object (a
 // MachineDeployment) with their revision annotations, oldest revision first.
-func (c *cli) machineSetRevisions(ctx context.Context, cl *clients, set *revisionSet) ([]MachineSetRevision, error) {
+func (c *cli) machineSetRevisions(ctx context.Context, cl *clients, set *revisionSet) ([]v1alpha1.MachineSetRevision, error) {
 	md := set.obj
 	list := &clusterv1.MachineSetList{}
 	if err := cl.client.List(ctx, list, client.InNamespace(md.GetNamespace()), set.kind.machineSets(md)); err != nil {
 		return nil, call{verb: "list", gr: schema.GroupResource{Group: clusterv1.GroupVersion.Group, Resource: "machinesets"}, kind: "MachineSet",
 			namespace: md.GetNamespace(), purpose: "show the history of " + describe(md, set.kind)}.explain(err)
 	}
-	var out []MachineSetRevision
+	var out []v1alpha1.MachineSetRevision
 	for _, ms := range list.Items {
 		owned := len(ms.OwnerReferences) == 0
 		for _, ref := range ms.OwnerReferences {
@@ -79,7 +80,7 @@ func (c *cli) machineSetRevisions(ctx context.Context, cl *clients, set *revisio
 		if !owned {
 			continue
 		}
-		s := MachineSetRevision{
+		s := v1alpha1.MachineSetRevision{
 			Revision:       ms.Annotations[clusterv1.RevisionAnnotation],
 			MachineSet:     ms.Name,
 			Version:        ms.Spec.Template.Spec.Version,

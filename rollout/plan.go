@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"time"
 
@@ -101,9 +102,9 @@ For each object the change touches it prints:
   Duration  the median time per machine in the object's last recorded rollout, times the
             machines replaced; "unknown" when the history has none
 
--o json|yaml prints a RolloutPlan (apiVersion rollout.rollout-guard.io/v1alpha1; schema in
-rollout/plan.schema.json of the source), for pipelines: a pull request check can run
-rollout plan -f on the changed manifests and gate on the exit status.
+-o json|yaml prints a RolloutPlan (apiVersion rollout.rollout-guard.io/v1alpha1; Go types
+and schema in rollout/api/v1alpha1 of the source), for pipelines: a pull request check can
+run rollout plan -f on the changed manifests and gate on the exit status.
 
 ` + planExitCodesHelp,
 		Example: `  # Which machines would a template switch replace?
@@ -205,7 +206,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var objs []ObjectPlan
+	var objs []v1alpha1.ObjectPlan
 	switch {
 	case len(o.Filenames) > 0:
 		objs, err = o.planFiles(ctx, cl)
@@ -223,10 +224,10 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 }
 
 // newRolloutPlan sums up the plans of the objects.
-func newRolloutPlan(change string, objs []ObjectPlan) *RolloutPlan {
-	p := &RolloutPlan{TypeMeta: metav1.TypeMeta{APIVersion: PlanAPIVersion, Kind: PlanKind}, Change: change, Admitted: true, Objects: objs}
+func newRolloutPlan(change string, objs []v1alpha1.ObjectPlan) *v1alpha1.RolloutPlan {
+	p := &v1alpha1.RolloutPlan{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.PlanAPIVersion, Kind: v1alpha1.PlanKind}, Change: change, Admitted: true, Objects: objs}
 	if p.Objects == nil {
-		p.Objects = []ObjectPlan{}
+		p.Objects = []v1alpha1.ObjectPlan{}
 	}
 	for _, op := range objs {
 		p.Admitted = p.Admitted && op.Verdict.Admitted
@@ -237,7 +238,7 @@ func newRolloutPlan(change string, objs []ObjectPlan) *RolloutPlan {
 
 // planVerdictError is the exit status of a plan as an error: nil when
 // admitted (and, with failOnReplace, replacing nothing).
-func planVerdictError(p *RolloutPlan, failOnReplace bool) error {
+func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	var refused []string
 	replaced := 0
 	for _, op := range p.Objects {
@@ -260,7 +261,7 @@ func planVerdictError(p *RolloutPlan, failOnReplace bool) error {
 }
 
 // print writes the plan as a report, or as data with -o.
-func (o *PlanOptions) print(p *RolloutPlan) error {
+func (o *PlanOptions) print(p *v1alpha1.RolloutPlan) error {
 	if o.printFlags.Data() {
 		pr, err := o.printFlags.ToPrinter("")
 		if err != nil {
@@ -272,7 +273,7 @@ func (o *PlanOptions) print(p *RolloutPlan) error {
 }
 
 // planRef plans a change of one named object.
-func (o *PlanOptions) planRef(ctx context.Context, cl *clients) ([]ObjectPlan, error) {
+func (o *PlanOptions) planRef(ctx context.Context, cl *clients) ([]v1alpha1.ObjectPlan, error) {
 	purpose := "plan " + o.ref.String()
 	obj, err := o.c.get(ctx, cl, o.ref, purpose)
 	if err != nil {
@@ -281,7 +282,7 @@ func (o *PlanOptions) planRef(ctx context.Context, cl *clients) ([]ObjectPlan, e
 	if cluster, ok := obj.(*clusterv1.Cluster); ok {
 		return o.planClusterRef(ctx, cl, cluster)
 	}
-	var op ObjectPlan
+	var op v1alpha1.ObjectPlan
 	err, exhausted := retryConflicts(func() (err error) {
 		op, err = o.planObjectChange(ctx, cl, obj)
 		return err
@@ -296,7 +297,7 @@ func (o *PlanOptions) planRef(ctx context.Context, cl *clients) ([]ObjectPlan, e
 	if err != nil {
 		return nil, err
 	}
-	return []ObjectPlan{op}, nil
+	return []v1alpha1.ObjectPlan{op}, nil
 }
 
 // now is the plan's clock, truncated as restart truncates it.

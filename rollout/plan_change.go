@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"regexp"
 	"strings"
 	"time"
@@ -30,8 +31,8 @@ var ruleIDs = regexp.MustCompile(`\[rule ([A-Za-z]+)\]`)
 // error that is not the API server refusing the change (the guard
 // unreachable, a permission denied, a conflict, the API server unreachable)
 // is returned as an error: there is no verdict then.
-func verdictOf(err error, warnings []string) (PlanVerdict, error) {
-	v := PlanVerdict{Admitted: err == nil, Warnings: warnings}
+func verdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
+	v := v1alpha1.PlanVerdict{Admitted: err == nil, Warnings: warnings}
 	if err == nil {
 		return v, nil
 	}
@@ -79,7 +80,7 @@ func verdictOf(err error, warnings []string) (PlanVerdict, error) {
 // dryRun sends one patch of obj as a server-side dry run and returns the
 // verdict and the object as the API server would store it (nil when
 // refused), with the warnings it returned.
-func (c *cli) dryRun(ctx context.Context, cl *clients, obj client.Object, pt types.PatchType, data []byte, purpose string) (PlanVerdict, client.Object, error) {
+func (c *cli) dryRun(ctx context.Context, cl *clients, obj client.Object, pt types.PatchType, data []byte, purpose string) (v1alpha1.PlanVerdict, client.Object, error) {
 	answer := obj.DeepCopyObject().(client.Object)
 	warnings, err := c.collectWarnings(func() error {
 		return c.send(ctx, cl, answer, pt, data, dryRunServer, purpose)
@@ -97,7 +98,7 @@ func (c *cli) dryRun(ctx context.Context, cl *clients, obj client.Object, pt typ
 // planObjectChange plans a change of one MachineDeployment or
 // KubeadmControlPlane given by flags: the template switch, an undo or a
 // restart.
-func (o *PlanOptions) planObjectChange(ctx context.Context, cl *clients, obj client.Object) (ObjectPlan, error) {
+func (o *PlanOptions) planObjectChange(ctx context.Context, cl *clients, obj client.Object) (v1alpha1.ObjectPlan, error) {
 	kind := kindOf(obj)
 	id := describe(obj, kind)
 	purpose := "plan a change of " + id
@@ -114,63 +115,63 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *clients, obj cli
 		}
 		restart = o.now()
 		if patch, err = patchOf(obj.GetResourceVersion(), nil, map[string]any{"rollout": map[string]any{"after": metav1.NewTime(restart)}}); err != nil {
-			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	case o.undo:
 		if topologyOwned(obj) {
-			return ObjectPlan{}, topologyError("plan an undo of", obj, "plan the change of Cluster CLUSTER instead, e.g. rollout plan cluster/CLUSTER --version V")
+			return v1alpha1.ObjectPlan{}, topologyError("plan an undo of", obj, "plan the change of Cluster CLUSTER instead, e.g. rollout plan cluster/CLUSTER --version V")
 		}
 		set, err := o.c.loadHistory(ctx, cl, obj, purpose)
 		if err != nil {
-			return ObjectPlan{}, err
+			return v1alpha1.ObjectPlan{}, err
 		}
 		var target revisions.Revision
 		var ok bool
 		if o.ToRevision > 0 {
 			if target, ok = set.find(o.ToRevision); !ok {
-				return ObjectPlan{}, fmt.Errorf("cannot %s: it has no revision %d; recorded revisions: %s (see %s history %s)", purpose, o.ToRevision, set.numbers(), o.c.name(), o.ref)
+				return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: it has no revision %d; recorded revisions: %s (see %s history %s)", purpose, o.ToRevision, set.numbers(), o.c.name(), o.ref)
 			}
 		} else if target, ok = set.previous(); !ok {
-			return ObjectPlan{}, fmt.Errorf("cannot %s: it has no earlier revision to roll back to; recorded revisions: %s", purpose, set.numbers())
+			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: it has no earlier revision to roll back to; recorded revisions: %s", purpose, set.numbers())
 		}
 		note = "undo to " + label(target)
 		if patch, err = revisions.RollbackPatch(obj, target.Snapshot); err != nil {
-			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	default:
 		var infra, bootstrap *clusterv1.ContractVersionedObjectReference
 		if o.Template != "" {
 			if infra, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, infrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
-				return ObjectPlan{}, err
+				return v1alpha1.ObjectPlan{}, err
 			}
 		}
 		if o.BootstrapTemplate != "" {
 			if bootstrap, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, bootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
-				return ObjectPlan{}, err
+				return v1alpha1.ObjectPlan{}, err
 			}
 		}
 		spec, err := switchSpec(obj, infra, bootstrap, o.Version)
 		if err != nil {
-			return ObjectPlan{}, err
+			return v1alpha1.ObjectPlan{}, err
 		}
 		if patch, err = patchOf(obj.GetResourceVersion(), nil, spec); err != nil {
-			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	}
 	verdict, answer, err := o.c.dryRun(ctx, cl, obj, types.MergePatchType, patch, purpose)
 	if err != nil {
-		return ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, err
 	}
 	planned := answer
 	if planned == nil {
 		// Refused: what it would have been, for the preview.
 		if planned, err = applyMergePatch(obj, patch); err != nil {
-			return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	}
 	op, err := o.c.objectPlan(ctx, cl, obj, planned, restart)
 	if err != nil {
-		return ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, err
 	}
 	op.Verdict = verdict
 	if note != "" {
@@ -183,11 +184,11 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *clients, obj cli
 // MachineDeployment or KubeadmControlPlane: its changes, machines, steps,
 // strategy, holds and duration (everything but the verdict). restartAt is
 // a planned spec.rollout.after, zero when unchanged.
-func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.Object, restartAt time.Time) (ObjectPlan, error) {
+func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.Object, restartAt time.Time) (v1alpha1.ObjectPlan, error) {
 	kind := kindOf(live)
 	id := describe(live, kind)
 	purpose := "plan a change of " + id
-	op := ObjectPlan{Object: refOf(live), Changes: []PlanFieldChange{}, Steps: []PlanStep{}, Machines: []PlanMachine{}, Holds: []PlanHold{}}
+	op := v1alpha1.ObjectPlan{Object: refOf(live), Changes: []v1alpha1.PlanFieldChange{}, Steps: []v1alpha1.PlanStep{}, Machines: []v1alpha1.PlanMachine{}, Holds: []v1alpha1.PlanHold{}}
 	oldSnap, newSnap, err := snapshots(live, planned)
 	if err != nil {
 		return op, fmt.Errorf("cannot %s: %w", purpose, err)
@@ -209,23 +210,23 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 		rolls[ch.Path] = true
 	}
 	for _, ch := range changes {
-		op.Changes = append(op.Changes, PlanFieldChange{Path: ch.Path, From: ch.From, To: ch.To, RollsOut: rolls[ch.Path]})
+		op.Changes = append(op.Changes, v1alpha1.PlanFieldChange{Path: ch.Path, From: ch.From, To: ch.To, RollsOut: rolls[ch.Path]})
 	}
 	if !restartAt.IsZero() && !rolloutAfter(live).Before(restartAt) {
 		restartAt = time.Time{} // already restarted at or after it
 	}
 	if !restartAt.IsZero() {
-		op.Changes = append(op.Changes, PlanFieldChange{Path: "spec.rollout.after", From: timeText(rolloutAfter(live)), To: restartAt.Format(time.RFC3339), RollsOut: true})
+		op.Changes = append(op.Changes, v1alpha1.PlanFieldChange{Path: "spec.rollout.after", From: timeText(rolloutAfter(live)), To: restartAt.Format(time.RFC3339), RollsOut: true})
 	}
 	switch {
 	case len(rollout) > 0:
-		op.Effect = EffectRollout
+		op.Effect = v1alpha1.EffectRollout
 	case !restartAt.IsZero():
-		op.Effect = EffectRestart
+		op.Effect = v1alpha1.EffectRestart
 	case inPlace:
-		op.Effect = EffectInPlace
+		op.Effect = v1alpha1.EffectInPlace
 	default:
-		op.Effect = EffectNone
+		op.Effect = v1alpha1.EffectNone
 	}
 	cause, err := revisions.ChangeCause(oldSnap, newSnap)
 	if err != nil {
@@ -271,7 +272,7 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 // implementations ask the registry themselves (kindOf, describe), which a
 // func value in the registry's own initializer cannot.
 type machinePlanner interface {
-	planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *ObjectPlan) error
+	planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error
 }
 
 // machinePlanInput is what a machinePlanner plans from.
@@ -293,7 +294,7 @@ type machinePlanInput struct {
 // workers step when its version changes.
 type machineDeploymentPlanner struct{}
 
-func (machineDeploymentPlanner) planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *ObjectPlan) error {
+func (machineDeploymentPlanner) planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
 	p := in.planned.(*clusterv1.MachineDeployment)
 	sets, err := c.listPlanMachineSets(ctx, cl, in.live, in.purpose)
 	if err != nil {
@@ -312,7 +313,7 @@ func (machineDeploymentPlanner) planMachines(ctx context.Context, c *cli, cl *cl
 	}
 	op.Holds = append(op.Holds, machineDeploymentHolds(p, op.Counts.Replace > 0, facts)...)
 	if old := in.live.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version; old != p.Spec.Template.Spec.Version {
-		op.Steps = []PlanStep{{Part: PartWorkers, Version: p.Spec.Template.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}}
+		op.Steps = []v1alpha1.PlanStep{{Part: PartWorkers, Version: p.Spec.Template.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}}
 	}
 	return nil
 }
@@ -322,7 +323,7 @@ func (machineDeploymentPlanner) planMachines(ctx context.Context, c *cli, cl *cl
 // (with its etcd) when its version changes.
 type controlPlanePlanner struct{}
 
-func (controlPlanePlanner) planMachines(_ context.Context, _ *cli, _ *clients, in machinePlanInput, op *ObjectPlan) error {
+func (controlPlanePlanner) planMachines(_ context.Context, _ *cli, _ *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
 	p := in.planned.(*controlplanev1.KubeadmControlPlane)
 	op.Machines = planControlPlaneMachines(p, in.change, in.machines)
 	op.Counts = countMachines(op.Machines)
@@ -333,16 +334,16 @@ func (controlPlanePlanner) planMachines(_ context.Context, _ *cli, _ *clients, i
 	facts.cpMachines = in.machines
 	op.Holds = append(op.Holds, controlPlaneHolds(p, op.Counts.Replace > 0, facts)...)
 	if old := in.live.(*controlplanev1.KubeadmControlPlane).Spec.Version; old != p.Spec.Version {
-		st := PlanStep{Part: PartControlPlane, Version: p.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}
+		st := v1alpha1.PlanStep{Part: PartControlPlane, Version: p.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}
 		st.Etcd, st.EtcdSource = etcdAt(p.Spec.Version, etcdImageTagOf(p))
-		op.Steps = []PlanStep{st}
+		op.Steps = []v1alpha1.PlanStep{st}
 	}
 	return nil
 }
 
 // refOf names an object in a plan.
-func refOf(obj client.Object) PlanObjectRef {
-	return PlanObjectRef{Kind: kindOf(obj).GVK.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+func refOf(obj client.Object) v1alpha1.PlanObjectRef {
+	return v1alpha1.PlanObjectRef{Kind: kindOf(obj).GVK.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
 func timeText(t time.Time) string {
@@ -440,16 +441,16 @@ func (c *cli) templateAnnotation(ctx context.Context, cl *clients, namespace str
 // durationOf estimates how long replacing n machines of obj takes, from its
 // recorded history (see estimateDuration). A history that cannot be read
 // leaves it unknown, saying why.
-func (c *cli) durationOf(ctx context.Context, cl *clients, obj client.Object, machines []clusterv1.Machine, n int) PlanDuration {
+func (c *cli) durationOf(ctx context.Context, cl *clients, obj client.Object, machines []clusterv1.Machine, n int) v1alpha1.PlanDuration {
 	if n == 0 {
-		return PlanDuration{Basis: "no machine is replaced"}
+		return v1alpha1.PlanDuration{Basis: "no machine is replaced"}
 	}
 	set, err := c.loadHistory(ctx, cl, obj, "read the history of "+describe(obj, kindOf(obj)))
 	if err != nil {
-		return PlanDuration{Basis: "unknown: " + err.Error()}
+		return v1alpha1.PlanDuration{Basis: "unknown: " + err.Error()}
 	}
 	if !set.recorded() {
-		return PlanDuration{Basis: fmt.Sprintf("unknown: rollout-guard has recorded no revision of %s", objectName(obj))}
+		return v1alpha1.PlanDuration{Basis: fmt.Sprintf("unknown: rollout-guard has recorded no revision of %s", objectName(obj))}
 	}
 	records := make([]revisions.Record, 0, len(set.revs))
 	for _, r := range set.revs {

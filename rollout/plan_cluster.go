@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 
 // planClusterRef plans a change of a whole Cluster: --version (a ClusterClass
 // cluster's spec.topology.version) or --restart.
-func (o *PlanOptions) planClusterRef(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]ObjectPlan, error) {
+func (o *PlanOptions) planClusterRef(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]v1alpha1.ObjectPlan, error) {
 	if o.Restart {
 		return o.planClusterRestart(ctx, cl, cluster)
 	}
@@ -31,7 +32,7 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *clients, cluster *
 		return nil, fmt.Errorf("cannot %s: --version on a cluster changes its spec.topology.version, and %s has no topology (it is not a ClusterClass cluster); plan its control plane and worker pools one by one: %s plan kcp/%s --version %s, then %s plan md/NAME --version %s",
 			purpose, id, o.c.name(), orText(cluster.Spec.ControlPlaneRef.Name, "NAME"), o.Version, o.c.name(), o.Version)
 	}
-	var verdict PlanVerdict
+	var verdict v1alpha1.PlanVerdict
 	var answer client.Object
 	err, _ := retryConflicts(func() error {
 		patch, err := patchOf(cluster.ResourceVersion, nil, map[string]any{"topology": map[string]any{"version": o.Version}})
@@ -62,7 +63,7 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *clients, cluster *
 		return nil, err
 	}
 	op.Verdict = verdict
-	return []ObjectPlan{op}, nil
+	return []v1alpha1.ObjectPlan{op}, nil
 }
 
 // topologyPlan computes what the change of a ClusterClass cluster's
@@ -70,19 +71,19 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *clients, cluster *
 // topology controller takes the control plane and the worker pools
 // through, the etcd version at each control-plane step, the machines each
 // part replaces, and what would hold it.
-func (c *cli) topologyPlan(ctx context.Context, cl *clients, live, planned *clusterv1.Cluster) (ObjectPlan, error) {
+func (c *cli) topologyPlan(ctx context.Context, cl *clients, live, planned *clusterv1.Cluster) (v1alpha1.ObjectPlan, error) {
 	id := "Cluster " + live.Namespace + "/" + live.Name
 	purpose := "plan the upgrade of " + id
 	from, to := live.Spec.Topology.Version, planned.Spec.Topology.Version
-	op := ObjectPlan{Object: refOf(live), Changes: []PlanFieldChange{}, Steps: []PlanStep{}, Machines: []PlanMachine{}, Holds: []PlanHold{}}
+	op := v1alpha1.ObjectPlan{Object: refOf(live), Changes: []v1alpha1.PlanFieldChange{}, Steps: []v1alpha1.PlanStep{}, Machines: []v1alpha1.PlanMachine{}, Holds: []v1alpha1.PlanHold{}}
 	if from == to {
-		op.Effect, op.Summary = EffectNone, "spec.topology.version stays "+from+"; rollout plan previews changes of spec.topology.version (other topology changes, of the class, variables or worker pools, are passed on by the topology controller and not previewed)"
-		op.Duration = PlanDuration{Basis: "no machine is replaced"}
+		op.Effect, op.Summary = v1alpha1.EffectNone, "spec.topology.version stays "+from+"; rollout plan previews changes of spec.topology.version (other topology changes, of the class, variables or worker pools, are passed on by the topology controller and not previewed)"
+		op.Duration = v1alpha1.PlanDuration{Basis: "no machine is replaced"}
 		return op, nil
 	}
-	op.Effect = EffectUpgrade
+	op.Effect = v1alpha1.EffectUpgrade
 	op.Summary = fmt.Sprintf("spec.topology.version %s → %s", orNone(from), to)
-	op.Changes = append(op.Changes, PlanFieldChange{Path: "spec.topology.version", From: from, To: to, RollsOut: true})
+	op.Changes = append(op.Changes, v1alpha1.PlanFieldChange{Path: "spec.topology.version", From: from, To: to, RollsOut: true})
 
 	m, err := c.clusterMembers(ctx, cl, live, purpose)
 	if err != nil {
@@ -180,10 +181,10 @@ func lowerVersion(a, b string) bool {
 }
 
 // countReplaced counts the machines of object that are replaced.
-func countReplaced(ms []PlanMachine, object string) int {
+func countReplaced(ms []v1alpha1.PlanMachine, object string) int {
 	n := 0
 	for _, m := range ms {
-		if m.Object == object && m.Action == ActionReplace {
+		if m.Object == object && m.Action == v1alpha1.ActionReplace {
 			n++
 		}
 	}
@@ -193,7 +194,7 @@ func countReplaced(ms []PlanMachine, object string) int {
 // upgradeDuration estimates a topology upgrade from the control plane's
 // last recorded rollout: its time per machine times every machine every
 // step replaces.
-func (c *cli) upgradeDuration(ctx context.Context, cl *clients, kcp *controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine, steps []PlanStep) PlanDuration {
+func (c *cli) upgradeDuration(ctx context.Context, cl *clients, kcp *controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine, steps []v1alpha1.PlanStep) v1alpha1.PlanDuration {
 	total := 0
 	for _, st := range steps {
 		total += st.Machines
@@ -208,7 +209,7 @@ func (c *cli) upgradeDuration(ctx context.Context, cl *clients, kcp *controlplan
 // planClusterRestart plans `restart cluster/NAME`: the control plane, then
 // every worker pool; a ClusterClass cluster's through its topology, with
 // one write to the Cluster.
-func (o *PlanOptions) planClusterRestart(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]ObjectPlan, error) {
+func (o *PlanOptions) planClusterRestart(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]v1alpha1.ObjectPlan, error) {
 	id := "Cluster " + cluster.Namespace + "/" + cluster.Name
 	purpose := "plan the restart of " + id
 	m, err := o.c.clusterMembers(ctx, cl, cluster, purpose)
@@ -218,7 +219,7 @@ func (o *PlanOptions) planClusterRestart(ctx context.Context, cl *clients, clust
 	if m.other != nil {
 		o.c.warnf("the control plane of %s is a %s.%s; rollout plans KubeadmControlPlanes only, so it is left out", id, m.other.Kind, m.other.APIGroup)
 	}
-	var out []ObjectPlan
+	var out []v1alpha1.ObjectPlan
 	at := o.now()
 	if cluster.Spec.Topology.IsDefined() {
 		verdict, err := o.c.dryRunTopologyRestart(ctx, cl, cluster.Namespace, topologyRestart{cluster: cluster.Name, controlPlane: true, allWorkers: true}, at, purpose)
@@ -253,36 +254,36 @@ func (o *PlanOptions) planClusterRestart(ctx context.Context, cl *clients, clust
 
 // planTopologyRestart plans the restart of a topology-managed object,
 // which is made through its Cluster.
-func (o *PlanOptions) planTopologyRestart(ctx context.Context, cl *clients, obj client.Object) (ObjectPlan, error) {
+func (o *PlanOptions) planTopologyRestart(ctx context.Context, cl *clients, obj client.Object) (v1alpha1.ObjectPlan, error) {
 	r, err := topologyRestartOf(obj, "plan the restart of")
 	if err != nil {
-		return ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, err
 	}
 	id, cluster := describe(obj, kindOf(obj)), r.cluster
 	at := o.now()
 	verdict, err := o.c.dryRunTopologyRestart(ctx, cl, obj.GetNamespace(), r, at, "plan the restart of "+id)
 	if err != nil {
-		return ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, err
 	}
 	op, err := o.restartPlan(ctx, cl, obj, at)
 	if err != nil {
-		return ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, err
 	}
-	op.EditedThrough = &PlanObjectRef{Kind: Cluster.GVK.Kind, Namespace: obj.GetNamespace(), Name: cluster}
+	op.EditedThrough = &v1alpha1.PlanObjectRef{Kind: Cluster.GVK.Kind, Namespace: obj.GetNamespace(), Name: cluster}
 	op.Verdict = verdict
 	return op, nil
 }
 
 // restartPlan is what a restart at at does to obj (everything but the
 // verdict), the topology controller passing rollout.after on.
-func (o *PlanOptions) restartPlan(ctx context.Context, cl *clients, obj client.Object, at time.Time) (ObjectPlan, error) {
+func (o *PlanOptions) restartPlan(ctx context.Context, cl *clients, obj client.Object, at time.Time) (v1alpha1.ObjectPlan, error) {
 	patch, err := patchOf("", nil, map[string]any{"rollout": map[string]any{"after": metav1.NewTime(at)}})
 	if err != nil {
-		return ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: %w", describe(obj, kindOf(obj)), err)
+		return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: %w", describe(obj, kindOf(obj)), err)
 	}
 	planned, err := applyMergePatch(obj, patch)
 	if err != nil {
-		return ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: %w", describe(obj, kindOf(obj)), err)
+		return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: %w", describe(obj, kindOf(obj)), err)
 	}
 	op, err := o.c.objectPlan(ctx, cl, obj, planned, at)
 	if err != nil {
@@ -290,7 +291,7 @@ func (o *PlanOptions) restartPlan(ctx context.Context, cl *clients, obj client.O
 	}
 	// The topology controller owns the object: its hold says a direct
 	// edit is reverted, which this one is not.
-	var holds []PlanHold
+	var holds []v1alpha1.PlanHold
 	for _, h := range op.Holds {
 		if h.Check != clusterv1.ClusterTopologyOwnedLabel {
 			holds = append(holds, h)
@@ -298,15 +299,15 @@ func (o *PlanOptions) restartPlan(ctx context.Context, cl *clients, obj client.O
 	}
 	op.Holds = holds
 	if op.Holds == nil {
-		op.Holds = []PlanHold{}
+		op.Holds = []v1alpha1.PlanHold{}
 	}
 	return op, nil
 }
 
 // dryRunTopologyRestart sends a topology restart (rollout.after in the
 // Cluster's topology) as a server-side dry run.
-func (c *cli) dryRunTopologyRestart(ctx context.Context, cl *clients, namespace string, r topologyRestart, at time.Time, purpose string) (PlanVerdict, error) {
-	var v PlanVerdict
+func (c *cli) dryRunTopologyRestart(ctx context.Context, cl *clients, namespace string, r topologyRestart, at time.Time, purpose string) (v1alpha1.PlanVerdict, error) {
+	var v v1alpha1.PlanVerdict
 	err, _ := retryConflicts(func() error {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(Cluster.GVK)

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"sort"
 	"time"
 
@@ -27,7 +28,7 @@ import (
 // time per machine. Unknown when no recorded revision rolled out and
 // nothing was restarted, or when no running machine was created by that
 // rollout.
-func estimateDuration(object string, records []revisions.Record, machines []clusterv1.Machine, replaced int) PlanDuration {
+func estimateDuration(object string, records []revisions.Record, machines []clusterv1.Machine, replaced int) v1alpha1.PlanDuration {
 	start, what := time.Time{}, ""
 	for _, rec := range records {
 		if rec.ChangeType == revisions.ChangeRollout && rec.ChangedAt.After(start) {
@@ -40,7 +41,7 @@ func estimateDuration(object string, records []revisions.Record, machines []clus
 		}
 	}
 	if start.IsZero() {
-		return PlanDuration{Basis: fmt.Sprintf("unknown: the history of %s records no rollout or restart to learn from", object)}
+		return v1alpha1.PlanDuration{Basis: fmt.Sprintf("unknown: the history of %s records no rollout or restart to learn from", object)}
 	}
 	var created []clusterv1.Machine
 	for _, m := range machines {
@@ -49,7 +50,7 @@ func estimateDuration(object string, records []revisions.Record, machines []clus
 		}
 	}
 	if len(created) == 0 {
-		return PlanDuration{Basis: fmt.Sprintf("unknown: no running machine of %s was created by %s", object, what)}
+		return v1alpha1.PlanDuration{Basis: fmt.Sprintf("unknown: no running machine of %s was created by %s", object, what)}
 	}
 	sort.SliceStable(created, func(i, j int) bool {
 		return created[i].CreationTimestamp.Time.Before(created[j].CreationTimestamp.Time)
@@ -63,7 +64,7 @@ func estimateDuration(object string, records []revisions.Record, machines []clus
 		per = append(per, c.LastTransitionTime.Sub(last.CreationTimestamp.Time))
 	}
 	if len(per) == 0 {
-		return PlanDuration{Basis: fmt.Sprintf("unknown: the one machine %s created is not ready yet", what)}
+		return v1alpha1.PlanDuration{Basis: fmt.Sprintf("unknown: the one machine %s created is not ready yet", what)}
 	}
 	sort.Slice(per, func(i, j int) bool { return per[i] < per[j] })
 	median := per[len(per)/2]
@@ -71,7 +72,7 @@ func estimateDuration(object string, records []revisions.Record, machines []clus
 		median = (per[len(per)/2-1] + per[len(per)/2]) / 2
 	}
 	median = median.Round(time.Second)
-	d := PlanDuration{Known: true, PerMachine: median.String(),
+	d := v1alpha1.PlanDuration{Known: true, PerMachine: median.String(),
 		Basis: fmt.Sprintf("median per machine over %d %s of %s (%s)", len(per), plural(len(per), "machine", "machines"), what, start.UTC().Format(time.RFC3339))}
 	d.Estimate = (median * time.Duration(replaced)).String()
 	return d

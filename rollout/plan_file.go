@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,12 +52,12 @@ func (o *PlanOptions) readManifests() ([]*unstructured.Unstructured, error) {
 // planFiles plans every MachineDeployment, KubeadmControlPlane and Cluster
 // of the manifests, each as server-side apply would change it, against the
 // live cluster; other objects are skipped with a warning.
-func (o *PlanOptions) planFiles(ctx context.Context, cl *clients) ([]ObjectPlan, error) {
+func (o *PlanOptions) planFiles(ctx context.Context, cl *clients) ([]v1alpha1.ObjectPlan, error) {
 	objs, err := o.readManifests()
 	if err != nil {
 		return nil, err
 	}
-	var out []ObjectPlan
+	var out []v1alpha1.ObjectPlan
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		kind, ok := planKindOf(gvk)
@@ -93,7 +94,7 @@ func planKindOf(gvk schema.GroupVersionKind) (Kind, bool) {
 // planManifest plans one object of -f: a server-side apply dry run of it
 // as written (forcing ownership of its fields, as GitOps controllers do),
 // compared with the live object.
-func (o *PlanOptions) planManifest(ctx context.Context, cl *clients, kind Kind, u *unstructured.Unstructured) (ObjectPlan, error) {
+func (o *PlanOptions) planManifest(ctx context.Context, cl *clients, kind Kind, u *unstructured.Unstructured) (v1alpha1.ObjectPlan, error) {
 	id := kind.GVK.Kind + " " + u.GetNamespace() + "/" + u.GetName()
 	purpose := "plan the manifest of " + id
 	applied := u.DeepCopy()
@@ -105,35 +106,35 @@ func (o *PlanOptions) planManifest(ctx context.Context, cl *clients, kind Kind, 
 	err := cl.client.Get(ctx, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}, live)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return ObjectPlan{}, call{verb: "get", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: u.GetNamespace(), name: u.GetName(), purpose: purpose}.explain(err)
+		return v1alpha1.ObjectPlan{}, call{verb: "get", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: u.GetNamespace(), name: u.GetName(), purpose: purpose}.explain(err)
 	}
 	warnings, err := o.c.collectWarnings(func() error {
 		return cl.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.DryRunAll, client.ForceOwnership, client.FieldOwner(PlanFieldManager))
 	})
 	verdict, err := verdictOf(call{verb: "patch", gr: kind.GroupResource(), kind: kind.GVK.Kind, namespace: u.GetNamespace(), name: u.GetName(), purpose: purpose}.explain(err), warnings)
 	if err != nil {
-		return ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, err
 	}
 	if !exists {
-		op := ObjectPlan{Object: PlanObjectRef{Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}, Effect: EffectCreate,
+		op := v1alpha1.ObjectPlan{Object: v1alpha1.PlanObjectRef{Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}, Effect: v1alpha1.EffectCreate,
 			Summary: "created: its machines are new, none is replaced", Verdict: verdict,
-			Changes: []PlanFieldChange{}, Steps: []PlanStep{}, Machines: []PlanMachine{}, Holds: []PlanHold{}, Duration: PlanDuration{Basis: "no machine is replaced"}}
+			Changes: []v1alpha1.PlanFieldChange{}, Steps: []v1alpha1.PlanStep{}, Machines: []v1alpha1.PlanMachine{}, Holds: []v1alpha1.PlanHold{}, Duration: v1alpha1.PlanDuration{Basis: "no machine is replaced"}}
 		return op, nil
 	}
 	// The object as it would be: the dry run's answer (decoded into
 	// applied), or when refused the manifest itself.
 	planned, err := typedOf(kind, applied)
 	if err != nil {
-		return ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+		return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	var op ObjectPlan
+	var op v1alpha1.ObjectPlan
 	if cluster, ok := live.(*clusterv1.Cluster); ok {
 		op, err = o.c.topologyPlan(ctx, cl, cluster, planned.(*clusterv1.Cluster))
 	} else {
 		op, err = o.c.objectPlan(ctx, cl, live, planned, rolloutAfterChange(live, planned))
 	}
 	if err != nil {
-		return ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, err
 	}
 	op.Verdict = verdict
 	return op, nil

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -32,12 +33,12 @@ type holdFacts struct {
 
 // clusterHolds are the holds of any change of a cluster's objects: the
 // Cluster paused.
-func clusterHolds(f holdFacts) []PlanHold {
+func clusterHolds(f holdFacts) []v1alpha1.PlanHold {
 	if f.cluster == nil {
 		return nil
 	}
 	if how := pausedBy(f.cluster); how != "" {
-		return []PlanHold{{Kind: HoldPaused, Check: pausedCheck(how), Object: Cluster.Singular() + "/" + f.cluster.Name,
+		return []v1alpha1.PlanHold{{Kind: v1alpha1.HoldPaused, Check: pausedCheck(how), Object: Cluster.Singular() + "/" + f.cluster.Name,
 			Message: fmt.Sprintf("Cluster %s is paused (%s): Cluster API reconciles none of its objects until it is resumed; the change is stored and rolls out then", f.cluster.Name, how)}}
 	}
 	return nil
@@ -56,8 +57,8 @@ func pausedCheck(how string) string {
 func objectPausedHold(obj interface {
 	GetName() string
 	GetAnnotations() map[string]string
-}, kind Kind, how, cli string) PlanHold {
-	return PlanHold{Kind: HoldPaused, Check: pausedCheck(how), Object: kind.Singular() + "/" + obj.GetName(),
+}, kind Kind, how, cli string) v1alpha1.PlanHold {
+	return v1alpha1.PlanHold{Kind: v1alpha1.HoldPaused, Check: pausedCheck(how), Object: kind.Singular() + "/" + obj.GetName(),
 		Message: fmt.Sprintf("%s %s is paused (%s): the change is stored and rolls out when it is resumed: %s resume %s/%s", kind.GVK.Kind, obj.GetName(), how, cli, kind.Singular(), obj.GetName())}
 }
 
@@ -67,7 +68,7 @@ func objectPausedHold(obj interface {
 // against the control plane as it is now (Cluster API v1.14
 // core/reconcilers/machineset machineset_preflight.go), honouring the
 // skip-preflight-checks annotation.
-func machineDeploymentHolds(newMD *clusterv1.MachineDeployment, createsMachines bool, f holdFacts) []PlanHold {
+func machineDeploymentHolds(newMD *clusterv1.MachineDeployment, createsMachines bool, f holdFacts) []v1alpha1.PlanHold {
 	holds := clusterHolds(f)
 	object := MachineDeployment.Singular() + "/" + newMD.Name
 	if how := pausedBy(newMD); how != "" {
@@ -77,7 +78,7 @@ func machineDeploymentHolds(newMD *clusterv1.MachineDeployment, createsMachines 
 		return holds
 	}
 	if newMD.Spec.Rollout.Strategy.Type == clusterv1.OnDeleteMachineDeploymentStrategyType {
-		holds = append(holds, PlanHold{Kind: HoldOnDelete, Check: "spec.rollout.strategy.type", Object: object,
+		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldOnDelete, Check: "spec.rollout.strategy.type", Object: object,
 			Message: fmt.Sprintf("MachineDeployment %s rolls out OnDelete: each old machine is replaced only when you delete it (kubectl delete machine NAME)", newMD.Name)})
 	}
 	return append(holds, preflightHolds(newMD, f)...)
@@ -85,7 +86,7 @@ func machineDeploymentHolds(newMD *clusterv1.MachineDeployment, createsMachines 
 
 // preflightHolds are the MachineSet preflight checks that would fail for
 // the MachineSet of newMD's template.
-func preflightHolds(newMD *clusterv1.MachineDeployment, f holdFacts) []PlanHold {
+func preflightHolds(newMD *clusterv1.MachineDeployment, f holdFacts) []v1alpha1.PlanHold {
 	if f.controlPlane == nil || f.controlPlane.Spec.Version == "" {
 		return nil // Cluster API checks nothing without a control-plane version.
 	}
@@ -103,12 +104,12 @@ func preflightHolds(newMD *clusterv1.MachineDeployment, f holdFacts) []PlanHold 
 	cp := f.controlPlane
 	cpRef := KubeadmControlPlane.Singular() + "/" + cp.Name
 	object := MachineDeployment.Singular() + "/" + newMD.Name
-	var holds []PlanHold
+	var holds []v1alpha1.PlanHold
 	add := func(check clusterv1.MachineSetPreflightCheck, msg string) {
 		if skipped[string(check)] {
 			return
 		}
-		holds = append(holds, PlanHold{Kind: HoldPreflightCheck, Check: string(check), Object: cpRef,
+		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldPreflightCheck, Check: string(check), Object: cpRef,
 			Message: fmt.Sprintf("%s; to skip it, annotate MachineDeployment %s with %s=%s", msg, newMD.Name, clusterv1.MachineSetSkipPreflightChecksAnnotation, check)})
 	}
 
@@ -210,7 +211,7 @@ func statusVersionsText(vs []clusterv1.StatusVersion) string {
 // (Cluster API v1.14 controlplane/kubeadm preflight.go): machines being
 // deleted, control-plane components or etcd members not healthy, a topology
 // version not yet passed on.
-func controlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines bool, f holdFacts) []PlanHold {
+func controlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines bool, f holdFacts) []v1alpha1.PlanHold {
 	holds := clusterHolds(f)
 	object := KubeadmControlPlane.Singular() + "/" + kcp.Name
 	if how := pausedBy(kcp); how != "" {
@@ -221,12 +222,12 @@ func controlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines 
 	}
 	if cp := f.controlPlane; cp != nil {
 		if controlPlaneUpgrading(cp) {
-			holds = append(holds, PlanHold{Kind: HoldUpgradeInProgress, Check: "status.versions", Object: object,
+			holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldUpgradeInProgress, Check: "status.versions", Object: object,
 				Message: fmt.Sprintf("KubeadmControlPlane %s is still rolling out %s (its machines run %s): the change replaces that rollout's machines too; watch it with %s status %s", cp.Name, cp.Spec.Version, statusVersionsText(cp.Status.Versions), f.cli, object)})
 		}
 		for _, c := range []string{controlplanev1.KubeadmControlPlaneControlPlaneComponentsHealthyCondition, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition} {
 			if cond := apimeta.FindStatusCondition(cp.Status.Conditions, c); cond != nil && cond.Status == metav1.ConditionFalse {
-				holds = append(holds, PlanHold{Kind: HoldControlPlaneChecks, Check: c, Object: object,
+				holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldControlPlaneChecks, Check: c, Object: object,
 					Message: fmt.Sprintf("KubeadmControlPlane %s adds and removes machines only while its condition %s is True; it is False (%s)", cp.Name, c, strings.TrimSuffix(cond.Reason+": "+conditionLine(cond.Message), ": "))})
 			}
 		}
@@ -238,7 +239,7 @@ func controlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines 
 		}
 	}
 	if len(deleting) > 0 {
-		holds = append(holds, PlanHold{Kind: HoldControlPlaneChecks, Check: "HasDeletingMachine", Object: object,
+		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldControlPlaneChecks, Check: "HasDeletingMachine", Object: object,
 			Message: fmt.Sprintf("KubeadmControlPlane %s waits until %s %s deleted", kcp.Name, strings.Join(deleting, ", "), plural(len(deleting), "is", "are"))})
 	}
 	return holds
@@ -247,7 +248,7 @@ func controlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines 
 // topologyUpgradeHolds are what would hold a topology upgrade of cluster
 // once admitted: the Cluster paused, an upgrade still in progress, and the
 // defer-upgrade and hold-upgrade-sequence annotations of its worker pools.
-func topologyUpgradeHolds(cluster *clusterv1.Cluster, f holdFacts) []PlanHold {
+func topologyUpgradeHolds(cluster *clusterv1.Cluster, f holdFacts) []v1alpha1.PlanHold {
 	holds := clusterHolds(f)
 	object := Cluster.Singular() + "/" + cluster.Name
 	if st := cluster.Status.ControlPlane; st != nil && len(st.UpgradePlan) > 0 {
@@ -255,16 +256,16 @@ func topologyUpgradeHolds(cluster *clusterv1.Cluster, f holdFacts) []PlanHold {
 		for _, v := range st.UpgradePlan {
 			vs = append(vs, v.Version)
 		}
-		holds = append(holds, PlanHold{Kind: HoldUpgradeInProgress, Check: "status.controlPlane.upgradePlan", Object: object,
+		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldUpgradeInProgress, Check: "status.controlPlane.upgradePlan", Object: object,
 			Message: fmt.Sprintf("Cluster %s is still upgrading its control plane (steps left: %s); Cluster API refuses a new version until the upgrade is done: %s status %s", cluster.Name, strings.Join(vs, ", "), f.cli, object)})
 	} else if cp := f.controlPlane; cp != nil && controlPlaneUpgrading(cp) {
-		holds = append(holds, PlanHold{Kind: HoldUpgradeInProgress, Check: "status.versions", Object: KubeadmControlPlane.Singular() + "/" + cp.Name,
+		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldUpgradeInProgress, Check: "status.versions", Object: KubeadmControlPlane.Singular() + "/" + cp.Name,
 			Message: fmt.Sprintf("KubeadmControlPlane %s is still rolling out %s (its machines run %s); Cluster API refuses a new version until it is done: %s status %s", cp.Name, cp.Spec.Version, statusVersionsText(cp.Status.Versions), f.cli, object)})
 	}
 	for _, md := range cluster.Spec.Topology.Workers.MachineDeployments {
 		for _, a := range []string{clusterv1.ClusterTopologyDeferUpgradeAnnotation, clusterv1.ClusterTopologyHoldUpgradeSequenceAnnotation} {
 			if _, ok := md.Metadata.Annotations[a]; ok {
-				holds = append(holds, PlanHold{Kind: HoldTopology, Check: a, Object: object,
+				holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldTopology, Check: a, Object: object,
 					Message: fmt.Sprintf("worker pool %s (spec.topology.workers.machineDeployments[name=%s]) has annotation %s: the topology controller does not upgrade it (and, for %s, the pools after it) until it is removed", md.Name, md.Name, a, clusterv1.ClusterTopologyHoldUpgradeSequenceAnnotation)})
 			}
 		}
@@ -274,7 +275,7 @@ func topologyUpgradeHolds(cluster *clusterv1.Cluster, f holdFacts) []PlanHold {
 
 // topologyManagedHold is the hold of a direct edit (-f) of a
 // topology-managed object: the topology controller reverts it.
-func topologyManagedHold(obj interface{ GetName() string }, kind Kind, cluster string) PlanHold {
-	return PlanHold{Kind: HoldTopology, Check: clusterv1.ClusterTopologyOwnedLabel, Object: kind.Singular() + "/" + obj.GetName(),
+func topologyManagedHold(obj interface{ GetName() string }, kind Kind, cluster string) v1alpha1.PlanHold {
+	return v1alpha1.PlanHold{Kind: v1alpha1.HoldTopology, Check: clusterv1.ClusterTopologyOwnedLabel, Object: kind.Singular() + "/" + obj.GetName(),
 		Message: fmt.Sprintf("%s %s is managed by the topology of Cluster %s: the topology controller reverts a direct change of its version, templates and rollout; change the Cluster (spec.topology) or its ClusterClass instead", kind.GVK.Kind, obj.GetName(), cluster)}
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"sort"
 	"strings"
 	"time"
@@ -44,7 +45,7 @@ func changeText(changes []revisions.Change) string {
 // in-place change updates it in place, and it is untouched when nothing it
 // is made of changes. Machines being deleted are left out. The result is
 // sorted by MachineSet and name.
-func planMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch machineChange, machines []clusterv1.Machine, sets []clusterv1.MachineSet) ([]PlanMachine, error) {
+func planMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch machineChange, machines []clusterv1.Machine, sets []clusterv1.MachineSet) ([]v1alpha1.PlanMachine, error) {
 	newSnap, err := revisions.ForMachineDeployment(newMD)
 	if err != nil {
 		return nil, err
@@ -54,12 +55,12 @@ func planMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch machin
 		byName[sets[i].Name] = &sets[i]
 	}
 	object := MachineDeployment.Singular() + "/" + newMD.Name
-	var out []PlanMachine
+	var out []v1alpha1.PlanMachine
 	for _, m := range machines {
 		if !m.DeletionTimestamp.IsZero() {
 			continue
 		}
-		pm := PlanMachine{Name: m.Name, Object: object, Version: m.Spec.Version}
+		pm := v1alpha1.PlanMachine{Name: m.Name, Object: object, Version: m.Spec.Version}
 		ms := byName[machineSetOf(m)]
 		var rollout []revisions.Change
 		if ms != nil {
@@ -88,13 +89,13 @@ func planMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch machin
 func (ch machineChange) decide(m clusterv1.Machine, rollout []revisions.Change) (string, string) {
 	switch {
 	case len(rollout) > 0:
-		return ActionReplace, changeText(rollout)
+		return v1alpha1.ActionReplace, changeText(rollout)
 	case !ch.restartAt.IsZero() && m.CreationTimestamp.Time.Before(ch.restartAt):
-		return ActionReplace, "created before spec.rollout.after " + ch.restartAt.UTC().Format(time.RFC3339)
+		return v1alpha1.ActionReplace, "created before spec.rollout.after " + ch.restartAt.UTC().Format(time.RFC3339)
 	case ch.inPlace:
-		return ActionInPlace, "updated in place"
+		return v1alpha1.ActionInPlace, "updated in place"
 	}
-	return ActionUntouched, ""
+	return v1alpha1.ActionUntouched, ""
 }
 
 // machineSetOf is the MachineSet of a machine: its set-name label, or its
@@ -118,15 +119,15 @@ func machineSetOf(m clusterv1.Machine) string {
 // (one created for it before a revert); a machine created before a new
 // spec.rollout.after is replaced; an in-place change updates every machine
 // in place. Machines being deleted are left out.
-func planControlPlaneMachines(newKCP *controlplanev1.KubeadmControlPlane, ch machineChange, machines []clusterv1.Machine) []PlanMachine {
+func planControlPlaneMachines(newKCP *controlplanev1.KubeadmControlPlane, ch machineChange, machines []clusterv1.Machine) []v1alpha1.PlanMachine {
 	object := KubeadmControlPlane.Singular() + "/" + newKCP.Name
 	versionOnly := len(ch.rollout) == 1 && ch.rollout[0].Path == "version"
-	var out []PlanMachine
+	var out []v1alpha1.PlanMachine
 	for _, m := range machines {
 		if !m.DeletionTimestamp.IsZero() {
 			continue
 		}
-		pm := PlanMachine{Name: m.Name, Object: object, Version: m.Spec.Version}
+		pm := v1alpha1.PlanMachine{Name: m.Name, Object: object, Version: m.Spec.Version}
 		rollout := ch.rollout
 		if versionOnly && m.Spec.Version == newKCP.Spec.Version {
 			rollout = nil // already runs the new version
@@ -141,15 +142,15 @@ func planControlPlaneMachines(newKCP *controlplanev1.KubeadmControlPlane, ch mac
 // planUpgradeMachines decides what a topology upgrade to target does to the
 // machines of one part: every machine not at target is replaced (at the
 // first step of its part).
-func planUpgradeMachines(object, target string, machines []clusterv1.Machine, step string) []PlanMachine {
-	var out []PlanMachine
+func planUpgradeMachines(object, target string, machines []clusterv1.Machine, step string) []v1alpha1.PlanMachine {
+	var out []v1alpha1.PlanMachine
 	for _, m := range machines {
 		if !m.DeletionTimestamp.IsZero() {
 			continue
 		}
-		pm := PlanMachine{Name: m.Name, Object: object, MachineSet: machineSetOf(m), Version: m.Spec.Version, Action: ActionUntouched}
+		pm := v1alpha1.PlanMachine{Name: m.Name, Object: object, MachineSet: machineSetOf(m), Version: m.Spec.Version, Action: v1alpha1.ActionUntouched}
 		if m.Spec.Version != target {
-			pm.Action, pm.Reason = ActionReplace, step
+			pm.Action, pm.Reason = v1alpha1.ActionReplace, step
 		}
 		out = append(out, pm)
 	}
@@ -157,7 +158,7 @@ func planUpgradeMachines(object, target string, machines []clusterv1.Machine, st
 	return out
 }
 
-func sortMachines(ms []PlanMachine) {
+func sortMachines(ms []v1alpha1.PlanMachine) {
 	sort.SliceStable(ms, func(i, j int) bool {
 		if ms[i].Object != ms[j].Object {
 			return ms[i].Object < ms[j].Object
@@ -170,13 +171,13 @@ func sortMachines(ms []PlanMachine) {
 }
 
 // countMachines sums machines by action.
-func countMachines(ms []PlanMachine) PlanCounts {
-	var c PlanCounts
+func countMachines(ms []v1alpha1.PlanMachine) v1alpha1.PlanCounts {
+	var c v1alpha1.PlanCounts
 	for _, m := range ms {
 		switch m.Action {
-		case ActionReplace:
+		case v1alpha1.ActionReplace:
 			c.Replace++
-		case ActionInPlace:
+		case v1alpha1.ActionInPlace:
 			c.InPlace++
 		default:
 			c.Untouched++
@@ -188,9 +189,9 @@ func countMachines(ms []PlanMachine) PlanCounts {
 // machineDeploymentStrategy is the rollout strategy of a MachineDeployment,
 // with Cluster API's defaults (RollingUpdate, maxSurge 1, maxUnavailable 0,
 // deletion order Random).
-func machineDeploymentStrategy(md *clusterv1.MachineDeployment) *PlanStrategy {
+func machineDeploymentStrategy(md *clusterv1.MachineDeployment) *v1alpha1.PlanStrategy {
 	s := md.Spec.Rollout.Strategy
-	st := &PlanStrategy{Type: string(s.Type), MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: string(md.Spec.Deletion.Order)}
+	st := &v1alpha1.PlanStrategy{Type: string(s.Type), MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: string(md.Spec.Deletion.Order)}
 	if st.Type == "" {
 		st.Type = string(clusterv1.RollingUpdateMachineDeploymentStrategyType)
 	}
@@ -228,8 +229,8 @@ func ptrIntOrString(s string) *intstr.IntOrString {
 // controlPlaneStrategy is the rollout strategy of a KubeadmControlPlane:
 // maxSurge 1 (the default) creates a new machine before deleting an old
 // one, 0 deletes first; the oldest machine goes first.
-func controlPlaneStrategy(kcp *controlplanev1.KubeadmControlPlane) *PlanStrategy {
-	st := &PlanStrategy{Type: string(controlplanev1.RollingUpdateStrategyType), MaxSurge: "1", DeletionOrder: "Oldest"}
+func controlPlaneStrategy(kcp *controlplanev1.KubeadmControlPlane) *v1alpha1.PlanStrategy {
+	st := &v1alpha1.PlanStrategy{Type: string(controlplanev1.RollingUpdateStrategyType), MaxSurge: "1", DeletionOrder: "Oldest"}
 	if v := kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; v != nil {
 		st.MaxSurge = v.String()
 	}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"io"
 	"strings"
 
@@ -11,7 +12,7 @@ import (
 // writePlan prints a plan for people: per object its verdict, changes,
 // steps, strategy, machines, holds and duration, then one line of
 // conclusion.
-func writePlan(out io.Writer, p *RolloutPlan) error {
+func writePlan(out io.Writer, p *v1alpha1.RolloutPlan) error {
 	for i, op := range p.Objects {
 		if i > 0 {
 			fmt.Fprintln(out)
@@ -28,8 +29,8 @@ func writePlan(out io.Writer, p *RolloutPlan) error {
 }
 
 // planConclusion is the last line of a plan.
-func planConclusion(p *RolloutPlan) string {
-	var c PlanCounts
+func planConclusion(p *v1alpha1.RolloutPlan) string {
+	var c v1alpha1.PlanCounts
 	refused := 0
 	for _, op := range p.Objects {
 		c.Replace += op.Counts.Replace
@@ -47,12 +48,12 @@ func planConclusion(p *RolloutPlan) string {
 }
 
 // countsText is "3 machines replaced, 0 in place, 1 untouched".
-func countsText(c PlanCounts) string {
+func countsText(c v1alpha1.PlanCounts) string {
 	return fmt.Sprintf("%d %s replaced, %d in place, %d untouched", c.Replace, plural(c.Replace, "machine", "machines"), c.InPlace, c.Untouched)
 }
 
 // writeObjectPlan prints the plan of one object.
-func writeObjectPlan(out io.Writer, op ObjectPlan) error {
+func writeObjectPlan(out io.Writer, op v1alpha1.ObjectPlan) error {
 	head := fmt.Sprintf("%s (namespace %s): %s", op.Object, op.Object.Namespace, op.Effect)
 	if op.Summary != "" {
 		head += " — " + op.Summary

@@ -3,7 +3,9 @@ package rollout
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,73 +20,73 @@ import (
 // goldenPlans are plans as the sandbox shows them, for the printer and the
 // schema: a worker pool's template switch, a refused undo of a control
 // plane, and a chained upgrade of a ClusterClass cluster.
-func goldenPlans() map[string]*RolloutPlan {
-	md := ObjectPlan{
-		Object:  PlanObjectRef{Kind: "MachineDeployment", Namespace: "default", Name: "demo-md-0"},
-		Effect:  EffectRollout,
+func goldenPlans() map[string]*v1alpha1.RolloutPlan {
+	md := v1alpha1.ObjectPlan{
+		Object:  v1alpha1.PlanObjectRef{Kind: "MachineDeployment", Namespace: "default", Name: "demo-md-0"},
+		Effect:  v1alpha1.EffectRollout,
 		Summary: "infrastructureRef demo-md-0 → demo-md-0-v2",
-		Verdict: PlanVerdict{Admitted: true},
-		Changes: []PlanFieldChange{{Path: "infrastructureRef", From: "DevMachineTemplate/demo-md-0", To: "DevMachineTemplate/demo-md-0-v2", RollsOut: true}},
-		Steps:   []PlanStep{},
-		Strategy: &PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
+		Verdict: v1alpha1.PlanVerdict{Admitted: true},
+		Changes: []v1alpha1.PlanFieldChange{{Path: "infrastructureRef", From: "DevMachineTemplate/demo-md-0", To: "DevMachineTemplate/demo-md-0-v2", RollsOut: true}},
+		Steps:   []v1alpha1.PlanStep{},
+		Strategy: &v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
 			Description: "RollingUpdate: up to 1 new machine above the 3 wanted, at most 0 unavailable; old machines deleted in Random order once new ones are available"},
-		Machines: []PlanMachine{
-			{Name: "demo-md-0-8xk2p-4rj9c", Object: "machinedeployment/demo-md-0", MachineSet: "demo-md-0-8xk2p", Version: "v1.33.5", Action: ActionReplace, Reason: "infrastructureRef DevMachineTemplate/demo-md-0 → DevMachineTemplate/demo-md-0-v2"},
-			{Name: "demo-md-0-8xk2p-7tq2d", Object: "machinedeployment/demo-md-0", MachineSet: "demo-md-0-8xk2p", Version: "v1.33.5", Action: ActionReplace, Reason: "infrastructureRef DevMachineTemplate/demo-md-0 → DevMachineTemplate/demo-md-0-v2"},
-			{Name: "demo-md-0-8xk2p-zz5wl", Object: "machinedeployment/demo-md-0", MachineSet: "demo-md-0-8xk2p", Version: "v1.33.5", Action: ActionReplace, Reason: "infrastructureRef DevMachineTemplate/demo-md-0 → DevMachineTemplate/demo-md-0-v2"},
+		Machines: []v1alpha1.PlanMachine{
+			{Name: "demo-md-0-8xk2p-4rj9c", Object: "machinedeployment/demo-md-0", MachineSet: "demo-md-0-8xk2p", Version: "v1.33.5", Action: v1alpha1.ActionReplace, Reason: "infrastructureRef DevMachineTemplate/demo-md-0 → DevMachineTemplate/demo-md-0-v2"},
+			{Name: "demo-md-0-8xk2p-7tq2d", Object: "machinedeployment/demo-md-0", MachineSet: "demo-md-0-8xk2p", Version: "v1.33.5", Action: v1alpha1.ActionReplace, Reason: "infrastructureRef DevMachineTemplate/demo-md-0 → DevMachineTemplate/demo-md-0-v2"},
+			{Name: "demo-md-0-8xk2p-zz5wl", Object: "machinedeployment/demo-md-0", MachineSet: "demo-md-0-8xk2p", Version: "v1.33.5", Action: v1alpha1.ActionReplace, Reason: "infrastructureRef DevMachineTemplate/demo-md-0 → DevMachineTemplate/demo-md-0-v2"},
 		},
-		Counts:   PlanCounts{Replace: 3},
-		Holds:    []PlanHold{},
-		Duration: PlanDuration{Basis: "unknown: the history of machinedeployment/demo-md-0 records no rollout or restart to learn from"},
+		Counts:   v1alpha1.PlanCounts{Replace: 3},
+		Holds:    []v1alpha1.PlanHold{},
+		Duration: v1alpha1.PlanDuration{Basis: "unknown: the history of machinedeployment/demo-md-0 records no rollout or restart to learn from"},
 	}
-	kcp := ObjectPlan{
-		Object:  PlanObjectRef{Kind: "KubeadmControlPlane", Namespace: "default", Name: "demo-control-plane"},
-		Effect:  EffectRollout,
+	kcp := v1alpha1.ObjectPlan{
+		Object:  v1alpha1.PlanObjectRef{Kind: "KubeadmControlPlane", Namespace: "default", Name: "demo-control-plane"},
+		Effect:  v1alpha1.EffectRollout,
 		Summary: "undo to revision 1: version v1.34.3 → v1.33.5",
-		Verdict: PlanVerdict{RefusedBy: "rollout-guard", Webhook: "validate.kubeadmcontrolplane.rollout-guard.io", Rules: []string{"ControlPlaneDowngrade", "EtcdDowngrade"},
+		Verdict: v1alpha1.PlanVerdict{RefusedBy: "rollout-guard", Webhook: "validate.kubeadmcontrolplane.rollout-guard.io", Rules: []string{"ControlPlaneDowngrade", "EtcdDowngrade"},
 			Message: `KubeadmControlPlane.controlplane.cluster.x-k8s.io "demo-control-plane" is invalid: [spec.version: Forbidden: KubeadmControlPlane demo-control-plane: Kubernetes downgrade from v1.34.3 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later, spec.version: Forbidden: KubeadmControlPlane demo-control-plane: etcd downgrade from 3.6.5 to 3.5.24 is not supported [rule EtcdDowngrade]]`,
 			Causes: []string{
 				"spec.version: Forbidden: KubeadmControlPlane demo-control-plane: Kubernetes downgrade from v1.34.3 to v1.33.5 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later",
 				"spec.version: Forbidden: KubeadmControlPlane demo-control-plane: etcd downgrade from 3.6.5 to 3.5.24 is not supported [rule EtcdDowngrade]",
 			}},
-		Changes: []PlanFieldChange{{Path: "version", From: "v1.34.3", To: "v1.33.5", RollsOut: true}},
-		Steps: []PlanStep{{Part: PartControlPlane, Version: "v1.33.5", Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
+		Changes: []v1alpha1.PlanFieldChange{{Path: "version", From: "v1.34.3", To: "v1.33.5", RollsOut: true}},
+		Steps: []v1alpha1.PlanStep{{Part: PartControlPlane, Version: "v1.33.5", Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
 			Objects: []string{"kubeadmcontrolplane/demo-control-plane"}, Machines: 1}},
-		Strategy: &PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", DeletionOrder: "Oldest",
+		Strategy: &v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", DeletionOrder: "Oldest",
 			Description: "RollingUpdate, maxSurge 1: one machine at a time, a new one created and joined before the oldest is deleted"},
-		Machines: []PlanMachine{{Name: "demo-control-plane-x7vqm", Object: "kubeadmcontrolplane/demo-control-plane", Version: "v1.34.3", Action: ActionReplace, Reason: "version v1.34.3 → v1.33.5"}},
-		Counts:   PlanCounts{Replace: 1},
-		Holds:    []PlanHold{},
-		Duration: PlanDuration{Known: true, PerMachine: "38s", Estimate: "38s", Basis: "median per machine over 1 machine of the rollout of revision 2 (2030-01-02T02:00:00Z)"},
+		Machines: []v1alpha1.PlanMachine{{Name: "demo-control-plane-x7vqm", Object: "kubeadmcontrolplane/demo-control-plane", Version: "v1.34.3", Action: v1alpha1.ActionReplace, Reason: "version v1.34.3 → v1.33.5"}},
+		Counts:   v1alpha1.PlanCounts{Replace: 1},
+		Holds:    []v1alpha1.PlanHold{},
+		Duration: v1alpha1.PlanDuration{Known: true, PerMachine: "38s", Estimate: "38s", Basis: "median per machine over 1 machine of the rollout of revision 2 (2030-01-02T02:00:00Z)"},
 	}
-	cc := ObjectPlan{
-		Object:    PlanObjectRef{Kind: "Cluster", Namespace: "default", Name: "demo-cc"},
-		Effect:    EffectUpgrade,
+	cc := v1alpha1.ObjectPlan{
+		Object:    v1alpha1.PlanObjectRef{Kind: "Cluster", Namespace: "default", Name: "demo-cc"},
+		Effect:    v1alpha1.EffectUpgrade,
 		Summary:   "spec.topology.version v1.33.5 → v1.36.1",
-		Verdict:   PlanVerdict{Admitted: true, Warnings: []string{"Cluster demo-cc: Cluster API upgrades the control plane from v1.33.5 through v1.34.3, v1.35.2, v1.36.1 (steps from ClusterClass demo-class spec.kubernetesVersions)"}},
-		Changes:   []PlanFieldChange{{Path: "spec.topology.version", From: "v1.33.5", To: "v1.36.1", RollsOut: true}},
+		Verdict:   v1alpha1.PlanVerdict{Admitted: true, Warnings: []string{"Cluster demo-cc: Cluster API upgrades the control plane from v1.33.5 through v1.34.3, v1.35.2, v1.36.1 (steps from ClusterClass demo-class spec.kubernetesVersions)"}},
+		Changes:   []v1alpha1.PlanFieldChange{{Path: "spec.topology.version", From: "v1.33.5", To: "v1.36.1", RollsOut: true}},
 		StepsFrom: "ClusterClass demo-class spec.kubernetesVersions",
-		Steps: []PlanStep{
+		Steps: []v1alpha1.PlanStep{
 			{Part: PartControlPlane, Version: "v1.34.3", Etcd: "3.6.5", EtcdSource: "kubeadm's default for v1.34.3", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
 			{Part: PartControlPlane, Version: "v1.35.2", Etcd: "3.6.6", EtcdSource: "kubeadm's default for v1.35.2", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
 			{Part: PartControlPlane, Version: "v1.36.1", Etcd: "3.6.8", EtcdSource: "kubeadm's default for v1.36.1", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
 			{Part: PartWorkers, Version: "v1.36.1", Objects: []string{"machinedeployment/demo-cc-md-0"}, Machines: 1},
 		},
-		Strategy: &PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", DeletionOrder: "Oldest",
+		Strategy: &v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", DeletionOrder: "Oldest",
 			Description: "RollingUpdate, maxSurge 1: one machine at a time, a new one created and joined before the oldest is deleted"},
-		Machines: []PlanMachine{
-			{Name: "demo-cc-control-plane-jq4wz", Object: "kubeadmcontrolplane/demo-cc-control-plane", Version: "v1.33.5", Action: ActionReplace, Reason: "control plane steps v1.34.3, v1.35.2, v1.36.1"},
-			{Name: "demo-cc-md-0-m4x2v-9s8dl", Object: "machinedeployment/demo-cc-md-0", MachineSet: "demo-cc-md-0-m4x2v", Version: "v1.33.5", Action: ActionReplace, Reason: "workers steps v1.36.1"},
+		Machines: []v1alpha1.PlanMachine{
+			{Name: "demo-cc-control-plane-jq4wz", Object: "kubeadmcontrolplane/demo-cc-control-plane", Version: "v1.33.5", Action: v1alpha1.ActionReplace, Reason: "control plane steps v1.34.3, v1.35.2, v1.36.1"},
+			{Name: "demo-cc-md-0-m4x2v-9s8dl", Object: "machinedeployment/demo-cc-md-0", MachineSet: "demo-cc-md-0-m4x2v", Version: "v1.33.5", Action: v1alpha1.ActionReplace, Reason: "workers steps v1.36.1"},
 		},
-		Counts: PlanCounts{Replace: 2},
-		Holds: []PlanHold{{Kind: HoldTopology, Check: "topology.cluster.x-k8s.io/defer-upgrade", Object: "cluster/demo-cc",
+		Counts: v1alpha1.PlanCounts{Replace: 2},
+		Holds: []v1alpha1.PlanHold{{Kind: v1alpha1.HoldTopology, Check: "topology.cluster.x-k8s.io/defer-upgrade", Object: "cluster/demo-cc",
 			Message: "worker pool md-0 (spec.topology.workers.machineDeployments[name=md-0]) has annotation topology.cluster.x-k8s.io/defer-upgrade: the topology controller does not upgrade it until it is removed"}},
-		Duration: PlanDuration{Basis: "unknown: the history of kubeadmcontrolplane/demo-cc-control-plane records no rollout or restart to learn from"},
+		Duration: v1alpha1.PlanDuration{Basis: "unknown: the history of kubeadmcontrolplane/demo-cc-control-plane records no rollout or restart to learn from"},
 	}
-	return map[string]*RolloutPlan{
-		"plan-md-template.txt":   newRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []ObjectPlan{md}),
-		"plan-kcp-refused.txt":   newRolloutPlan("rollout plan kcp/demo-control-plane --to-revision 1", []ObjectPlan{kcp}),
-		"plan-cluster-chain.txt": newRolloutPlan("rollout plan cluster/demo-cc --version v1.36.1", []ObjectPlan{cc}),
+	return map[string]*v1alpha1.RolloutPlan{
+		"plan-md-template.txt":   newRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []v1alpha1.ObjectPlan{md}),
+		"plan-kcp-refused.txt":   newRolloutPlan("rollout plan kcp/demo-control-plane --to-revision 1", []v1alpha1.ObjectPlan{kcp}),
+		"plan-cluster-chain.txt": newRolloutPlan("rollout plan cluster/demo-cc --version v1.36.1", []v1alpha1.ObjectPlan{cc}),
 	}
 }
 
@@ -102,7 +104,7 @@ func TestPlanReport(t *testing.T) {
 // planSchema loads plan.schema.json, the documented schema of -o json.
 func planSchema(t *testing.T) *validate.SchemaValidator {
 	t.Helper()
-	raw, err := os.ReadFile("plan.schema.json")
+	raw, err := os.ReadFile(filepath.Join("api", "v1alpha1", "plan.schema.json"))
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(raw, &doc))
@@ -184,5 +186,5 @@ func TestPlanYAML(t *testing.T) {
 	require.NoError(t, o.print(p))
 	assert.Contains(t, out.String(), "apiVersion: rollout.rollout-guard.io/v1alpha1\n")
 	assert.Contains(t, out.String(), "kind: RolloutPlan\n")
-	assert.Equal(t, metav1.TypeMeta{APIVersion: PlanAPIVersion, Kind: PlanKind}, p.TypeMeta)
+	assert.Equal(t, metav1.TypeMeta{APIVersion: v1alpha1.PlanAPIVersion, Kind: v1alpha1.PlanKind}, p.TypeMeta)
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"slices"
 
 	"github.com/blang/semver/v4"
@@ -67,10 +68,10 @@ func workersUpgradePlan(desired, cpVersion, minWorkers string, cpPlan []string) 
 // "" for kubeadm's default; cpObject and workerObjects name the objects
 // each part's steps change, and cpMachines and workerMachines how many
 // machines each part's step replaces.
-func upgradeSteps(cpVersion string, cpPlan, workersPlan []string, etcdTag, cpObject string, workerObjects []string, cpMachines, workerMachines int) []PlanStep {
-	var steps []PlanStep
-	workers := func(v string) PlanStep {
-		return PlanStep{Part: PartWorkers, Version: v, Objects: slices.Clone(workerObjects), Machines: workerMachines}
+func upgradeSteps(cpVersion string, cpPlan, workersPlan []string, etcdTag, cpObject string, workerObjects []string, cpMachines, workerMachines int) []v1alpha1.PlanStep {
+	var steps []v1alpha1.PlanStep
+	workers := func(v string) v1alpha1.PlanStep {
+		return v1alpha1.PlanStep{Part: PartWorkers, Version: v, Objects: slices.Clone(workerObjects), Machines: workerMachines}
 	}
 	done := map[string]bool{}
 	for _, v := range workersPlan {
@@ -80,7 +81,7 @@ func upgradeSteps(cpVersion string, cpPlan, workersPlan []string, etcdTag, cpObj
 		}
 	}
 	for _, v := range cpPlan {
-		st := PlanStep{Part: PartControlPlane, Version: v, Objects: []string{cpObject}, Machines: cpMachines}
+		st := v1alpha1.PlanStep{Part: PartControlPlane, Version: v, Objects: []string{cpObject}, Machines: cpMachines}
 		st.Etcd, st.EtcdSource = etcdAt(v, etcdTag)
 		steps = append(steps, st)
 		if slices.Contains(workersPlan, v) && !done[v] {

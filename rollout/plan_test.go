@@ -3,6 +3,7 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func planMachine(name, set, cp, version string, ago time.Duration) clusterv1.Mac
 	return m
 }
 
-func names(ms []PlanMachine, action string) []string {
+func names(ms []v1alpha1.PlanMachine, action string) []string {
 	var out []string
 	for _, m := range ms {
 		if m.Action == action {
@@ -164,9 +165,9 @@ func TestPlanMachineDeploymentMachines(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := planMachineDeploymentMachines(tt.planned, mdChange(t, live, tt.planned, tt.restart), tt.machines, tt.sets)
 			require.NoError(t, err)
-			assert.Equal(t, tt.replace, names(got, ActionReplace), "replaced")
-			assert.Equal(t, tt.inPlace, names(got, ActionInPlace), "in place")
-			assert.Equal(t, tt.untouched, names(got, ActionUntouched), "untouched")
+			assert.Equal(t, tt.replace, names(got, v1alpha1.ActionReplace), "replaced")
+			assert.Equal(t, tt.inPlace, names(got, v1alpha1.ActionInPlace), "in place")
+			assert.Equal(t, tt.untouched, names(got, v1alpha1.ActionUntouched), "untouched")
 			if tt.reason != "" {
 				assert.Equal(t, tt.reason, got[len(got)-len(tt.untouched)-len(tt.inPlace)-1].Reason)
 			}
@@ -216,20 +217,20 @@ func TestPlanControlPlaneMachines(t *testing.T) {
 	}
 	bump := planKCP("v1.35.2")
 	got := planControlPlaneMachines(bump, kcpChange(t, live, bump), ms)
-	assert.Equal(t, []string{"cp-a", "cp-b"}, names(got, ActionReplace), "a machine created for v1.35.2 already runs it")
-	assert.Equal(t, []string{"cp-c"}, names(got, ActionUntouched))
+	assert.Equal(t, []string{"cp-a", "cp-b"}, names(got, v1alpha1.ActionReplace), "a machine created for v1.35.2 already runs it")
+	assert.Equal(t, []string{"cp-c"}, names(got, v1alpha1.ActionUntouched))
 	assert.Equal(t, "version v1.34.3 → v1.35.2", got[0].Reason)
 
 	infra := planKCP("v1.35.2")
 	infra.Spec.MachineTemplate.Spec.InfrastructureRef.Name = "cp-v2"
 	got = planControlPlaneMachines(infra, kcpChange(t, live, infra), ms)
-	assert.Equal(t, []string{"cp-a", "cp-b", "cp-c"}, names(got, ActionReplace), "a new template replaces every one")
+	assert.Equal(t, []string{"cp-a", "cp-b", "cp-c"}, names(got, v1alpha1.ActionReplace), "a new template replaces every one")
 
 	labels := live.DeepCopy()
 	labels.Spec.MachineTemplate.ObjectMeta.Labels = map[string]string{"team": "b"}
 	got = planControlPlaneMachines(labels, kcpChange(t, live, labels), ms)
-	assert.Equal(t, []string{"cp-a", "cp-b", "cp-c"}, names(got, ActionInPlace))
-	assert.Equal(t, PlanCounts{InPlace: 3}, countMachines(got))
+	assert.Equal(t, []string{"cp-a", "cp-b", "cp-c"}, names(got, v1alpha1.ActionInPlace))
+	assert.Equal(t, v1alpha1.PlanCounts{InPlace: 3}, countMachines(got))
 }
 
 // TestWorkersUpgradePlan: the workers' steps Cluster API computes when no
@@ -324,7 +325,7 @@ func TestPreflightHolds(t *testing.T) {
 			holds := preflightHolds(tt.md, holdFacts{cluster: tt.cluster, controlPlane: tt.cp, bootstrapSkip: tt.bootstrapSkip, cli: "rollout"})
 			var got []string
 			for _, h := range holds {
-				assert.Equal(t, HoldPreflightCheck, h.Kind)
+				assert.Equal(t, v1alpha1.HoldPreflightCheck, h.Kind)
 				assert.Contains(t, h.Message, "(Cluster API's "+h.Check+" preflight check)", "names Cluster API's check")
 				assert.Contains(t, h.Message, clusterv1.MachineSetSkipPreflightChecksAnnotation+"="+h.Check, "names the way out")
 				got = append(got, h.Check)
@@ -347,9 +348,9 @@ func TestHolds(t *testing.T) {
 	f := holdFacts{cluster: paused, controlPlane: planKCP("v1.34.3"), cli: "rollout"}
 	holds := machineDeploymentHolds(md, true, f)
 	require.Len(t, holds, 3)
-	assert.Equal(t, PlanHold{Kind: HoldPaused, Check: "spec.paused", Object: "cluster/c1", Message: "Cluster c1 is paused (spec.paused is true): Cluster API reconciles none of its objects until it is resumed; the change is stored and rolls out then"}, holds[0])
-	assert.Equal(t, PlanHold{Kind: HoldPaused, Check: "spec.paused", Object: "machinedeployment/md-0", Message: "MachineDeployment md-0 is paused (spec.paused is true): the change is stored and rolls out when it is resumed: rollout resume machinedeployment/md-0"}, holds[1])
-	assert.Equal(t, HoldOnDelete, holds[2].Kind)
+	assert.Equal(t, v1alpha1.PlanHold{Kind: v1alpha1.HoldPaused, Check: "spec.paused", Object: "cluster/c1", Message: "Cluster c1 is paused (spec.paused is true): Cluster API reconciles none of its objects until it is resumed; the change is stored and rolls out then"}, holds[0])
+	assert.Equal(t, v1alpha1.PlanHold{Kind: v1alpha1.HoldPaused, Check: "spec.paused", Object: "machinedeployment/md-0", Message: "MachineDeployment md-0 is paused (spec.paused is true): the change is stored and rolls out when it is resumed: rollout resume machinedeployment/md-0"}, holds[1])
+	assert.Equal(t, v1alpha1.HoldOnDelete, holds[2].Kind)
 	assert.Len(t, machineDeploymentHolds(md, false, f), 2, "without new machines only the pauses hold")
 
 	kcp := planKCP("v1.35.2")
@@ -397,23 +398,23 @@ func TestEstimateDuration(t *testing.T) {
 		name     string
 		records  []revisions.Record
 		machines []clusterv1.Machine
-		want     PlanDuration
+		want     v1alpha1.PlanDuration
 	}{
 		{"three machines", []revisions.Record{created, rollout}, []clusterv1.Machine{at("a", 0), at("b", 40*time.Second), ready(at("c", 90*time.Second), 45*time.Second)},
-			PlanDuration{Known: true, PerMachine: "45s", Estimate: "2m15s", Basis: "median per machine over 3 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
+			v1alpha1.PlanDuration{Known: true, PerMachine: "45s", Estimate: "2m15s", Basis: "median per machine over 3 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
 		{"a label changed since", []revisions.Record{created, rollout, label}, []clusterv1.Machine{at("a", 0), at("b", 40*time.Second), ready(at("c", 90*time.Second), 45*time.Second)},
-			PlanDuration{Known: true, PerMachine: "45s", Estimate: "2m15s", Basis: "median per machine over 3 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
+			v1alpha1.PlanDuration{Known: true, PerMachine: "45s", Estimate: "2m15s", Basis: "median per machine over 3 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
 		{"older machines are not counted", []revisions.Record{rollout}, []clusterv1.Machine{planMachine("old", "x", "", "v1.34.3", 3*time.Hour), at("a", 0), ready(at("b", 30*time.Second), 50*time.Second)},
-			PlanDuration{Known: true, PerMachine: "40s", Estimate: "2m0s", Basis: "median per machine over 2 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
+			v1alpha1.PlanDuration{Known: true, PerMachine: "40s", Estimate: "2m0s", Basis: "median per machine over 2 machines of the rollout of revision 2 (2030-01-02T02:00:00Z)"}},
 		{"a restart after the revision", []revisions.Record{{Revision: 1, ChangeType: revisions.ChangeCreated, Restarts: []revisions.Restart{{At: start}}}},
 			[]clusterv1.Machine{at("a", 0), at("b", 20*time.Second)},
-			PlanDuration{Known: true, PerMachine: "20s", Estimate: "1m0s", Basis: "median per machine over 1 machine of the restart of revision 1 at 2030-01-02T02:00:00Z (2030-01-02T02:00:00Z)"}},
+			v1alpha1.PlanDuration{Known: true, PerMachine: "20s", Estimate: "1m0s", Basis: "median per machine over 1 machine of the restart of revision 1 at 2030-01-02T02:00:00Z (2030-01-02T02:00:00Z)"}},
 		{"created, never rolled", []revisions.Record{created, label}, []clusterv1.Machine{at("a", 0)},
-			PlanDuration{Basis: "unknown: the history of machinedeployment/md-0 records no rollout or restart to learn from"}},
+			v1alpha1.PlanDuration{Basis: "unknown: the history of machinedeployment/md-0 records no rollout or restart to learn from"}},
 		{"no machine of that rollout", []revisions.Record{rollout}, []clusterv1.Machine{planMachine("old", "x", "", "v1.34.3", 3*time.Hour)},
-			PlanDuration{Basis: "unknown: no running machine of machinedeployment/md-0 was created by the rollout of revision 2"}},
+			v1alpha1.PlanDuration{Basis: "unknown: no running machine of machinedeployment/md-0 was created by the rollout of revision 2"}},
 		{"one machine, not ready", []revisions.Record{rollout}, []clusterv1.Machine{at("a", 0)},
-			PlanDuration{Basis: "unknown: the one machine the rollout of revision 2 created is not ready yet"}},
+			v1alpha1.PlanDuration{Basis: "unknown: the one machine the rollout of revision 2 created is not ready yet"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -457,7 +458,7 @@ func TestVerdictOf(t *testing.T) {
 
 	v, err = verdictOf(nil, []string{"steps"})
 	require.NoError(t, err)
-	assert.Equal(t, PlanVerdict{Admitted: true, Warnings: []string{"steps"}}, v)
+	assert.Equal(t, v1alpha1.PlanVerdict{Admitted: true, Warnings: []string{"steps"}}, v)
 
 	_, err = verdictOf(apierrors.NewForbidden(schema.GroupResource{Resource: "kubeadmcontrolplanes"}, "cp", errors.New("no")), nil)
 	require.Error(t, err, "a denied permission is no verdict")
@@ -468,13 +469,13 @@ func TestVerdictOf(t *testing.T) {
 // TestPlanExitStatus: 0 admitted, 6 refused (before anything else), 7
 // replacing machines with --fail-on-replace.
 func TestPlanExitStatus(t *testing.T) {
-	admitted := ObjectPlan{Object: PlanObjectRef{Kind: "MachineDeployment", Name: "md-0"}, Verdict: PlanVerdict{Admitted: true}, Counts: PlanCounts{Replace: 3}}
-	refused := ObjectPlan{Object: PlanObjectRef{Kind: "KubeadmControlPlane", Name: "cp"}, Verdict: PlanVerdict{RefusedBy: "rollout-guard", Rules: []string{"EtcdDowngrade"}}}
-	assert.Equal(t, ExitOK, ExitCode(planVerdictError(newRolloutPlan("c", []ObjectPlan{admitted}), false)))
-	err := planVerdictError(newRolloutPlan("c", []ObjectPlan{admitted}), true)
+	admitted := v1alpha1.ObjectPlan{Object: v1alpha1.PlanObjectRef{Kind: "MachineDeployment", Name: "md-0"}, Verdict: v1alpha1.PlanVerdict{Admitted: true}, Counts: v1alpha1.PlanCounts{Replace: 3}}
+	refused := v1alpha1.ObjectPlan{Object: v1alpha1.PlanObjectRef{Kind: "KubeadmControlPlane", Name: "cp"}, Verdict: v1alpha1.PlanVerdict{RefusedBy: "rollout-guard", Rules: []string{"EtcdDowngrade"}}}
+	assert.Equal(t, ExitOK, ExitCode(planVerdictError(newRolloutPlan("c", []v1alpha1.ObjectPlan{admitted}), false)))
+	err := planVerdictError(newRolloutPlan("c", []v1alpha1.ObjectPlan{admitted}), true)
 	assert.Equal(t, ExitWouldReplace, ExitCode(err))
 	assert.EqualError(t, err, "the change would replace 3 machines (--fail-on-replace); nothing was changed")
-	err = planVerdictError(newRolloutPlan("c", []ObjectPlan{admitted, refused}), true)
+	err = planVerdictError(newRolloutPlan("c", []v1alpha1.ObjectPlan{admitted, refused}), true)
 	assert.Equal(t, ExitRefused, ExitCode(err))
 	assert.EqualError(t, err, "the change would be refused: kubeadmcontrolplane/cp by rollout-guard (EtcdDowngrade); nothing was changed")
 	p := newRolloutPlan("c", nil)
@@ -485,7 +486,7 @@ func TestPlanExitStatus(t *testing.T) {
 // TestPlanStrategy: Cluster API's defaults and the words for them.
 func TestPlanStrategy(t *testing.T) {
 	md := planMD("v1.34.3", "md-0")
-	assert.Equal(t, &PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
+	assert.Equal(t, &v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
 		Description: "RollingUpdate: up to 1 new machine above the 3 wanted, at most 0 unavailable; old machines deleted in Random order once new ones are available"}, machineDeploymentStrategy(md))
 	md.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("50%"))
 	md.Spec.Deletion.Order = clusterv1.OldestMachineSetDeletionOrder

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
@@ -80,10 +81,10 @@ func TestGitOpsEmit(t *testing.T) {
 	assert.Equal(t, "c1-md-0", w.MD.Spec.Template.Spec.InfrastructureRef.Name)
 	assert.Equal(t, "v1.34.2", w.MD.Spec.Template.Spec.Version)
 
-	var h rollout.RolloutHistory
+	var h v1alpha1.RolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(rolloutCmd(t, "history", md, "-n", w.Namespace, "-o", "json").ok(t)), &h))
 	assert.EqualValues(t, 3, h.LiveRevision)
-	var live *rollout.HistoryRevision
+	var live *v1alpha1.HistoryRevision
 	for i := range h.Revisions {
 		if h.Revisions[i].Live {
 			live = &h.Revisions[i]
@@ -96,7 +97,7 @@ func TestGitOpsEmit(t *testing.T) {
 	snap, err := revisions.ForMachineDeployment(w.MD)
 	require.NoError(t, err)
 	assert.Equal(t, snap.Hash, live.Hash, "the live template is revision 1's")
-	assert.True(t, slices.ContainsFunc(h.Revisions, func(r rollout.HistoryRevision) bool { return r.Revision == 2 && r.GitOps == "" }))
+	assert.True(t, slices.ContainsFunc(h.Revisions, func(r v1alpha1.HistoryRevision) bool { return r.Revision == 2 && r.GitOps == "" }))
 	golden(t, "gitops/md-table.txt", rolloutCmd(t, "history", md, "-n", w.Namespace).ok(t))
 
 	// Revision 1 as the MachineDeployment it is a revision of: the same

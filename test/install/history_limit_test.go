@@ -25,7 +25,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
-	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -221,7 +221,7 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 
 	// The CLI lists exactly what is kept, the live revision marked.
 	out := rolloutHistory(t, tc.resource, "-n", ns, "-o", "json")
-	var h rollout.RolloutHistory
+	var h v1alpha1.RolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(out), &h), "rollout history -o json printed:\n%s", out)
 	assert.Equal(t, last, h.LiveRevision)
 	var printed []int64

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
-	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -40,26 +40,26 @@ func cli(t *testing.T, args ...string) sandbox.CLIRun {
 }
 
 // plan runs `rollout plan ARGS -o json`, validates the output against
-// rollout/plan.schema.json and decodes the plan; it fails the test unless
+// rollout/api/v1alpha1/plan.schema.json and decodes the plan; it fails the test unless
 // the exit code is want.
-func plan(t *testing.T, want int, args ...string) (*rollout.RolloutPlan, sandbox.CLIRun) {
+func plan(t *testing.T, want int, args ...string) (*v1alpha1.RolloutPlan, sandbox.CLIRun) {
 	t.Helper()
 	return decodePlan(t, want, args, cli(t, append(append([]string{"plan"}, args...), "-o", "json")...))
 }
 
 // decodePlan checks a run of `rollout plan ARGS -o json`: its exit code is
-// want, its output matches rollout/plan.schema.json and decodes into a
+// want, its output matches rollout/api/v1alpha1/plan.schema.json and decodes into a
 // RolloutPlan with no field the type does not know.
-func decodePlan(t *testing.T, want int, args []string, run sandbox.CLIRun) (*rollout.RolloutPlan, sandbox.CLIRun) {
+func decodePlan(t *testing.T, want int, args []string, run sandbox.CLIRun) (*v1alpha1.RolloutPlan, sandbox.CLIRun) {
 	t.Helper()
 	require.Equal(t, want, run.Code, "rollout plan %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), run.Stdout, run.Stderr)
 	requireSchemaValid(t, run.Stdout)
-	p := &rollout.RolloutPlan{}
+	p := &v1alpha1.RolloutPlan{}
 	dec := json.NewDecoder(strings.NewReader(run.Stdout))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(p), run.Stdout)
-	require.Equal(t, rollout.PlanAPIVersion, p.APIVersion)
-	require.Equal(t, rollout.PlanKind, p.Kind)
+	require.Equal(t, v1alpha1.PlanAPIVersion, p.APIVersion)
+	require.Equal(t, v1alpha1.PlanKind, p.Kind)
 	return p, run
 }
 
@@ -118,7 +118,7 @@ func controlPlane() client.MatchingLabels {
 }
 
 // planned returns the names of a plan's machines with action, sorted.
-func planned(op rollout.ObjectPlan, action string) []string {
+func planned(op v1alpha1.ObjectPlan, action string) []string {
 	var out []string
 	for _, m := range op.Machines {
 		if m.Action == action {

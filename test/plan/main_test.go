@@ -26,7 +26,7 @@
 //     history shows them afterwards.
 //
 // Every -o json output of a real run is validated against the documented
-// schema, rollout/plan.schema.json, before it is decoded.
+// schema, rollout/api/v1alpha1/plan.schema.json, before it is decoded.
 //
 // One sandbox is shared: the plain cluster demo (3 control-plane and 3
 // worker machines, starting at v1.33.5) and the ClusterClass cluster demo-cc

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/skew"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -70,12 +71,12 @@ func templateSwitch(t *testing.T) {
 	op := p.Objects[0]
 	assert.True(t, p.Admitted)
 	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
-	assert.Equal(t, rollout.EffectRollout, op.Effect)
-	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the plan lists exactly the worker machines")
-	assert.Equal(t, rollout.PlanCounts{Replace: workerMachines}, op.Counts)
-	assert.Equal(t, []rollout.PlanFieldChange{{Path: "infrastructureRef", From: "DevMachineTemplate/" + demo.MachineDeploymentName(), To: "DevMachineTemplate/" + demo.SpareWorkerTemplate(), RollsOut: true}}, op.Changes)
+	assert.Equal(t, v1alpha1.EffectRollout, op.Effect)
+	assert.Equal(t, keys(old), planned(op, v1alpha1.ActionReplace), "the plan lists exactly the worker machines")
+	assert.Equal(t, v1alpha1.PlanCounts{Replace: workerMachines}, op.Counts)
+	assert.Equal(t, []v1alpha1.PlanFieldChange{{Path: "infrastructureRef", From: "DevMachineTemplate/" + demo.MachineDeploymentName(), To: "DevMachineTemplate/" + demo.SpareWorkerTemplate(), RollsOut: true}}, op.Changes)
 	require.NotNil(t, op.Strategy)
-	assert.Equal(t, rollout.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
+	assert.Equal(t, v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
 		Description: "RollingUpdate: up to 1 new machine above the 3 wanted, at most 0 unavailable; old machines deleted in Random order once new ones are available"}, *op.Strategy)
 	assert.Empty(t, op.Holds)
 	assert.False(t, op.Duration.Known, "the pool has never rolled out: %s", op.Duration.Basis)
@@ -102,7 +103,7 @@ func templateSwitch(t *testing.T) {
 		}
 	}
 	slices.Sort(replaced)
-	assert.Equal(t, planned(op, rollout.ActionReplace), replaced, "the machines replaced are the ones the plan listed")
+	assert.Equal(t, planned(op, v1alpha1.ActionReplace), replaced, "the machines replaced are the ones the plan listed")
 
 	// `rollout status` is done when the new machines serve; Cluster API
 	// deletes the emptied MachineSet a moment later. The next step edits
@@ -156,14 +157,14 @@ func labelOnly(t *testing.T) {
 	p, _ := plan(t, 0, "-f", file, "--fail-on-replace")
 	require.Len(t, p.Objects, 2, "both objects of the file")
 	mdPlan, kcpPlan := p.Objects[0], p.Objects[1]
-	assert.Equal(t, rollout.PlanObjectRef{Kind: "MachineDeployment", Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}, mdPlan.Object)
+	assert.Equal(t, v1alpha1.PlanObjectRef{Kind: "MachineDeployment", Namespace: demo.Namespace, Name: demo.MachineDeploymentName()}, mdPlan.Object)
 	assert.True(t, mdPlan.Verdict.Admitted, "%+v", mdPlan.Verdict)
-	assert.Equal(t, rollout.EffectInPlace, mdPlan.Effect)
-	assert.Equal(t, []rollout.PlanFieldChange{{Path: "metadata.labels.team", To: "payments"}}, mdPlan.Changes)
-	assert.Empty(t, planned(mdPlan, rollout.ActionReplace), "a label is no rollout")
-	assert.Equal(t, keys(old), planned(mdPlan, rollout.ActionInPlace))
-	assert.Equal(t, rollout.EffectNone, kcpPlan.Effect)
-	assert.Equal(t, rollout.PlanCounts{Untouched: cpMachines}, kcpPlan.Counts)
+	assert.Equal(t, v1alpha1.EffectInPlace, mdPlan.Effect)
+	assert.Equal(t, []v1alpha1.PlanFieldChange{{Path: "metadata.labels.team", To: "payments"}}, mdPlan.Changes)
+	assert.Empty(t, planned(mdPlan, v1alpha1.ActionReplace), "a label is no rollout")
+	assert.Equal(t, keys(old), planned(mdPlan, v1alpha1.ActionInPlace))
+	assert.Equal(t, v1alpha1.EffectNone, kcpPlan.Effect)
+	assert.Equal(t, v1alpha1.PlanCounts{Untouched: cpMachines}, kcpPlan.Counts)
 	assert.False(t, p.ReplacesMachines)
 	report(t, 0, "-f", file)
 	assert.Equal(t, beforeMD, storedOf(t, md.DeepCopy()))
@@ -190,8 +191,8 @@ func restart(t *testing.T) {
 	workersNow := machines(t, workers())
 	p, _ := plan(t, 0, "md/"+demo.MachineDeploymentName(), "--restart")
 	op := p.Objects[0]
-	assert.Equal(t, rollout.EffectRestart, op.Effect)
-	assert.Equal(t, keys(workersNow), planned(op, rollout.ActionReplace))
+	assert.Equal(t, v1alpha1.EffectRestart, op.Effect)
+	assert.Equal(t, keys(workersNow), planned(op, v1alpha1.ActionReplace))
 	for _, m := range op.Machines {
 		assert.True(t, strings.HasPrefix(m.Reason, "created before spec.rollout.after "), m.Reason)
 	}
@@ -199,8 +200,8 @@ func restart(t *testing.T) {
 	p, _ = plan(t, 0, "cluster/"+demo.Name, "--restart")
 	require.Len(t, p.Objects, 2, "the control plane, then the worker pool")
 	assert.Equal(t, "KubeadmControlPlane", p.Objects[0].Object.Kind)
-	assert.Equal(t, keys(machines(t, controlPlane())), planned(p.Objects[0], rollout.ActionReplace))
-	assert.Equal(t, keys(workersNow), planned(p.Objects[1], rollout.ActionReplace))
+	assert.Equal(t, keys(machines(t, controlPlane())), planned(p.Objects[0], v1alpha1.ActionReplace))
+	assert.Equal(t, keys(workersNow), planned(p.Objects[1], v1alpha1.ActionReplace))
 	report(t, 0, "cluster/"+demo.Name, "--restart")
 }
 
@@ -215,8 +216,8 @@ func controlPlaneBump(t *testing.T) {
 	require.Len(t, p.Objects, 1)
 	op := p.Objects[0]
 	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
-	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the plan lists the control-plane machines")
-	assert.Equal(t, []rollout.PlanStep{{Part: rollout.PartControlPlane, Version: "v1.34.3", Etcd: "3.6.5", EtcdSource: "kubeadm's default for v1.34.3",
+	assert.Equal(t, keys(old), planned(op, v1alpha1.ActionReplace), "the plan lists the control-plane machines")
+	assert.Equal(t, []v1alpha1.PlanStep{{Part: rollout.PartControlPlane, Version: "v1.34.3", Etcd: "3.6.5", EtcdSource: "kubeadm's default for v1.34.3",
 		Objects: []string{"kubeadmcontrolplane/" + demo.ControlPlaneName()}, Machines: cpMachines}}, op.Steps, "one step, with its etcd")
 	require.NotNil(t, op.Strategy)
 	assert.Equal(t, "Oldest", op.Strategy.DeletionOrder)
@@ -235,7 +236,7 @@ func controlPlaneBump(t *testing.T) {
 	p, _ = plan(t, 0, back...)
 	var checks []string
 	for _, h := range p.Objects[0].Holds {
-		if h.Kind == rollout.HoldPreflightCheck {
+		if h.Kind == v1alpha1.HoldPreflightCheck {
 			checks = append(checks, h.Check)
 		}
 	}
@@ -274,7 +275,7 @@ func refusedUndo(t *testing.T) {
 	require.Len(t, v.Causes, 2, "one cause per rule, with its field")
 	assert.True(t, strings.HasPrefix(v.Causes[0], "spec.version: Forbidden: KubeadmControlPlane demo-control-plane: Kubernetes downgrade"), v.Causes[0])
 	assert.Equal(t, "error: the change would be refused: kubeadmcontrolplane/demo-control-plane by rollout-guard (ControlPlaneDowngrade, EtcdDowngrade); nothing was changed\n", run.Stderr)
-	assert.Equal(t, []rollout.PlanStep{{Part: rollout.PartControlPlane, Version: startVersion, Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
+	assert.Equal(t, []v1alpha1.PlanStep{{Part: rollout.PartControlPlane, Version: startVersion, Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
 		Objects: []string{"kubeadmcontrolplane/" + demo.ControlPlaneName()}, Machines: cpMachines}}, p.Objects[0].Steps)
 	text := report(t, rollout.ExitRefused, undo...)
 	assert.Contains(t, text.Stdout, "  Verdict:  REFUSED by rollout-guard (webhook validate.kubeadmcontrolplane.rollout-guard.io; rules ControlPlaneDowngrade, EtcdDowngrade)\n")
@@ -286,12 +287,12 @@ func refusedUndo(t *testing.T) {
 func refusedUndoArgs(t *testing.T) []string {
 	t.Helper()
 	res := "kcp/" + demo.ControlPlaneName()
-	return []string{res, "--to-revision", itoa(revisionWhere(t, res, "version "+startVersion, func(r rollout.HistoryRevision) bool { return r.Version == startVersion }))}
+	return []string{res, "--to-revision", itoa(revisionWhere(t, res, "version "+startVersion, func(r v1alpha1.HistoryRevision) bool { return r.Version == startVersion }))}
 }
 
 // revisionWhere returns the number of the last recorded revision of res
 // that match accepts.
-func revisionWhere(t *testing.T, res, what string, match func(rollout.HistoryRevision) bool) int64 {
+func revisionWhere(t *testing.T, res, what string, match func(v1alpha1.HistoryRevision) bool) int64 {
 	t.Helper()
 	h := history(t, res)
 	var n int64
@@ -306,10 +307,10 @@ func revisionWhere(t *testing.T, res, what string, match func(rollout.HistoryRev
 
 // preflightChecks are the names of the MachineSet preflight checks that
 // would hold a plan.
-func preflightChecks(op rollout.ObjectPlan) []string {
+func preflightChecks(op v1alpha1.ObjectPlan) []string {
 	var out []string
 	for _, h := range op.Holds {
-		if h.Kind == rollout.HoldPreflightCheck {
+		if h.Kind == v1alpha1.HoldPreflightCheck {
 			out = append(out, h.Check)
 		}
 	}
@@ -343,10 +344,10 @@ func workerPreviews(t *testing.T) {
 	require.Len(t, p.Objects, 1)
 	op := p.Objects[0]
 	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
-	assert.Equal(t, rollout.EffectRollout, op.Effect)
-	assert.Equal(t, []rollout.PlanFieldChange{{Path: "bootstrap.configRef", From: "KubeadmConfigTemplate/" + demo.MachineDeploymentName(), To: "KubeadmConfigTemplate/" + spare, RollsOut: true}}, op.Changes)
-	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the plan lists exactly the worker machines")
-	assert.Equal(t, rollout.PlanCounts{Replace: workerMachines}, op.Counts)
+	assert.Equal(t, v1alpha1.EffectRollout, op.Effect)
+	assert.Equal(t, []v1alpha1.PlanFieldChange{{Path: "bootstrap.configRef", From: "KubeadmConfigTemplate/" + demo.MachineDeploymentName(), To: "KubeadmConfigTemplate/" + spare, RollsOut: true}}, op.Changes)
+	assert.Equal(t, keys(old), planned(op, v1alpha1.ActionReplace), "the plan lists exactly the worker machines")
+	assert.Equal(t, v1alpha1.PlanCounts{Replace: workerMachines}, op.Counts)
 	assert.Empty(t, op.Steps, "no version step")
 	assert.Contains(t, preflightChecks(op), kubeadmSkew, "%+v", op.Holds)
 	report(t, 0, change...)
@@ -358,13 +359,13 @@ func workerPreviews(t *testing.T) {
 	require.Len(t, p.Objects, 1)
 	op = p.Objects[0]
 	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
-	assert.Equal(t, rollout.EffectRollout, op.Effect)
-	assert.Equal(t, []rollout.PlanFieldChange{{Path: "version", From: startVersion, To: "v1.34.3", RollsOut: true}}, op.Changes)
-	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace))
+	assert.Equal(t, v1alpha1.EffectRollout, op.Effect)
+	assert.Equal(t, []v1alpha1.PlanFieldChange{{Path: "version", From: startVersion, To: "v1.34.3", RollsOut: true}}, op.Changes)
+	assert.Equal(t, keys(old), planned(op, v1alpha1.ActionReplace))
 	for _, m := range op.Machines {
 		assert.Equal(t, "version "+startVersion+" → v1.34.3", m.Reason, m.Name)
 	}
-	assert.Equal(t, []rollout.PlanStep{{Part: rollout.PartWorkers, Version: "v1.34.3", Objects: []string{mdObject}, Machines: workerMachines}}, op.Steps)
+	assert.Equal(t, []v1alpha1.PlanStep{{Part: rollout.PartWorkers, Version: "v1.34.3", Objects: []string{mdObject}, Machines: workerMachines}}, op.Steps)
 	assert.Empty(t, preflightChecks(op), "the new workers join at the control plane's minor: %+v", op.Holds)
 	report(t, 0, change...)
 
@@ -379,7 +380,7 @@ func workerPreviews(t *testing.T) {
 	assert.Contains(t, run.Stderr, "error: the change would be refused: "+mdObject+" by rollout-guard ("+string(skew.RuleWorkerNewerThanControlPlane)+")")
 
 	// An undo the guard admits: back to the pool's first template.
-	first := revisionWhere(t, res, "template "+demo.MachineDeploymentName(), func(r rollout.HistoryRevision) bool {
+	first := revisionWhere(t, res, "template "+demo.MachineDeploymentName(), func(r v1alpha1.HistoryRevision) bool {
 		return r.Infrastructure == "DevMachineTemplate/"+demo.MachineDeploymentName()
 	})
 	change = []string{res, "--to-revision", itoa(first)}
@@ -388,11 +389,11 @@ func workerPreviews(t *testing.T) {
 	op = p.Objects[0]
 	assert.True(t, p.Admitted)
 	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
-	assert.Equal(t, rollout.EffectRollout, op.Effect)
+	assert.Equal(t, v1alpha1.EffectRollout, op.Effect)
 	assert.True(t, strings.HasPrefix(op.Summary, "undo to revision "+itoa(first)), op.Summary)
-	assert.Contains(t, op.Changes, rollout.PlanFieldChange{Path: "infrastructureRef", From: "DevMachineTemplate/" + demo.SpareWorkerTemplate(), To: "DevMachineTemplate/" + demo.MachineDeploymentName(), RollsOut: true})
-	assert.Equal(t, keys(old), planned(op, rollout.ActionReplace), "the undo replaces every worker")
-	assert.Equal(t, rollout.PlanCounts{Replace: workerMachines}, op.Counts)
+	assert.Contains(t, op.Changes, v1alpha1.PlanFieldChange{Path: "infrastructureRef", From: "DevMachineTemplate/" + demo.SpareWorkerTemplate(), To: "DevMachineTemplate/" + demo.MachineDeploymentName(), RollsOut: true})
+	assert.Equal(t, keys(old), planned(op, v1alpha1.ActionReplace), "the undo replaces every worker")
+	assert.Equal(t, v1alpha1.PlanCounts{Replace: workerMachines}, op.Counts)
 	assert.Contains(t, preflightChecks(op), kubeadmSkew, "%+v", op.Holds)
 	report(t, 0, change...)
 
@@ -421,11 +422,11 @@ func spareBootstrapTemplate(t *testing.T) string {
 }
 
 // history returns `rollout history RES -o json`.
-func history(t *testing.T, res string) rollout.RolloutHistory {
+func history(t *testing.T, res string) v1alpha1.RolloutHistory {
 	t.Helper()
 	run := cli(t, "history", res, "-o", "json")
 	require.Equal(t, 0, run.Code, "rollout history %s\nstdout: %s\nstderr: %s", res, run.Stdout, run.Stderr)
-	var h rollout.RolloutHistory
+	var h v1alpha1.RolloutHistory
 	require.NoError(t, yaml.Unmarshal([]byte(run.Stdout), &h), run.Stdout)
 	return h
 }
@@ -454,7 +455,7 @@ func TestPlanClassCluster(t *testing.T) {
 	require.Len(t, p.Objects, 1)
 	op := p.Objects[0]
 	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
-	assert.Equal(t, rollout.EffectUpgrade, op.Effect)
+	assert.Equal(t, v1alpha1.EffectUpgrade, op.Effect)
 	assert.Equal(t, "ClusterClass demo-class spec.kubernetesVersions", op.StepsFrom)
 	assert.Contains(t, op.Verdict.Warnings, "Cluster demo-cc: Cluster API upgrades the control plane from v1.33.5 through v1.34.3, v1.35.2, v1.36.1 (steps from ClusterClass demo-class spec.kubernetesVersions)", "the guard's own warning")
 	var cpSteps, workerSteps, etcd []string
@@ -469,7 +470,7 @@ func TestPlanClassCluster(t *testing.T) {
 	assert.Equal(t, []string{"v1.34.3", "v1.35.2", "v1.36.1"}, cpSteps)
 	assert.Equal(t, []string{"v1.36.1"}, workerSteps)
 	assert.Equal(t, []string{"3.6.5", "3.6.6", "3.6.8"}, etcd, "kubeadm's etcd at each step")
-	assert.Equal(t, append(keys(cpOld), keys(wOld)...), planned(op, rollout.ActionReplace))
+	assert.Equal(t, append(keys(cpOld), keys(wOld)...), planned(op, v1alpha1.ActionReplace))
 	report(t, 0, "cluster/"+cc.Name, "--version", target)
 	fresh := &clusterv1.Cluster{}
 	require.NoError(t, sb.Client.Get(ctx, client.ObjectKeyFromObject(cluster), fresh))
@@ -496,9 +497,9 @@ func TestPlanClassCluster(t *testing.T) {
 	// A topology-managed pool is restarted through its Cluster.
 	p, _ = plan(t, 0, "md/"+cc.MachineDeploymentName(), "--restart")
 	op = p.Objects[0]
-	assert.Equal(t, &rollout.PlanObjectRef{Kind: "Cluster", Namespace: cc.Namespace, Name: cc.Name}, op.EditedThrough)
+	assert.Equal(t, &v1alpha1.PlanObjectRef{Kind: "Cluster", Namespace: cc.Namespace, Name: cc.Name}, op.EditedThrough)
 	assert.True(t, op.Verdict.Admitted, "%+v", op.Verdict)
-	assert.Equal(t, keys(machines(t, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: cc.MachineDeploymentName()})), planned(op, rollout.ActionReplace))
+	assert.Equal(t, keys(machines(t, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: cc.MachineDeploymentName()})), planned(op, v1alpha1.ActionReplace))
 	report(t, 0, "md/"+cc.MachineDeploymentName(), "--restart")
 }
 

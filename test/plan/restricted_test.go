@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
@@ -56,7 +57,7 @@ func restrictedUser(t *testing.T) {
 	workersBefore := machines(t, workers())
 	res := "md/" + demo.MachineDeploymentName()
 
-	var refused *rollout.RolloutPlan
+	var refused *v1alpha1.RolloutPlan
 	for _, c := range []struct {
 		want int
 		args []string
@@ -150,7 +151,7 @@ func allowed(t *testing.T, c client.Client, verb, group, resource string) bool {
 
 // planAs runs `rollout plan ARGS -o json` with kubeconfig in the clusters'
 // namespace and checks it as plan does.
-func planAs(t *testing.T, kubeconfig string, want int, args ...string) (*rollout.RolloutPlan, sandbox.CLIRun) {
+func planAs(t *testing.T, kubeconfig string, want int, args ...string) (*v1alpha1.RolloutPlan, sandbox.CLIRun) {
 	t.Helper()
 	var stdout, stderr sandbox.SyncBuffer
 	full := append(append([]string{"plan"}, args...), "-o", "json", "-n", demo.Namespace)

@@ -17,7 +17,7 @@ import (
 )
 
 // planSchema is the documented schema of `rollout plan -o json`,
-// rollout/plan.schema.json, loaded once with the validator the product's
+// rollout/api/v1alpha1/plan.schema.json, loaded once with the validator the product's
 // unit test of the schema uses (kube-openapi's).
 var planSchema struct {
 	once      sync.Once
@@ -27,11 +27,11 @@ var planSchema struct {
 }
 
 // requireSchemaValid fails the test unless out, the output of a real
-// `rollout plan -o json`, validates against rollout/plan.schema.json.
+// `rollout plan -o json`, validates against rollout/api/v1alpha1/plan.schema.json.
 func requireSchemaValid(t *testing.T, out string) {
 	t.Helper()
 	planSchema.once.Do(func() {
-		planSchema.validator, planSchema.err = loadPlanSchema(filepath.Join(sb.Env.RepoRoot, "rollout", "plan.schema.json"))
+		planSchema.validator, planSchema.err = loadPlanSchema(filepath.Join(sb.Env.RepoRoot, "rollout", "api", "v1alpha1", "plan.schema.json"))
 	})
 	require.NoError(t, planSchema.err)
 	var doc any
@@ -39,7 +39,7 @@ func requireSchemaValid(t *testing.T, out string) {
 	planSchema.mu.Lock()
 	res := planSchema.validator.Validate(doc)
 	planSchema.mu.Unlock()
-	require.True(t, res.IsValid(), "the plan does not match rollout/plan.schema.json: %v\n%s", res.Errors, out)
+	require.True(t, res.IsValid(), "the plan does not match rollout/api/v1alpha1/plan.schema.json: %v\n%s", res.Errors, out)
 }
 
 // loadPlanSchema reads the schema at path, inlines its references

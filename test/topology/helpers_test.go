@@ -21,7 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
@@ -216,11 +216,11 @@ func guardWebhookNames(t *testing.T) []string {
 
 // history returns `rollout history RES -o json` of a resource of the
 // clusters' namespace.
-func history(t *testing.T, resource string) rollout.RolloutHistory {
+func history(t *testing.T, resource string) v1alpha1.RolloutHistory {
 	t.Helper()
 	run := sb.RunCLI(t.TempDir(), cc.Namespace, "history", resource, "-o", "json")
 	require.Equal(t, 0, run.Code, "rollout history %s\nstdout: %s\nstderr: %s", resource, run.Stdout, run.Stderr)
-	var h rollout.RolloutHistory
+	var h v1alpha1.RolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(run.Stdout), &h), run.Stdout)
 	return h
 }

@@ -15,6 +15,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
@@ -163,13 +164,13 @@ func TestChainedUpgradeAcrossThreeMinors(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"v1.34.3", "v1.35.2", "v1.36.1"}, steps, "one control-plane revision per step, in order: %+v", h.Revisions)
-	assert.True(t, slices.IsSortedFunc(h.Revisions, func(a, b rollout.HistoryRevision) int { return int(a.Revision - b.Revision) }))
+	assert.True(t, slices.IsSortedFunc(h.Revisions, func(a, b v1alpha1.HistoryRevision) int { return int(a.Revision - b.Revision) }))
 
 	// The cluster's history: the control plane's steps and the workers',
 	// in one list, each made through the topology controller.
 	run = sb.RunCLI(t.TempDir(), cc.Namespace, "history", "cluster/"+cc.Name, "-o", "json")
 	require.Equal(t, 0, run.Code, "rollout history cluster/%s\nstdout: %s\nstderr: %s", cc.Name, run.Stdout, run.Stderr)
-	var ch rollout.ClusterRolloutHistory
+	var ch v1alpha1.ClusterRolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(run.Stdout), &ch), run.Stdout)
 	var made []string
 	for _, r := range ch.Revisions {

@@ -1,4 +1,4 @@
-package rollout
+package v1alpha1
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 // PlanAPIVersion is the apiVersion of what `rollout plan -o json|yaml`
 // prints. The schema is versioned: fields may be added within a version,
-// none is removed or changes meaning; rollout/plan.schema.json is its JSON
+// none is removed or changes meaning; plan.schema.json beside it is its JSON
 // Schema.
 const PlanAPIVersion = "rollout.rollout-guard.io/v1alpha1"
 

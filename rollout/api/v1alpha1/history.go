@@ -1,0 +1,179 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// HistoryAPIVersion is the apiVersion of what `rollout history -o json|yaml` prints.
+const HistoryAPIVersion = "rollout.rollout-guard.io/v1alpha1"
+
+// RolloutHistory is the history of one object as `rollout history -o
+// json|yaml` prints it.
+type RolloutHistory struct {
+	metav1.TypeMeta `json:",inline"`
+	// Object is the MachineDeployment or KubeadmControlPlane.
+	Object HistoryObject `json:"object"`
+	// Recorded is false when rollout-guard recorded nothing for the object.
+	Recorded bool `json:"recorded"`
+	// LiveRevision is the number of the live revision, 0 when unknown.
+	LiveRevision int64 `json:"liveRevision,omitempty"`
+	// Revisions are the recorded revisions, oldest first.
+	Revisions []HistoryRevision `json:"revisions,omitempty"`
+	// MachineSets are, when nothing was recorded, what the cluster keeps of
+	// a MachineDeployment's revisions.
+	MachineSets []MachineSetRevision `json:"machineSets,omitempty"`
+}
+
+// HistoryObject names the object of a history.
+type HistoryObject struct {
+	// Kind is MachineDeployment or KubeadmControlPlane.
+	Kind string `json:"kind"`
+	// Namespace is the object's namespace.
+	Namespace string `json:"namespace"`
+	// Name is the object's name.
+	Name string `json:"name"`
+	// UID is the object's UID, which its ControllerRevisions carry.
+	UID string `json:"uid"`
+}
+
+// HistoryRevision is one revision of a RolloutHistory.
+type HistoryRevision struct {
+	// Revision is the latest number the content was live under.
+	Revision int64 `json:"revision"`
+	// History is every number the content was live under.
+	History []int64 `json:"history,omitempty"`
+	// Live marks the live revision.
+	Live bool `json:"live,omitempty"`
+	// ControllerRevision is the name of the record, "" while the live
+	// revision is not yet recorded.
+	ControllerRevision string `json:"controllerRevision,omitempty"`
+	// Hash is the content's hash.
+	Hash string `json:"hash"`
+	// Version is the Kubernetes version.
+	Version string `json:"version,omitempty"`
+	// Infrastructure is the infrastructure machine template, "Kind/name".
+	Infrastructure string `json:"infrastructure,omitempty"`
+	// Bootstrap is a MachineDeployment's bootstrap config template,
+	// "Kind/name", or "secret:<name>".
+	Bootstrap string `json:"bootstrap,omitempty"`
+	// EtcdImageTag is a KubeadmControlPlane's pinned etcd image tag.
+	EtcdImageTag string `json:"etcdImageTag,omitempty"`
+	// ChangedBy is the user whose request made the content live.
+	ChangedBy string `json:"changedBy,omitempty"`
+	// ChangedAt is when, RFC 3339.
+	ChangedAt string `json:"changedAt,omitempty"`
+	// FieldManager is the request's field manager.
+	FieldManager string `json:"fieldManager,omitempty"`
+	// GitOps is the GitOps controller that made the revision ("Argo CD",
+	// "Flux"), known by its field manager or service account.
+	GitOps string `json:"gitOps,omitempty"`
+	// ChangeType is created, rollout, in-place or adopted.
+	ChangeType string `json:"changeType,omitempty"`
+	// ChangeCause says why.
+	ChangeCause string `json:"changeCause,omitempty"`
+	// Override is the break-glass override that let the change through.
+	Override *HistoryOverride `json:"override,omitempty"`
+	// Restarts are the restarts asked while the content was live.
+	Restarts []revisions.Restart `json:"restarts,omitempty"`
+	// Content is the revision's content (with --revision only).
+	Content json.RawMessage `json:"content,omitempty"`
+}
+
+// HistoryOverride is the break-glass override a revision was made with.
+type HistoryOverride struct {
+	// By is the user who used it.
+	By string `json:"by"`
+	// Reason is the reason given.
+	Reason string `json:"reason"`
+	// Rules are the ids of the rules it overrode.
+	Rules []string `json:"rules,omitempty"`
+}
+
+// MachineSetRevision is one MachineSet of a MachineDeployment and the
+// revision Cluster API annotated it with.
+type MachineSetRevision struct {
+	// Revision is the machinedeployment.clusters.x-k8s.io/revision annotation.
+	Revision string `json:"revision,omitempty"`
+	// MachineSet is the MachineSet's name.
+	MachineSet string `json:"machineSet"`
+	// Version is its template's Kubernetes version.
+	Version string `json:"version,omitempty"`
+	// Infrastructure is its infrastructure machine template, "Kind/name".
+	Infrastructure string `json:"infrastructure,omitempty"`
+	// Bootstrap is its bootstrap config template, "Kind/name".
+	Bootstrap string `json:"bootstrap,omitempty"`
+	// Replicas is its spec.replicas.
+	Replicas int32 `json:"replicas"`
+	// CreatedAt is its creation time.
+	CreatedAt string `json:"createdAt"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (h *RolloutHistory) DeepCopyObject() runtime.Object {
+	if h == nil {
+		return nil
+	}
+	out := &RolloutHistory{}
+	raw, err := json.Marshal(h)
+	if err == nil {
+		err = json.Unmarshal(raw, out)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("copying a RolloutHistory: %v", err))
+	}
+	return out
+}
+
+// ClusterHistoryKind is the kind of what `rollout history cluster/NAME -o
+// json|yaml` prints.
+const ClusterHistoryKind = "ClusterRolloutHistory"
+
+// ClusterRolloutHistory is the history of a Cluster's control plane and
+// worker pools, merged, as `rollout history cluster/NAME -o json|yaml`
+// prints it.
+type ClusterRolloutHistory struct {
+	metav1.TypeMeta `json:",inline"`
+	// Cluster is the Cluster.
+	Cluster HistoryObject `json:"cluster"`
+	// TopologyVersion is its spec.topology.version; "" without a topology.
+	TopologyVersion string `json:"topologyVersion,omitempty"`
+	// Objects are its control plane and worker pools.
+	Objects []ClusterHistoryObject `json:"objects"`
+	// Revisions are the revisions of every object, ordered by the time
+	// their content was last made live (restarts stay with their
+	// revision, as in RolloutHistory).
+	Revisions []ClusterHistoryRevision `json:"revisions"`
+}
+
+// ClusterHistoryObject is one object of a cluster's history.
+type ClusterHistoryObject struct {
+	HistoryObject `json:",inline"`
+	// Recorded is false when rollout-guard recorded nothing for it.
+	Recorded bool `json:"recorded"`
+	// LiveRevision is the number of its live revision, 0 when unknown.
+	LiveRevision int64 `json:"liveRevision,omitempty"`
+}
+
+// ClusterHistoryRevision is one revision of one object of a cluster.
+type ClusterHistoryRevision struct {
+	// Object is the object whose revision it is.
+	Object          HistoryObject `json:"object"`
+	HistoryRevision `json:",inline"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (h *ClusterRolloutHistory) DeepCopyObject() runtime.Object {
+	if h == nil {
+		return nil
+	}
+	out := *h
+	out.Objects = append([]ClusterHistoryObject(nil), h.Objects...)
+	out.Revisions = append([]ClusterHistoryRevision(nil), h.Revisions...)
+	return &out
+}
