@@ -2,10 +2,8 @@ package history
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -206,86 +203,30 @@ func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, own
 		return recorded{}, false, err
 	}
 	if meta == nil {
-		numbered, listed, err := r.number(ctx, owner, snap, rec, nil, true)
-		if err != nil {
-			return recorded{}, true, err
-		}
-		create := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
-		if err := r.Client.Create(ctx, create); err != nil {
-			return recorded{}, true, fmt.Errorf("recording %s: %w", what, err)
-		}
-		out.stored = numbered
-		if listed != nil {
-			out.listed = withRecord(listed, revisions.Revision{Snapshot: snap, Record: numbered, Name: create.Name})
-		}
-		return out, true, nil
+		out, err = r.create(ctx, owner, ownerGVK, snap, rec, true, what)
+		return out, true, err
 	}
 	old, err := revisions.FromMetadata(meta)
 	if err != nil {
 		return recorded{}, false, nil // damaged: the API server's copy is replaced
 	}
-	numbered := rec
-	if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
-		if numbered, out.listed, err = r.number(ctx, owner, snap, rec, &old, true); err != nil {
-			return recorded{}, true, err
-		}
-	}
-	merged := revisions.Merge(old.Record, numbered)
-	out.stored = merged
-	if out.listed != nil {
-		out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: name})
-	}
-	out.above = numberedAbove(&appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Annotations: meta.Annotations}})
-	want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
-	for _, keep := range []string{AnnotationRefusedOverrides, AnnotationNumberedAbove} {
-		if v, ok := meta.Annotations[keep]; ok {
-			want.Annotations[keep] = v
-		}
+	out, want, err := r.merge(ctx, owner, ownerGVK, snap, rec, old, meta.Annotations, true)
+	if err != nil {
+		return recorded{}, true, err
 	}
 	if reflect.DeepEqual(meta.Annotations, want.Annotations) && reflect.DeepEqual(meta.Labels, want.Labels) {
 		return out, true, nil
 	}
-	patch, err := metadataPatch(meta, want)
-	if err != nil {
-		return recorded{}, true, fmt.Errorf("updating %s: %w", what, err)
-	}
-	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name}}
-	if err := r.Client.Patch(ctx, cr, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	// The record as the Index holds it, and as it should be: the patch
+	// between them (controller-runtime's merge patch, with the
+	// resourceVersion read as precondition) touches only what differs,
+	// never the data nor an annotation the Index does not hold.
+	base := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name,
+		ResourceVersion: meta.ResourceVersion, Labels: meta.Labels, Annotations: meta.Annotations}, Revision: old.Record.Revision}
+	updated := base.DeepCopy()
+	updated.Labels, updated.Annotations, updated.OwnerReferences, updated.Revision = want.Labels, want.Annotations, want.OwnerReferences, want.Revision
+	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return recorded{}, true, fmt.Errorf("updating %s: %w", what, err)
 	}
 	return out, true, nil
-}
-
-// metadataPatch is the JSON merge patch that turns the ControllerRevision
-// whose metadata is have into want, data aside — its labels, annotations
-// (those of have that want lacks removed), owner reference and revision
-// number — applied only to the version have was read at.
-func metadataPatch(have *metav1.PartialObjectMetadata, want *appsv1.ControllerRevision) ([]byte, error) {
-	annotations := map[string]any{}
-	for k := range have.Annotations {
-		annotations[k] = nil
-	}
-	for k, v := range want.Annotations {
-		annotations[k] = v
-	}
-	labels := map[string]any{}
-	for k := range have.Labels {
-		labels[k] = nil
-	}
-	for k, v := range want.Labels {
-		labels[k] = v
-	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": have.ResourceVersion,
-			"annotations":     annotations,
-			"labels":          labels,
-			"ownerReferences": want.OwnerReferences,
-		},
-		"revision": want.Revision,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the patch of ControllerRevision %s/%s: %w", have.Namespace, have.Name, err)
-	}
-	return patch, nil
 }

@@ -90,19 +90,8 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		existing := &appsv1.ControllerRevision{}
 		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
-			numbered, listed, err := r.number(ctx, owner, snap, rec, nil, false)
-			if err != nil {
-				return err
-			}
-			create := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
-			if err := r.Client.Create(ctx, create); err != nil {
-				return fmt.Errorf("recording %s: %w", what, err)
-			}
-			out.stored = numbered
-			if listed != nil {
-				out.listed = withRecord(listed, revisions.Revision{Snapshot: snap, Record: numbered, Name: create.Name})
-			}
-			return nil
+			out, err = r.create(ctx, owner, ownerGVK, snap, rec, false, what)
+			return err
 		}
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", what, err)
@@ -110,30 +99,12 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		old, err := revisions.FromControllerRevision(existing)
 		if err != nil {
 			// A damaged record of the same name: replace it with what is known now.
-			old = revisions.Revision{}
+			old = revisions.Revision{Name: existing.Name}
 		}
-		numbered := rec
-		if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
-			// A number this content does not hold yet: it may belong to
-			// other content (see number).
-			var listed []revisions.Revision
-			if numbered, listed, err = r.number(ctx, owner, snap, rec, &old, false); err != nil {
-				return err
-			}
-			out.listed = listed
+		var want *appsv1.ControllerRevision
+		if out, want, err = r.merge(ctx, owner, ownerGVK, snap, rec, old, existing.Annotations, false); err != nil {
+			return err
 		}
-		merged := revisions.Merge(old.Record, numbered)
-		out.stored = merged
-		if out.listed != nil {
-			out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: existing.Name})
-		}
-		want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
-		for _, keep := range []string{AnnotationRefusedOverrides, AnnotationNumberedAbove} {
-			if v, ok := existing.Annotations[keep]; ok {
-				want.Annotations[keep] = v
-			}
-		}
-		out.above = numberedAbove(existing)
 		if existing.Revision == want.Revision && reflect.DeepEqual(existing.Annotations, want.Annotations) &&
 			reflect.DeepEqual(existing.Labels, want.Labels) && string(existing.Data.Raw) == string(want.Data.Raw) {
 			return nil
@@ -170,6 +141,55 @@ func withRecord(revs []revisions.Revision, rev revisions.Revision) []revisions.R
 	return out
 }
 
+// create numbers snap (listing owner's history from the Index when
+// fromIndex, see number) and creates its ControllerRevision.
+func (r *Recorder) create(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, fromIndex bool, what string) (recorded, error) {
+	numbered, listed, err := r.number(ctx, owner, snap, rec, nil, fromIndex)
+	if err != nil {
+		return recorded{}, err
+	}
+	cr := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
+	if err := r.Client.Create(ctx, cr); err != nil {
+		return recorded{}, fmt.Errorf("recording %s: %w", what, err)
+	}
+	out := recorded{stored: numbered}
+	if listed != nil {
+		out.listed = withRecord(listed, revisions.Revision{Snapshot: snap, Record: numbered, Name: cr.Name})
+	}
+	return out, nil
+}
+
+// merge folds rec into old, the record of snap as read (from the API
+// server, or from the Index when fromIndex), numbering it anew when rec's
+// number may name other content (see number). It returns what is then
+// stored and the ControllerRevision that records it, keeping the
+// annotations of the record as read (existing) that rec does not make.
+func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, old revisions.Revision, existing map[string]string, fromIndex bool) (recorded, *appsv1.ControllerRevision, error) {
+	var out recorded
+	numbered := rec
+	if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
+		// A number this content does not hold yet: it may belong to
+		// other content (see number).
+		var err error
+		if numbered, out.listed, err = r.number(ctx, owner, snap, rec, &old, fromIndex); err != nil {
+			return recorded{}, nil, err
+		}
+	}
+	merged := revisions.Merge(old.Record, numbered)
+	out.stored = merged
+	want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
+	if out.listed != nil {
+		out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: want.Name})
+	}
+	for _, keep := range []string{AnnotationRefusedOverrides, AnnotationNumberedAbove} {
+		if v, ok := existing[keep]; ok {
+			want.Annotations[keep] = v
+		}
+	}
+	out.above = numberedAbove(existing)
+	return out, want, nil
+}
+
 // RecordReplaced records the revision an admitted change replaces (as
 // Record) and returns the highest revision number the object's history
 // holds, so the new revision is numbered above every recorded one —
@@ -201,10 +221,10 @@ func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, owne
 // reusing the number of the unadmitted content.
 const AnnotationNumberedAbove = revisions.Prefix + "numbered-above"
 
-// numberedAbove reads the AnnotationNumberedAbove of a ControllerRevision,
-// 0 when absent or malformed.
-func numberedAbove(cr *appsv1.ControllerRevision) int64 {
-	n, err := strconv.ParseInt(cr.Annotations[AnnotationNumberedAbove], 10, 64)
+// numberedAbove reads the AnnotationNumberedAbove of a ControllerRevision's
+// annotations, 0 when absent or malformed.
+func numberedAbove(annotations map[string]string) int64 {
+	n, err := strconv.ParseInt(annotations[AnnotationNumberedAbove], 10, 64)
 	if err != nil || n < 0 {
 		return 0
 	}
@@ -219,7 +239,7 @@ func (r *Recorder) markNumberedAbove(ctx context.Context, namespace, name string
 		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cr); err != nil {
 			return fmt.Errorf("reading ControllerRevision %s/%s: %w", namespace, name, err)
 		}
-		if numberedAbove(cr) >= n {
+		if numberedAbove(cr.Annotations) >= n {
 			return nil
 		}
 		if cr.Annotations == nil {
