@@ -66,6 +66,14 @@ func counting(c client.WithWatch, n requests) client.Client {
 			n["patch"]++
 			return c.Patch(ctx, obj, patch, opts...)
 		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			n["delete"]++
+			return c.Delete(ctx, obj, opts...)
+		},
+		DeleteAllOf: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
+			n["deletecollection"]++
+			return c.DeleteAllOf(ctx, obj, opts...)
+		},
 	})
 }
 

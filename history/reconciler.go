@@ -3,11 +3,14 @@ package history
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,11 +23,21 @@ import (
 // DefaultLimit is how many revisions are kept per object unless configured.
 const DefaultLimit = 20
 
+// DefaultPruneBatch is how many revisions beyond the limit an object's
+// history gathers before they are pruned, unless configured.
+const DefaultPruneBatch = 10
+
 // Reconciler makes sure the live revision of every object of its Kind is
 // recorded — which also covers objects that existed before the guard was
 // installed, or that changed while it was down — and prunes each object's
-// history beyond Limit, never removing the live revision nor the revisions
-// that raised a control plane's highest Kubernetes or etcd version.
+// history back to Limit once it holds PruneBatch revisions more, never
+// removing the live revision nor the revisions that raised a control
+// plane's highest Kubernetes or etcd version.
+//
+// Why in batches: pruning one revision per new one costs a DELETE for
+// every recorded revision (and, for a control plane, a List of its whole
+// history); a batch is one DeleteCollection request selecting the pruned
+// revisions by owner and number (revisions.LabelRevision).
 type Reconciler struct {
 	// Client reads the objects (from the manager's cache).
 	Client client.Client
@@ -36,6 +49,10 @@ type Reconciler struct {
 	Kind Kind
 	// Limit is the number of revisions kept per object; 0 means DefaultLimit.
 	Limit int
+	// PruneBatch is how many revisions beyond Limit an object gathers
+	// before its history is pruned back to Limit; 0 means
+	// DefaultPruneBatch, 1 prunes at every revision beyond Limit.
+	PruneBatch int
 }
 
 // SetupWithManager registers the reconciler. It runs on the elected leader
@@ -90,7 +107,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.renumberReturned(ctx, req.NamespacedName, rec.Revision, revs); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(revs) <= r.limit() {
+	if len(revs) < r.limit()+r.batch() {
 		return ctrl.Result{}, nil
 	}
 	// Pruning keeps the revisions that raised a control plane's highest
@@ -137,6 +154,14 @@ func (r *Reconciler) limit() int {
 		return DefaultLimit
 	}
 	return r.Limit
+}
+
+// batch is how many revisions beyond the limit start a prune.
+func (r *Reconciler) batch() int {
+	if r.PruneBatch <= 0 {
+		return DefaultPruneBatch
+	}
+	return r.PruneBatch
 }
 
 // renumberReturned gives the live content a number above every recorded
@@ -202,46 +227,107 @@ func Adopted(obj client.Object) revisions.Record {
 // prune removes the oldest revisions of revs (obj's history, oldest
 // first) beyond the limit, never the live one nor those that raised the
 // highest versions.
+//
+// Only as listed: a replica's recorder may have just given one of them a
+// new number (the object went back to its content) after revs was read;
+// deleting it then would drop the live revision's record, or make that
+// recorder's update fail and the edit with it. So revisions labelled with
+// their number are removed in one request that selects them by owner and
+// number — a renumbered revision carries its new number and is not
+// selected — and the others (recorded before the label existed) one by
+// one, each with the resourceVersion it was listed at as precondition. A
+// revision left out is pruned by a later reconcile, which lists again.
 func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revisions.Snapshot, revs []revisions.Revision) error {
-	limit := r.limit()
-	if len(revs) <= limit {
+	victims := pruned(revs, live, r.limit())
+	if len(victims) == 0 {
 		return nil
 	}
-	keep := map[int64]bool{}
-	highest := revisions.HighestOf(revs)
-	keep[highest.KubernetesRevision] = true
-	keep[highest.EtcdRevision] = true
+	var numbers []string
+	for _, rev := range victims {
+		if rev.Labelled {
+			numbers = append(numbers, strconv.FormatInt(rev.Record.Revision, 10))
+		}
+	}
+	batched := len(numbers) > 0
+	if batched {
+		err := r.deleteNumbered(ctx, obj, numbers)
+		if apierrors.IsForbidden(err) {
+			// An install whose role lacks deletecollection (an older
+			// manifest): prune one by one, as before.
+			log.FromContext(ctx).Info("cannot prune revisions in one request; pruning them one by one (grant deletecollection on controllerrevisions)", "error", err.Error())
+			batched = false
+		} else if err != nil {
+			return err
+		}
+	}
+	for _, rev := range victims {
+		if !rev.Labelled || !batched {
+			if err := r.deleteAsListed(ctx, obj, rev); err != nil {
+				return err
+			}
+		}
+		r.Recorder.recorded.forget(obj, rev.Snapshot.Hash)
+	}
+	log.FromContext(ctx).V(1).Info("pruned revisions", "revisions", numbers, "kept", r.limit())
+	return nil
+}
+
+// pruned returns the revisions of revs (oldest first) that pruning back
+// to limit removes: the oldest ones, but never the live content nor the
+// revisions that raised the highest Kubernetes and etcd versions.
+func pruned(revs []revisions.Revision, live revisions.Snapshot, limit int) []revisions.Revision {
 	excess := len(revs) - limit
-	for _, rev := range revs { // oldest first
-		if excess == 0 {
+	if excess <= 0 {
+		return nil
+	}
+	highest := revisions.HighestOf(revs)
+	keep := map[int64]bool{highest.KubernetesRevision: true, highest.EtcdRevision: true}
+	var out []revisions.Revision
+	for _, rev := range revs {
+		if len(out) == excess {
 			break
 		}
 		if rev.Snapshot.Hash == live.Hash || keep[rev.Record.Revision] {
 			continue
 		}
-		cr := &appsv1.ControllerRevision{}
-		cr.Namespace, cr.Name = obj.GetNamespace(), rev.Name
-		// Only as listed: a replica's recorder may have just given this
-		// content a new number (the object went back to it) after revs was
-		// read; deleting it then would drop the live revision's record, or
-		// make that recorder's update fail and the edit with it. A
-		// conflict leaves it to the next reconcile, which lists again.
-		var del []client.DeleteOption
-		if rev.ResourceVersion != "" {
-			del = append(del, client.Preconditions{ResourceVersion: &rev.ResourceVersion})
-		}
-		if err := r.Client.Delete(ctx, cr, del...); err != nil {
-			if apierrors.IsConflict(err) {
-				log.FromContext(ctx).V(1).Info("not pruning a revision changed since it was listed", "revision", rev.Record.Revision, "controllerRevision", rev.Name)
-				continue
-			}
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("pruning ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
-			}
-		}
-		r.Recorder.recorded.forget(obj, rev.Snapshot.Hash)
-		log.FromContext(ctx).V(1).Info("pruned revision", "revision", rev.Record.Revision, "controllerRevision", rev.Name)
-		excess--
+		out = append(out, rev)
+	}
+	return out
+}
+
+// deleteNumbered removes obj's revisions whose LabelRevision is one of
+// numbers, in one DeleteCollection request.
+func (r *Reconciler) deleteNumbered(ctx context.Context, obj client.Object, numbers []string) error {
+	owner, err := labels.NewRequirement(revisions.LabelOwnerUID, selection.Equals, []string{string(obj.GetUID())})
+	if err != nil {
+		return fmt.Errorf("selecting the revisions of %s/%s to prune: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	numbered, err := labels.NewRequirement(revisions.LabelRevision, selection.In, numbers)
+	if err != nil {
+		return fmt.Errorf("selecting the revisions of %s/%s to prune: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	selector := labels.NewSelector().Add(*owner, *numbered)
+	if err := r.Client.DeleteAllOf(ctx, &appsv1.ControllerRevision{}, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return fmt.Errorf("pruning the ControllerRevisions %s in %s: %w", selector, obj.GetNamespace(), err)
+	}
+	return nil
+}
+
+// deleteAsListed removes one revision of obj if it is still as listed (its
+// resourceVersion as precondition); changed since, it stays.
+func (r *Reconciler) deleteAsListed(ctx context.Context, obj client.Object, rev revisions.Revision) error {
+	cr := &appsv1.ControllerRevision{}
+	cr.Namespace, cr.Name = obj.GetNamespace(), rev.Name
+	var del []client.DeleteOption
+	if rev.ResourceVersion != "" {
+		del = append(del, client.Preconditions{ResourceVersion: &rev.ResourceVersion})
+	}
+	err := r.Client.Delete(ctx, cr, del...)
+	switch {
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).V(1).Info("not pruning a revision changed since it was listed", "revision", rev.Record.Revision, "controllerRevision", rev.Name)
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("pruning ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
 	}
 	return nil
 }

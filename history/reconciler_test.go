@@ -99,17 +99,25 @@ func TestReconcilerAdoptsAnUnstampedObject(t *testing.T) {
 // MachineDeployment's history needs no List (its revisions run no control
 // plane, so their data is not needed), while a control plane's history is
 // listed whole once, to keep the revision that raised its highest version;
-// both are pruned to the limit exactly as from a whole List.
+// both are pruned to the limit exactly as from a whole List, in one
+// DeleteCollection request — and not before the history holds PruneBatch
+// revisions beyond the limit.
 func TestReconcilerPrunesFromTheIndex(t *testing.T) {
+	all := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 	for _, tc := range []struct {
-		kind      Kind
-		wantLists int
-		want      []int64
+		kind       Kind
+		batch      int
+		wantLists  int
+		wantDelete int
+		want       []int64
 	}{
-		{kind: MachineDeployment, wantLists: 0, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
-		{kind: KubeadmControlPlane, wantLists: 1, want: []int64{3, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+		{kind: MachineDeployment, batch: 3, wantLists: 0, wantDelete: 1, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+		{kind: KubeadmControlPlane, batch: 3, wantLists: 1, wantDelete: 1, want: []int64{3, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+		{kind: MachineDeployment, batch: 4, wantLists: 0, wantDelete: 0, want: all},
+		{kind: KubeadmControlPlane, batch: 4, wantLists: 0, wantDelete: 0, want: all},
+		{kind: MachineDeployment, batch: 1, wantLists: 0, wantDelete: 1, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
 	} {
-		t.Run(tc.kind.GVK.Kind, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s batch %d", tc.kind.GVK.Kind, tc.batch), func(t *testing.T) {
 			var objs []client.Object
 			var live client.Object
 			for i := 1; i <= 13; i++ {
@@ -141,10 +149,12 @@ func TestReconcilerPrunesFromTheIndex(t *testing.T) {
 			server := fakeWithIndex(t, append(objs, live)...)
 			n := requests{}
 			c := counting(server, n)
-			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: indexOver(server)}, Kind: tc.kind, Limit: 10}
+			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: indexOver(server)}, Kind: tc.kind, Limit: 10, PruneBatch: tc.batch}
 			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantLists, n["list"], "Lists of ControllerRevisions")
+			assert.Equal(t, tc.wantDelete, n["deletecollection"], "DeleteCollections of ControllerRevisions")
+			assert.Zero(t, n["delete"], "single deletes")
 			assert.Equal(t, 1, n["create"], "the live revision recorded")
 			revs, _, err := List(context.Background(), server, "ns", "uid-cp")
 			require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,6 +27,11 @@ type Revision struct {
 	// was read: pruning deletes a revision only as it judged it, never one
 	// a recorder has since given a new number.
 	ResourceVersion string
+	// Labelled says whether the ControllerRevision carries LabelRevision
+	// with Record.Revision, as every record made or updated since that
+	// label exists does: pruning removes labelled revisions by number in
+	// one request, older ones one by one.
+	Labelled bool
 }
 
 // ControllerRevision returns the ControllerRevision that records snap and rec
@@ -36,7 +42,8 @@ type Revision struct {
 //   - the owner's namespace;
 //   - labels LabelOwnerUID, LabelOwnerKind (ownerGVK.Kind, or
 //     KindContractControlPlane for a control plane read through the
-//     contract, whose own kind only its owner reference names) and LabelHash;
+//     contract, whose own kind only its owner reference names), LabelHash
+//     and, when rec is numbered, LabelRevision;
 //   - a controller owner reference to owner (apiVersion and kind from
 //     ownerGVK), so that the garbage collector deletes it with its owner;
 //     BlockOwnerDeletion is left unset, so deleting the owner never waits
@@ -61,7 +68,7 @@ func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, s
 			ann[AnnotationRestarts] = string(raw)
 		}
 	}
-	return &appsv1.ControllerRevision{
+	cr := &appsv1.ControllerRevision{
 		TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "ControllerRevision"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      Name(owner.GetName(), snap.Hash),
@@ -83,6 +90,15 @@ func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, s
 		Data:     runtime.RawExtension{Raw: slices.Clone(snap.Data)},
 		Revision: rec.Revision,
 	}
+	if rec.Revision > 0 {
+		cr.Labels[LabelRevision] = strconv.FormatInt(rec.Revision, 10)
+	}
+	return cr
+}
+
+// labelled says whether labels carry LabelRevision with revision n.
+func labelled(labels map[string]string, n int64) bool {
+	return n > 0 && labels[LabelRevision] == strconv.FormatInt(n, 10)
 }
 
 // ownerKindLabel is the value of LabelOwnerKind: the kind of the content,
@@ -161,7 +177,7 @@ func FromControllerRevision(cr *appsv1.ControllerRevision) (Revision, error) {
 		rec.Revision = cr.Revision
 	}
 	rec.History = normalizeHistory(rec.History, rec.Revision)
-	return Revision{Snapshot: snap, Record: rec, Name: cr.Name, ResourceVersion: cr.ResourceVersion}, nil
+	return Revision{Snapshot: snap, Record: rec, Name: cr.Name, ResourceVersion: cr.ResourceVersion, Labelled: labelled(cr.Labels, rec.Revision)}, nil
 }
 
 // Sort orders revisions by Record.Revision ascending (stable).
@@ -203,5 +219,6 @@ func FromMetadata(meta metav1.Object) (Revision, error) {
 	if err != nil {
 		return Revision{}, fmt.Errorf("decode ControllerRevision %s: %w", name, err)
 	}
-	return Revision{Snapshot: Snapshot{Kind: kind, Hash: hash}, Record: rec, Name: meta.GetName(), ResourceVersion: meta.GetResourceVersion()}, nil
+	return Revision{Snapshot: Snapshot{Kind: kind, Hash: hash}, Record: rec, Name: meta.GetName(), ResourceVersion: meta.GetResourceVersion(),
+		Labelled: labelled(labels, rec.Revision)}, nil
 }

@@ -46,6 +46,7 @@ func TestControllerRevision(t *testing.T) {
 		revisions.LabelOwnerUID:  string(md.UID),
 		revisions.LabelOwnerKind: "MachineDeployment",
 		revisions.LabelHash:      snap.Hash,
+		revisions.LabelRevision:  "4",
 	}, cr.Labels)
 	require.Len(t, cr.OwnerReferences, 1)
 	ref := cr.OwnerReferences[0]
@@ -85,7 +86,7 @@ func TestControllerRevisionRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := revisions.FromControllerRevision(tt.cr)
 			require.NoError(t, err)
-			assert.Equal(t, revisions.Revision{Snapshot: tt.snap, Record: tt.rec, Name: tt.cr.Name}, got)
+			assert.Equal(t, revisions.Revision{Snapshot: tt.snap, Record: tt.rec, Name: tt.cr.Name, Labelled: true}, got)
 
 			// Through the API server's JSON encoding and back.
 			raw, err := json.Marshal(tt.cr)
@@ -95,6 +96,38 @@ func TestControllerRevisionRoundTrip(t *testing.T) {
 			got, err = revisions.FromControllerRevision(&back)
 			require.NoError(t, err)
 			assert.Equal(t, tt.snap, got.Snapshot)
+		})
+	}
+}
+
+// Pruning removes by number only records whose number label says the
+// number they hold: records made before the label existed, or whose label
+// disagrees, are removed one by one.
+func TestLabelled(t *testing.T) {
+	md := newMD()
+	snap := mdSnap(t, md)
+	for _, tt := range []struct {
+		name   string
+		tamper func(*appsv1.ControllerRevision)
+		want   bool
+	}{
+		{"as made", func(*appsv1.ControllerRevision) {}, true},
+		{"made before the label", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelRevision) }, false},
+		{"label of another number", func(cr *appsv1.ControllerRevision) { cr.Labels[revisions.LabelRevision] = "3" }, false},
+		{"renumbered without its label", func(cr *appsv1.ControllerRevision) {
+			cr.Revision = 9
+			cr.Annotations[revisions.AnnotationRevision] = "9"
+		}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cr := revisions.ControllerRevision(md, mdGVK, snap, revisions.Record{Revision: 4})
+			tt.tamper(cr)
+			whole, err := revisions.FromControllerRevision(cr)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, whole.Labelled, "from the whole ControllerRevision")
+			meta, err := revisions.FromMetadata(&cr.ObjectMeta)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, meta.Labelled, "from its metadata")
 		})
 	}
 }

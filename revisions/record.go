@@ -58,6 +58,11 @@ const (
 	LabelOwnerKind = Prefix + "owner-kind"
 	// LabelHash is the Snapshot hash of the recorded content.
 	LabelHash = Prefix + "hash"
+	// LabelRevision is the revision number of the recorded content, as its
+	// AnnotationRevision stamp says. Pruning selects the records it removes
+	// by owner and number in one DeleteCollection request; a record given a
+	// new number since pruning judged it no longer matches.
+	LabelRevision = Prefix + "revision"
 	// AnnotationRevisionHistory lists every revision number the content was
 	// live under, ascending and comma-separated, e.g. "1,4".
 	AnnotationRevisionHistory = Prefix + "revision-history"

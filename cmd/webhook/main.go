@@ -48,6 +48,7 @@ type options struct {
 	overrideGroups string
 	controlPlanes  string
 	historyLimit   int
+	pruneBatch     int
 	revisionIndex  bool
 	shutdownDelay  time.Duration
 	printVersion   bool
@@ -67,6 +68,7 @@ func main() {
 	fs.StringVar(&o.overrideGroups, "override-groups", "", "comma-separated groups whose members may let one refused change through with the "+revisions.AnnotationOverride+" annotation (empty: nobody)")
 	fs.StringVar(&o.controlPlanes, "control-plane-kinds", "", "comma-separated control-plane kinds of other providers to police through Cluster API's control-plane contract, as KIND.GROUP (e.g. KthreesControlPlane.controlplane.cluster.x-k8s.io): the guard judges and records their spec.version and spec.machineTemplate, given read access and their webhook registrations (docs/install.md)")
 	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment, MachinePool or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
+	fs.IntVar(&o.pruneBatch, "prune-batch", history.DefaultPruneBatch, "an object's history is pruned back to --history-limit once it holds this many revisions more, in one request; 1 prunes at every revision beyond the limit (one request each)")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
 	fs.BoolVar(&o.revisionIndex, "revision-index", true, "keep the records of the guard's ControllerRevisions (their labels and annotations, not their data) in memory, so recording a revision needs no read from the API server; about 3 KB of resident memory per revision (docs/install.md, Sizing). false reads them from the API server instead: a GET and a List per recorded revision, a List per object when the guard starts")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
@@ -187,7 +189,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		historyKinds = append(historyKinds, kind)
 	}
 	for _, kind := range historyKinds {
-		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit}
+		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit, PruneBatch: o.pruneBatch}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -209,7 +211,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,
-		"overrideGroups", o.overrideGroups, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String())
+		"overrideGroups", o.overrideGroups, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

@@ -65,11 +65,14 @@ type pruneCase struct {
 // raised a control plane's highest Kubernetes and etcd versions.
 func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
 	require.Equal(t, 20, history.DefaultLimit, "the expected numbers below assume the shipped limit")
+	require.Equal(t, 10, history.DefaultPruneBatch, "the expected numbers below assume the shipped prune batch")
 
-	// MachineDeployment: created as revision 1, then 26 label changes
-	// (revisions 2..27); the 20 newest are 8..27.
+	// MachineDeployment: created as revision 1, then 29 label changes
+	// (revisions 2..30); the 20 newest are 11..30. The history is pruned
+	// once it holds history.DefaultPruneBatch (10) revisions beyond the
+	// limit: at revision 30.
 	var mdPatches []string
-	for i := 2; i <= 27; i++ {
+	for i := 2; i <= 30; i++ {
 		mdPatches = append(mdPatches, fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{"step":"%d"}}}}}`, i))
 	}
 
@@ -97,8 +100,8 @@ func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
 			kind:     history.MachineDeployment,
 			create:   pruneMachineDeployment,
 			patches:  mdPatches,
-			want:     numbers(8, 27),
-			versions: map[int64]string{8: "v1.34.2", 27: "v1.34.2"},
+			want:     numbers(11, 30),
+			versions: map[int64]string{11: "v1.34.2", 30: "v1.34.2"},
 		},
 		{
 			name:     "KubeadmControlPlane",
@@ -152,7 +155,7 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 		note(obj, int64(i+2))
 	}
 	last := int64(len(tc.patches) + 1)
-	require.Greater(t, last, int64(history.DefaultLimit+5), "the case must outgrow the limit")
+	require.GreaterOrEqual(t, last, int64(history.DefaultLimit+history.DefaultPruneBatch), "the case must outgrow the limit by a prune batch")
 
 	// Wait until the reconciler has recorded the live revision and pruned.
 	// (The condition runs on another goroutine: it notes errors rather
