@@ -197,8 +197,10 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	// Every revision was recorded (the watch may deliver the last creations
 	// a moment after the List saw them); those not kept are gone.
 	var missing []int64
+	var most int
 	assert.Eventually(t, func() bool {
-		added, gaps := recorded(), []int64(nil)
+		added, atOnce := recorded()
+		var gaps []int64
 		for n := int64(1); n <= last; n++ {
 			if !added[names[n]] {
 				gaps = append(gaps, n)
@@ -206,11 +208,15 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		missing = gaps
+		missing, most = gaps, atOnce
 		return len(gaps) == 0
 	}, 10*time.Second, 100*time.Millisecond)
 	mu.Lock()
 	assert.Empty(t, missing, "revisions never recorded")
+	// Pruned in one batch: the history grew to the limit plus a batch
+	// before anything was pruned (one revision at a time, it would never
+	// have held more than the limit plus one).
+	assert.Equal(t, history.DefaultLimit+history.DefaultPruneBatch, most, "the most revisions held at once")
 	mu.Unlock()
 	for n := int64(1); n <= last; n++ {
 		name := names[n]
@@ -269,8 +275,8 @@ func numbers(from, to int64) []int64 {
 
 // watchRecorded watches the ControllerRevisions of namespace ns until the
 // test ends; the function it returns gives the names of all that were
-// created so far.
-func watchRecorded(t *testing.T, ns string) func() map[string]bool {
+// created so far, and the most that existed at once.
+func watchRecorded(t *testing.T, ns string) func() (map[string]bool, int) {
 	t.Helper()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	require.NoError(t, err)
@@ -279,18 +285,25 @@ func watchRecorded(t *testing.T, ns string) func() map[string]bool {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	added := map[string]bool{}
+	existing, most := 0, 0
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added {
+			cr, ok := ev.Object.(*appsv1.ControllerRevision)
+			if !ok {
 				continue
 			}
-			if cr, ok := ev.Object.(*appsv1.ControllerRevision); ok {
-				mu.Lock()
+			mu.Lock()
+			switch ev.Type {
+			case watch.Added:
 				added[cr.Name] = true
-				mu.Unlock()
+				existing++
+				most = max(most, existing)
+			case watch.Deleted:
+				existing--
 			}
+			mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() {
@@ -298,10 +311,10 @@ func watchRecorded(t *testing.T, ns string) func() map[string]bool {
 		cancel()
 		<-done
 	})
-	return func() map[string]bool {
+	return func() (map[string]bool, int) {
 		mu.Lock()
 		defer mu.Unlock()
-		return maps.Clone(added)
+		return maps.Clone(added), most
 	}
 }
 
