@@ -4,22 +4,25 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// ownerUIDIndex is the name of the Index's field index: the owner UID label
-// of a ControllerRevision.
+// ownerUIDIndex is the name of the Index's informer index: the owner UID
+// label of a ControllerRevision.
 const ownerUIDIndex = "rollout-guard.io/owner-uid"
 
 // Index is what the guard knows of recorded revisions without asking the
@@ -35,106 +38,209 @@ const ownerUIDIndex = "rollout-guard.io/owner-uid"
 // event — as the watch-cache List it replaces did (FromWatchCache) — so a
 // create that meets a record made a moment ago fails with AlreadyExists,
 // and the Recorder then reads from the API server.
+//
+// The Index holds every revision of every object, tens of thousands in a
+// large management cluster, so each is kept as an indexEntry — its labels
+// and annotations as sorted pairs of shared strings — rather than as an
+// ObjectMeta with two maps, which cost about three times the memory.
 type Index struct {
-	// reader reads IndexObjects (the manager's cache).
-	reader client.Reader
-	// synced says whether the informer behind reader has been filled.
+	// entries holds the entries.
+	entries entryStore
+	// synced says whether the informer behind entries has been filled.
 	synced func() bool
 }
 
-// IndexObject is the object the Index's informer caches: the metadata of a
-// ControllerRevision.
+// entryStore is where the Index finds its entries: the informer's indexer.
+type entryStore interface {
+	// byOwner returns the entries labelled with ownerUID.
+	byOwner(ownerUID string) ([]*indexEntry, error)
+	// get returns the entry of ControllerRevision namespace/name, nil when
+	// there is none.
+	get(namespace, name string) (*indexEntry, error)
+}
+
+// NewIndex makes the Index and the metadata-only informer behind it, which
+// mgr runs on every replica (each webhook records revisions), for the
+// ControllerRevisions labelled with an owner UID — those the guard made;
+// the history of DaemonSets and StatefulSets is not its business.
+func NewIndex(mgr manager.Manager) (*Index, error) {
+	mc, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("the metadata client of the revision index: %w", err)
+	}
+	informer := metadatainformer.NewFilteredMetadataInformer(mc, appsv1.SchemeGroupVersion.WithResource("controllerrevisions"), metav1.NamespaceAll, 0,
+		toolscache.Indexers{ownerUIDIndex: byOwnerUID},
+		func(o *metav1.ListOptions) { o.LabelSelector = revisions.LabelOwnerUID }).Informer()
+	if err := informer.SetTransform(toEntry); err != nil {
+		return nil, fmt.Errorf("the revision index: %w", err)
+	}
+	if err := mgr.Add(runInformer{informer}); err != nil {
+		return nil, fmt.Errorf("watching the metadata of ControllerRevisions: %w", err)
+	}
+	return &Index{entries: indexerStore{informer.GetIndexer()}, synced: informer.HasSynced}, nil
+}
+
+// runInformer runs the Index's informer with the manager, on every replica.
+type runInformer struct{ toolscache.SharedIndexInformer }
+
+// Start runs the informer until ctx ends.
+func (r runInformer) Start(ctx context.Context) error {
+	r.RunWithContext(ctx)
+	return nil
+}
+
+// NeedLeaderElection is false: every replica's webhooks read the Index.
+func (runInformer) NeedLeaderElection() bool { return false }
+
+// byOwnerUID is the informer index of entries by owner UID.
+func byOwnerUID(obj any) ([]string, error) {
+	if e, ok := obj.(*indexEntry); ok {
+		if uid := e.label(revisions.LabelOwnerUID); uid != "" {
+			return []string{uid}, nil
+		}
+	}
+	return nil, nil
+}
+
+// indexerStore is the entryStore of an informer's indexer.
+type indexerStore struct{ indexer toolscache.Indexer }
+
+func (s indexerStore) byOwner(ownerUID string) ([]*indexEntry, error) {
+	objs, err := s.indexer.ByIndex(ownerUIDIndex, ownerUID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*indexEntry, 0, len(objs))
+	for _, obj := range objs {
+		if e, ok := obj.(*indexEntry); ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (s indexerStore) get(namespace, name string) (*indexEntry, error) {
+	obj, exists, err := s.indexer.GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil, err
+	}
+	e, _ := obj.(*indexEntry)
+	return e, nil
+}
+
+// indexEntry is what the Index keeps of one ControllerRevision: what
+// numbering, recording and pruning read — name, namespace,
+// resourceVersion, labels and annotations — with the strings many
+// revisions repeat (keys, namespaces, owner UIDs, kinds, numbers,
+// authors, field managers, causes) shared instead of copied per revision.
+// The refused break-glass attempts (a JSON list of up to
+// MaxRefusedOverrides) are left out: they are read and written whole from
+// the API server, and a patch from the Index never touches a key it does
+// not hold. An entry never changes once made: a new version of the
+// ControllerRevision is a new entry.
+type indexEntry struct {
+	namespace, name, resourceVersion string
+	// labels and annotations are sorted by key.
+	labels, annotations []pair
+}
+
+// pair is a label or an annotation.
+type pair struct{ key, value string }
+
+// GetObjectKind is part of runtime.Object, which the informer stores.
+func (*indexEntry) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns e itself: an entry never changes.
+func (e *indexEntry) DeepCopyObject() runtime.Object { return e }
+
+// GetObjectMeta gives the informer the entry's namespace, name and
+// resourceVersion (its key, and what a watch resumes from).
+func (e *indexEntry) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: e.namespace, Name: e.name, ResourceVersion: e.resourceVersion}
+}
+
+// label returns the value of label key, "" when it is not set.
+func (e *indexEntry) label(key string) string {
+	for _, p := range e.labels {
+		if p.key == key {
+			return p.value
+		}
+	}
+	return ""
+}
+
+// metadata returns the ControllerRevision's metadata as the entry holds
+// it, in maps of its own.
+func (e *indexEntry) metadata() *metav1.PartialObjectMetadata {
+	out := IndexObject().(*metav1.PartialObjectMetadata)
+	out.Namespace, out.Name, out.ResourceVersion = e.namespace, e.name, e.resourceVersion
+	out.Labels, out.Annotations = toMap(e.labels), toMap(e.annotations)
+	return out
+}
+
+func toMap(pairs []pair) map[string]string {
+	if len(pairs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		out[p.key] = p.value
+	}
+	return out
+}
+
+// IndexObject is the object the Index's informer lists and watches: the
+// metadata of a ControllerRevision.
 func IndexObject() client.Object {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevision"))
 	return obj
 }
 
-// IndexCacheOptions is how the manager's cache keeps IndexObject: only the
-// ControllerRevisions the guard made (those with its owner UID label; the
-// history of DaemonSets and StatefulSets is not its business), without the
-// managed fields, finalizers and owner references nothing here reads.
-func IndexCacheOptions() cache.ByObject {
-	ours, err := labels.NewRequirement(revisions.LabelOwnerUID, selection.Exists, nil)
-	if err != nil { // a constant, valid label key
-		panic(fmt.Sprintf("the label selector of the revision index: %v", err))
+// toEntry is the transform of the Index's informer: a ControllerRevision's
+// metadata becomes its indexEntry (an entry stays as it is: the informer
+// may transform what it already holds).
+func toEntry(in any) (any, error) {
+	switch obj := in.(type) {
+	case *indexEntry:
+		return obj, nil
+	case *metav1.PartialObjectMetadata:
+		return newEntry(obj), nil
 	}
-	return cache.ByObject{
-		Label:     labels.NewSelector().Add(*ours),
-		Transform: compactMetadata,
-	}
+	return in, nil
 }
 
-// compactMetadata is the Index's cache transform: it keeps of a
-// ControllerRevision's metadata what the Index reads — name, namespace,
-// resourceVersion, labels and annotations — and shares the strings many
-// revisions repeat (keys, namespaces, owner UIDs, kinds, authors, field
-// managers, causes) instead of holding a copy per revision. The Index holds
-// every revision of every object in memory: at 40,000 revisions each byte
-// saved is 40 kB. The refused break-glass attempts (a JSON list of up to
-// MaxRefusedOverrides) are left out: they are read and written whole from
-// the API server, and a patch from the Index never touches a key it does
-// not hold.
-func compactMetadata(in any) (any, error) {
-	obj, ok := in.(*metav1.PartialObjectMetadata)
-	if !ok {
-		if m, err := meta.Accessor(in); err == nil {
-			m.SetManagedFields(nil)
+// newEntry is the indexEntry of a ControllerRevision's metadata.
+func newEntry(obj *metav1.PartialObjectMetadata) *indexEntry {
+	// Slices of the exact length: each holds a revision's whole record.
+	e := &indexEntry{namespace: shared(obj.Namespace), name: obj.Name, resourceVersion: obj.ResourceVersion,
+		labels: make([]pair, 0, len(obj.Labels)), annotations: make([]pair, 0, len(obj.Annotations))}
+	for k, v := range obj.Labels {
+		if k != revisions.LabelHash { // one per revision: nothing to share
+			v = shared(v)
 		}
-		return in, nil
+		e.labels = append(e.labels, pair{shared(k), v})
 	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: shared(obj.APIVersion), Kind: shared(obj.Kind)}}
-	out.Name = obj.Name
-	out.Namespace = shared(obj.Namespace)
-	out.ResourceVersion = obj.ResourceVersion
-	if len(obj.Labels) > 0 {
-		out.Labels = make(map[string]string, len(obj.Labels))
-		for k, v := range obj.Labels {
-			if k == revisions.LabelHash {
-				out.Labels[shared(k)] = v // one per revision: nothing to share
-				continue
-			}
-			out.Labels[shared(k)] = shared(v)
+	for k, v := range obj.Annotations {
+		switch k {
+		case AnnotationRefusedOverrides:
+			continue
+		case revisions.AnnotationChangedBy, revisions.AnnotationFieldManager, revisions.AnnotationChangeCause, revisions.AnnotationChangeType,
+			revisions.AnnotationOverriddenBy, revisions.AnnotationOverrideReason, revisions.AnnotationOverrideRules,
+			revisions.AnnotationRevision, revisions.AnnotationRevisionHistory:
+			v = shared(v)
 		}
+		e.annotations = append(e.annotations, pair{shared(k), v})
 	}
-	if len(obj.Annotations) > 0 {
-		out.Annotations = make(map[string]string, len(obj.Annotations))
-		for k, v := range obj.Annotations {
-			switch k {
-			case AnnotationRefusedOverrides:
-			case revisions.AnnotationChangedBy, revisions.AnnotationFieldManager, revisions.AnnotationChangeCause, revisions.AnnotationChangeType,
-				revisions.AnnotationOverriddenBy, revisions.AnnotationOverrideReason, revisions.AnnotationOverrideRules:
-				out.Annotations[shared(k)] = shared(v)
-			default:
-				out.Annotations[shared(k)] = v
-			}
-		}
-	}
-	return out, nil
+	byKey := func(a, b pair) int { return strings.Compare(a.key, b.key) }
+	slices.SortFunc(e.labels, byKey)
+	slices.SortFunc(e.annotations, byKey)
+	return e
 }
 
 // shared returns the one copy of s the process keeps.
 func shared(s string) string {
 	return unique.Make(s).Value()
-}
-
-// NewIndex registers the Index's informer and its owner index in c. Call it
-// before c starts (the manager starts it); c must keep IndexObject as
-// IndexCacheOptions says.
-func NewIndex(ctx context.Context, c cache.Cache) (*Index, error) {
-	if err := c.IndexField(ctx, IndexObject(), ownerUIDIndex, func(obj client.Object) []string {
-		if uid := obj.GetLabels()[revisions.LabelOwnerUID]; uid != "" {
-			return []string{uid}
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("indexing ControllerRevisions by owner: %w", err)
-	}
-	informer, err := c.GetInformer(ctx, IndexObject(), cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, fmt.Errorf("watching the metadata of ControllerRevisions: %w", err)
-	}
-	return &Index{reader: c, synced: informer.HasSynced}, nil
 }
 
 // Synced says whether the Index has been filled; until then it answers
@@ -148,18 +254,20 @@ func (i *Index) Synced() bool {
 // false when the Index cannot answer — not filled yet, or a record it holds
 // cannot be decoded (the API server's copy says why) — and the caller must
 // read from the API server.
-func (i *Index) List(ctx context.Context, namespace, ownerUID string) (revs []revisions.Revision, ok bool, err error) {
+func (i *Index) List(_ context.Context, namespace, ownerUID string) (revs []revisions.Revision, ok bool, err error) {
 	if !i.Synced() {
 		return nil, false, nil
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevisionList"))
-	if err := i.reader.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{ownerUIDIndex: ownerUID}); err != nil {
+	entries, err := i.entries.byOwner(ownerUID)
+	if err != nil {
 		return nil, false, fmt.Errorf("listing the recorded revisions of %s in %s from the revision index: %w", ownerUID, namespace, err)
 	}
 	revs = []revisions.Revision{} // listed, even when empty
-	for n := range list.Items {
-		rev, err := revisions.FromMetadata(&list.Items[n])
+	for _, e := range entries {
+		if e.namespace != namespace {
+			continue
+		}
+		rev, err := revisions.FromMetadata(e.metadata())
 		if err != nil {
 			return nil, false, nil
 		}
@@ -172,18 +280,18 @@ func (i *Index) List(ctx context.Context, namespace, ownerUID string) (revs []re
 // Get returns the metadata of the ControllerRevision name in namespace,
 // nil when the Index holds none. ok is false when the Index cannot answer
 // (not filled yet).
-func (i *Index) Get(ctx context.Context, namespace, name string) (_ *metav1.PartialObjectMetadata, ok bool, _ error) {
+func (i *Index) Get(_ context.Context, namespace, name string) (_ *metav1.PartialObjectMetadata, ok bool, _ error) {
 	if !i.Synced() {
 		return nil, false, nil
 	}
-	obj := IndexObject().(*metav1.PartialObjectMetadata)
-	if err := i.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, true, nil
-		}
+	e, err := i.entries.get(namespace, name)
+	if err != nil {
 		return nil, false, fmt.Errorf("reading ControllerRevision %s/%s from the revision index: %w", namespace, name, err)
 	}
-	return obj, true, nil
+	if e == nil {
+		return nil, true, nil
+	}
+	return e.metadata(), true, nil
 }
 
 // recordFromIndex is one attempt of record that reads what is recorded from

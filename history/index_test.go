@@ -2,16 +2,16 @@ package history
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,10 +35,57 @@ func fakeWithIndex(t *testing.T, objs ...client.Object) client.WithWatch {
 		}).Build()
 }
 
-// indexOver is an Index that reads c, always filled: as the informer of a
-// guard that missed no event.
+// indexOver is an Index that reads c through the Index's own conversion
+// (toEntry), always filled: as the informer of a guard that missed no event.
 func indexOver(c client.Reader) *Index {
-	return &Index{reader: c, synced: func() bool { return true }}
+	return &Index{entries: readerStore{c}, synced: func() bool { return true }}
+}
+
+// readerStore is an entryStore that reads the ControllerRevisions of a
+// client and turns each into its entry as the informer does.
+type readerStore struct{ reader client.Reader }
+
+func (s readerStore) byOwner(ownerUID string) ([]*indexEntry, error) {
+	list := &appsv1.ControllerRevisionList{}
+	if err := s.reader.List(context.Background(), list, client.MatchingLabels{revisions.LabelOwnerUID: ownerUID}); err != nil {
+		return nil, err
+	}
+	var out []*indexEntry
+	for n := range list.Items {
+		out = append(out, entryOf(&list.Items[n]))
+	}
+	return out, nil
+}
+
+func (s readerStore) get(namespace, name string) (*indexEntry, error) {
+	cr := &appsv1.ControllerRevision{}
+	if err := s.reader.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cr); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return entryOf(cr), nil
+}
+
+// entryOf is the entry the informer makes of cr's metadata.
+func entryOf(cr *appsv1.ControllerRevision) *indexEntry {
+	e, _ := toEntry(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()})
+	return e.(*indexEntry)
+}
+
+// fixedStore is an entryStore holding one entry.
+type fixedStore struct{ entry *indexEntry }
+
+func (s fixedStore) byOwner(ownerUID string) ([]*indexEntry, error) {
+	if s.entry.label(revisions.LabelOwnerUID) == ownerUID {
+		return []*indexEntry{s.entry}, nil
+	}
+	return nil, nil
+}
+
+func (s fixedStore) get(namespace, name string) (*indexEntry, error) {
+	if s.entry.namespace == namespace && s.entry.name == name {
+		return s.entry, nil
+	}
+	return nil, nil
 }
 
 // requests counts the requests a client sends, by verb.
@@ -113,7 +160,7 @@ func TestIndexListsAsTheAPIServer(t *testing.T) {
 		assert.Empty(t, fromIndex[i].Snapshot.Data)
 	}
 
-	empty := &Index{reader: c, synced: func() bool { return false }}
+	empty := &Index{entries: readerStore{c}, synced: func() bool { return false }}
 	_, ok, err = empty.List(ctx, "ns", "uid-cp")
 	require.NoError(t, err)
 	assert.False(t, ok, "an Index not filled yet does not answer")
@@ -210,10 +257,12 @@ func TestRecordFromTheIndexPatchesOnlyTheVersionItRead(t *testing.T) {
 	assert.ElementsMatch(t, []string{"dave", "carol"}, by, "both restarts kept")
 }
 
-// TestCompactMetadata: the Index's cache keeps what it reads — the record
-// decodes the same, name, namespace and resourceVersion stay — and drops the
-// rest, the refused break-glass attempts included.
-func TestCompactMetadata(t *testing.T) {
+// TestIndexEntry: the Index keeps what it reads — the record decodes the
+// same, name, namespace, resourceVersion and labels stay — and drops the
+// rest, the refused break-glass attempts included; its entries serve the
+// informer (key, resourceVersion, owner index) and stay as they are when
+// transformed again.
+func TestIndexEntry(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snap, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
@@ -225,9 +274,10 @@ func TestCompactMetadata(t *testing.T) {
 	cr.ResourceVersion, cr.UID, cr.Finalizers = "42", "uid-cr", []string{"x"}
 	in := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()}
 
-	got, err := compactMetadata(in)
+	got, err := toEntry(in)
 	require.NoError(t, err)
-	out := got.(*metav1.PartialObjectMetadata)
+	entry := got.(*indexEntry)
+	out := entry.metadata()
 	want, err := revisions.FromMetadata(in)
 	require.NoError(t, err)
 	kept, err := revisions.FromMetadata(out)
@@ -237,9 +287,23 @@ func TestCompactMetadata(t *testing.T) {
 	assert.Equal(t, cr.Labels, out.Labels)
 	assert.Equal(t, "5", out.Annotations[AnnotationNumberedAbove])
 	assert.NotContains(t, out.Annotations, AnnotationRefusedOverrides)
+	wantAnnotations := maps.Clone(cr.Annotations)
+	delete(wantAnnotations, AnnotationRefusedOverrides)
+	assert.Equal(t, wantAnnotations, out.Annotations, "every other annotation as stored")
 	assert.Empty(t, out.UID)
 	assert.Empty(t, out.OwnerReferences)
 	assert.Empty(t, out.Finalizers)
+
+	key, err := toolscache.MetaNamespaceKeyFunc(entry)
+	require.NoError(t, err)
+	assert.Equal(t, "ns/"+cr.Name, key, "the informer's key")
+	assert.Equal(t, "42", entry.GetObjectMeta().GetResourceVersion())
+	owners, err := byOwnerUID(entry)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"uid-cp"}, owners)
+	again, err := toEntry(entry)
+	require.NoError(t, err)
+	assert.Same(t, entry, again, "an entry transformed again")
 }
 
 // TestRecordFromTheIndexKeepsWhatItDoesNotHold: a patch made from the
@@ -256,10 +320,7 @@ func TestRecordFromTheIndexKeepsWhatItDoesNotHold(t *testing.T) {
 	// The Index's copy, at the same resourceVersion, without the attempts.
 	stored := &appsv1.ControllerRevision{}
 	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(full), stored))
-	compact, err := compactMetadata(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: stored.ObjectMeta})
-	require.NoError(t, err)
-	view := compact.(*metav1.PartialObjectMetadata)
-	index := &Index{reader: readerOf(view), synced: func() bool { return true }}
+	index := &Index{entries: fixedStore{entryOf(stored)}, synced: func() bool { return true }}
 
 	n := requests{}
 	r := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: index}
@@ -270,25 +331,4 @@ func TestRecordFromTheIndexKeepsWhatItDoesNotHold(t *testing.T) {
 	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(full), after))
 	assert.Equal(t, full.Annotations[AnnotationRefusedOverrides], after.Annotations[AnnotationRefusedOverrides])
 	assert.Contains(t, after.Annotations[revisions.AnnotationRestarts], "carol")
-}
-
-// readerOf is a reader that holds one ControllerRevision's metadata, as the
-// Index's cache would.
-func readerOf(view *metav1.PartialObjectMetadata) client.Reader {
-	return viewReader{view}
-}
-
-type viewReader struct{ view *metav1.PartialObjectMetadata }
-
-func (v viewReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	if key.Namespace != v.view.Namespace || key.Name != v.view.Name {
-		return apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "controllerrevisions"}, key.Name)
-	}
-	v.view.DeepCopyInto(obj.(*metav1.PartialObjectMetadata))
-	return nil
-}
-
-func (v viewReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
-	list.(*metav1.PartialObjectMetadataList).Items = []metav1.PartialObjectMetadata{*v.view.DeepCopy()}
-	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -46,7 +45,8 @@ import (
 //
 // Every kind loses its managed fields. Other kinds (control planes of other
 // providers, read as unstructured through the contract) keep their content
-// minus managed fields. ControllerRevisions are never cached: see ClientOptions.
+// minus managed fields. ControllerRevisions are not in this cache: see
+// ClientOptions.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -57,7 +57,6 @@ func CacheOptions() cache.Options {
 			&clusterv1.MachinePool{}:              {Transform: TrimMachinePool},
 			&clusterv1.Machine{}:                  {Transform: TrimMachine},
 			&clusterv1.ClusterClass{}:             {Transform: TrimClusterClass},
-			history.IndexObject():                 history.IndexCacheOptions(),
 		},
 	}
 }
@@ -65,9 +64,9 @@ func CacheOptions() cache.Options {
 // ClientOptions returns the client options of the guard's manager: reads of
 // ControllerRevisions through the client always go to the API server. A
 // cached copy of every revision of every object, data included, would be
-// the largest thing the guard holds; the cache keeps only their metadata,
-// read through history.Index, and a revision's data is read live when
-// needed.
+// the largest thing the guard holds; history.Index keeps only their
+// metadata, in an informer of its own, and a revision's data is read live
+// when needed.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&appsv1.ControllerRevision{}}}}
 }

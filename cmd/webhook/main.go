@@ -158,8 +158,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		// start without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
 		// The cache holds only what the guard reads; of ControllerRevisions
-		// only the metadata of its own (history.Index), their data is read
-		// live.
+		// the revision index (history.Index) keeps the metadata of the
+		// guard's own, their data is read live.
 		Cache:  webhooks.CacheOptions(),
 		Client: webhooks.ClientOptions(),
 	})
@@ -168,7 +168,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}
 	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	if o.revisionIndex {
-		if recorder.Index, err = history.NewIndex(ctx, mgr.GetCache()); err != nil {
+		if recorder.Index, err = history.NewIndex(mgr); err != nil {
 			return err
 		}
 	}
