@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/keymutex"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -99,4 +100,31 @@ func inUTC(r revisions.Record) revisions.Record {
 		r.Restarts[i].At = r.Restarts[i].At.UTC()
 	}
 	return r
+}
+
+// inFlightStripes is how many locks inFlight spreads the recordings over.
+const inFlightStripes = 256
+
+// inFlight serializes, within one process, the recordings of one content
+// of one object (keyed as the memo is).
+//
+// Why: when edits of an object come one right after another, the
+// reconciler records content N as it becomes live while the webhook
+// records the same content N as the one edit N+1 replaces. Run at once,
+// both find it unrecorded and both create it: one create fails
+// (AlreadyExists) and its recorder reads the record back — three requests
+// where one does. In turn, the second finds the first's record in the
+// memo and sends none. Different contents and objects do not wait for
+// each other, but for the rare two that share one of the stripes.
+type inFlight struct {
+	once  sync.Once
+	locks keymutex.KeyMutex
+}
+
+// lock waits for the recordings of key in flight in this process, and
+// returns the function that lets the next one in.
+func (f *inFlight) lock(key string) (unlock func()) {
+	f.once.Do(func() { f.locks = keymutex.NewHashed(inFlightStripes) })
+	f.locks.LockKey(key)
+	return func() { _ = f.locks.UnlockKey(key) }
 }

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -113,4 +115,47 @@ func TestRecorderSkipsWhatItJustRecorded(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, revs, 1)
 	assert.Len(t, revs[0].Record.Restarts, 1)
+}
+
+// TestConcurrentRecordingsOfOneContent: the reconciler recording content
+// as it becomes live and the webhook recording the same content as the one
+// the next edit replaces, at once, in one process: one create, and the
+// other finds it in the memo — no failed create, no read.
+func TestConcurrentRecordingsOfOneContent(t *testing.T) {
+	ctx := context.Background()
+	kcp := kcpAt("v1.35.2", 4)
+	kcp.ResourceVersion = "7"
+	snap, err := revisions.ForKubeadmControlPlane(kcp)
+	require.NoError(t, err)
+	server := fakeWithIndex(t)
+	n := requests{}
+	var mu sync.Mutex
+	slowCreate := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		mu.Lock()
+		n["create"]++
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond) // the other recording starts meanwhile
+		return c.Create(ctx, obj, opts...)
+	}, Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		mu.Lock()
+		n["get"]++
+		mu.Unlock()
+		return c.Get(ctx, key, obj, opts...)
+	}}
+	c := interceptor.NewClient(server, slowCreate)
+	r := &Recorder{Client: c, Reader: c, Index: indexOver(server)}
+	rec := revisions.Record{Revision: 4, History: []int64{4}, ChangedBy: "alice"}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = r.record(ctx, kcp, KubeadmControlPlane.GVK, snap, rec) })
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	assert.Equal(t, requests{"create": 1}, n, "one create, no failed one and no read")
+	revs, _ := historyOf(t, server)
+	require.Len(t, revs, 1)
+	assert.Equal(t, "alice", revs[0].Record.ChangedBy)
 }

@@ -33,6 +33,8 @@ type Recorder struct {
 
 	// recorded spares reading back what this Recorder has just recorded.
 	recorded memo
+	// inFlight lets one recording of a content of an object run at a time.
+	inFlight inFlight
 }
 
 // Record makes sure the ControllerRevision of snap for owner exists and
@@ -65,6 +67,7 @@ func (r recorded) listedHighest() int64 { return Highest(r.listed) }
 // record is Record; it also returns what it stored, and owner's history
 // when it had to list it.
 func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) (recorded, error) {
+	defer r.inFlight.lock(memoKey(owner, snap.Hash))()
 	if known, ok := r.recorded.covered(owner, snap.Hash, rec); ok {
 		return recorded{stored: known}, nil
 	}

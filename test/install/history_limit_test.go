@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
@@ -133,6 +136,7 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	// revision missing at the end is known to have been recorded, then
 	// pruned, rather than never recorded.
 	recorded := watchRecorded(t, ns)
+	requestsBefore := revisionRequests(t)
 
 	obj := tc.create(ns)
 	require.NoError(t, env.Client.Create(ctx, obj))
@@ -165,11 +169,13 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 		listedNums []int64
 		listedRevs []revisions.Revision
 		listErr    error
+		polls      int // the Lists of ControllerRevisions this test makes
 	)
 	ok := assert.Eventually(t, func() bool {
 		list, bad, err := history.List(ctx, env.Client, ns, string(obj.GetUID()))
 		mu.Lock()
 		defer mu.Unlock()
+		polls++
 		if err == nil && len(bad) > 0 {
 			err = fmt.Errorf("undecodable records: %v", bad)
 		}
@@ -183,11 +189,29 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 		return len(listedNums) == history.DefaultLimit && slices.Contains(listedNums, last)
 	}, pruneTimeout, 200*time.Millisecond)
 	mu.Lock()
-	got, revs, lastErr := slices.Clone(listedNums), slices.Clone(listedRevs), listErr
+	got, revs, lastErr, listed := slices.Clone(listedNums), slices.Clone(listedRevs), listErr, polls
 	mu.Unlock()
 	require.True(t, ok, "history of %s %s/%s after %s: revisions %v (last error: %v), want %d of them with the live %d",
 		tc.kind.GVK.Kind, ns, obj.GetName(), pruneTimeout, got, lastErr, history.DefaultLimit, last)
 	require.Equal(t, tc.want, got, "the revisions kept")
+
+	// What recording and pruning cost the API server: every
+	// ControllerRevision request it counted since the object was made
+	// (nothing else in this package touches ControllerRevisions meanwhile),
+	// less this test's own Lists and the long-running watches.
+	guard := map[string]float64{}
+	for verb, n := range revisionRequests(t) {
+		guard[verb] = n - requestsBefore[verb]
+	}
+	guard["LIST"] -= float64(listed)
+	delete(guard, "WATCH")
+	var all float64
+	for _, n := range guard {
+		all += n
+	}
+	t.Logf("%s: ControllerRevision requests for %d revisions: %v, %.2f per revision", tc.kind.GVK.Kind, last, guard, all/float64(last))
+	assert.Equal(t, 1.0, guard["DELETE"], "the history pruned in one DeleteCollection request")
+	assert.LessOrEqual(t, all/float64(last), 1.2, "ControllerRevision requests per recorded revision: %v", guard)
 
 	for _, r := range revs {
 		assert.Equal(t, []int64{r.Record.Revision}, r.Record.History, "revision %d: every content was live once", r.Record.Revision)
@@ -269,6 +293,33 @@ func numbers(from, to int64) []int64 {
 	var out []int64
 	for n := from; n <= to; n++ {
 		out = append(out, n)
+	}
+	return out
+}
+
+// revisionRequests returns the API server's count of ControllerRevision
+// requests (apiserver_request_total), by verb; a DeleteCollection counts
+// as one DELETE.
+func revisionRequests(t *testing.T) map[string]float64 {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	require.NoError(t, err, "reading the API server's /metrics")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	require.NoError(t, err, "parsing the API server's /metrics")
+	out := map[string]float64{}
+	family, ok := families["apiserver_request_total"]
+	require.True(t, ok, "the API server's /metrics has no apiserver_request_total")
+	for _, m := range family.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["resource"] == "controllerrevisions" {
+			out[labels["verb"]] += m.GetCounter().GetValue()
+		}
 	}
 	return out
 }
