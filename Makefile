@@ -82,10 +82,10 @@ bench: ## Every benchmark of docs/benchmarks.md; raw output in bench/, figures i
 	@echo "figures: $(BENCH_SUMMARY) (copy it to docs/bench-summary.json with the docs that quote it)"
 
 .PHONY: bench-handlers
-bench-handlers: ## Go benchmarks of the policy, the handlers and revision encoding, and Cluster API's KCP webhook as reference (benchstat-friendly, bench/handlers.txt).
+bench-handlers: ## Go benchmarks of the policy, the handlers, revision encoding and the memory of the caches, and Cluster API's KCP webhook as reference (benchstat-friendly, bench/handlers.txt).
 	@mkdir -p $(BENCH_DIR)
 	go test -run '^$$' -bench . -benchmem -count 6 ./... | tee $(BENCH_DIR)/handlers.txt
-	cd test && go test -run '^$$' -bench . -benchmem -count 6 ./bench/handlers/ | tee -a $(BENCH_DIR)/handlers.txt
+	cd test && go test -run '^$$' -bench . -benchmem -count 6 ./bench/handlers/ ./cmd/bench-scale/ | tee -a $(BENCH_DIR)/handlers.txt
 
 .PHONY: bench-admission
 # BENCH_ADMISSION_FLAGS tunes the run, e.g. "--pace-edits 10 --sat-edits 40 --rounds 2"

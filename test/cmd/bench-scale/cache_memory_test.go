@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/webhooks"
+)
+
+// BenchmarkCacheMemory measures the live heap the guard's cache holds per
+// Cluster API object of the realistic world (B/object): each object
+// decoded from its JSON as the informer receives it, trimmed by the
+// guard's transform (webhooks.CacheOptions) and kept in an informer
+// indexer with a namespace index. It says where the memory of the
+// 2,000-cluster run goes, kind by kind, beside the revision records
+// (history's BenchmarkIndexMemory).
+func BenchmarkCacheMemory(b *testing.B) {
+	const clusters = 200
+	for _, kind := range []struct {
+		name      string
+		perWorld  int
+		make      func(b *testing.B, k int) client.Object
+		transform toolscache.TransformFunc
+	}{
+		{"Cluster", clusters, func(_ *testing.B, i int) client.Object {
+			return builder.Cluster(namespaceOf(i), clusterName(i)).WithControlPlane(kcpName(i)).WithInfrastructure(clusterName(i)).Build()
+		}, webhooks.TrimCluster},
+		{"KubeadmControlPlane", clusters, func(b *testing.B, i int) client.Object {
+			kcp := builder.KubeadmControlPlane(namespaceOf(i), kcpName(i)).WithClusterName(clusterName(i)).WithReplicas(cpMachines).
+				WithVersion(cpVersion).WithInfrastructureTemplate(kcpName(i)).Build()
+			spec, err := kubeadmConfigSpec(clusterName(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			kcp.Spec.KubeadmConfigSpec = spec
+			withStatus(b, kcp, kcpStatus(clusterName(i), cpMachines, cpVersion, 1))
+			return kcp
+		}, webhooks.TrimKubeadmControlPlane},
+		{"MachineDeployment", clusters * mdsPerCluster, func(b *testing.B, k int) client.Object {
+			i, j := k/mdsPerCluster, k%mdsPerCluster
+			md := builder.MachineDeployment(namespaceOf(i), mdName(i, j)).WithLabels(map[string]string{clusterv1.ClusterNameLabel: clusterName(i)}).
+				WithClusterName(clusterName(i)).WithReplicas(2).WithSelector(map[string]string{"pool": mdName(i, j)}).WithVersion(workerVersion).
+				WithBootstrapTemplate(mdName(i, j)).WithInfrastructureTemplate(mdName(i, j)).Build()
+			withStatus(b, md, mdStatus(mdName(i, j), workerVersion, 2, 1))
+			return md
+		}, webhooks.TrimMachineDeployment},
+		{"Machine", clusters * (cpMachines + workerMachines), func(b *testing.B, k int) client.Object {
+			i, m := k/(cpMachines+workerMachines), k%(cpMachines+workerMachines)
+			name := clusterName(i)
+			labels := map[string]string{clusterv1.ClusterNameLabel: name}
+			version := cpVersion
+			if m < cpMachines {
+				labels[clusterv1.MachineControlPlaneLabel] = ""
+			} else {
+				labels[clusterv1.MachineDeploymentNameLabel] = mdName(i, m%mdsPerCluster)
+				version = workerVersion
+			}
+			machineName := fmt.Sprintf("%s-m%d", name, m)
+			machine := builder.Machine(namespaceOf(i), machineName).WithLabels(labels).WithClusterName(name).WithVersion(version).
+				WithBootstrapDataSecret(machineName).WithInfrastructureRef("DevMachine", machineName).Build()
+			withStatus(b, machine, machineStatus(machine.Name, version, m < cpMachines, k))
+			return machine
+		}, webhooks.TrimMachine},
+	} {
+		b.Run("kind="+kind.name, func(b *testing.B) {
+			// As the informer receives them: decoded from JSON.
+			raws := make([][]byte, kind.perWorld)
+			for k := range raws {
+				raw, err := json.Marshal(kind.make(b, k))
+				if err != nil {
+					b.Fatal(err)
+				}
+				raws[k] = raw
+			}
+			proto := kind.make(b, 0)
+			var perObject float64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+				for _, raw := range raws {
+					obj := proto.DeepCopyObject().(client.Object)
+					if err := json.Unmarshal(raw, obj); err != nil {
+						b.Fatal(err)
+					}
+					trimmed, err := kind.transform(obj)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := store.Add(trimmed); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perObject = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(raws))
+				runtime.KeepAlive(store)
+			}
+			b.ReportMetric(perObject, "B/object")
+		})
+	}
+}
+
+// withStatus sets obj's status from its JSON form, as the API server would
+// decode it.
+func withStatus(b *testing.B, obj client.Object, status map[string]any) {
+	b.Helper()
+	raw, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, obj); err != nil {
+		b.Fatal(err)
+	}
+}
