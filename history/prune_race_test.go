@@ -178,3 +178,35 @@ func TestRecordOfARenumberedRevisionDeletedByAPruneComesBack(t *testing.T) {
 	assert.Equal(t, "alice", rev.Record.ChangedBy)
 	assert.True(t, rev.Labelled)
 }
+
+// TestPruneWithoutDeleteCollection: a guard whose role lacks
+// deletecollection (a manifest older than the guard) prunes one by one,
+// as before, instead of not at all.
+func TestPruneWithoutDeleteCollection(t *testing.T) {
+	ctx := context.Background()
+	server := fake.NewClientBuilder().WithScheme(raceScheme(t)).WithObjects(twelveRevisions(t, false)...).Build()
+	n := requests{}
+	forbidden := interceptor.NewClient(server, interceptor.Funcs{
+		DeleteAllOf: func(context.Context, client.WithWatch, client.Object, ...client.DeleteAllOfOption) error {
+			n["deletecollection"]++
+			return apierrors.NewForbidden(appsv1.Resource("controllerrevisions"), "", fmt.Errorf("deletecollection is not allowed"))
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			n["delete"]++
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+	r := &Reconciler{Client: forbidden, APIReader: server, Recorder: &Recorder{Client: forbidden, Reader: server}, Kind: KubeadmControlPlane, Limit: 10}
+	listed, _, err := List(ctx, server, "ns", "uid-cp")
+	require.NoError(t, err)
+	live := kcpAt("v1.35.99", 14)
+	snap, err := revisions.ForKubeadmControlPlane(live)
+	require.NoError(t, err)
+
+	require.NoError(t, r.prune(ctx, live, snap, listed))
+	assert.Equal(t, requests{"deletecollection": 1, "delete": 2}, n)
+	left, _, err := List(ctx, server, "ns", "uid-cp")
+	require.NoError(t, err)
+	assert.Len(t, left, 10)
+	assert.EqualValues(t, 3, left[0].Record.Revision, "the two oldest pruned")
+}

@@ -242,8 +242,10 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revision
 	if len(victims) == 0 {
 		return nil
 	}
-	var numbers []string
+	var numbers []string // of the labelled victims
+	var all []int64
 	for _, rev := range victims {
+		all = append(all, rev.Record.Revision)
 		if rev.Labelled {
 			numbers = append(numbers, strconv.FormatInt(rev.Record.Revision, 10))
 		}
@@ -268,7 +270,7 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revision
 		}
 		r.Recorder.recorded.forget(obj, rev.Snapshot.Hash)
 	}
-	log.FromContext(ctx).V(1).Info("pruned revisions", "revisions", numbers, "kept", r.limit())
+	log.FromContext(ctx).V(1).Info("pruned revisions", "revisions", all, "inOneRequest", batched, "kept", r.limit())
 	return nil
 }
 
