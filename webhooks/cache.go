@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -34,11 +33,8 @@ import (
 //     revision), the project's annotations, labels and owner references;
 //     no status, and none of spec.providerIDList, which holds one entry per
 //     instance (up to 10,000).
-//   - Machine: spec.clusterName, spec.version, status.nodeInfo.kubeletVersion,
-//     its creation time, the control-plane and topology-owned labels and the
-//     labels that name its MachineDeployment or MachinePool (refusals group
-//     Machines by pool); the rest (bootstrap, infrastructure, addresses,
-//     conditions) is dropped, which is most of a Machine.
+//   - Machine: not in this cache; MachineStore keeps what the policy
+//     reads of each in a form of its own, a fraction of a Machine.
 //   - ClusterClass: spec.kubernetesVersions and the upgrade-plan extension
 //     (how Cluster API plans a chained upgrade); its templates, variables
 //     and patches are dropped.
@@ -55,7 +51,6 @@ func CacheOptions() cache.Options {
 			&controlplanev1.KubeadmControlPlane{}: {Transform: TrimKubeadmControlPlane},
 			&clusterv1.MachineDeployment{}:        {Transform: TrimMachineDeployment},
 			&clusterv1.MachinePool{}:              {Transform: TrimMachinePool},
-			&clusterv1.Machine{}:                  {Transform: TrimMachine},
 			&clusterv1.ClusterClass{}:             {Transform: TrimClusterClass},
 		},
 	}
@@ -159,29 +154,6 @@ func TrimMachinePool(obj any) (any, error) {
 	return mp, nil
 }
 
-// TrimMachine is the cache transform of Machines (see CacheOptions). Objects
-// of other types are returned unchanged.
-func TrimMachine(obj any) (any, error) {
-	m, ok := obj.(*clusterv1.Machine)
-	if !ok {
-		return obj, nil
-	}
-	trimMeta(&m.ObjectMeta, false, func(k string) bool {
-		switch k {
-		case clusterv1.MachineControlPlaneLabel, clusterv1.MachineDeploymentNameLabel, clusterv1.MachinePoolNameLabel:
-			return true
-		}
-		return isTopologyOwnedLabel(k)
-	})
-	m.Spec = clusterv1.MachineSpec{ClusterName: m.Spec.ClusterName, Version: m.Spec.Version}
-	var status clusterv1.MachineStatus
-	if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
-		status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: m.Status.NodeInfo.KubeletVersion}
-	}
-	m.Status = status
-	return m, nil
-}
-
 // TrimClusterClass is the cache transform of ClusterClasses (see
 // CacheOptions). Objects of other types are returned unchanged.
 func TrimClusterClass(obj any) (any, error) {
@@ -197,12 +169,8 @@ func TrimClusterClass(obj any) (any, error) {
 	return cc, nil
 }
 
-// isTopologyOwnedLabel keeps the label of workers a Cluster's topology owns:
-// a topology version change leaves them to the topology controller.
-func isTopologyOwnedLabel(k string) bool { return k == clusterv1.ClusterTopologyOwnedLabel }
-
 // allLabels keeps every label: few and small on worker pools and control
 // planes, and the cluster-name label names a control plane's Cluster.
 func allLabels(string) bool { return true }
 
-var _ toolscache.TransformFunc = TrimMachine
+var _ toolscache.TransformFunc = TrimCluster

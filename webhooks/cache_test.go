@@ -98,7 +98,8 @@ func fullWorld() []client.Object {
 }
 
 // trimmed returns deep copies of objs passed through the transforms of
-// CacheOptions, as the guard's cache would hold them.
+// CacheOptions, as the guard's cache would hold them — Machines as the
+// Machine store gives them back to the policy.
 func trimmed(t *testing.T, objs []client.Object) []client.Object {
 	t.Helper()
 	opts := CacheOptions()
@@ -108,6 +109,16 @@ func trimmed(t *testing.T, objs []client.Object) []client.Object {
 		for key, by := range opts.ByObject {
 			if fmt.Sprintf("%T", key) == fmt.Sprintf("%T", obj) {
 				transform = by.Transform
+			}
+		}
+		if _, ok := obj.(*clusterv1.Machine); ok {
+			transform = func(in any) (any, error) {
+				e, err := toMachineEntry(in)
+				if err != nil {
+					return nil, err
+				}
+				m := e.(*machineEntry).machine()
+				return &m, nil
 			}
 		}
 		require.NotNil(t, transform, "no cache transform for %T", obj)

@@ -49,9 +49,10 @@ type Options struct {
 	Watches *Watches
 }
 
-// SetupWithManager registers the cache indexes the guard reads through, the
-// validating webhooks and the mutating (revision-stamping) webhooks, at the
-// paths config/webhook/manifests.yaml names:
+// SetupWithManager registers the cache indexes the guard reads through, its
+// Machine store (MachineStore, with its readiness check), the validating
+// webhooks and the mutating (revision-stamping) webhooks, at the paths
+// config/webhook/manifests.yaml names:
 //
 //	/validate-cluster-x-k8s-io-v1beta2-machinedeployment
 //	/validate-cluster-x-k8s-io-v1beta2-machinepool
@@ -64,7 +65,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	cached := policy.Policy{Reader: mgr.GetCache(), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds}
+	machines, err := NewMachineStore(mgr)
+	if err != nil {
+		return err
+	}
+	cached := policy.Policy{Reader: machines.Reader(mgr.GetCache()), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds}
 	var judge Decider = cached
 	if opts.Watches != nil {
 		judge = FreshPolicy{
@@ -143,8 +148,9 @@ func contractPathSuffix(gk schema.GroupKind) string {
 	return strings.ReplaceAll(gk.Group, ".", "-") + "-" + strings.ToLower(gk.Kind)
 }
 
-// AddIndexes indexes MachineDeployments, MachinePools and Machines by
-// spec.clusterName, so one cached List finds a cluster's workers. Registering
+// AddIndexes indexes MachineDeployments and MachinePools by
+// spec.clusterName, so one cached List finds a cluster's pools (its
+// Machines are in MachineStore, indexed the same way). Registering
 // the indexes also starts the informers with the manager, so the first
 // admission request does not wait for a cache to fill.
 func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
@@ -155,7 +161,6 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	}{
 		{&clusterv1.MachineDeployment{}, func(o client.Object) []string { return []string{o.(*clusterv1.MachineDeployment).Spec.ClusterName} }},
 		{&clusterv1.MachinePool{}, func(o client.Object) []string { return []string{o.(*clusterv1.MachinePool).Spec.ClusterName} }},
-		{&clusterv1.Machine{}, func(o client.Object) []string { return []string{o.(*clusterv1.Machine).Spec.ClusterName} }},
 	}
 	for _, ix := range byCluster {
 		if err := indexer.IndexField(ctx, ix.obj, policy.ClusterNameField, ix.name); err != nil {
@@ -173,10 +178,11 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 }
 
 // bootKinds are the kinds whose informers the guard starts with the manager
-// and needs before it can judge anything.
+// and needs before it can judge anything (and Machines, whose store has a
+// readiness check of its own).
 func bootKinds() []client.Object {
 	return []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{},
-		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}, &clusterv1.ClusterClass{}}
+		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.ClusterClass{}}
 }
 
 // CachesReady is the readiness check of the guard: the informers of the

@@ -67,7 +67,7 @@ func BenchmarkCacheMemory(b *testing.B) {
 				WithBootstrapDataSecret(machineName).WithInfrastructureRef("DevMachine", machineName).Build()
 			withStatus(b, machine, machineStatus(machine.Name, version, m < cpMachines, k))
 			return machine
-		}, webhooks.TrimMachine},
+		}, webhooks.CompactMachine},
 	} {
 		b.Run("kind="+kind.name, func(b *testing.B) {
 			// As the informer receives them: decoded from JSON.

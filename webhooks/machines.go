@@ -1,0 +1,240 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unique"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/rollout-guard/rollout-guard/policy"
+)
+
+// machinesByCluster is the index of the Machine store: namespace and
+// cluster name.
+const machinesByCluster = "namespace/cluster"
+
+// MachineStore keeps, of every Machine of the management cluster, what the
+// policy reads — its cluster, its version, the kubelet version its node
+// reports, when it was made, and the labels that say whether it is a
+// control-plane Machine, which pool it belongs to and whether a topology
+// owns it — and answers the policy's cached Lists of a cluster's Machines
+// (Reader).
+//
+// Why not the manager's cache: it keeps a Machine as a clusterv1.Machine,
+// whose Go struct alone is 704 bytes before any content; trimmed to what
+// the guard reads it still held 1,340 bytes of live heap per Machine
+// (BenchmarkCacheMemory in test/cmd/bench-scale), the largest part of the
+// guard's memory in a management cluster with thousands of clusters. A
+// machineEntry of the same facts, its strings shared, holds a few hundred.
+type MachineStore struct {
+	informer toolscache.SharedIndexInformer
+}
+
+// NewMachineStore makes the Machine store and the informer that fills it,
+// which mgr runs on every replica (each one's webhooks judge), and adds its
+// readiness check ("machines") to mgr: a replica judges nothing before its
+// Machines are known. The informer lists and watches through a client of
+// mgr's rest.Config, so the guard's watch tracking (Watches) sees it.
+func NewMachineStore(mgr manager.Manager) (*MachineStore, error) {
+	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
+	if err != nil {
+		return nil, fmt.Errorf("the client of the Machine store: %w", err)
+	}
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list := &clusterv1.MachineList{}
+			return list, c.List(ctx, list, &client.ListOptions{Raw: &opts})
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, &clusterv1.MachineList{}, &client.ListOptions{Raw: &opts})
+		},
+	}
+	informer := toolscache.NewSharedIndexInformer(lw, &clusterv1.Machine{}, 0, toolscache.Indexers{machinesByCluster: byCluster})
+	if err := informer.SetTransform(toMachineEntry); err != nil {
+		return nil, fmt.Errorf("the Machine store: %w", err)
+	}
+	s := &MachineStore{informer: informer}
+	if err := mgr.Add(s); err != nil {
+		return nil, fmt.Errorf("watching Machines: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("machines", s.ready); err != nil {
+		return nil, fmt.Errorf("adding the readiness check of the Machine store: %w", err)
+	}
+	return s, nil
+}
+
+// Start runs the informer until ctx ends.
+func (s *MachineStore) Start(ctx context.Context) error {
+	s.informer.RunWithContext(ctx)
+	return nil
+}
+
+// NeedLeaderElection is false: every replica judges.
+func (*MachineStore) NeedLeaderElection() bool { return false }
+
+// ready is the readiness check of the store: filled once.
+func (s *MachineStore) ready(*http.Request) error {
+	if !s.informer.HasSynced() {
+		return fmt.Errorf("cache of %T not filled yet", &clusterv1.Machine{})
+	}
+	return nil
+}
+
+// Reader returns a reader that answers the Lists of Machines the policy
+// makes through the guard's cache — a namespace and a cluster name
+// (policy.ClusterNameField) — from the store, and passes every other read
+// to next.
+func (s *MachineStore) Reader(next client.Reader) client.Reader {
+	return machineReader{Reader: next, machines: s.informer.GetIndexer()}
+}
+
+// machineReader is MachineStore.Reader.
+type machineReader struct {
+	client.Reader
+	machines toolscache.Indexer
+}
+
+// List fills a MachineList from the store; other lists are next's.
+func (r machineReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	machines, ok := list.(*clusterv1.MachineList)
+	if !ok {
+		return r.Reader.List(ctx, list, opts...)
+	}
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	cluster, ok := "", false
+	if o.FieldSelector != nil {
+		cluster, ok = o.FieldSelector.RequiresExactMatch(policy.ClusterNameField)
+	}
+	if !ok || o.Namespace == "" || (o.LabelSelector != nil && !o.LabelSelector.Empty()) {
+		return fmt.Errorf("the guard's Machine store lists the Machines of one cluster (namespace and %s), not %+v", policy.ClusterNameField, o)
+	}
+	objs, err := r.machines.ByIndex(machinesByCluster, o.Namespace+"/"+cluster)
+	if err != nil {
+		return fmt.Errorf("listing the Machines of Cluster %s/%s from the Machine store: %w", o.Namespace, cluster, err)
+	}
+	machines.Items = make([]clusterv1.Machine, 0, len(objs))
+	for _, obj := range objs {
+		if e, ok := obj.(*machineEntry); ok {
+			machines.Items = append(machines.Items, e.machine())
+		}
+	}
+	return nil
+}
+
+// machineEntry is what the store keeps of a Machine. An entry never
+// changes once made: a new version of the Machine is a new entry.
+type machineEntry struct {
+	namespace, name, resourceVersion     string
+	clusterName, version, kubeletVersion string
+	created                              time.Time
+	// labels are the labels the policy reads (see keptMachineLabel), sorted.
+	labels []machineLabel
+}
+
+type machineLabel struct{ key, value string }
+
+// GetObjectKind is part of runtime.Object, which the informer stores.
+func (*machineEntry) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns e itself: an entry never changes.
+func (e *machineEntry) DeepCopyObject() runtime.Object { return e }
+
+// GetObjectMeta gives the informer the entry's namespace, name and
+// resourceVersion (its key, and what a watch resumes from).
+func (e *machineEntry) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: e.namespace, Name: e.name, ResourceVersion: e.resourceVersion}
+}
+
+// machine returns the Machine as the policy reads it.
+func (e *machineEntry) machine() clusterv1.Machine {
+	m := clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.name, ResourceVersion: e.resourceVersion, CreationTimestamp: metav1.NewTime(e.created)},
+		Spec:       clusterv1.MachineSpec{ClusterName: e.clusterName, Version: e.version},
+	}
+	if len(e.labels) > 0 {
+		m.Labels = make(map[string]string, len(e.labels))
+		for _, l := range e.labels {
+			m.Labels[l.key] = l.value
+		}
+	}
+	if e.kubeletVersion != "" {
+		m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: e.kubeletVersion}
+	}
+	return m
+}
+
+// toMachineEntry is the transform of the store's informer: a Machine
+// becomes its machineEntry (an entry stays as it is: the informer may
+// transform what it already holds).
+func toMachineEntry(in any) (any, error) {
+	switch obj := in.(type) {
+	case *machineEntry:
+		return obj, nil
+	case *clusterv1.Machine:
+		return newMachineEntry(obj), nil
+	}
+	return in, nil
+}
+
+// newMachineEntry is the machineEntry of m. The strings Machines repeat —
+// namespaces, cluster names, versions, label keys and pool names — are
+// shared, not copied per Machine.
+func newMachineEntry(m *clusterv1.Machine) *machineEntry {
+	e := &machineEntry{
+		namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion,
+		clusterName: shared(m.Spec.ClusterName), version: shared(m.Spec.Version), created: m.CreationTimestamp.Time,
+	}
+	if m.Status.NodeInfo != nil {
+		e.kubeletVersion = shared(m.Status.NodeInfo.KubeletVersion)
+	}
+	for k, v := range m.Labels {
+		if keptMachineLabel(k) {
+			e.labels = append(e.labels, machineLabel{shared(k), shared(v)})
+		}
+	}
+	slices.SortFunc(e.labels, func(a, b machineLabel) int { return strings.Compare(a.key, b.key) })
+	return e
+}
+
+// keptMachineLabel says which labels of a Machine the policy reads: the
+// control-plane label, the labels that name its MachineDeployment or
+// MachinePool (refusals group Machines by pool), and the topology-owned
+// label (a topology version change leaves those workers to the topology
+// controller).
+func keptMachineLabel(k string) bool {
+	switch k {
+	case clusterv1.MachineControlPlaneLabel, clusterv1.MachineDeploymentNameLabel, clusterv1.MachinePoolNameLabel, clusterv1.ClusterTopologyOwnedLabel:
+		return true
+	}
+	return false
+}
+
+// byCluster is the store's index of entries by namespace and cluster.
+func byCluster(obj any) ([]string, error) {
+	if e, ok := obj.(*machineEntry); ok {
+		return []string{e.namespace + "/" + e.clusterName}, nil
+	}
+	return nil, nil
+}
+
+// shared returns the one copy of s the process keeps.
+func shared(s string) string {
+	return unique.Make(s).Value()
+}
+
+// CompactMachine is the store's transform, for benchmarks that measure
+// what a Machine costs the guard.
+func CompactMachine(obj any) (any, error) { return toMachineEntry(obj) }
