@@ -33,8 +33,9 @@ import (
 //     revision), the project's annotations, labels and owner references;
 //     no status, and none of spec.providerIDList, which holds one entry per
 //     instance (up to 10,000).
-//   - Machine: not in this cache; MachineStore keeps what the policy
-//     reads of each in a form of its own, a fraction of a Machine.
+//   - Machine: kept as a compact entry of what the policy reads of it
+//     (CompactMachine), which MachineStore reads; the cache cannot give it
+//     back as a Machine.
 //   - ClusterClass: spec.kubernetesVersions and the upgrade-plan extension
 //     (how Cluster API plans a chained upgrade); its templates, variables
 //     and patches are dropped.
@@ -51,6 +52,7 @@ func CacheOptions() cache.Options {
 			&controlplanev1.KubeadmControlPlane{}: {Transform: TrimKubeadmControlPlane},
 			&clusterv1.MachineDeployment{}:        {Transform: TrimMachineDeployment},
 			&clusterv1.MachinePool{}:              {Transform: TrimMachinePool},
+			&clusterv1.Machine{}:                  {Transform: CompactMachine},
 			&clusterv1.ClusterClass{}:             {Transform: TrimClusterClass},
 		},
 	}

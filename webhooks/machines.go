@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -13,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -33,64 +32,38 @@ const machinesByCluster = "namespace/cluster"
 // owns it — and answers the policy's cached Lists of a cluster's Machines
 // (Reader).
 //
-// Why not the manager's cache: it keeps a Machine as a clusterv1.Machine,
-// whose Go struct alone is 704 bytes before any content; trimmed to what
-// the guard reads it still held 1,340 bytes of live heap per Machine
-// (BenchmarkCacheMemory in test/cmd/bench-scale), the largest part of the
-// guard's memory in a management cluster with thousands of clusters. A
-// machineEntry of the same facts, its strings shared, holds a few hundred.
+// Why: kept as a clusterv1.Machine, whose Go struct alone is 704 bytes
+// before any content, a Machine trimmed to what the guard reads still held
+// 1,340 bytes of live heap (BenchmarkCacheMemory in test/cmd/bench-scale),
+// the largest part of the guard's memory in a management cluster with
+// thousands of clusters. A machineEntry of the same facts, its strings
+// shared, holds 385.
+//
+// The entries live in the manager's cache: its Machine informer keeps them
+// (CacheOptions gives it CompactMachine as transform), so it fills with
+// the other caches, counts for readiness (CachesReady) and is watched like
+// them (Watches). The cache cannot give them back as Machines itself; only
+// Reader reads them.
 type MachineStore struct {
-	informer toolscache.SharedIndexInformer
+	indexer toolscache.Indexer
 }
 
-// NewMachineStore makes the Machine store and the informer that fills it,
-// which mgr runs on every replica (each one's webhooks judge), and adds its
-// readiness check ("machines") to mgr: a replica judges nothing before its
-// Machines are known. The informer lists and watches through a client of
-// mgr's rest.Config, so the guard's watch tracking (Watches) sees it.
-func NewMachineStore(mgr manager.Manager) (*MachineStore, error) {
-	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
+// NewMachineStore returns the Machine store over the Machine informer of
+// mgr's cache, indexing its entries by namespace and cluster. Call it
+// before mgr starts.
+func NewMachineStore(ctx context.Context, mgr manager.Manager) (*MachineStore, error) {
+	informer, err := mgr.GetCache().GetInformer(ctx, &clusterv1.Machine{}, cache.BlockUntilSynced(false))
 	if err != nil {
-		return nil, fmt.Errorf("the client of the Machine store: %w", err)
+		return nil, fmt.Errorf("the Machine informer: %w", err)
 	}
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list := &clusterv1.MachineList{}
-			return list, c.List(ctx, list, &client.ListOptions{Raw: &opts})
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return c.Watch(ctx, &clusterv1.MachineList{}, &client.ListOptions{Raw: &opts})
-		},
+	shared, ok := informer.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the Machine informer is a %T, not a client-go SharedIndexInformer: the Machine store cannot read it", informer)
 	}
-	informer := toolscache.NewSharedIndexInformer(lw, &clusterv1.Machine{}, 0, toolscache.Indexers{machinesByCluster: byCluster})
-	if err := informer.SetTransform(toMachineEntry); err != nil {
-		return nil, fmt.Errorf("the Machine store: %w", err)
+	if err := shared.AddIndexers(toolscache.Indexers{machinesByCluster: byCluster}); err != nil {
+		return nil, fmt.Errorf("indexing Machines by cluster: %w", err)
 	}
-	s := &MachineStore{informer: informer}
-	if err := mgr.Add(s); err != nil {
-		return nil, fmt.Errorf("watching Machines: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("machines", s.ready); err != nil {
-		return nil, fmt.Errorf("adding the readiness check of the Machine store: %w", err)
-	}
-	return s, nil
-}
-
-// Start runs the informer until ctx ends.
-func (s *MachineStore) Start(ctx context.Context) error {
-	s.informer.RunWithContext(ctx)
-	return nil
-}
-
-// NeedLeaderElection is false: every replica judges.
-func (*MachineStore) NeedLeaderElection() bool { return false }
-
-// ready is the readiness check of the store: filled once.
-func (s *MachineStore) ready(*http.Request) error {
-	if !s.informer.HasSynced() {
-		return fmt.Errorf("cache of %T not filled yet", &clusterv1.Machine{})
-	}
-	return nil
+	return &MachineStore{indexer: shared.GetIndexer()}, nil
 }
 
 // Reader returns a reader that answers the Lists of Machines the policy
@@ -98,7 +71,7 @@ func (s *MachineStore) ready(*http.Request) error {
 // (policy.ClusterNameField) — from the store, and passes every other read
 // to next.
 func (s *MachineStore) Reader(next client.Reader) client.Reader {
-	return machineReader{Reader: next, machines: s.informer.GetIndexer()}
+	return machineReader{Reader: next, machines: s.indexer}
 }
 
 // machineReader is MachineStore.Reader.
@@ -235,6 +208,7 @@ func shared(s string) string {
 	return unique.Make(s).Value()
 }
 
-// CompactMachine is the store's transform, for benchmarks that measure
-// what a Machine costs the guard.
+// CompactMachine is the cache transform of Machines (see CacheOptions and
+// MachineStore): a Machine becomes its compact entry. Objects of other
+// types are returned unchanged.
 func CompactMachine(obj any) (any, error) { return toMachineEntry(obj) }

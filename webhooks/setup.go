@@ -50,7 +50,7 @@ type Options struct {
 }
 
 // SetupWithManager registers the cache indexes the guard reads through, its
-// Machine store (MachineStore, with its readiness check), the validating
+// Machine store (MachineStore), the validating
 // webhooks and the mutating (revision-stamping) webhooks, at the paths
 // config/webhook/manifests.yaml names:
 //
@@ -65,7 +65,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	machines, err := NewMachineStore(mgr)
+	machines, err := NewMachineStore(ctx, mgr)
 	if err != nil {
 		return err
 	}
@@ -178,11 +178,10 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 }
 
 // bootKinds are the kinds whose informers the guard starts with the manager
-// and needs before it can judge anything (and Machines, whose store has a
-// readiness check of its own).
+// and needs before it can judge anything.
 func bootKinds() []client.Object {
 	return []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{},
-		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.ClusterClass{}}
+		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}, &clusterv1.ClusterClass{}}
 }
 
 // CachesReady is the readiness check of the guard: the informers of the
