@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"runtime"
 	"testing"
 
 	toolscache "k8s.io/client-go/tools/cache"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/test/builder"
@@ -33,39 +31,23 @@ func BenchmarkCacheMemory(b *testing.B) {
 			return builder.Cluster(namespaceOf(i), clusterName(i)).WithControlPlane(kcpName(i)).WithInfrastructure(clusterName(i)).Build()
 		}, webhooks.TrimCluster},
 		{"KubeadmControlPlane", clusters, func(b *testing.B, i int) client.Object {
-			kcp := builder.KubeadmControlPlane(namespaceOf(i), kcpName(i)).WithClusterName(clusterName(i)).WithReplicas(cpMachines).
-				WithVersion(cpVersion).WithInfrastructureTemplate(kcpName(i)).Build()
-			spec, err := kubeadmConfigSpec(clusterName(i))
+			kcp, err := worldKCP(i, true)
 			if err != nil {
 				b.Fatal(err)
 			}
-			kcp.Spec.KubeadmConfigSpec = spec
 			withStatus(b, kcp, kcpStatus(clusterName(i), cpMachines, cpVersion, 1))
 			return kcp
 		}, webhooks.TrimKubeadmControlPlane},
 		{"MachineDeployment", clusters * mdsPerCluster, func(b *testing.B, k int) client.Object {
 			i, j := k/mdsPerCluster, k%mdsPerCluster
-			md := builder.MachineDeployment(namespaceOf(i), mdName(i, j)).WithLabels(map[string]string{clusterv1.ClusterNameLabel: clusterName(i)}).
-				WithClusterName(clusterName(i)).WithReplicas(2).WithSelector(map[string]string{"pool": mdName(i, j)}).WithVersion(workerVersion).
-				WithBootstrapTemplate(mdName(i, j)).WithInfrastructureTemplate(mdName(i, j)).Build()
+			md := worldMD(i, j)
 			withStatus(b, md, mdStatus(mdName(i, j), workerVersion, 2, 1))
 			return md
 		}, webhooks.TrimMachineDeployment},
 		{"Machine", clusters * (cpMachines + workerMachines), func(b *testing.B, k int) client.Object {
 			i, m := k/(cpMachines+workerMachines), k%(cpMachines+workerMachines)
-			name := clusterName(i)
-			labels := map[string]string{clusterv1.ClusterNameLabel: name}
-			version := cpVersion
-			if m < cpMachines {
-				labels[clusterv1.MachineControlPlaneLabel] = ""
-			} else {
-				labels[clusterv1.MachineDeploymentNameLabel] = mdName(i, m%mdsPerCluster)
-				version = workerVersion
-			}
-			machineName := fmt.Sprintf("%s-m%d", name, m)
-			machine := builder.Machine(namespaceOf(i), machineName).WithLabels(labels).WithClusterName(name).WithVersion(version).
-				WithBootstrapDataSecret(machineName).WithInfrastructureRef("DevMachine", machineName).Build()
-			withStatus(b, machine, machineStatus(machine.Name, version, m < cpMachines, k))
+			machine := worldMachine(i, m)
+			withStatus(b, machine, machineStatus(machine.Name, machine.Spec.Version, m < cpMachines, k))
 			return machine
 		}, webhooks.CompactMachine},
 	} {

@@ -526,14 +526,9 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 	}
 	n.clusters.Add(1)
 
-	kcp := builder.KubeadmControlPlane(ns, kcpName(i)).WithClusterName(name).WithReplicas(cpMachines).WithVersion(cpVersion).
-		WithInfrastructureTemplate(kcpName(i)).Build()
-	if realistic {
-		spec, err := kubeadmConfigSpec(name)
-		if err != nil {
-			return err
-		}
-		kcp.Spec.KubeadmConfigSpec = spec
+	kcp, err := worldKCP(i, realistic)
+	if err != nil {
+		return err
 	}
 	if err := createWithHistory(ctx, c, kcp, history.KubeadmControlPlane, func(obj client.Object, k int) {
 		obj.(*controlplanev1.KubeadmControlPlane).Spec.Version = fmt.Sprintf("v1.%d.0", 30+k)
@@ -546,9 +541,7 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 	n.kcps.Add(1)
 
 	for j := range mdsPerCluster {
-		md := builder.MachineDeployment(ns, mdName(i, j)).WithLabels(map[string]string{clusterv1.ClusterNameLabel: name}).
-			WithClusterName(name).WithReplicas(2).WithSelector(map[string]string{"pool": mdName(i, j)}).WithVersion(workerVersion).
-			WithBootstrapTemplate(mdName(i, j)).WithInfrastructureTemplate(mdName(i, j)).Build()
+		md := worldMD(i, j)
 		if err := createWithHistory(ctx, c, md, history.MachineDeployment, func(obj client.Object, k int) {
 			obj.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version = fmt.Sprintf("v1.%d.0", 29+k)
 		}, n); err != nil {
@@ -561,26 +554,55 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 	}
 
 	for m := range cpMachines + workerMachines {
-		labels := map[string]string{clusterv1.ClusterNameLabel: name}
-		version := cpVersion
-		if m < cpMachines {
-			labels[clusterv1.MachineControlPlaneLabel] = ""
-		} else {
-			labels[clusterv1.MachineDeploymentNameLabel] = mdName(i, m%mdsPerCluster)
-			version = workerVersion
-		}
-		machineName := fmt.Sprintf("%s-m%d", name, m)
-		machine := builder.Machine(ns, machineName).WithLabels(labels).WithClusterName(name).WithVersion(version).
-			WithBootstrapDataSecret(machineName).WithInfrastructureRef("DevMachine", machineName).Build()
+		machine := worldMachine(i, m)
 		if err := create(machine); err != nil {
 			return err
 		}
-		if err := setStatus(machine, machineStatus(machine.Name, version, m < cpMachines, i*(cpMachines+workerMachines)+m)); err != nil {
+		if err := setStatus(machine, machineStatus(machine.Name, machine.Spec.Version, m < cpMachines, i*(cpMachines+workerMachines)+m)); err != nil {
 			return err
 		}
 		n.machines.Add(1)
 	}
 	return nil
+}
+
+// worldKCP is the KubeadmControlPlane of cluster i (with the quick start's
+// kubeadmConfigSpec when realistic), before it is created.
+func worldKCP(i int, realistic bool) (*controlplanev1.KubeadmControlPlane, error) {
+	kcp := builder.KubeadmControlPlane(namespaceOf(i), kcpName(i)).WithClusterName(clusterName(i)).WithReplicas(cpMachines).WithVersion(cpVersion).
+		WithInfrastructureTemplate(kcpName(i)).Build()
+	if realistic {
+		spec, err := kubeadmConfigSpec(clusterName(i))
+		if err != nil {
+			return nil, err
+		}
+		kcp.Spec.KubeadmConfigSpec = spec
+	}
+	return kcp, nil
+}
+
+// worldMD is MachineDeployment j of cluster i, before it is created.
+func worldMD(i, j int) *clusterv1.MachineDeployment {
+	return builder.MachineDeployment(namespaceOf(i), mdName(i, j)).WithLabels(map[string]string{clusterv1.ClusterNameLabel: clusterName(i)}).
+		WithClusterName(clusterName(i)).WithReplicas(2).WithSelector(map[string]string{"pool": mdName(i, j)}).WithVersion(workerVersion).
+		WithBootstrapTemplate(mdName(i, j)).WithInfrastructureTemplate(mdName(i, j)).Build()
+}
+
+// worldMachine is Machine m of cluster i, before it is created: the first
+// cpMachines are its control plane's, the others its pools' in turn.
+func worldMachine(i, m int) *clusterv1.Machine {
+	name := clusterName(i)
+	labels := map[string]string{clusterv1.ClusterNameLabel: name}
+	version := cpVersion
+	if m < cpMachines {
+		labels[clusterv1.MachineControlPlaneLabel] = ""
+	} else {
+		labels[clusterv1.MachineDeploymentNameLabel] = mdName(i, m%mdsPerCluster)
+		version = workerVersion
+	}
+	machineName := fmt.Sprintf("%s-m%d", name, m)
+	return builder.Machine(namespaceOf(i), machineName).WithLabels(labels).WithClusterName(name).WithVersion(version).
+		WithBootstrapDataSecret(machineName).WithInfrastructureRef("DevMachine", machineName).Build()
 }
 
 // createWithHistory creates obj stamped as its revisionsPerObj-th revision
