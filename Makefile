@@ -25,6 +25,13 @@ build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/rollout ./cmd/rollout
 
+.PHONY: generate
+# controller-gen writes the DeepCopy methods of the CLI's output types
+# (rollout/api/v1alpha1/zz_generated.deepcopy.go); run it after changing them.
+CONTROLLER_GEN ?= go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+generate: ## Regenerate the DeepCopy methods of rollout/api/v1alpha1.
+	$(CONTROLLER_GEN) object paths=./rollout/api/v1alpha1/...
+
 .PHONY: lint
 lint: ## gofmt and go vet over every module.
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))"; \

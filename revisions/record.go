@@ -145,6 +145,11 @@ type Restart struct {
 	After string `json:"after"`
 }
 
+// DeepCopyInto copies r into out. Every field of a Restart is a value, so
+// the copy is an assignment; the generated deep copies of the CLI's output
+// types (rollout/api/v1alpha1), which hold restarts, call it.
+func (r *Restart) DeepCopyInto(out *Restart) { *out = *r }
+
 // Override is a break-glass override used for one change.
 type Override struct {
 	// By is the user who used the override.

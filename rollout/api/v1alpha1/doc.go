@@ -6,4 +6,9 @@
 //
 // The version is a promise: fields may be added within it, none is removed
 // or changes meaning.
+//
+// Its DeepCopy methods are generated (zz_generated.deepcopy.go, make
+// generate).
+//
+// +kubebuilder:object:generate=true
 package v1alpha1

@@ -2,10 +2,8 @@ package v1alpha1
 
 import (
 	"encoding/json"
-	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -15,6 +13,7 @@ const HistoryAPIVersion = "rollout.rollout-guard.io/v1alpha1"
 
 // RolloutHistory is the history of one object as `rollout history -o
 // json|yaml` prints it.
+// +kubebuilder:object:root=true
 type RolloutHistory struct {
 	metav1.TypeMeta `json:",inline"`
 	// Object is the MachineDeployment or KubeadmControlPlane.
@@ -114,22 +113,6 @@ type MachineSetRevision struct {
 	CreatedAt string `json:"createdAt"`
 }
 
-// DeepCopyObject implements runtime.Object.
-func (h *RolloutHistory) DeepCopyObject() runtime.Object {
-	if h == nil {
-		return nil
-	}
-	out := &RolloutHistory{}
-	raw, err := json.Marshal(h)
-	if err == nil {
-		err = json.Unmarshal(raw, out)
-	}
-	if err != nil {
-		panic(fmt.Sprintf("copying a RolloutHistory: %v", err))
-	}
-	return out
-}
-
 // ClusterHistoryKind is the kind of what `rollout history cluster/NAME -o
 // json|yaml` prints.
 const ClusterHistoryKind = "ClusterRolloutHistory"
@@ -137,6 +120,7 @@ const ClusterHistoryKind = "ClusterRolloutHistory"
 // ClusterRolloutHistory is the history of a Cluster's control plane and
 // worker pools, merged, as `rollout history cluster/NAME -o json|yaml`
 // prints it.
+// +kubebuilder:object:root=true
 type ClusterRolloutHistory struct {
 	metav1.TypeMeta `json:",inline"`
 	// Cluster is the Cluster.
@@ -165,15 +149,4 @@ type ClusterHistoryRevision struct {
 	// Object is the object whose revision it is.
 	Object          HistoryObject `json:"object"`
 	HistoryRevision `json:",inline"`
-}
-
-// DeepCopyObject implements runtime.Object.
-func (h *ClusterRolloutHistory) DeepCopyObject() runtime.Object {
-	if h == nil {
-		return nil
-	}
-	out := *h
-	out.Objects = append([]ClusterHistoryObject(nil), h.Objects...)
-	out.Revisions = append([]ClusterHistoryRevision(nil), h.Revisions...)
-	return &out
 }

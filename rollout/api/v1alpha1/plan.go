@@ -1,12 +1,9 @@
 package v1alpha1
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // PlanAPIVersion is the apiVersion of what `rollout plan -o json|yaml`
@@ -73,6 +70,7 @@ const (
 
 // RolloutPlan is what `rollout plan -o json|yaml` prints: what one change
 // would do, object by object, computed without changing anything.
+// +kubebuilder:object:root=true
 type RolloutPlan struct {
 	metav1.TypeMeta `json:",inline"`
 	// Change is the change as asked: the command line without its
@@ -282,20 +280,4 @@ type PlanDuration struct {
 	Estimate string `json:"estimate,omitempty"`
 	// Basis says what it was learnt from, or why it is unknown.
 	Basis string `json:"basis"`
-}
-
-// DeepCopyObject implements runtime.Object, for the -o json|yaml printers.
-func (p *RolloutPlan) DeepCopyObject() runtime.Object {
-	if p == nil {
-		return nil
-	}
-	out := &RolloutPlan{}
-	raw, err := json.Marshal(p)
-	if err == nil {
-		err = json.Unmarshal(raw, out)
-	}
-	if err != nil {
-		panic(fmt.Sprintf("copying a RolloutPlan: %v", err))
-	}
-	return out
 }
