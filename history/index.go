@@ -172,7 +172,7 @@ func (e *indexEntry) label(key string) string {
 // metadata returns the ControllerRevision's metadata as the entry holds
 // it, in maps of its own.
 func (e *indexEntry) metadata() *metav1.PartialObjectMetadata {
-	out := IndexObject().(*metav1.PartialObjectMetadata)
+	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "ControllerRevision"}}
 	out.Namespace, out.Name, out.ResourceVersion = e.namespace, e.name, e.resourceVersion
 	out.Labels, out.Annotations = toMap(e.labels), toMap(e.annotations)
 	return out
@@ -187,14 +187,6 @@ func toMap(pairs []pair) map[string]string {
 		out[p.key] = p.value
 	}
 	return out
-}
-
-// IndexObject is the object the Index's informer lists and watches: the
-// metadata of a ControllerRevision.
-func IndexObject() client.Object {
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevision"))
-	return obj
 }
 
 // toEntry is the transform of the Index's informer: a ControllerRevision's
