@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -306,22 +304,9 @@ func revisionRequests(t *testing.T) map[string]float64 {
 	require.NoError(t, err)
 	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	require.NoError(t, err, "reading the API server's /metrics")
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	samples, err := framework.ParseMetrics(bytes.NewReader(raw))
 	require.NoError(t, err, "parsing the API server's /metrics")
-	out := map[string]float64{}
-	family, ok := families["apiserver_request_total"]
-	require.True(t, ok, "the API server's /metrics has no apiserver_request_total")
-	for _, m := range family.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if labels["resource"] == "controllerrevisions" {
-			out[labels["verb"]] += m.GetCounter().GetValue()
-		}
-	}
-	return out
+	return framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb")
 }
 
 // watchRecorded watches the ControllerRevisions of namespace ns until the

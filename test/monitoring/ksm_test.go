@@ -1,7 +1,6 @@
 package monitoring
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,60 +26,24 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
-// sample is one line of the Prometheus text format.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
 // scrape is what one scrape of /metrics returned.
-type scrape []sample
+type scrape []framework.Sample
 
-var (
-	sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)`)
-	labelPair  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
-)
-
-// parseScrape reads the text format. A few lines of parsing keep
-// Prometheus's client libraries out of the test module's direct
-// dependencies; kube-state-metrics writes one sample a line, labels quoted.
+// parseScrape reads the text format with Prometheus's own parser.
 func parseScrape(r io.Reader) (scrape, error) {
-	var out scrape
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		m := sampleLine.FindStringSubmatch(line)
-		if m == nil {
-			return nil, fmt.Errorf("not a sample: %q", line)
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			return nil, fmt.Errorf("value of %q: %w", line, err)
-		}
-		s := sample{name: m[1], labels: map[string]string{}, value: v}
-		for _, p := range labelPair.FindAllStringSubmatch(m[2], -1) {
-			s.labels[p[1]] = strings.NewReplacer(`\"`, `"`, `\\`, `\`, `\n`, "\n").Replace(p[2])
-		}
-		out = append(out, s)
-	}
-	return out, sc.Err()
+	return framework.ParseMetrics(r)
 }
 
 // find returns the samples of name whose labels include match.
-func (s scrape) find(name string, match map[string]string) []sample {
-	var out []sample
+func (s scrape) find(name string, match map[string]string) []framework.Sample {
+	var out []framework.Sample
 	for _, x := range s {
-		if x.name != name {
+		if x.Name != name {
 			continue
 		}
 		ok := true
 		for k, v := range match {
-			ok = ok && x.labels[k] == v
+			ok = ok && x.Labels[k] == v
 		}
 		if ok {
 			out = append(out, x)
@@ -97,7 +59,7 @@ func (s scrape) value(name string, match map[string]string) (float64, bool) {
 	if len(found) != 1 {
 		return 0, false
 	}
-	return found[0].value, true
+	return found[0].Value, true
 }
 
 // freePort returns a local TCP port that was free a moment ago.
@@ -292,7 +254,7 @@ func TestKubeStateMetricsFollowARestart(t *testing.T) {
 func machineNames(s scrape, labels map[string]string) []string {
 	var names []string
 	for _, x := range s.find("capi_machine_info", labels) {
-		names = append(names, x.labels["name"])
+		names = append(names, x.Labels["name"])
 	}
 	sort.Strings(names)
 	return names

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // Regimes: how the edits are sent.
@@ -336,7 +337,7 @@ func (b *bench) revisionRequests(ctx context.Context) (map[string]float64, error
 	if err != nil {
 		return nil, err
 	}
-	return sumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb"), nil
+	return framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb"), nil
 }
 
 // errNoRounds is returned when a ratio has no round to compare.

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +51,26 @@ func scrapeLatency(ctx context.Context, url, token string) (latencySums, error) 
 }
 
 func scrapeOnce(ctx context.Context, httpClient *http.Client, url, token string) (latencySums, error) {
+	samples, err := guardMetrics(ctx, httpClient, url, token)
+	if err != nil {
+		return nil, err
+	}
+	sums := latencySums{}
+	for path, v := range framework.SumBy(samples, webhookLatency+"_sum", nil, "webhook") {
+		s := sums[path]
+		s[0] = v
+		sums[path] = s
+	}
+	for path, v := range framework.SumBy(samples, webhookLatency+"_count", nil, "webhook") {
+		s := sums[path]
+		s[1] = v
+		sums[path] = s
+	}
+	return sums, nil
+}
+
+// guardMetrics reads the guard's metrics endpoint with a bearer token.
+func guardMetrics(ctx context.Context, httpClient *http.Client, url, token string) ([]framework.Sample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -66,38 +84,7 @@ func scrapeOnce(ctx context.Context, httpClient *http.Client, url, token string)
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
-	sums := latencySums{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		var idx int
-		switch {
-		case strings.HasPrefix(line, webhookLatency+"_sum{"):
-			idx = 0
-		case strings.HasPrefix(line, webhookLatency+"_count{"):
-			idx = 1
-		default:
-			continue
-		}
-		_, rest, _ := strings.Cut(line, `webhook="`)
-		path, rest, ok := strings.Cut(rest, `"`)
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			continue
-		}
-		s := sums[path]
-		s[idx] = v
-		sums[path] = s
-	}
-	return sums, sc.Err()
+	return framework.ParseMetrics(resp.Body)
 }
 
 // meanLatencies says, per webhook path, how many requests the guard
@@ -133,39 +120,22 @@ func scrapeReconcile(ctx context.Context, url, token string) (reconcileState, er
 	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	samples, err := guardMetrics(ctx, httpClient, url, token)
 	if err != nil {
 		return reconcileState{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return reconcileState{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return reconcileState{}, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	var st reconcileState
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		var into *float64
-		switch {
-		case strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="history-`):
-			into = &st.done
-		case strings.HasPrefix(line, "workqueue_depth{") && strings.Contains(line, `name="history-`):
-			into = &st.queued
-		default:
-			continue
-		}
-		fields := strings.Fields(line)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			*into += v
+	for controller, v := range framework.SumBy(samples, "controller_runtime_reconcile_total", nil, "controller") {
+		if strings.HasPrefix(controller, "history-") {
+			st.done += v
 		}
 	}
-	return st, sc.Err()
+	for name, v := range framework.SumBy(samples, "workqueue_depth", nil, "name") {
+		if strings.HasPrefix(name, "history-") {
+			st.queued += v
+		}
+	}
+	return st, nil
 }
 
 // waitReconciled waits until the guard's history reconcilers have

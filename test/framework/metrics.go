@@ -1,0 +1,86 @@
+package framework
+
+import (
+	"fmt"
+	"io"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Sample is one sample of a Prometheus text exposition: the value of a
+// counter, gauge or untyped metric under its name, and a histogram's or
+// summary's sum and count under NAME_sum and NAME_count (their buckets and
+// quantiles are left out).
+type Sample struct {
+	// Name is the metric's name, with _sum or _count for a histogram or
+	// summary.
+	Name string
+	// Labels are the sample's labels.
+	Labels map[string]string
+	// Value is its value.
+	Value float64
+}
+
+// ParseMetrics reads a /metrics page in the Prometheus text format with
+// Prometheus's own parser.
+func ParseMetrics(r io.Reader) ([]Sample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing a /metrics page: %w", err)
+	}
+	var out []Sample
+	for name, family := range families {
+		for _, m := range family.GetMetric() {
+			labels := make(map[string]string, len(m.GetLabel()))
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			add := func(name string, v float64) { out = append(out, Sample{Name: name, Labels: labels, Value: v}) }
+			switch family.GetType() {
+			case dto.MetricType_COUNTER:
+				add(name, m.GetCounter().GetValue())
+			case dto.MetricType_GAUGE:
+				add(name, m.GetGauge().GetValue())
+			case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+				add(name+"_sum", m.GetHistogram().GetSampleSum())
+				add(name+"_count", float64(m.GetHistogram().GetSampleCount()))
+			case dto.MetricType_SUMMARY:
+				add(name+"_sum", m.GetSummary().GetSampleSum())
+				add(name+"_count", float64(m.GetSummary().GetSampleCount()))
+			default:
+				add(name, m.GetUntyped().GetValue())
+			}
+		}
+	}
+	return out, nil
+}
+
+// SumBy adds the samples named name whose labels include where, grouped by
+// the values of the labels in by (joined by a space; "" with no by).
+func SumBy(samples []Sample, name string, where map[string]string, by ...string) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range samples {
+		if s.Name != name {
+			continue
+		}
+		match := true
+		for k, v := range where {
+			match = match && s.Labels[k] == v
+		}
+		if !match {
+			continue
+		}
+		key := ""
+		for i, l := range by {
+			if i > 0 {
+				key += " "
+			}
+			key += s.Labels[l]
+		}
+		out[key] += s.Value
+	}
+	return out
+}
