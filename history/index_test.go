@@ -304,6 +304,19 @@ func TestIndexEntry(t *testing.T) {
 	again, err := toEntry(entry)
 	require.NoError(t, err)
 	assert.Same(t, entry, again, "an entry transformed again")
+
+	// Records with the same keys share them; another key makes its own set.
+	other := in.DeepCopy()
+	other.Name, other.Annotations[revisions.AnnotationChangedBy] = "other", "dave"
+	sameKeys := newEntry(other)
+	assert.Same(t, entry.keys, sameKeys.keys, "the keys of two records written alike")
+	assert.Equal(t, "dave", sameKeys.metadata().Annotations[revisions.AnnotationChangedBy])
+	other.Labels["x"] = "y"
+	moreKeys := newEntry(other)
+	assert.NotSame(t, entry.keys, moreKeys.keys, "a record with one more label")
+	assert.Equal(t, "y", moreKeys.label("x"))
+	assert.Equal(t, "dave", moreKeys.metadata().Annotations[revisions.AnnotationChangedBy])
+	assert.Empty(t, entry.label("x"))
 }
 
 // TestRecordFromTheIndexKeepsWhatItDoesNotHold: a patch made from the
