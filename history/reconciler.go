@@ -41,6 +41,12 @@ const DefaultPruneBatch = 10
 type Reconciler struct {
 	// Client reads the objects (from the manager's cache).
 	Client client.Client
+	// ObjectReader, when set, reads the object whose live revision is
+	// recorded instead of Client: the API server, for a kind the cache
+	// keeps without some of what its revision is made of (a
+	// KubeadmControlPlane without its kubeadmConfigSpec). Reconciling then
+	// costs a GET of the object.
+	ObjectReader client.Reader
 	// APIReader lists ControllerRevisions without caching them.
 	APIReader client.Reader
 	// Recorder writes revisions.
@@ -72,7 +78,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	obj := r.Kind.New()
-	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.objectReader().Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !obj.GetDeletionTimestamp().IsZero() {
@@ -121,6 +127,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// objectReader is where Reconcile reads the object: ObjectReader, or the
+// cache.
+func (r *Reconciler) objectReader() client.Reader {
+	if r.ObjectReader != nil {
+		return r.ObjectReader
+	}
+	return r.Client
 }
 
 // list returns obj's recorded history: from the Index when the Recorder

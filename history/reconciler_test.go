@@ -166,3 +166,49 @@ func TestReconcilerPrunesFromTheIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcilerReadsTheObjectFromObjectReader: a control plane cached
+// without its kubeadmConfigSpec is recorded as the API server holds it,
+// whole, when the reconciler reads objects from there (ObjectReader); read
+// from the cache, the record would be of content no machine runs.
+func TestReconcilerReadsTheObjectFromObjectReader(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, appsv1.AddToScheme(s))
+	whole := kcpAt("v1.35.2", 4)
+	whole.Spec.KubeadmConfigSpec.PreKubeadmCommands = []string{"sysctl --system"}
+	whole.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = "3.6.5-0"
+	cachedCopy := whole.DeepCopy()
+	cachedCopy.Spec.KubeadmConfigSpec.PreKubeadmCommands = nil
+	wholeSnap, err := revisions.ForKubeadmControlPlane(whole)
+	require.NoError(t, err)
+	cachedSnap, err := revisions.ForKubeadmControlPlane(cachedCopy)
+	require.NoError(t, err)
+	require.NotEqual(t, wholeSnap.Hash, cachedSnap.Hash)
+
+	for _, tc := range []struct {
+		name     string
+		fromLive bool
+		want     string
+	}{
+		{"from the API server", true, wholeSnap.Hash},
+		{"from the cache", false, cachedSnap.Hash},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := fake.NewClientBuilder().WithScheme(s).WithObjects(whole.DeepCopy()).Build()
+			cache := fake.NewClientBuilder().WithScheme(s).WithObjects(cachedCopy.DeepCopy()).Build()
+			r := &Reconciler{Client: cache, APIReader: live, Recorder: &Recorder{Client: live, Reader: live}, Kind: KubeadmControlPlane}
+			if tc.fromLive {
+				r.ObjectReader = live
+			}
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
+			require.NoError(t, err)
+			revs, bad, err := List(context.Background(), live, "ns", "uid-cp")
+			require.NoError(t, err)
+			require.Empty(t, bad)
+			require.Len(t, revs, 1)
+			assert.Equal(t, tc.want, revs[0].Snapshot.Hash)
+			assert.Equal(t, int64(4), revs[0].Record.Revision)
+		})
+	}
+}

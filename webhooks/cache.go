@@ -5,7 +5,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,11 +24,16 @@ import (
 //
 //   - Cluster: spec.controlPlaneRef (the policy finds the control plane
 //     through it); topology, variables, status and annotations are dropped.
-//   - KubeadmControlPlane: the whole spec (the history reconciler hashes it
-//     into the live revision), status.version and status.versions (the
-//     versions it runs), the project's own annotations (revision stamps and
-//     the highest versions run), labels and owner references (revisions
-//     are owned by the object).
+//   - KubeadmControlPlane: its spec but the kubeadmConfigSpec, of which
+//     only the etcd image tag stays (the version etcd runs),
+//     status.version and status.versions (the versions it runs), the
+//     project's own annotations (revision stamps and the highest versions
+//     run), labels and owner references (revisions are owned by the
+//     object). The kubeadmConfigSpec — files, commands, kubeadm's
+//     configurations, most of a control plane's size — is read by no
+//     policy rule; the history reconciler, which hashes it into the live
+//     revision, reads a control plane from the API server instead
+//     (RevisionContentCached).
 //   - MachineDeployment: the whole spec (hashed into its revision), the
 //     project's annotations, labels and owner references; no status.
 //   - MachinePool: spec.clusterName and spec.template (hashed into its
@@ -56,6 +63,18 @@ func CacheOptions() cache.Options {
 			&clusterv1.ClusterClass{}:             {Transform: TrimClusterClass},
 		},
 	}
+}
+
+// RevisionContentCached says whether the guard's cache keeps all of what
+// a revision of kind gvk is made of, so that the history reconciler can
+// take an object's live revision from the cache. It does not for a
+// KubeadmControlPlane, cached without its kubeadmConfigSpec (see
+// CacheOptions): the reconciler reads one from the API server, a GET per
+// change of its spec or annotations. What that saves: 2,923 bytes of live
+// heap per cached control plane of Cluster API's quick start against
+// 6,483 whole, 7 MB at 2,000 clusters (BenchmarkCacheMemory).
+func RevisionContentCached(gvk schema.GroupVersionKind) bool {
+	return gvk.GroupKind() != controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()
 }
 
 // ClientOptions returns the client options of the guard's manager: reads of
@@ -124,6 +143,9 @@ func TrimKubeadmControlPlane(obj any) (any, error) {
 		return obj, nil
 	}
 	trimMeta(&kcp.ObjectMeta, true, allLabels)
+	etcdImageTag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag
+	kcp.Spec.KubeadmConfigSpec = bootstrapv1.KubeadmConfigSpec{}
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdImageTag
 	kcp.Status = controlplanev1.KubeadmControlPlaneStatus{
 		Version:  kcp.Status.Version, //nolint:staticcheck // read by the policy on older controllers
 		Versions: kcp.Status.Versions,

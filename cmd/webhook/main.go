@@ -190,6 +190,9 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}
 	for _, kind := range historyKinds {
 		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit, PruneBatch: o.pruneBatch}
+		if !webhooks.RevisionContentCached(kind.GVK) {
+			r.ObjectReader = mgr.GetAPIReader()
+		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
