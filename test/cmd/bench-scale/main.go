@@ -743,10 +743,13 @@ func hashName(s string) uint32 {
 	return h
 }
 
-// status is the memory of a process, in bytes.
-type status struct{ rss, hwm int64 }
+// status is the memory of a process, in bytes: resident now (rss), of it
+// anonymous (the Go heap, stacks, runtime) and file-backed (mostly the
+// binary's own pages), and its high-water mark.
+type status struct{ rss, anon, file, hwm int64 }
 
-// readStatus reads VmRSS and VmHWM from /proc/PID/status.
+// readStatus reads VmRSS, RssAnon, RssFile and VmHWM from
+// /proc/PID/status.
 func readStatus(pid int) (status, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -771,6 +774,10 @@ func readStatus(pid int) (status, error) {
 		switch key {
 		case "VmRSS":
 			s.rss = kb * 1024
+		case "RssAnon":
+			s.anon = kb * 1024
+		case "RssFile":
+			s.file = kb * 1024
 		case "VmHWM":
 			s.hwm = kb * 1024
 		}
@@ -783,7 +790,7 @@ func memory(pid int) string {
 	if err != nil {
 		return err.Error()
 	}
-	return fmt.Sprintf("VmRSS %s VmHWM %s", mib(s.rss), mib(s.hwm))
+	return fmt.Sprintf("VmRSS %s (RssAnon %s, RssFile %s) VmHWM %s", mib(s.rss), mib(s.anon), mib(s.file), mib(s.hwm))
 }
 
 // rssMiB is the resident memory of pid in MiB, or 0 if unreadable.
