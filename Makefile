@@ -110,7 +110,7 @@ bench-admission: tools build ## End-to-end admission overhead: no admission, VAP
 BENCH_SCALE_FLAGS ?=
 bench-scale: tools build ## The guard against 2,000 realistic clusters: memory, boot reconciliation and latency, next to 100 clusters (bench/scale.txt; takes minutes).
 	@mkdir -p $(BENCH_DIR)
-	cd test && go run ./cmd/bench-scale --clusters 2000 --small 100 --burst 500 --variants default,GOGC=100,GOMEMLIMIT=96MiB \
+	cd test && go run ./cmd/bench-scale --clusters 2000 --small 100 --burst 500 --variants default,GOGC=100,GOMEMLIMIT=96MiB --profile-dir $(BENCH_DIR)/profiles \
 	  --out $(BENCH_DIR)/scale.txt --summary $(BENCH_SUMMARY) $(BENCH_SCALE_FLAGS)
 
 .PHONY: bench-cli

@@ -43,6 +43,7 @@ type options struct {
 	certDir        string
 	probeAddr      string
 	metricsAddr    string
+	pprofAddr      string
 	leaderElect    bool
 	leaderElectNS  string
 	overrideGroups string
@@ -63,6 +64,7 @@ func main() {
 	fs.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key; new files are picked up without a restart")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint (authenticated and authorized through the API server); 0 disables it")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's profiling endpoints (/debug/pprof/: heap, CPU, goroutines) to see where the guard's memory or CPU goes; served without authentication, so bind it to localhost (e.g. 127.0.0.1:8082) and reach it with kubectl port-forward; 0 disables it")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas for background work (admission is served by every replica)")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
 	fs.StringVar(&o.overrideGroups, "override-groups", "", "comma-separated groups whose members may let one refused change through with the "+revisions.AnnotationOverride+" annotation (empty: nobody)")
@@ -150,6 +152,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			TLSOpts: []func(*tls.Config){minTLS12},
 		})},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "rollout-guard-leader",
 		LeaderElectionNamespace: o.leaderElectNS,

@@ -79,7 +79,7 @@ const (
 
 type options struct {
 	clusters, small, burst, writers, createWorkers int
-	out, summary, binDir                           string
+	out, summary, binDir, profileDir               string
 	bare                                           bool
 	variants                                       []variant
 }
@@ -126,6 +126,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "file the results are appended to (besides stdout)")
 	flag.StringVar(&o.summary, "summary", "", "set the scale section of this JSON summary (e.g. bench/summary.json)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write the guard's heap profile after each burst here (guard-heap-CLUSTERS-VARIANT.pprof; go tool pprof -sample_index=inuse_space -top FILE says where its live heap is)")
 	flag.BoolVar(&o.bare, "bare", false, "minimal objects without status (the shape of earlier runs) instead of realistic ones")
 	variants := flag.String("variants", "default", "comma-separated environments the guard is run with, one after the other, in the large world: default, or NAME=VALUE[+NAME=VALUE] (e.g. GOGC=50)")
 	flag.Parse()
@@ -281,7 +282,15 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 	}
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "world of %d clusters: logs in %s\n", clusters, logFile.Name())
-	env, err := framework.Start(ctx, framework.Options{BinDir: o.binDir, Log: logFile, GuardMetrics: true})
+	opts := framework.Options{BinDir: o.binDir, Log: logFile, GuardMetrics: true}
+	pprofAddr := ""
+	if o.profileDir != "" {
+		if pprofAddr, err = pprofAddress(); err != nil {
+			return worldResult{}, err
+		}
+		opts.GuardArgs = []string{"--pprof-bind-address=" + pprofAddr}
+	}
+	env, err := framework.Start(ctx, opts)
 	if err != nil {
 		return worldResult{}, fmt.Errorf("starting the API server: %w", err)
 	}
@@ -313,7 +322,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 		return worldResult{}, err
 	}
 	for n, v := range variants {
-		lat, g, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), token, out)
+		lat, g, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), token, pprofAddr, out)
 		if err != nil {
 			return worldResult{}, fmt.Errorf("guard with %s: %w", v.name, err)
 		}
@@ -337,7 +346,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 // measureGuard (re)starts the guard with variant v's environment and
 // measures its memory after its caches sync, after its boot work and during
 // a burst; n numbers the variant, so each burst sets versions of its own.
-func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath, token string, out io.Writer) (latencies, guardFig, error) {
+func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath, token, pprofAddr string, out io.Writer) (latencies, guardFig, error) {
 	g := guardFig{Variant: v.name}
 	// The guard inherits this process's environment.
 	for k, val := range v.env {
@@ -403,6 +412,13 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	g.Burst, g.PeakRSSMiB, g.LastGC, g.AnswerTimesMS = newLatFig(lat), report.Round3(float64(peakRSS)/(1<<20)), lastGC(logPath), meanLatencies(before, after)
 	if st, err := readStatus(pid); err == nil {
 		g.HWMMiB = report.Round3(float64(st.hwm) / (1 << 20))
+	}
+	if pprofAddr != "" {
+		path, err := saveHeapProfile(ctx, pprofAddr, o.profileDir, clusters, v.name)
+		if err != nil {
+			return nil, g, err
+		}
+		fmt.Fprintf(out, "%s heap profile after the burst: %s\n", prefix, path)
 	}
 	return lat, g, nil
 }
