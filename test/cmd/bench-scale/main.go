@@ -39,6 +39,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,6 +80,7 @@ const (
 
 type options struct {
 	clusters, small, burst, writers, createWorkers int
+	burstRounds                                    int
 	out, summary, binDir, profileDir               string
 	bare                                           bool
 	variants                                       []variant
@@ -122,6 +124,7 @@ func main() {
 	flag.IntVar(&o.small, "small", 100, "clusters of the small world (the latency reference)")
 	flag.IntVar(&o.burst, "burst", 500, "policed updates in the burst (4 MachineDeployment version changes for every KubeadmControlPlane one)")
 	flag.IntVar(&o.writers, "writers", 8, "concurrent writers of the burst")
+	flag.IntVar(&o.burstRounds, "burst-rounds", 3, "bursts per guard, one after the other; the large/small ratios are given per round, as their median and spread")
 	flag.IntVar(&o.createWorkers, "create-workers", 32, "concurrent writers creating the world")
 	flag.StringVar(&o.out, "out", "", "file the results are appended to (besides stdout)")
 	flag.StringVar(&o.summary, "summary", "", "set the scale section of this JSON summary (e.g. bench/summary.json)")
@@ -182,11 +185,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("large world (%d clusters): %w", o.clusters, err)
 	}
 	sum.Worlds = append(sum.Worlds, large.fig)
-	sum.RatioP50 = report.Round3(large.lat.p(0.50).Seconds() / small.lat.p(0.50).Seconds())
-	sum.RatioP99 = report.Round3(large.lat.p(0.99).Seconds() / small.lat.p(0.99).Seconds())
+	for r := range min(len(large.rounds), len(small.rounds)) {
+		sum.RatioP50Rounds = append(sum.RatioP50Rounds, report.Round3(large.rounds[r].p(0.50).Seconds()/small.rounds[r].p(0.50).Seconds()))
+		sum.RatioP99Rounds = append(sum.RatioP99Rounds, report.Round3(large.rounds[r].p(0.99).Seconds()/small.rounds[r].p(0.99).Seconds()))
+	}
+	sum.RatioP50, sum.RatioP99 = median(sum.RatioP50Rounds), median(sum.RatioP99Rounds)
 	machine.LoadAtEnd = report.LoadAverage()
-	fmt.Fprintf(out, "ratio p50 large/small %.2f\n", sum.RatioP50)
-	fmt.Fprintf(out, "ratio p99 large/small %.2f\n", sum.RatioP99)
+	fmt.Fprintf(out, "ratio p50 large/small %.2f (rounds %v)\n", sum.RatioP50, sum.RatioP50Rounds)
+	fmt.Fprintf(out, "ratio p99 large/small %.2f (rounds %v)\n", sum.RatioP99, sum.RatioP99Rounds)
 	fmt.Fprintf(out, "# load average at end %s; took %s\n", machine.LoadAtEnd, time.Since(begin).Round(time.Second))
 	sum.Machine, sum.Took = machine, time.Since(begin).Round(time.Second).String()
 	if o.summary != "" {
@@ -206,10 +212,27 @@ type scaleSummary struct {
 	Burst   int        `json:"burst_updates"`
 	Writers int        `json:"burst_writers"`
 	Worlds  []worldFig `json:"worlds"`
-	// RatioP50 and RatioP99 compare the large world's burst with the
-	// small one's (first variant each).
-	RatioP50 float64 `json:"burst_p50_ratio_large_small"`
-	RatioP99 float64 `json:"burst_p99_ratio_large_small"`
+	// RatioP50Rounds and RatioP99Rounds compare the large world's burst
+	// with the small one's, round by round (first variant each); RatioP50
+	// and RatioP99 are their medians.
+	RatioP50       float64   `json:"burst_p50_ratio_large_small"`
+	RatioP99       float64   `json:"burst_p99_ratio_large_small"`
+	RatioP50Rounds []float64 `json:"burst_p50_ratios_per_round,omitempty"`
+	RatioP99Rounds []float64 `json:"burst_p99_ratios_per_round,omitempty"`
+}
+
+// median is the middle of xs (the mean of the middle two for an even
+// count), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	if n := len(sorted); n%2 == 0 {
+		return report.Round3((sorted[n/2-1] + sorted[n/2]) / 2)
+	}
+	return sorted[len(sorted)/2]
 }
 
 // worldFig is one world and what each guard variant did in it.
@@ -224,16 +247,18 @@ type worldFig struct {
 
 // guardFig is one guard variant in one world.
 type guardFig struct {
-	Variant       string  `json:"variant"`
-	ReadyS        float64 `json:"ready_s"`
-	ReadyRSSMiB   float64 `json:"rss_ready_mib"`
-	BootS         float64 `json:"boot_reconciliation_s"`
-	BootRSSMiB    float64 `json:"rss_after_boot_mib"`
-	PeakRSSMiB    float64 `json:"rss_peak_burst_mib"`
-	HWMMiB        float64 `json:"vmhwm_after_burst_mib"`
-	Burst         latFig  `json:"burst"`
-	LastGC        string  `json:"last_gc"`
-	AnswerTimesMS string  `json:"guard_answer_times"`
+	Variant     string  `json:"variant"`
+	ReadyS      float64 `json:"ready_s"`
+	ReadyRSSMiB float64 `json:"rss_ready_mib"`
+	BootS       float64 `json:"boot_reconciliation_s"`
+	BootRSSMiB  float64 `json:"rss_after_boot_mib"`
+	PeakRSSMiB  float64 `json:"rss_peak_burst_mib"`
+	HWMMiB      float64 `json:"vmhwm_after_burst_mib"`
+	Burst       latFig  `json:"burst"`
+	// BurstRounds are the bursts one by one; Burst is the first.
+	BurstRounds   []latFig `json:"burst_rounds,omitempty"`
+	LastGC        string   `json:"last_gc"`
+	AnswerTimesMS string   `json:"guard_answer_times"`
 }
 
 // latFig is a burst's latencies.
@@ -253,10 +278,11 @@ func newLatFig(l latencies) latFig {
 	return latFig{N: len(l), P50ms: f(l.p(0.50)), P90ms: f(l.p(0.90)), P99ms: f(l.p(0.99)), MaxMS: f(l[len(l)-1])}
 }
 
-// worldResult is a world's figures and the first variant's burst.
+// worldResult is a world's figures and the first variant's bursts, round
+// by round.
 type worldResult struct {
-	fig worldFig
-	lat latencies
+	fig    worldFig
+	rounds []latencies
 }
 
 // latencies are the durations of the burst's updates, sorted.
@@ -322,13 +348,13 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 		return worldResult{}, err
 	}
 	for n, v := range variants {
-		lat, g, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), token, pprofAddr, out)
+		rounds, g, err := measureGuard(ctx, env, c, o, clusters, n, v, logFile.Name(), token, pprofAddr, out)
 		if err != nil {
 			return worldResult{}, fmt.Errorf("guard with %s: %w", v.name, err)
 		}
 		res.fig.Guards = append(res.fig.Guards, g)
 		if n == 0 {
-			res.lat = lat
+			res.rounds = rounds
 			// The same objects and writers, with changes the guard's
 			// matchConditions leave out: the API server's own latency.
 			base, _, err := burst(ctx, c, clusters, o, env.GuardPID(), 0, true)
@@ -346,7 +372,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 // measureGuard (re)starts the guard with variant v's environment and
 // measures its memory after its caches sync, after its boot work and during
 // a burst; n numbers the variant, so each burst sets versions of its own.
-func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath, token, pprofAddr string, out io.Writer) (latencies, guardFig, error) {
+func measureGuard(ctx context.Context, env *framework.Environment, c client.Client, o options, clusters, n int, v variant, logPath, token, pprofAddr string, out io.Writer) ([]latencies, guardFig, error) {
 	g := guardFig{Variant: v.name}
 	// The guard inherits this process's environment.
 	for k, val := range v.env {
@@ -398,18 +424,24 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	if err != nil {
 		return nil, g, err
 	}
-	lat, peakRSS, err := burst(ctx, c, clusters, o, pid, n, false)
-	if err != nil {
-		return nil, g, err
+	var rounds []latencies
+	var peakRSS int64
+	for r := range max(o.burstRounds, 1) {
+		lat, peak, err := burst(ctx, c, clusters, o, pid, n*max(o.burstRounds, 1)+r, false)
+		if err != nil {
+			return nil, g, err
+		}
+		rounds, peakRSS = append(rounds, lat), max(peakRSS, peak)
+		fmt.Fprintf(out, "%s burst %d of %d updates with %d writers: p50 %s p90 %s p99 %s max %s; peak VmRSS during the burst %s; after: %s; %s\n",
+			prefix, r+1, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peak), memory(pid), lastGC(logPath))
+		g.BurstRounds = append(g.BurstRounds, newLatFig(lat))
 	}
 	after, err := scrapeLatency(ctx, env.GuardMetricsURL(), token)
 	if err != nil {
 		return nil, g, err
 	}
-	fmt.Fprintf(out, "%s burst of %d updates with %d writers: p50 %s p90 %s p99 %s max %s; peak VmRSS during the burst %s; after: %s; %s\n",
-		prefix, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peakRSS), memory(pid), lastGC(logPath))
-	fmt.Fprintf(out, "%s the guard's own answer time during the burst (%s): %s\n", prefix, webhookLatency, meanLatencies(before, after))
-	g.Burst, g.PeakRSSMiB, g.LastGC, g.AnswerTimesMS = newLatFig(lat), report.Round3(float64(peakRSS)/(1<<20)), lastGC(logPath), meanLatencies(before, after)
+	fmt.Fprintf(out, "%s the guard's own answer time during the bursts (%s): %s\n", prefix, webhookLatency, meanLatencies(before, after))
+	g.Burst, g.PeakRSSMiB, g.LastGC, g.AnswerTimesMS = g.BurstRounds[0], report.Round3(float64(peakRSS)/(1<<20)), lastGC(logPath), meanLatencies(before, after)
 	if st, err := readStatus(pid); err == nil {
 		g.HWMMiB = report.Round3(float64(st.hwm) / (1 << 20))
 	}
@@ -418,9 +450,9 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 		if err != nil {
 			return nil, g, err
 		}
-		fmt.Fprintf(out, "%s heap profile after the burst: %s\n", prefix, path)
+		fmt.Fprintf(out, "%s heap profile after the bursts: %s\n", prefix, path)
 	}
-	return lat, g, nil
+	return rounds, g, nil
 }
 
 // lastGC returns the heap figures of the last garbage collection the guard
