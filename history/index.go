@@ -8,16 +8,19 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -87,8 +90,15 @@ func NewIndex(mgr manager.Manager) (*Index, error) {
 // runInformer runs the Index's informer with the manager, on every replica.
 type runInformer struct{ toolscache.SharedIndexInformer }
 
-// Start runs the informer until ctx ends.
+// Start runs the informer until ctx ends, and logs when it has filled.
 func (r runInformer) Start(ctx context.Context) error {
+	begin := time.Now()
+	go func() {
+		if toolscache.WaitForCacheSync(ctx.Done(), r.HasSynced) {
+			log.FromContext(ctx).WithName("revision-index").Info("revision index filled",
+				"records", len(r.GetStore().ListKeys()), "took", time.Since(begin).Round(time.Millisecond).String())
+		}
+	}()
 	r.RunWithContext(ctx)
 	return nil
 }
@@ -266,6 +276,16 @@ func newEntry(obj *metav1.PartialObjectMetadata) *indexEntry {
 // shared returns the one copy of s the process keeps.
 func shared(s string) string {
 	return unique.Make(s).Value()
+}
+
+// WaitForSync waits until the Index has been filled, or ctx ends; it says
+// whether the Index is filled. A nil Index is never filled.
+func (i *Index) WaitForSync(ctx context.Context) bool {
+	if i == nil {
+		return false
+	}
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return i.Synced(), nil })
+	return err == nil
 }
 
 // Synced says whether the Index has been filled; until then it answers

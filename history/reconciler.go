@@ -88,6 +88,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile records the live revision of one object and prunes its history.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	// A guard that keeps a revision Index starts reconciling every object
+	// before the Index has filled (it fills after the caches); until it
+	// has, each reconcile would read the object's history from the API
+	// server — data included — and the Index makes that read needless.
+	if index := r.Recorder.Index; index != nil && !index.Synced() && !index.WaitForSync(ctx) {
+		return ctrl.Result{}, fmt.Errorf("waiting for the revision index to fill: %w", ctx.Err())
+	}
 	obj := r.Kind.New()
 	if err := r.objectReader().Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

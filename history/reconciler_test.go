@@ -3,7 +3,9 @@ package history
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,4 +213,47 @@ func TestReconcilerReadsTheObjectFromObjectReader(t *testing.T) {
 			assert.Equal(t, int64(4), revs[0].Record.Revision)
 		})
 	}
+}
+
+// TestReconcilerWaitsForTheIndex: a reconcile that starts before the
+// revision Index has filled waits for it, and then reads no history from
+// the API server; one whose context ends while it waits records nothing.
+func TestReconcilerWaitsForTheIndex(t *testing.T) {
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md", UID: types.UID("uid-md"),
+		Annotations: map[string]string{revisions.AnnotationRevision: "2"}}}
+	md.Spec.Template.Spec.Version = "v1.35.2"
+	old := md.DeepCopy()
+	old.Spec.Template.Spec.Version = "v1.35.1"
+	snap, err := revisions.ForMachineDeployment(old)
+	require.NoError(t, err)
+	recorded := revisions.ControllerRevision(old, MachineDeployment.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "md"}}
+
+	t.Run("filled while it waits", func(t *testing.T) {
+		server := fakeWithIndex(t, md.DeepCopy(), recorded.DeepCopy())
+		n := requests{}
+		c := counting(server, n)
+		index := indexOver(server)
+		var filled atomic.Bool
+		index.synced = filled.Load
+		time.AfterFunc(300*time.Millisecond, func() { filled.Store(true) })
+		r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: index}, Kind: MachineDeployment}
+		_, err := r.Reconcile(context.Background(), req)
+		require.NoError(t, err)
+		assert.True(t, filled.Load())
+		assert.Equal(t, requests{"get": 1, "create": 1}, n, "the object read, its live revision created, no history read from the API server")
+	})
+	t.Run("context ends first", func(t *testing.T) {
+		server := fakeWithIndex(t, md.DeepCopy(), recorded.DeepCopy())
+		n := requests{}
+		c := counting(server, n)
+		index := indexOver(server)
+		index.synced = func() bool { return false }
+		r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: index}, Kind: MachineDeployment}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := r.Reconcile(ctx, req)
+		require.ErrorContains(t, err, "waiting for the revision index to fill")
+		assert.Empty(t, n, "nothing read or written")
+	})
 }
