@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,7 +53,8 @@ type Reconciler struct {
 	// recorded instead of Client: the API server, for a kind the cache
 	// keeps without some of what its revision is made of (a
 	// KubeadmControlPlane without its kubeadmConfigSpec). Reconciling then
-	// costs a GET of the object.
+	// costs a GET of the object, served from the API server's watch cache
+	// (as fresh as the guard's own cache would be, without a read of etcd).
 	ObjectReader client.Reader
 	// APIReader lists ControllerRevisions without caching them.
 	APIReader client.Reader
@@ -96,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("waiting for the revision index to fill: %w", ctx.Err())
 	}
 	obj := r.Kind.New()
-	if err := r.objectReader().Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.getObject(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !obj.GetDeletionTimestamp().IsZero() {
@@ -155,13 +157,20 @@ func (r *Reconciler) workers() int {
 	return DefaultWorkers
 }
 
-// objectReader is where Reconcile reads the object: ObjectReader, or the
-// cache.
-func (r *Reconciler) objectReader() client.Reader {
+// getObject reads the object Reconcile records: from ObjectReader (the API
+// server's watch cache) when set, else from the manager's cache.
+func (r *Reconciler) getObject(ctx context.Context, key client.ObjectKey, obj client.Object) error {
 	if r.ObjectReader != nil {
-		return r.ObjectReader
+		return r.ObjectReader.Get(ctx, key, obj, getFromWatchCache())
 	}
-	return r.Client
+	return r.Client.Get(ctx, key, obj)
+}
+
+// getFromWatchCache makes a GET an answer of the API server's watch cache
+// (resourceVersion 0) rather than a read of etcd. A new option each call:
+// the client may write into it.
+func getFromWatchCache() client.GetOption {
+	return &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
 }
 
 // list returns obj's recorded history: from the Index when the Recorder
