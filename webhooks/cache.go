@@ -106,17 +106,28 @@ func ours(in map[string]string) map[string]string {
 	return filtered(in, func(k string) bool { return strings.HasPrefix(k, revisions.Prefix) })
 }
 
+// filtered returns the entries of in that keep keeps, in a map of their
+// exact size, keys and values shared with every other object's (see
+// shared): thousands of control planes and worker pools carry the same
+// label and annotation keys, and the same values of most of them (cluster
+// names, revision numbers, who changed them and how).
 func filtered(in map[string]string, keep func(string) bool) map[string]string {
 	if keep == nil {
 		return nil
 	}
-	var out map[string]string
+	n := 0
+	for k := range in {
+		if keep(k) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]string, n)
 	for k, v := range in {
 		if keep(k) {
-			if out == nil {
-				out = make(map[string]string, 1)
-			}
-			out[k] = v
+			out[shared(k)] = shared(v)
 		}
 	}
 	return out

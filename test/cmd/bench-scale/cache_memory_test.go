@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkCacheMemory measures the live heap the guard's cache holds per
-// Cluster API object of the realistic world (B/object): each object
+// Cluster API object of the realistic world (B/object), control planes and
+// worker pools stamped as the world's live revisions are: each object
 // decoded from its JSON as the informer receives it, trimmed by the
 // guard's transform (webhooks.CacheOptions) and kept in an informer
 // indexer with a namespace index. It says where the memory of the
@@ -36,12 +37,14 @@ func BenchmarkCacheMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			withStatus(b, kcp, kcpStatus(clusterName(i), cpMachines, cpVersion, 1))
+			kcp.SetAnnotations(record(revisionsPerObj).Annotations())
 			return kcp
 		}, webhooks.TrimKubeadmControlPlane},
 		{"MachineDeployment", clusters * mdsPerCluster, func(b *testing.B, k int) client.Object {
 			i, j := k/mdsPerCluster, k%mdsPerCluster
 			md := worldMD(i, j)
 			withStatus(b, md, mdStatus(mdName(i, j), workerVersion, 2, 1))
+			md.SetAnnotations(record(revisionsPerObj).Annotations())
 			return md
 		}, webhooks.TrimMachineDeployment},
 		{"Machine", clusters * (cpMachines + workerMachines), func(b *testing.B, k int) client.Object {

@@ -658,11 +658,6 @@ func worldMachine(i, m int) *clusterv1.Machine {
 // recorded them: revision k (1-based) differs from the live one by the
 // version older(obj, k) sets; the last is the live content.
 func createWithHistory(ctx context.Context, c client.Client, obj client.Object, kind history.Kind, older func(client.Object, int), n *counts) error {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	record := func(k int) revisions.Record {
-		return revisions.Record{Revision: int64(k), History: []int64{int64(k)}, ChangedBy: "alice", ChangedAt: at.Add(time.Duration(k) * time.Hour),
-			FieldManager: "kubectl-edit", ChangeCause: fmt.Sprintf("upgrade %d", k), ChangeType: revisions.ChangeRollout}
-	}
 	obj.SetAnnotations(record(revisionsPerObj).Annotations())
 	if err := c.Create(ctx, obj); err != nil {
 		return fmt.Errorf("creating %s %s/%s: %w", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), err)
@@ -683,6 +678,14 @@ func createWithHistory(ctx context.Context, c client.Client, obj client.Object, 
 		n.revisions.Add(1)
 	}
 	return nil
+}
+
+// record is the record of revision k of every object of the world: its
+// stamps on the object when it is the live one, its ControllerRevision's.
+func record(k int) revisions.Record {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return revisions.Record{Revision: int64(k), History: []int64{int64(k)}, ChangedBy: "alice", ChangedAt: at.Add(time.Duration(k) * time.Hour),
+		FieldManager: "kubectl-edit", ChangeCause: fmt.Sprintf("upgrade %d", k), ChangeType: revisions.ChangeRollout}
 }
 
 // burst sends o.burst policed updates with o.writers writers: every fifth a
