@@ -58,10 +58,10 @@ func ParseMetrics(r io.Reader) ([]Sample, error) {
 	return out, nil
 }
 
-// SumBy adds the samples named name whose labels include where, grouped by
-// the values of the labels in by (joined by a space; "" with no by).
-func SumBy(samples []Sample, name string, where map[string]string, by ...string) map[string]float64 {
-	out := map[string]float64{}
+// Select returns the samples named name whose labels include where (nil
+// or empty where: every sample of that name).
+func Select(samples []Sample, name string, where map[string]string) []Sample {
+	var out []Sample
 	for _, s := range samples {
 		if s.Name != name {
 			continue
@@ -70,9 +70,18 @@ func SumBy(samples []Sample, name string, where map[string]string, by ...string)
 		for k, v := range where {
 			match = match && s.Labels[k] == v
 		}
-		if !match {
-			continue
+		if match {
+			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// SumBy adds the samples named name whose labels include where, grouped by
+// the values of the labels in by (joined by a space; "" with no by).
+func SumBy(samples []Sample, name string, where map[string]string, by ...string) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range Select(samples, name, where) {
 		key := ""
 		for i, l := range by {
 			if i > 0 {

@@ -30,6 +30,11 @@ controller_runtime_webhook_latency_seconds_count{webhook="/validate"} 4
 	assert.Equal(t, map[string]float64{"": 3}, SumBy(samples, "workqueue_depth", nil))
 	assert.Equal(t, map[string]float64{"/validate": 0.5}, SumBy(samples, "controller_runtime_webhook_latency_seconds_sum", nil, "webhook"))
 	assert.Equal(t, map[string]float64{"/validate": 4}, SumBy(samples, "controller_runtime_webhook_latency_seconds_count", nil, "webhook"))
+	assert.Len(t, Select(samples, "apiserver_request_total", nil), 3)
+	got := Select(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions", "code": "409"})
+	require.Len(t, got, 1)
+	assert.Equal(t, 2.0, got[0].Value)
+	assert.Empty(t, Select(samples, "apiserver_request_total", map[string]string{"resource": "nodes"}))
 
 	_, err = ParseMetrics(strings.NewReader("not a metric page {"))
 	assert.Error(t, err)

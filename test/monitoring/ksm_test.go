@@ -2,7 +2,6 @@ package monitoring
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -29,27 +28,9 @@ import (
 // scrape is what one scrape of /metrics returned.
 type scrape []framework.Sample
 
-// parseScrape reads the text format with Prometheus's own parser.
-func parseScrape(r io.Reader) (scrape, error) {
-	return framework.ParseMetrics(r)
-}
-
 // find returns the samples of name whose labels include match.
 func (s scrape) find(name string, match map[string]string) []framework.Sample {
-	var out []framework.Sample
-	for _, x := range s {
-		if x.Name != name {
-			continue
-		}
-		ok := true
-		for k, v := range match {
-			ok = ok && x.Labels[k] == v
-		}
-		if ok {
-			out = append(out, x)
-		}
-	}
-	return out
+	return framework.Select(s, name, match)
 }
 
 // value returns the value of the one sample of name matching match, and
@@ -112,7 +93,7 @@ func get(url string) (scrape, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseScrape(resp.Body)
+	return framework.ParseMetrics(resp.Body)
 }
 
 // TestKubeStateMetricsFollowARestart runs kube-state-metrics with the
