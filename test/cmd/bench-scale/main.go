@@ -133,6 +133,10 @@ func main() {
 	flag.BoolVar(&o.bare, "bare", false, "minimal objects without status (the shape of earlier runs) instead of realistic ones")
 	variants := flag.String("variants", "default", "comma-separated environments the guard is run with, one after the other, in the large world: default, or NAME=VALUE[+NAME=VALUE] (e.g. GOGC=50)")
 	flag.Parse()
+	if o.burstRounds < 1 {
+		fmt.Fprintln(os.Stderr, "--burst-rounds must be at least 1")
+		os.Exit(2)
+	}
 	var err error
 	if o.variants, err = parseVariants(*variants); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -426,8 +430,8 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	}
 	var rounds []latencies
 	var peakRSS int64
-	for r := range max(o.burstRounds, 1) {
-		lat, peak, err := burst(ctx, c, clusters, o, pid, n*max(o.burstRounds, 1)+r, false)
+	for r := range o.burstRounds {
+		lat, peak, err := burst(ctx, c, clusters, o, pid, n*o.burstRounds+r, false)
 		if err != nil {
 			return nil, g, err
 		}
