@@ -367,7 +367,7 @@ func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, own
 	if err != nil {
 		return recorded{}, true, err
 	}
-	if reflect.DeepEqual(meta.Annotations, want.Annotations) && reflect.DeepEqual(meta.Labels, want.Labels) {
+	if unchanged(meta, want) {
 		return out, true, nil
 	}
 	// The record as the Index holds it, and as it should be: the patch
@@ -382,4 +382,44 @@ func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, own
 		return recorded{}, true, fmt.Errorf("updating %s: %w", what, err)
 	}
 	return out, true, nil
+}
+
+// unchanged says whether the record as the Index holds it (meta) is the
+// record as it should be (want): a patch between them would be empty.
+func unchanged(meta *metav1.PartialObjectMetadata, want *appsv1.ControllerRevision) bool {
+	return reflect.DeepEqual(meta.Annotations, want.Annotations) && reflect.DeepEqual(meta.Labels, want.Labels)
+}
+
+// holds says whether recording rec for owner's content of the given hash
+// would send nothing: the Recorder has just recorded it so from owner's
+// current version (its memo), or the Index holds its record with
+// everything rec adds. It is false when neither can tell — the Index not
+// filled, no record, a damaged one, or a number the record does not hold
+// yet (numbering it reads the history) — and recording then needs the
+// content itself.
+//
+// Why: the history reconciler of a kind the cache keeps without all of
+// its revision content knows the live content by its hash only (see
+// Reconciler.ObjectReader); when this holds, it need not read the whole
+// object from the API server.
+func (r *Recorder) holds(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, hash string, rec revisions.Record) (bool, error) {
+	if _, ok := r.recorded.covered(owner, hash, rec); ok {
+		return true, nil
+	}
+	meta, ok, err := r.Index.Get(ctx, owner.GetNamespace(), revisions.Name(owner.GetName(), hash))
+	if err != nil || !ok || meta == nil {
+		return false, err
+	}
+	old, err := revisions.FromMetadata(meta)
+	if err != nil || old.Snapshot.Hash != hash {
+		return false, nil
+	}
+	if rec.Revision != 0 && rec.Revision != old.Record.Revision && !slices.Contains(old.Record.History, rec.Revision) {
+		return false, nil
+	}
+	_, want, err := r.merge(ctx, owner, ownerGVK, old.Snapshot, rec, old, meta.Annotations, true)
+	if err != nil {
+		return false, err
+	}
+	return unchanged(meta, want), nil
 }

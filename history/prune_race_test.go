@@ -101,7 +101,7 @@ func TestPruneOnlyAsListed(t *testing.T) {
 			for k := range n {
 				delete(n, k)
 			}
-			require.NoError(t, r.prune(ctx, live, snap, listed))
+			require.NoError(t, r.prune(ctx, live, snap.Hash, listed))
 			assert.Equal(t, tc.wantRequests, n, "requests of the prune")
 
 			left, _, err := List(ctx, server, "ns", "uid-cp")
@@ -203,7 +203,7 @@ func TestPruneWithoutDeleteCollection(t *testing.T) {
 	snap, err := revisions.ForKubeadmControlPlane(live)
 	require.NoError(t, err)
 
-	require.NoError(t, r.prune(ctx, live, snap, listed))
+	require.NoError(t, r.prune(ctx, live, snap.Hash, listed))
 	assert.Equal(t, requests{"deletecollection": 1, "delete": 2}, n)
 	left, _, err := List(ctx, server, "ns", "uid-cp")
 	require.NoError(t, err)

@@ -31,6 +31,13 @@ const DefaultLimit = 20
 // read from the API server (see Reconciler.ObjectReader), waits on a GET.
 const DefaultWorkers = 4
 
+// AnnotationCachedHash is set by the guard's cache, on its own copy of an
+// object it keeps without all of its revision content, to that content's
+// hash, computed from the whole object as it entered the cache (see
+// Reconciler.ObjectReader). It is never written to the API server; a
+// value set there is replaced as the object enters the cache.
+const AnnotationCachedHash = revisions.Prefix + "cached-content-hash"
+
 // DefaultPruneBatch is how many revisions beyond the limit an object's
 // history gathers before they are pruned, unless configured.
 const DefaultPruneBatch = 10
@@ -52,9 +59,13 @@ type Reconciler struct {
 	// ObjectReader, when set, reads the object whose live revision is
 	// recorded instead of Client: the API server, for a kind the cache
 	// keeps without some of what its revision is made of (a
-	// KubeadmControlPlane without its kubeadmConfigSpec). Reconciling then
-	// costs a GET of the object, served from the API server's watch cache
-	// (as fresh as the guard's own cache would be, without a read of etcd).
+	// KubeadmControlPlane without its kubeadmConfigSpec, a
+	// MachineDeployment without most of its template). The cached copy
+	// then carries the hash of its whole content (AnnotationCachedHash):
+	// when the content's record already holds the object's stamps, the
+	// reconcile reads nothing more; else it costs a GET of the object,
+	// served from the API server's watch cache (as fresh as the guard's
+	// own cache would be, without a read of etcd).
 	ObjectReader client.Reader
 	// APIReader lists ControllerRevisions without caching them.
 	APIReader client.Reader
@@ -89,7 +100,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile records the live revision of one object and prunes its history.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	// A guard that keeps a revision Index starts reconciling every object
 	// before the Index has filled (it fills after the caches); until it
 	// has, each reconcile would read the object's history from the API
@@ -98,39 +108,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("waiting for the revision index to fill: %w", ctx.Err())
 	}
 	obj := r.Kind.New()
-	if err := r.getObject(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, nil
 	}
-	snap, err := r.Kind.Snapshot(obj)
-	if err != nil {
-		logger.Error(err, "cannot take the revision of the object; not recorded")
-		return ctrl.Result{}, nil
-	}
-	rec, err := revisions.RecordFromAnnotations(obj.GetAnnotations())
-	if err != nil {
-		logger.Info("ignoring malformed revision stamps", "error", err.Error())
-		rec = revisions.Record{}
-	}
-	if rec.Revision == 0 {
-		rec = Adopted(obj)
-	}
-	done, err := r.Recorder.record(ctx, obj, r.Kind.GVK, snap, rec)
-	if err != nil {
+	live, err := r.recordLive(ctx, req.NamespacedName, obj)
+	if err != nil || live.obj == nil {
 		return ctrl.Result{}, err
 	}
+	obj = live.obj
 	// Recording new content lists the history to number it: what it listed,
 	// with the new record, is the history to check. Else the Index has it,
 	// or the API server.
-	revs := done.listed
+	revs := live.listed
 	if revs == nil {
 		if revs, err = r.list(ctx, obj, false); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.renumberReturned(ctx, req.NamespacedName, rec.Revision, revs); err != nil {
+	if err := r.renumberReturned(ctx, req.NamespacedName, live.stamped, revs); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(revs) < r.limit()+r.batch() {
@@ -143,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.prune(ctx, obj, snap, revs); err != nil {
+	if err := r.prune(ctx, obj, live.hash, revs); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
@@ -157,13 +155,92 @@ func (r *Reconciler) workers() int {
 	return DefaultWorkers
 }
 
-// getObject reads the object Reconcile records: from ObjectReader (the API
-// server's watch cache) when set, else from the manager's cache.
-func (r *Reconciler) getObject(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	if r.ObjectReader != nil {
-		return r.ObjectReader.Get(ctx, key, obj, getFromWatchCache())
+// liveRevision is what recordLive learnt of an object's live revision.
+type liveRevision struct {
+	// obj is the object it read last: the cached copy, or the whole
+	// object read from ObjectReader. nil when there is nothing to record
+	// (the object is gone or being deleted, or its revision cannot be
+	// taken).
+	obj client.Object
+	// hash is the live content's hash.
+	hash string
+	// stamped is the revision number obj's stamps give the content.
+	stamped int64
+	// listed is obj's history when recording listed it, the content's own
+	// record as stored included; nil when it did not.
+	listed []revisions.Revision
+}
+
+// recordLive makes sure the live revision of cached, the object as the
+// manager's cache holds it, is recorded as its stamps say. For a kind the
+// cache keeps whole that is cached's content; otherwise the record of the
+// content hash the cache noted is enough when it already holds the stamps
+// (heldFromCache), and the whole object is read from ObjectReader when it
+// does not.
+func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cached client.Object) (liveRevision, error) {
+	rec := stampsOf(ctx, cached)
+	if hash, ok, err := r.heldFromCache(ctx, cached, rec); err != nil || ok {
+		return liveRevision{obj: cached, hash: hash, stamped: rec.Revision}, err
 	}
-	return r.Client.Get(ctx, key, obj)
+	obj := cached
+	if r.ObjectReader != nil {
+		obj = r.Kind.New()
+		if err := r.ObjectReader.Get(ctx, key, obj, getFromWatchCache()); err != nil {
+			return liveRevision{}, client.IgnoreNotFound(err)
+		}
+		if !obj.GetDeletionTimestamp().IsZero() {
+			return liveRevision{}, nil
+		}
+		rec = stampsOf(ctx, obj)
+	}
+	snap, err := r.Kind.Snapshot(obj)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "cannot take the revision of the object; not recorded")
+		return liveRevision{}, nil
+	}
+	done, err := r.Recorder.record(ctx, obj, r.Kind.GVK, snap, rec)
+	if err != nil {
+		return liveRevision{}, err
+	}
+	return liveRevision{obj: obj, hash: snap.Hash, stamped: rec.Revision, listed: done.listed}, nil
+}
+
+// stampsOf returns the record obj's stamps make, Adopted when it has none.
+func stampsOf(ctx context.Context, obj client.Object) revisions.Record {
+	rec, err := revisions.RecordFromAnnotations(obj.GetAnnotations())
+	if err != nil {
+		log.FromContext(ctx).Info("ignoring malformed revision stamps", "error", err.Error())
+		rec = revisions.Record{}
+	}
+	if rec.Revision == 0 {
+		rec = Adopted(obj)
+	}
+	return rec
+}
+
+// heldFromCache returns the content hash of cached, the object as the
+// manager's cache holds it, when the reconciler reads whole objects from
+// ObjectReader, the cached copy carries that hash (AnnotationCachedHash)
+// and its record already holds rec (Recorder.holds): the live revision is
+// then recorded as it should be, and reading the whole object would only
+// prove it. ok is false otherwise.
+//
+// Why: at start the reconciler goes through every object, almost all of
+// them recorded before the guard restarted; a read of each from the API
+// server was most of the start's time (2,000 control planes).
+func (r *Reconciler) heldFromCache(ctx context.Context, cached client.Object, rec revisions.Record) (hash string, ok bool, _ error) {
+	if r.ObjectReader == nil {
+		return "", false, nil
+	}
+	hash = cached.GetAnnotations()[AnnotationCachedHash]
+	if hash == "" {
+		return "", false, nil
+	}
+	held, err := r.Recorder.holds(ctx, cached, r.Kind.GVK, hash, rec)
+	if err != nil || !held {
+		return "", false, err
+	}
+	return hash, true, nil
 }
 
 // getFromWatchCache makes a GET an answer of the API server's watch cache
@@ -287,8 +364,8 @@ func Adopted(obj client.Object) revisions.Record {
 // selected — and the others (recorded before the label existed) one by
 // one, each with the resourceVersion it was listed at as precondition. A
 // revision left out is pruned by a later reconcile, which lists again.
-func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revisions.Snapshot, revs []revisions.Revision) error {
-	victims := pruned(revs, live, r.limit())
+func (r *Reconciler) prune(ctx context.Context, obj client.Object, liveHash string, revs []revisions.Revision) error {
+	victims := pruned(revs, liveHash, r.limit())
 	if len(victims) == 0 {
 		return nil
 	}
@@ -327,7 +404,7 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, live revision
 // pruned returns the revisions of revs (oldest first) that pruning back
 // to limit removes: the oldest ones, but never the live content nor the
 // revisions that raised the highest Kubernetes and etcd versions.
-func pruned(revs []revisions.Revision, live revisions.Snapshot, limit int) []revisions.Revision {
+func pruned(revs []revisions.Revision, liveHash string, limit int) []revisions.Revision {
 	excess := len(revs) - limit
 	if excess <= 0 {
 		return nil
@@ -339,7 +416,7 @@ func pruned(revs []revisions.Revision, live revisions.Snapshot, limit int) []rev
 		if len(out) == excess {
 			break
 		}
-		if rev.Snapshot.Hash == live.Hash || keep[rev.Record.Revision] {
+		if rev.Snapshot.Hash == liveHash || keep[rev.Record.Revision] {
 			continue
 		}
 		out = append(out, rev)

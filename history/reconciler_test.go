@@ -257,3 +257,91 @@ func TestReconcilerWaitsForTheIndex(t *testing.T) {
 		assert.Empty(t, n, "nothing read or written")
 	})
 }
+
+// TestReconcilerKnowsRecordedContentByItsCachedHash: an object the cache
+// keeps without all of its revision content (a reconciler with an
+// ObjectReader) carries the hash of that content in its cached copy. When
+// the content's record already holds the object's stamps, reconciling it
+// sends no request at all — the guard's start, with every object recorded,
+// reads none of them again; otherwise the whole object is read and its
+// content recorded, never the trimmed copy's. A reconciler that reads the
+// cache whole ignores the note.
+func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
+	whole := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md", UID: types.UID("uid-md"), ResourceVersion: "7",
+		Annotations: map[string]string{revisions.AnnotationRevision: "2", revisions.AnnotationChangedBy: "alice"}}}
+	whole.Spec.ClusterName = "c1"
+	whole.Spec.Template.Spec.Version = "v1.35.2"
+	whole.Spec.Template.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: "md-2"}
+	wholeSnap, err := revisions.ForMachineDeployment(whole)
+	require.NoError(t, err)
+	stamps, err := revisions.RecordFromAnnotations(whole.Annotations)
+	require.NoError(t, err)
+	trimmed := func(hash string) *clusterv1.MachineDeployment {
+		c := whole.DeepCopy()
+		c.Spec = clusterv1.MachineDeploymentSpec{ClusterName: "c1"}
+		c.Spec.Template.Spec.Version = "v1.35.2"
+		if hash != "" {
+			c.Annotations[AnnotationCachedHash] = hash
+		}
+		return c
+	}
+	trimmedSnap, err := revisions.ForMachineDeployment(trimmed(""))
+	require.NoError(t, err)
+	require.NotEqual(t, wholeSnap.Hash, trimmedSnap.Hash)
+	asStamped := revisions.ControllerRevision(whole, MachineDeployment.GVK, wholeSnap, stamps)
+	asOne := revisions.ControllerRevision(whole, MachineDeployment.GVK, wholeSnap, revisions.Record{Revision: 1, History: []int64{1}})
+	other := whole.DeepCopy()
+	other.Spec.Template.Spec.Version = "v1.35.1"
+	otherSnap, err := revisions.ForMachineDeployment(other)
+	require.NoError(t, err)
+	// Other content recorded under the number the object's stamps give:
+	// were the note read, the record would hold the stamps and nothing be
+	// sent; read whole, the live content is recorded, numbered above it
+	// (3) as content the guard did not admit — the number and the mark on
+	// the other record are the reads and writes of that.
+	otherRecorded := revisions.ControllerRevision(other, MachineDeployment.GVK, otherSnap, stamps)
+
+	for _, tc := range []struct {
+		name       string
+		cached     *clusterv1.MachineDeployment
+		recorded   []client.Object
+		wholeCache bool // the reconciler reads the cache whole: no ObjectReader
+		want       requests
+		wantNumber []int64 // the numbers the whole content's record then holds
+	}{
+		{"recorded as stamped: nothing sent", trimmed(wholeSnap.Hash), []client.Object{asStamped}, false, requests{}, []int64{2}},
+		{"not recorded: read whole and recorded", trimmed(wholeSnap.Hash), nil, false, requests{"get": 1, "create": 1}, []int64{2}},
+		{"recorded under another number: read whole and renumbered", trimmed(wholeSnap.Hash), []client.Object{asOne}, false, requests{"get": 1, "patch": 1}, []int64{1, 2}},
+		{"no hash noted: read whole", trimmed(""), []client.Object{asStamped}, false, requests{"get": 1}, []int64{2}},
+		{"cache read whole: the note is not read", func() *clusterv1.MachineDeployment {
+			c := whole.DeepCopy()
+			c.Annotations[AnnotationCachedHash] = otherSnap.Hash
+			return c
+		}(), []client.Object{otherRecorded}, true, requests{"create": 1, "get": 2, "update": 1}, []int64{3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := fakeWithIndex(t, append([]client.Object{whole.DeepCopy()}, tc.recorded...)...)
+			n := requests{}
+			c := counting(server, n)
+			cache := fakeWithIndex(t, tc.cached.DeepCopy())
+			r := &Reconciler{Client: cache, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: indexOver(server)}, Kind: MachineDeployment}
+			if !tc.wholeCache {
+				r.ObjectReader = c
+			}
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "md"}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, n)
+			revs, bad, err := List(context.Background(), server, "ns", "uid-md")
+			require.NoError(t, err)
+			require.Empty(t, bad)
+			var held []int64
+			for _, rev := range revs {
+				assert.NotEqual(t, trimmedSnap.Hash, rev.Snapshot.Hash, "the trimmed copy's content recorded")
+				if rev.Snapshot.Hash == wholeSnap.Hash {
+					held = rev.Record.History
+				}
+			}
+			assert.Equal(t, tc.wantNumber, held)
+		})
+	}
+}

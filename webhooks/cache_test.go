@@ -69,6 +69,12 @@ func fullWorld() []client.Object {
 		case *clusterv1.MachineDeployment:
 			decorate(&o.ObjectMeta)
 			o.Annotations[revisions.AnnotationRevision] = "2"
+			// Set on the stored object by someone: the cache's own note
+			// must replace it.
+			o.Annotations[history.AnnotationCachedHash] = "0000000000"
+			o.Spec.Replicas = ptr.To[int32](3)
+			o.Spec.Template.Labels = map[string]string{"pool": o.Name}
+			o.Spec.Template.Spec.FailureDomain = "zone-a"
 			o.Spec.Template.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate", Name: o.Name}
 			o.Spec.Template.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: o.Name}
 			o.Status.Conditions = conditions
@@ -191,10 +197,12 @@ func TestCacheTransformsKeepWhatThePolicyReads(t *testing.T) {
 // reconciler records the same revision from a trimmed object as from the
 // whole one — same content hash, stamps, highest versions run, owner and
 // creation time — for every kind whose revision content the cache keeps
-// (RevisionContentCached: MachineDeployments and MachinePools). A
-// KubeadmControlPlane's it does not keep, and the reconciler reads one
-// from the API server (history's TestReconcilerReadsTheObjectFromObjectReader);
-// all the rest of what history reads stays.
+// (RevisionContentCached: MachinePools). A KubeadmControlPlane's and a
+// MachineDeployment's it does not keep: their cached copy carries the
+// hash of the whole content (history.AnnotationCachedHash), and the
+// reconciler reads one from the API server when that content is not
+// recorded (history's TestReconcilerReadsTheObjectFromObjectReader); all
+// the rest of what history reads stays.
 func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 	world := fullWorld()
 	small := trimmed(t, world)
@@ -210,8 +218,10 @@ func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 			require.NoError(t, err)
 			if RevisionContentCached(kind.GVK) {
 				assert.Equal(t, want.Hash, got.Hash)
+				assert.NotContains(t, small[i].GetAnnotations(), history.AnnotationCachedHash)
 			} else {
 				assert.NotEqual(t, want.Hash, got.Hash, "the cache keeps all of a %s's revision content: read it from the cache again", kind.GVK.Kind)
+				assert.Equal(t, want.Hash, small[i].GetAnnotations()[history.AnnotationCachedHash], "the hash of the whole content")
 			}
 			assert.Equal(t, policy.StampsOf(obj), policy.StampsOf(small[i]))
 			assert.NotZero(t, policy.StampsOf(small[i]).Revision)
@@ -251,6 +261,9 @@ func TestCacheTransformsDrop(t *testing.T) {
 				assert.Equal(t, want, o.Spec.KubeadmConfigSpec, "the kubeadmConfigSpec but the etcd image tag")
 			case *clusterv1.MachineDeployment:
 				assert.Equal(t, clusterv1.MachineDeploymentStatus{}, o.Status)
+				want := clusterv1.MachineDeploymentSpec{ClusterName: "c1"}
+				want.Template.Spec.Version = "v1.34.2"
+				assert.Equal(t, want, o.Spec, "the cluster name and the template's version")
 			case *clusterv1.MachinePool:
 				assert.Empty(t, o.Spec.ProviderIDList)
 				assert.Nil(t, o.Spec.Replicas)
