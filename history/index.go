@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unique"
 
@@ -175,19 +176,35 @@ type keySet struct{ labels, annotations []string }
 // cause or an override), whatever the number of entries.
 var keySets sync.Map
 
+// maxSharedKeySets bounds keySets. Nothing removes a set from it, so
+// records that each carried keys of their own (a tool labelling the
+// guard's ControllerRevisions with unique keys) would grow it without
+// end; past the bound, a new set of keys is held by its entry alone.
+const maxSharedKeySets = 1024
+
+// sharedKeySets counts the sets in keySets.
+var sharedKeySets atomic.Int64
+
 // keySetID names a keySet: its keys joined by a byte no label or
 // annotation key may hold, the labels apart from the annotations.
 func keySetID(labels, annotations []string) string {
 	return strings.Join(labels, "\n") + "\n\n" + strings.Join(annotations, "\n")
 }
 
-// sharedKeySet returns the one keySet of these keys the process keeps.
+// sharedKeySet returns the one keySet of these keys the process keeps, or
+// one of the caller's own once maxSharedKeySets are kept.
 func sharedKeySet(labels, annotations []string) *keySet {
 	id := keySetID(labels, annotations)
 	if ks, ok := keySets.Load(id); ok {
 		return ks.(*keySet)
 	}
-	ks, _ := keySets.LoadOrStore(id, &keySet{labels: labels, annotations: annotations})
+	if sharedKeySets.Load() >= maxSharedKeySets {
+		return &keySet{labels: labels, annotations: annotations}
+	}
+	ks, loaded := keySets.LoadOrStore(id, &keySet{labels: labels, annotations: annotations})
+	if !loaded {
+		sharedKeySets.Add(1)
+	}
 	return ks.(*keySet)
 }
 

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -317,6 +318,29 @@ func TestIndexEntry(t *testing.T) {
 	assert.Equal(t, "y", moreKeys.label("x"))
 	assert.Equal(t, "dave", moreKeys.metadata().Annotations[revisions.AnnotationChangedBy])
 	assert.Empty(t, entry.label("x"))
+}
+
+// TestIndexKeySetsAreBounded: records that each carry keys of their own
+// never grow the shared key sets past maxSharedKeySets; their entries hold
+// their keys alone, and read as stored.
+func TestIndexKeySetsAreBounded(t *testing.T) {
+	base := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cr",
+		Labels: map[string]string{revisions.LabelOwnerUID: "uid-cp"}, Annotations: map[string]string{revisions.AnnotationRevision: "1"}}}
+	first := newEntry(base.DeepCopy())
+	for i := range maxSharedKeySets + 10 {
+		in := base.DeepCopy()
+		key := fmt.Sprintf("example.com/unique-%d", i)
+		in.Labels[key] = "v"
+		e := newEntry(in)
+		assert.Equal(t, "v", e.label(key))
+		assert.Equal(t, "uid-cp", e.label(revisions.LabelOwnerUID))
+	}
+	assert.LessOrEqual(t, sharedKeySets.Load(), int64(maxSharedKeySets))
+	n := 0
+	keySets.Range(func(any, any) bool { n++; return true })
+	assert.LessOrEqual(t, n, maxSharedKeySets)
+	assert.EqualValues(t, n, sharedKeySets.Load(), "the count is of the sets kept")
+	assert.Same(t, first.keys, newEntry(base.DeepCopy()).keys, "a set kept before the bound is still shared")
 }
 
 // TestRecordFromTheIndexKeepsWhatItDoesNotHold: a patch made from the
