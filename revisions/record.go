@@ -143,6 +143,9 @@ type Restart struct {
 	// After is the rollout.after value (RFC 3339); it identifies the restart,
 	// so recording the same restart twice keeps one.
 	After string `json:"after"`
+	// Cause is the change-cause the request gave for it (AnnotationChangeCause,
+	// as `rollout restart --change-cause` sets it); "" when it gave none.
+	Cause string `json:"cause,omitempty"`
 }
 
 // DeepCopyInto copies r into out. Every field of a Restart is a value, so
@@ -312,12 +315,17 @@ func mergeRestarts(a, b []Restart) []Restart {
 		return nil
 	}
 	out := make([]Restart, 0, len(a)+len(b))
-	seen := make(map[string]bool, len(a)+len(b))
+	seen := make(map[string]int, len(a)+len(b)) // After -> its place in out
 	for _, r := range slices.Concat(a, b) {
-		if seen[r.After] {
+		if i, ok := seen[r.After]; ok {
+			// The same restart recorded again (the request retried, or
+			// recorded by two replicas): keep its cause if one had it.
+			if out[i].Cause == "" {
+				out[i].Cause = r.Cause
+			}
 			continue
 		}
-		seen[r.After] = true
+		seen[r.After] = len(out)
 		out = append(out, r)
 	}
 	slices.SortStableFunc(out, func(x, y Restart) int {

@@ -154,6 +154,15 @@ func TestMerge(t *testing.T) {
 		assert.Equal(t, r4.Revision, revisions.Merge(r4, r4).Revision)
 		assert.Equal(t, []int64{4}, revisions.Merge(r4, r4).History)
 	})
+	t.Run("a restart recorded again keeps its cause", func(t *testing.T) {
+		withCause := revisions.Record{Revision: 1, History: []int64{1},
+			Restarts: []revisions.Restart{{At: t1, By: "alice", After: "2026-03-01T11:00:00Z", Cause: "INC-7"}}}
+		for _, got := range []revisions.Record{revisions.Merge(withCause, r1), revisions.Merge(r1, withCause)} {
+			require.Len(t, got.Restarts, 1)
+			assert.Equal(t, "INC-7", got.Restarts[0].Cause)
+		}
+		assert.Empty(t, revisions.Merge(r1, r1).Restarts[0].Cause, "none given, none made up")
+	})
 	t.Run("same revision: the new record fills in", func(t *testing.T) {
 		adopted := revisions.Record{Revision: 4, ChangeType: revisions.ChangeAdopted}
 		got := revisions.Merge(r4, adopted)

@@ -174,10 +174,20 @@ func (o *HistoryOptions) table(set *revisionSet) error {
 			orUnknown(r.Record.ChangedBy), via(r.Record), age(now, r.Record.ChangedAt), oneLine(causeOf(r.Record)))
 		for _, rs := range r.Record.Restarts {
 			fmt.Fprintf(w, "restart\t\t\t\t%s\t%s\t%s\t%s\n", orUnknown(rs.By), via(revisions.Record{ChangedBy: rs.By, FieldManager: rs.FieldManager}), age(now, rs.At),
-				"restart (spec.rollout.after "+rs.After+")")
+				oneLine(restartCause(rs)))
 		}
 	}
 	return w.Flush()
+}
+
+// restartCause is the CHANGE-CAUSE of a restart line: what restarted, and
+// the cause the request gave when it gave one.
+func restartCause(rs revisions.Restart) string {
+	what := "restart (spec.rollout.after " + rs.After + ")"
+	if rs.Cause == "" {
+		return what
+	}
+	return what + ": " + rs.Cause
 }
 
 // summary is the gist of a revision for the table.

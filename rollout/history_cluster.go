@@ -159,7 +159,7 @@ func writeClusterTable(out io.Writer, now time.Time, rows []historyRow) error {
 	for _, r := range rows {
 		if rs := r.restart; rs != nil {
 			fmt.Fprintf(w, "%s\trestart\t\t%s\t%s\t%s\t%s\n", shortRef(r.set), orUnknown(rs.By), via(revisions.Record{ChangedBy: rs.By, FieldManager: rs.FieldManager}), age(now, rs.At),
-				"restart (spec.rollout.after "+rs.After+")")
+				oneLine(restartCause(*rs)))
 			continue
 		}
 		sum, err := summaryOf(r.set.kind, r.rev.Snapshot)

@@ -129,7 +129,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 			rec = oldRec
 			if after := s.Kind.RolloutAfter(newObj); after != "" && after != s.Kind.RolloutAfter(oldObj) {
 				restart := oldRec
-				restart.Restarts = []revisions.Restart{{At: now, By: user, FieldManager: manager, After: after}}
+				restart.Restarts = []revisions.Restart{{At: now, By: user, FieldManager: manager, After: after, Cause: clientCause}}
 				if !dryRun {
 					if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, restart); err != nil {
 						return nil, fmt.Errorf("rollout-guard could not record the restart of %s: %w", id, err)

@@ -46,6 +46,15 @@ func TestRestart(t *testing.T) {
 	out = rolloutCmd(t, "restart", "md/"+mdName, "-n", w.Namespace, "-o", "name").ok(t)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0\n", out)
 
+	// --change-cause says why; history shows it on the restart's line, and
+	// the cause the CLI gives by default (its command line) on the others.
+	setNow(fixed.Add(3 * time.Minute))
+	rolloutCmd(t, "restart", "md/"+mdName, "-n", w.Namespace, "--change-cause", "INC-7: kernel CVE").ok(t)
+	hist := rolloutCmd(t, "history", "md/"+mdName, "-n", w.Namespace).ok(t)
+	assert.Contains(t, hist, "restart (spec.rollout.after 2031-05-06T07:11:09Z): INC-7: kernel CVE\n")
+	assert.Contains(t, hist, "restart (spec.rollout.after 2031-05-06T07:08:09Z): rollout restart machinedeployment/c1-md-0\n")
+	assert.Contains(t, hist, "restart (spec.rollout.after 2031-05-06T07:10:09Z): rollout restart md/c1-md-0 -o name\n")
+
 	// The guard recorded each restart, by whom and through which field manager.
 	rec := env.Stamps(t, w.MD)
 	assert.EqualValues(t, 1, rec.Revision, "a restart is not a new revision")
