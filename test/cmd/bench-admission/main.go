@@ -128,7 +128,7 @@ func main() {
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write kube-apiserver CPU profiles of each configuration's saturation load in the last round here")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of kube-apiserver under each configuration's saturation load in the last round, and of the guard under its own, here")
 	flag.StringVar(&o.summary, "summary", "", "set the admission section of this JSON summary (e.g. bench/summary.json)")
 	flag.StringVar(&o.configs, "configs", "none,vap,noop,guard", "configurations to run (also: noop-nomc)")
 	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")
@@ -177,6 +177,9 @@ type bench struct {
 	watcher *watcher
 	mds     []types.NamespacedName
 	kcps    []types.NamespacedName
+	// guardPprof is the guard's --pprof-bind-address, "" when it
+	// serves no profiles (no --profile-dir).
+	guardPprof string
 	// cfg is the admin configuration of c, without client-side limits.
 	cfg *rest.Config
 	// seqMu guards patchSeq, which concurrent writers share.
@@ -219,12 +222,20 @@ func run(o options) (retErr error) {
 	// controller-runtime's global logger (the conversion webhooks'
 	// certificate watcher uses it) writes to the same file.
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
-	env, err := framework.Start(ctx, framework.Options{BinDir: o.binDir, Log: logFile})
+	opts := framework.Options{BinDir: o.binDir, Log: logFile}
+	guardPprof := ""
+	if o.profileDir != "" {
+		if guardPprof, err = framework.FreeLocalAddress(); err != nil {
+			return fmt.Errorf("the guard's profiling address: %w", err)
+		}
+		opts.GuardArgs = []string{"--pprof-bind-address=" + guardPprof}
+	}
+	env, err := framework.Start(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("starting the API server: %w", err)
 	}
 	b := &bench{o: o, env: env, out: out, patchSeq: map[types.NamespacedName]int{},
-		results: map[string]map[workload]*cell{}, revisionReqs: map[string]float64{}}
+		results: map[string]map[workload]*cell{}, revisionReqs: map[string]float64{}, guardPprof: guardPprof}
 	defer func() {
 		b.stopNoop()
 		b.stopWatcher()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -159,10 +160,13 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 			return err
 		}
 	}
-	var profiled chan error
+	var profiled []chan error
 	for _, w := range cf.workloads {
 		if b.o.profileDir != "" && round == b.o.rounds-1 && w.regime == regimeSat && profiled == nil {
-			profiled = b.profileAPIServer(ctx, cf.name)
+			profiled = append(profiled, b.profileAPIServer(ctx, cf.name))
+			if cf.name == cfgGuard && b.guardPprof != "" {
+				profiled = append(profiled, b.profileGuard(ctx))
+			}
 		}
 		warm := workload{regime: regimeSat, writers: 1, edit: w.edit}
 		if _, _, err := b.timeWorkload(ctx, warm, b.o.warmup); err != nil {
@@ -190,8 +194,8 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		fmt.Fprintf(b.out, "BenchmarkAdmission/%s/config=%s %d %d ns/op %d p50-ns %d p99-ns %.1f edits/s\n",
 			w, cf.name, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), s.p99.Nanoseconds(), s.throughput)
 	}
-	if profiled != nil {
-		if err := <-profiled; err != nil {
+	for _, done := range profiled {
+		if err := <-done; err != nil {
 			return err
 		}
 	}
@@ -504,6 +508,26 @@ func (b *bench) profileAPIServer(ctx context.Context, cfg string) chan error {
 			return
 		}
 		fmt.Fprintf(b.out, "# kube-apiserver CPU profile under %s, %d s from its first saturation workload of the last round: %s\n", cfg, profileSeconds, path)
+		done <- nil
+	}()
+	return done
+}
+
+// profileGuard takes a CPU profile of the guard (its --pprof-bind-address)
+// over the next profileSeconds, as profileAPIServer does of the API
+// server, written to guard-cpu.pprof in --profile-dir: where the guard's
+// own time goes under the saturation load (go tool pprof -top).
+func (b *bench) profileGuard(ctx context.Context) chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 2*profileSeconds*time.Second)
+		defer cancel()
+		path := filepath.Join(b.o.profileDir, "guard-cpu.pprof")
+		if err := framework.SaveProfile(ctx, b.guardPprof, "profile", url.Values{"seconds": {fmt.Sprint(profileSeconds)}}, path); err != nil {
+			done <- fmt.Errorf("profiling the guard: %w", err)
+			return
+		}
+		fmt.Fprintf(b.out, "# guard CPU profile, %d s from its first saturation workload of the last round: %s\n", profileSeconds, path)
 		done <- nil
 	}()
 	return done

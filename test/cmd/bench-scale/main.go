@@ -315,7 +315,7 @@ func measureWorld(ctx context.Context, o options, clusters int, variants []varia
 	opts := framework.Options{BinDir: o.binDir, Log: logFile, GuardMetrics: true}
 	pprofAddr := ""
 	if o.profileDir != "" {
-		if pprofAddr, err = pprofAddress(); err != nil {
+		if pprofAddr, err = framework.FreeLocalAddress(); err != nil {
 			return worldResult{}, err
 		}
 		opts.GuardArgs = []string{"--pprof-bind-address=" + pprofAddr}
