@@ -129,7 +129,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "file the results are appended to (besides stdout)")
 	flag.StringVar(&o.summary, "summary", "", "set the scale section of this JSON summary (e.g. bench/summary.json)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write the guard's heap profile after each burst here (guard-heap-CLUSTERS-VARIANT.pprof; go tool pprof -sample_index=inuse_space -top FILE says where its live heap is)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write the guard's CPU profile of its first 15 s after ready (guard-cpu-boot-CLUSTERS-VARIANT.pprof: the boot reconciliation) and its heap profile after the bursts (guard-heap-CLUSTERS-VARIANT.pprof; go tool pprof -sample_index=inuse_space -top FILE says where its live heap is) here")
 	flag.BoolVar(&o.bare, "bare", false, "minimal objects without status (the shape of earlier runs) instead of realistic ones")
 	variants := flag.String("variants", "default", "comma-separated environments the guard is run with, one after the other, in the large world: default, or NAME=VALUE[+NAME=VALUE] (e.g. GOGC=50)")
 	flag.Parse()
@@ -416,9 +416,20 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	g.ReadyS, g.ReadyRSSMiB = report.Round3(time.Since(begin).Seconds()), rssMiB(pid)
 	fmt.Fprintf(out, "%s ready (caches synced) after %s: %s\n", prefix, time.Since(begin).Round(100*time.Millisecond), memory(pid))
 
+	var bootProfile chan error
+	if pprofAddr != "" {
+		bootProfile = saveBootProfile(ctx, pprofAddr, o.profileDir, clusters, v.name, out, prefix)
+	}
 	settled, err := waitReconciled(ctx, env.GuardMetricsURL(), token, clusters*(1+mdsPerCluster), settleTimeout)
 	if err != nil {
 		return nil, g, err
+	}
+	if bootProfile != nil {
+		// Its seconds may outlast the reconciliation: the bursts wait, so
+		// that the profile is of the start alone.
+		if err := <-bootProfile; err != nil {
+			return nil, g, err
+		}
 	}
 	g.BootS, g.BootRSSMiB = report.Round3(settled.Seconds()), rssMiB(pid)
 	fmt.Fprintf(out, "%s boot reconciliation of the %d MachineDeployments and KubeadmControlPlanes over after %s more: %s; %s\n",

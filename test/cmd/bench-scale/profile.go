@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"path/filepath"
 	"time"
@@ -22,4 +23,28 @@ func saveHeapProfile(ctx context.Context, addr, dir string, clusters int, varian
 		return "", fmt.Errorf("the guard's heap profile: %w", err)
 	}
 	return path, nil
+}
+
+// bootProfileSeconds is the length of the guard's CPU profile at start:
+// about its boot reconciliation at 2,000 clusters.
+const bootProfileSeconds = 15
+
+// saveBootProfile takes the guard's CPU profile over the bootProfileSeconds
+// after it is ready — its boot reconciliation — and writes it to
+// dir/guard-cpu-boot-CLUSTERS-VARIANT.pprof; the channel gives the outcome
+// once written (go tool pprof -top FILE says where the start's time goes).
+func saveBootProfile(ctx context.Context, addr, dir string, clusters int, variant string, out io.Writer, prefix string) chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 2*bootProfileSeconds*time.Second)
+		defer cancel()
+		path := filepath.Join(dir, fmt.Sprintf("guard-cpu-boot-%d-%s.pprof", clusters, filepath.Base(variant)))
+		if err := framework.SaveProfile(ctx, addr, "profile", url.Values{"seconds": {fmt.Sprint(bootProfileSeconds)}}, path); err != nil {
+			done <- fmt.Errorf("the guard's CPU profile at start: %w", err)
+			return
+		}
+		fmt.Fprintf(out, "%s CPU profile of the first %d s after ready (the boot reconciliation): %s\n", prefix, bootProfileSeconds, path)
+		done <- nil
+	}()
+	return done
 }
