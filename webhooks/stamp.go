@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -76,12 +79,62 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	patched, err := withAnnotations(req.Object.Raw, stamps)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+	if newObj.GetName() == "" && newObj.GetGenerateName() == "" {
+		// An object without a name may lack the metadata a patch of its
+		// annotations adds to: patch the JSON as sent (no API server sends
+		// one; a malformed request may).
+		patched, err := withAnnotations(req.Object.Raw, stamps)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		return admission.PatchResponseFromRaw(req.Object.Raw, patched)
 	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, patched)
+	return admission.Patched("", annotationPatch(newObj.GetAnnotations(), stamps)...)
 }
+
+// annotationPatch returns the JSON patch that makes annotations current
+// (the object's, as sent) carry changes: a nil value removes the key. It
+// touches nothing but metadata.annotations, and sends no operation for a
+// change the object already carries.
+//
+// Why not the patch between the object as sent and as stamped
+// (admission.PatchResponseFromRaw): that decodes the whole object three more
+// times and compares every field of it, a third of the mutating webhook's
+// CPU (BenchmarkStamperNewRevision), for a patch that can only touch
+// annotations.
+func annotationPatch(current map[string]string, changes map[string]*string) []jsonpatch.JsonPatchOperation {
+	keys := slices.Sorted(maps.Keys(changes))
+	if len(current) == 0 {
+		// No annotations to add to: add them whole.
+		add := map[string]string{}
+		for _, k := range keys {
+			if v := changes[k]; v != nil {
+				add[k] = *v
+			}
+		}
+		if len(add) == 0 {
+			return nil
+		}
+		return []jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/annotations", Value: add}}
+	}
+	var ops []jsonpatch.JsonPatchOperation
+	for _, k := range keys {
+		v := changes[k]
+		old, has := current[k]
+		path := "/metadata/annotations/" + jsonPointerEscaper.Replace(k)
+		switch {
+		case v == nil && has:
+			ops = append(ops, jsonpatch.JsonPatchOperation{Operation: "remove", Path: path})
+		case v != nil && (!has || old != *v):
+			ops = append(ops, jsonpatch.JsonPatchOperation{Operation: "add", Path: path, Value: *v})
+		}
+	}
+	return ops
+}
+
+// jsonPointerEscaper escapes an annotation key as a JSON pointer token
+// (RFC 6901): "~" as "~0", "/" as "~1".
+var jsonPointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // stamps returns the annotations the object must carry after this request:
 // nil values delete a key.

@@ -156,3 +156,49 @@ func BenchmarkStamperUnchangedContent(b *testing.B) {
 		}
 	}
 }
+
+// TestAnnotationPatch: the stamper's patch, applied as the API server
+// applies it, leaves the object as sent but for its annotations, which
+// then carry the changes — keys with "/" and "~" in them included — and
+// sends nothing the object already carries.
+func TestAnnotationPatch(t *testing.T) {
+	v := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name    string
+		current map[string]string
+		changes map[string]*string
+		want    map[string]string
+		ops     int
+	}{
+		{"no annotations yet", nil, map[string]*string{"rollout-guard.io/revision": v("1"), "rollout-guard.io/gone": nil},
+			map[string]string{"rollout-guard.io/revision": "1"}, 1},
+		{"nothing to add to none", nil, map[string]*string{"rollout-guard.io/gone": nil}, nil, 0},
+		{"set, replaced, removed, kept", map[string]string{"team": "a", "rollout-guard.io/revision": "4", "rollout-guard.io/changed-by": "mallory", "a~b/c": "x"},
+			map[string]*string{"rollout-guard.io/revision": v("5"), "rollout-guard.io/changed-by": nil, "rollout-guard.io/field-manager": v("kubectl"), "a~b/c": v("y"), "rollout-guard.io/gone": nil},
+			map[string]string{"team": "a", "rollout-guard.io/revision": "5", "rollout-guard.io/field-manager": "kubectl", "a~b/c": "y"}, 4},
+		{"already as asked", map[string]string{"rollout-guard.io/revision": "4"}, map[string]*string{"rollout-guard.io/revision": v("4"), "rollout-guard.io/gone": nil},
+			map[string]string{"rollout-guard.io/revision": "4"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := machineDeployment("tmpl-a", tc.current)
+			raw, err := json.Marshal(md)
+			require.NoError(t, err)
+			ops := annotationPatch(tc.current, tc.changes)
+			assert.Len(t, ops, tc.ops)
+			out := raw
+			if len(ops) > 0 {
+				encoded, err := json.Marshal(ops)
+				require.NoError(t, err)
+				patch, err := jsonpatch.DecodePatch(encoded)
+				require.NoError(t, err)
+				out, err = patch.Apply(raw)
+				require.NoError(t, err)
+			}
+			got := &clusterv1.MachineDeployment{}
+			require.NoError(t, json.Unmarshal(out, got))
+			assert.Equal(t, tc.want, got.Annotations)
+			got.Annotations, md.Annotations = nil, nil
+			assert.Equal(t, md, got, "only annotations change")
+		})
+	}
+}
