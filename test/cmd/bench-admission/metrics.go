@@ -82,3 +82,34 @@ func (b *bench) apiServerMetrics(ctx context.Context, cfg *rest.Config) error {
 	}
 	return nil
 }
+
+// webhookTime is the time the API server spent calling webhooks of one
+// type, and how many calls (apiserver_admission_webhook_admission_duration_seconds).
+type webhookTime struct {
+	seconds, calls float64
+}
+
+func (t webhookTime) add(o webhookTime) webhookTime {
+	return webhookTime{t.seconds + o.seconds, t.calls + o.calls}
+}
+
+func (t webhookTime) minus(o webhookTime) webhookTime {
+	return webhookTime{t.seconds - o.seconds, t.calls - o.calls}
+}
+
+// webhookTimes reads the API server's time calling webhooks so far, by
+// type (admit: mutating; validating), the cheap way round a slice:
+// subtracting two readings gives a workload's.
+func (b *bench) webhookTimes(ctx context.Context) (map[string]webhookTime, error) {
+	samples, err := scrape(ctx, b.cfg)
+	if err != nil {
+		return nil, err
+	}
+	sums := framework.SumBy(samples, "apiserver_admission_webhook_admission_duration_seconds_sum", nil, "type")
+	counts := framework.SumBy(samples, "apiserver_admission_webhook_admission_duration_seconds_count", nil, "type")
+	out := map[string]webhookTime{}
+	for typ, n := range counts {
+		out[typ] = webhookTime{seconds: sums[typ], calls: n}
+	}
+	return out, nil
+}

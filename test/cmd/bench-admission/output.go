@@ -68,6 +68,28 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 		}
 	}
 
+	fmt.Fprintf(w, "\n# Time the API server spent calling webhooks per edit (apiserver_admission_webhook_admission_duration_seconds during the measured edits): mutating (admit) and validating, ms per call and calls per edit\n\n")
+	fmt.Fprintln(w, "| workload | configuration | mutating ms/call | mutating calls/edit | validating ms/call | validating calls/edit |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, wl := range workloads {
+		for _, cf := range configs {
+			c := b.results[cf.name][wl]
+			if c == nil || len(c.lat) == 0 || len(c.webhooks) == 0 {
+				continue
+			}
+			var cells []string
+			for _, typ := range []string{"admit", "validating"} {
+				t := c.webhooks[typ]
+				perCall := 0.0
+				if t.calls > 0 {
+					perCall = 1000 * t.seconds / t.calls
+				}
+				cells = append(cells, fmt.Sprintf("%.3f", perCall), fmt.Sprintf("%.2f", t.calls/float64(len(c.lat))))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", wl, cf.name, strings.Join(cells, " | "))
+		}
+	}
+
 	if b.revisionEdits > 0 {
 		fmt.Fprintf(w, "\n# ControllerRevision requests during the guard's slices (apiserver_request_total), for %d edits that made a new revision\n\n", b.revisionEdits)
 		fmt.Fprintln(w, "| verb | requests | per recorded revision |")

@@ -119,6 +119,9 @@ type cell struct {
 	lat  []time.Duration
 	wall time.Duration
 	cpu  map[string]time.Duration
+	// webhooks is the time the API server spent calling the webhooks
+	// during the measured edits, by type (admit, validating).
+	webhooks map[string]webhookTime
 	// rounds are the figures of each round, in order.
 	rounds []summary
 }
@@ -130,7 +133,7 @@ func (b *bench) result(cfg string, w workload) *cell {
 	}
 	c := b.results[cfg][w]
 	if c == nil {
-		c = &cell{cpu: map[string]time.Duration{}}
+		c = &cell{cpu: map[string]time.Duration{}, webhooks: map[string]webhookTime{}}
 		b.results[cfg][w] = c
 	}
 	return c
@@ -173,13 +176,24 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 			return fmt.Errorf("warming up %s: %w", w, err)
 		}
 		n := w.count(b.o)
+		calls0, err := b.webhookTimes(ctx)
+		if err != nil {
+			return err
+		}
 		cpu0 := processCPU(b.procNames())
 		lat, wall, err := b.timeWorkload(ctx, w, n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
 		}
 		cpu1 := processCPU(b.procNames())
+		calls1, err := b.webhookTimes(ctx)
+		if err != nil {
+			return err
+		}
 		c := b.result(cf.name, w)
+		for typ, t := range calls1 {
+			c.webhooks[typ] = c.webhooks[typ].add(t.minus(calls0[typ]))
+		}
 		c.lat = append(c.lat, lat...)
 		c.wall += wall
 		for proc, t := range cpu1 {
