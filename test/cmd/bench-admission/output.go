@@ -133,6 +133,11 @@ type workloadFig struct {
 	EditsPS  float64 `json:"edits_per_s"`
 	// CPUms is each process's CPU time per edit.
 	CPUms map[string]float64 `json:"cpu_ms_per_edit"`
+	// WebhookMSPerCall is the API server's time per webhook call, by
+	// type (admit, validating), for the types it called.
+	WebhookMSPerCall map[string]float64 `json:"webhook_ms_per_call,omitempty"`
+	// WebhookCallsPerEdit is how many calls of each type an edit made.
+	WebhookCallsPerEdit map[string]float64 `json:"webhook_calls_per_edit,omitempty"`
 }
 
 // revisionFig is the API server's count of ControllerRevision requests
@@ -165,6 +170,16 @@ func (b *bench) summary(configs []config, m report.Machine, begin time.Time, too
 				if t, ok := c.cpu[p]; ok {
 					fig.CPUms[p] = report.Round3(ms(t) / float64(sm.n))
 				}
+			}
+			for typ, t := range c.webhooks {
+				if t.calls <= 0 {
+					continue
+				}
+				if fig.WebhookMSPerCall == nil {
+					fig.WebhookMSPerCall, fig.WebhookCallsPerEdit = map[string]float64{}, map[string]float64{}
+				}
+				fig.WebhookMSPerCall[typ] = report.Round3(1000 * t.seconds / t.calls)
+				fig.WebhookCallsPerEdit[typ] = report.Round3(t.calls / float64(len(c.lat)))
 			}
 			s.Workloads = append(s.Workloads, fig)
 		}
