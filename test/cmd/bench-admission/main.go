@@ -11,6 +11,10 @@
 //     server over TLS and HTTP/2) that allows everything, registered from
 //     the guard's manifests (config/webhook/manifests.yaml: same paths,
 //     rules, timeouts and matchConditions);
+//   - noop-stamp: the same pair, its mutating webhooks answering with a
+//     patch of six annotations the size of the guard's revision stamps
+//     (noop-webhook's /stamp paths): the floor of any webhook that stamps
+//     what it admits, so that guard/noop-stamp is the guard's own work;
 //   - noop-nomc: the same pair without matchConditions;
 //   - guard: bin/webhook registered from config/webhook/manifests.yaml, as
 //     test/framework runs it (validating, mutating, recording revisions).
@@ -87,11 +91,12 @@ const namespace = "bench"
 
 // Configuration names.
 const (
-	cfgNone     = "none"
-	cfgVAP      = "vap"
-	cfgNoop     = "noop"
-	cfgNoopNoMC = "noop-nomc"
-	cfgGuard    = "guard"
+	cfgNone      = "none"
+	cfgVAP       = "vap"
+	cfgNoop      = "noop"
+	cfgNoopNoMC  = "noop-nomc"
+	cfgNoopStamp = "noop-stamp"
+	cfgGuard     = "guard"
 )
 
 type options struct {
@@ -130,7 +135,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of kube-apiserver under each configuration's saturation load in the last round, and of the guard under its own, here")
 	flag.StringVar(&o.summary, "summary", "", "set the admission section of this JSON summary (e.g. bench/summary.json)")
-	flag.StringVar(&o.configs, "configs", "none,vap,noop,guard", "configurations to run (also: noop-nomc)")
+	flag.StringVar(&o.configs, "configs", "none,vap,noop,guard", "configurations to run (also: noop-stamp, the no-op pair whose mutating webhook stamps six annotations as the guard does; noop-nomc)")
 	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")
 	flag.StringVar(&o.watchKubeconfig, "watch-kubeconfig", "", "internal: be the background watcher of the cluster of this kubeconfig")
 	flag.Parse()
@@ -441,6 +446,13 @@ func (b *bench) configurations(list string) ([]config, error) {
 			uninstall: func(ctx context.Context) error { return b.uninstallNoop(ctx, true) },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: allow},
 		},
+		cfgNoopStamp: {
+			name:      cfgNoopStamp,
+			workloads: policedWorkloads(b.o),
+			install:   func(ctx context.Context) error { return b.installObjects(ctx, b.noopStampConfigurations) },
+			uninstall: func(ctx context.Context) error { return b.uninstallObjects(ctx, b.noopStampConfigurations) },
+			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: allow},
+		},
 		cfgNoopNoMC: {
 			name:      cfgNoopNoMC,
 			workloads: []workload{{regime: regimeSat, writers: 1, edit: mdLabel}, {regime: regimeSat, writers: 1, edit: kcpLabel}},
@@ -461,7 +473,7 @@ func (b *bench) configurations(list string) ([]config, error) {
 	for _, name := range strings.Split(list, ",") {
 		cf, ok := all[strings.TrimSpace(name)]
 		if !ok {
-			return nil, fmt.Errorf("--configs: unknown configuration %q (known: none, vap, noop, noop-nomc, guard)", name)
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: none, vap, noop, noop-stamp, noop-nomc, guard)", name)
 		}
 		out = append(out, cf)
 	}
@@ -511,6 +523,64 @@ func (b *bench) noopConfigurations(withMC bool) ([]client.Object, error) {
 		}
 	}
 	return objs, nil
+}
+
+// noopStampConfigurations are the no-op pair's configurations with the
+// mutating webhooks calling the stamping floor (noop-webhook's /stamp
+// paths): what any webhook that stamps objects costs, the guard's own
+// work apart.
+func (b *bench) noopStampConfigurations() ([]client.Object, error) {
+	objs, err := b.noopConfigurations(true)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		switch cfg := obj.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			cfg.Name = "rollout-bench-noop-stamp-validating"
+			for i := range cfg.Webhooks {
+				cfg.Webhooks[i].Name = strings.Replace(cfg.Webhooks[i].Name, "noop-", "noop-stamp-", 1)
+			}
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			cfg.Name = "rollout-bench-noop-stamp-mutating"
+			for i := range cfg.Webhooks {
+				w := &cfg.Webhooks[i]
+				w.Name = strings.Replace(w.Name, "noop-", "noop-stamp-", 1)
+				if w.ClientConfig.URL == nil || !strings.HasPrefix(*w.ClientConfig.URL, b.noopURL+"/") {
+					return nil, fmt.Errorf("mutating webhook %s does not call the no-op server at %s", w.Name, b.noopURL)
+				}
+				u := b.noopURL + noopStampPrefix + strings.TrimPrefix(*w.ClientConfig.URL, b.noopURL)
+				w.ClientConfig.URL = &u
+			}
+		}
+	}
+	return objs, nil
+}
+
+// noopStampPrefix is noop-webhook's path prefix of its stamping floor.
+const noopStampPrefix = "/stamp"
+
+// installObjects creates the objects configurations gives.
+func (b *bench) installObjects(ctx context.Context, configurations func() ([]client.Object, error)) error {
+	objs, err := configurations()
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := b.c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// uninstallObjects deletes the objects configurations gives.
+func (b *bench) uninstallObjects(ctx context.Context, configurations func() ([]client.Object, error)) error {
+	objs, err := configurations()
+	if err != nil {
+		return err
+	}
+	return b.deleteAll(ctx, objs...)
 }
 
 func (b *bench) installNoop(ctx context.Context, withMC bool) error {

@@ -438,6 +438,13 @@ func (b *bench) ratios() []ratio {
 		w := workload{regime: regimeSat, writers: 1, edit: e}
 		add("bookkeeping "+e+": guard/none p50", cfgGuard, cfgNone, w, "p50", 1.02, false)
 	}
+	// The guard next to a floor that stamps as it does: its own work,
+	// apart from the API server's work on any stamped edit.
+	for _, e := range policedEdits {
+		w := workload{regime: regimePace, writers: 1, edit: e}
+		add("operator pace "+e+": guard/noop-stamp p50", cfgGuard, cfgNoopStamp, w, "p50", 0, false)
+		add("operator pace "+e+": noop-stamp/noop p50", cfgNoopStamp, cfgNoop, w, "p50", 0, false)
+	}
 	// The floor itself, next to nothing and next to a policy in the API
 	// server.
 	for _, e := range policedEdits {

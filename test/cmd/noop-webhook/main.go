@@ -20,21 +20,33 @@
 // (validating paths), and one carrying rollout-bench/probe=mutate gets the
 // annotation rollout-bench/mutated=true (mutating paths). The benchmark's
 // own edits carry neither.
+//
+// Under /stamp, each mutating path is served by a floor for stamping webhooks
+// (stamp): it allows, and patches six annotations of the sizes the guard's
+// revision stamps have, so that the API server applies and stores a patch
+// as it does the guard's. bench-admission's noop-stamp configuration calls
+// those paths: the guard's own cost apart from the cost of being a stamper.
 package main
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
+	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -153,6 +165,7 @@ func newServer(host string, port int, certDir string, ps paths) webhook.Server {
 	}
 	for _, path := range ps.mutating {
 		srv.Register(path, &webhook.Admission{Handler: admission.HandlerFunc(mutate)})
+		srv.Register(StampPrefix+path, &webhook.Admission{Handler: admission.HandlerFunc(stamp)})
 	}
 	return srv
 }
@@ -186,4 +199,46 @@ func mutate(_ context.Context, req admission.Request) admission.Response {
 		return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/annotations/rollout-bench~1mutated", "true"))
 	}
 	return admission.Allowed("")
+}
+
+// StampPrefix is the path prefix of the stamping floor's mutating paths.
+const StampPrefix = "/stamp"
+
+// stamps counts the stamping floor's patches: its revision numbers.
+var stamps atomic.Int64
+
+// stamp allows with a patch of six annotations under rollout-bench/, of
+// the sizes of the guard's revision stamps (a number, a user, a time, a
+// field manager, a change-cause, a change type), read from what every
+// stamper has at hand: the request. It reads the object's annotations
+// only to know whether there are any to add to. The probe marker gets its
+// mutation too.
+func stamp(_ context.Context, req admission.Request) admission.Response {
+	var obj struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("noop-webhook: decoding the object: %w", err))
+	}
+	values := map[string]string{
+		"rollout-bench/revision":      strconv.FormatInt(stamps.Add(1), 10),
+		"rollout-bench/changed-by":    req.UserInfo.Username,
+		"rollout-bench/changed-at":    time.Now().UTC().Format(time.RFC3339),
+		"rollout-bench/field-manager": "rollout-bench",
+		"rollout-bench/change-cause":  "version v1.35.1 → v1.35.2; infrastructureRef c1-md-0-1 → c1-md-0-2",
+		"rollout-bench/change-type":   "rollout",
+	}
+	if bytes.Contains(req.Object.Raw, mutateMarker) {
+		values["rollout-bench/mutated"] = "true"
+	}
+	if len(obj.Metadata.Annotations) == 0 {
+		return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/annotations", values))
+	}
+	ops := make([]jsonpatch.JsonPatchOperation, 0, len(values))
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+strings.ReplaceAll(k, "/", "~1"), values[k]))
+	}
+	return admission.Patched("", ops...)
 }

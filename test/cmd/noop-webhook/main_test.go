@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -123,6 +124,45 @@ func TestServesHTTP2AndAllows(t *testing.T) {
 	}
 	if r, _ := review(mutatingPaths[0], marked("mutate")); !r.Allowed || !strings.Contains(string(r.Patch), "rollout-bench~1mutated") {
 		t.Errorf("mutate probe: allowed %v, patch %s; want the mutated annotation", r.Allowed, r.Patch)
+	}
+
+	// The stamping floor: six stamps, applied as the API server applies
+	// them, to an object with annotations and to one without; the probe
+	// keeps its mutation.
+	for _, obj := range []string{plain, marked("mutate")} {
+		r, _ := review(StampPrefix+mutatingPaths[0], obj)
+		if !r.Allowed || r.PatchType == nil {
+			t.Fatalf("stamp %s: allowed %v, patch type %v; want allowed with a patch", obj, r.Allowed, r.PatchType)
+		}
+		patch, err := jsonpatch.DecodePatch(r.Patch)
+		if err != nil {
+			t.Fatalf("stamp: the patch %s: %v", r.Patch, err)
+		}
+		out, err := patch.Apply([]byte(obj))
+		if err != nil {
+			t.Fatalf("stamp: applying %s to %s: %v", r.Patch, obj, err)
+		}
+		var got struct {
+			Metadata struct {
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		stamped := 0
+		for k := range got.Metadata.Annotations {
+			if strings.HasPrefix(k, "rollout-bench/") && k != "rollout-bench/probe" && k != "rollout-bench/mutated" {
+				stamped++
+			}
+		}
+		if stamped != 6 || got.Metadata.Name != "a" {
+			t.Errorf("stamp %s: %s; want the name kept and 6 stamps", obj, out)
+		}
+		if strings.Contains(obj, "probe") && got.Metadata.Annotations["rollout-bench/mutated"] != "true" {
+			t.Errorf("stamp of the mutate probe: %s; want its mutation too", out)
+		}
 	}
 }
 
