@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,9 +35,36 @@ const DefaultWorkers = 4
 // AnnotationCachedHash is set by the guard's cache, on its own copy of an
 // object it keeps without all of its revision content, to that content's
 // hash, computed from the whole object as it entered the cache (see
-// Reconciler.ObjectReader). It is never written to the API server; a
-// value set there is replaced as the object enters the cache.
+// Reconciler.ObjectReader), as CachedHashValue writes it. It is never
+// written to the API server; a value set there is replaced as the object
+// enters the cache.
 const AnnotationCachedHash = revisions.Prefix + "cached-content-hash"
+
+// cachedHashMark ends every AnnotationCachedHash value this process's cache
+// writes: a random word drawn at start, which no value set on a stored
+// object carries. A cache transform given an object it already trimmed —
+// an informer may pass what it holds through its transform again (its
+// initial watch-list fills a store of its own, then the queue) — tells it
+// by the mark and keeps its hash, which a hash of the trimmed copy would
+// not be; given a stored object, it replaces whatever that carries.
+var cachedHashMark = "@" + rand.Text()[:12]
+
+// CachedHashValue is the AnnotationCachedHash value noting hash on a
+// cached copy; hash "" notes that the whole object's revision could not be
+// taken (the reconciler then reads the object).
+func CachedHashValue(hash string) string { return hash + cachedHashMark }
+
+// CachedHash returns the content hash this process's cache noted on obj
+// (AnnotationCachedHash), and whether it noted one at all: false for an
+// object the cache has not trimmed, or that carries a value it did not
+// write.
+func CachedHash(obj metav1.Object) (hash string, noted bool) {
+	hash, noted = strings.CutSuffix(obj.GetAnnotations()[AnnotationCachedHash], cachedHashMark)
+	if !noted {
+		return "", false
+	}
+	return hash, true
+}
 
 // DefaultPruneBatch is how many revisions beyond the limit an object's
 // history gathers before they are pruned, unless configured.
@@ -232,7 +260,7 @@ func (r *Reconciler) heldFromCache(ctx context.Context, cached client.Object, re
 	if r.ObjectReader == nil {
 		return "", false, nil
 	}
-	hash = cached.GetAnnotations()[AnnotationCachedHash]
+	hash, _ = CachedHash(cached)
 	if hash == "" {
 		return "", false, nil
 	}

@@ -48,7 +48,7 @@ func BenchmarkReconcileRecorded(b *testing.B) {
 	}
 	cached := kcp.DeepCopy()
 	cached.Annotations = stamps.Annotations()
-	cached.Annotations[AnnotationCachedHash] = live.Hash
+	cached.Annotations[AnnotationCachedHash] = CachedHashValue(live.Hash)
 	index := &Index{entries: indexerStore{indexer}, synced: func() bool { return true }}
 	r := &Reconciler{Client: cacheOf{kcp: cached}, ObjectReader: noReads{b}, APIReader: noReads{b}, Recorder: &Recorder{Index: index}, Kind: KubeadmControlPlane}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: kcp.Namespace, Name: kcp.Name}}

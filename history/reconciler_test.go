@@ -281,7 +281,7 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 		c.Spec = clusterv1.MachineDeploymentSpec{ClusterName: "c1"}
 		c.Spec.Template.Spec.Version = "v1.35.2"
 		if hash != "" {
-			c.Annotations[AnnotationCachedHash] = hash
+			c.Annotations[AnnotationCachedHash] = CachedHashValue(hash)
 		}
 		return c
 	}
@@ -313,9 +313,14 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 		{"not recorded: read whole and recorded", trimmed(wholeSnap.Hash), nil, false, requests{"get": 1, "create": 1}, []int64{2}},
 		{"recorded under another number: read whole and renumbered", trimmed(wholeSnap.Hash), []client.Object{asOne}, false, requests{"get": 1, "patch": 1}, []int64{1, 2}},
 		{"no hash noted: read whole", trimmed(""), []client.Object{asStamped}, false, requests{"get": 1}, []int64{2}},
+		{"a note this cache did not write: read whole", func() *clusterv1.MachineDeployment {
+			c := trimmed("")
+			c.Annotations[AnnotationCachedHash] = wholeSnap.Hash
+			return c
+		}(), []client.Object{asStamped}, false, requests{"get": 1}, []int64{2}},
 		{"cache read whole: the note is not read", func() *clusterv1.MachineDeployment {
 			c := whole.DeepCopy()
-			c.Annotations[AnnotationCachedHash] = otherSnap.Hash
+			c.Annotations[AnnotationCachedHash] = CachedHashValue(otherSnap.Hash)
 			return c
 		}(), []client.Object{otherRecorded}, true, requests{"create": 1, "get": 2, "update": 1}, []int64{3}},
 	} {

@@ -133,13 +133,23 @@ func ours(in map[string]string) map[string]string {
 // A content whose revision cannot be taken gets no hash; the reconciler
 // reads the object and says why.
 func withContentHash(m *metav1.ObjectMeta, snap revisions.Snapshot, err error) {
-	if err != nil || snap.Hash == "" {
-		return
+	hash := snap.Hash
+	if err != nil {
+		hash = ""
 	}
 	out := make(map[string]string, len(m.Annotations)+1)
 	maps.Copy(out, m.Annotations)
-	out[history.AnnotationCachedHash] = snap.Hash
+	out[history.AnnotationCachedHash] = history.CachedHashValue(hash)
 	m.Annotations = out
+}
+
+// trimmedBefore says whether obj is a copy the cache already trimmed (it
+// carries the hash the cache noted): an informer may pass what it holds
+// through its transform again, and the transforms that note a hash must
+// then leave it as it is.
+func trimmedBefore(obj metav1.Object) bool {
+	_, noted := history.CachedHash(obj)
+	return noted
 }
 
 // filtered returns the entries of in that keep keeps, in a map of their
@@ -186,7 +196,7 @@ func TrimCluster(obj any) (any, error) {
 // (see CacheOptions). Objects of other types are returned unchanged.
 func TrimKubeadmControlPlane(obj any) (any, error) {
 	kcp, ok := obj.(*controlplanev1.KubeadmControlPlane)
-	if !ok {
+	if !ok || trimmedBefore(kcp) {
 		return obj, nil
 	}
 	snap, err := revisions.ForKubeadmControlPlane(kcp)
@@ -206,7 +216,7 @@ func TrimKubeadmControlPlane(obj any) (any, error) {
 // CacheOptions). Objects of other types are returned unchanged.
 func TrimMachineDeployment(obj any) (any, error) {
 	md, ok := obj.(*clusterv1.MachineDeployment)
-	if !ok {
+	if !ok || trimmedBefore(md) {
 		return obj, nil
 	}
 	snap, err := revisions.ForMachineDeployment(md)
