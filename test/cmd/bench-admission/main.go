@@ -584,24 +584,11 @@ func (b *bench) uninstallObjects(ctx context.Context, configurations func() ([]c
 }
 
 func (b *bench) installNoop(ctx context.Context, withMC bool) error {
-	objs, err := b.noopConfigurations(withMC)
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		if err := b.c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-		}
-	}
-	return nil
+	return b.installObjects(ctx, func() ([]client.Object, error) { return b.noopConfigurations(withMC) })
 }
 
 func (b *bench) uninstallNoop(ctx context.Context, withMC bool) error {
-	objs, err := b.noopConfigurations(withMC)
-	if err != nil {
-		return err
-	}
-	return b.deleteAll(ctx, objs...)
+	return b.uninstallObjects(ctx, func() ([]client.Object, error) { return b.noopConfigurations(withMC) })
 }
 
 // vapPolicyName names the ValidatingAdmissionPolicy and its binding.
