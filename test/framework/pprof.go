@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 )
 
 // FreeLocalAddress returns a local address (127.0.0.1:PORT) no process
@@ -57,4 +59,18 @@ func SaveProfile(ctx context.Context, addr, name string, query url.Values, path 
 		return fmt.Errorf("writing the %s profile to %s: %w", name, path, err)
 	}
 	return nil
+}
+
+// StartCPUProfile takes a CPU profile of the process serving net/http/pprof
+// at addr over the next seconds, in the background, and writes it to
+// path; the channel gives the outcome once written (nil, or why not). The
+// benchmarks profile the guard this way while their load runs.
+func StartCPUProfile(ctx context.Context, addr string, seconds int, path string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Duration(seconds)*time.Second)
+		defer cancel()
+		done <- SaveProfile(ctx, addr, "profile", url.Values{"seconds": {strconv.Itoa(seconds)}}, path)
+	}()
+	return done
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -539,12 +538,11 @@ func (b *bench) profileAPIServer(ctx context.Context, cfg string) chan error {
 // server, written to guard-cpu.pprof in --profile-dir: where the guard's
 // own time goes under the saturation load (go tool pprof -top).
 func (b *bench) profileGuard(ctx context.Context) chan error {
+	path := filepath.Join(b.o.profileDir, "guard-cpu.pprof")
+	profiled := framework.StartCPUProfile(ctx, b.guardPprof, profileSeconds, path)
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(ctx, 2*profileSeconds*time.Second)
-		defer cancel()
-		path := filepath.Join(b.o.profileDir, "guard-cpu.pprof")
-		if err := framework.SaveProfile(ctx, b.guardPprof, "profile", url.Values{"seconds": {fmt.Sprint(profileSeconds)}}, path); err != nil {
+		if err := <-profiled; err != nil {
 			done <- fmt.Errorf("profiling the guard: %w", err)
 			return
 		}

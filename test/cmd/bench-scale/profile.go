@@ -34,12 +34,11 @@ const bootProfileSeconds = 15
 // dir/guard-cpu-boot-CLUSTERS-VARIANT.pprof; the channel gives the outcome
 // once written (go tool pprof -top FILE says where the start's time goes).
 func saveBootProfile(ctx context.Context, addr, dir string, clusters int, variant string, out io.Writer, prefix string) chan error {
+	path := filepath.Join(dir, fmt.Sprintf("guard-cpu-boot-%d-%s.pprof", clusters, filepath.Base(variant)))
+	profiled := framework.StartCPUProfile(ctx, addr, bootProfileSeconds, path)
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(ctx, 2*bootProfileSeconds*time.Second)
-		defer cancel()
-		path := filepath.Join(dir, fmt.Sprintf("guard-cpu-boot-%d-%s.pprof", clusters, filepath.Base(variant)))
-		if err := framework.SaveProfile(ctx, addr, "profile", url.Values{"seconds": {fmt.Sprint(bootProfileSeconds)}}, path); err != nil {
+		if err := <-profiled; err != nil {
 			done <- fmt.Errorf("the guard's CPU profile at start: %w", err)
 			return
 		}
