@@ -95,6 +95,11 @@ type Reconciler struct {
 	// served from the API server's watch cache (as fresh as the guard's
 	// own cache would be, without a read of etcd).
 	ObjectReader client.Reader
+	// Pending, when set with an ObjectReader, holds the whole content the
+	// cache saw of objects whose content is not recorded yet: the
+	// reconciler records that instead of reading the object, when the
+	// cached copy notes the same hash.
+	Pending *Pending
 	// APIReader lists ControllerRevisions without caching them.
 	APIReader client.Reader
 	// Recorder writes revisions.
@@ -203,34 +208,50 @@ type liveRevision struct {
 // manager's cache holds it, is recorded as its stamps say. For a kind the
 // cache keeps whole that is cached's content; otherwise the record of the
 // content hash the cache noted is enough when it already holds the stamps
-// (heldFromCache), and the whole object is read from ObjectReader when it
-// does not.
+// (heldFromCache); when it does not, the content is the one the cache saw
+// of this copy if Pending still holds it (kept), else the whole object is
+// read from ObjectReader.
 func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cached client.Object) (liveRevision, error) {
 	rec := stampsOf(ctx, cached)
+	kept, haveKept := r.kept(cached)
 	if hash, ok, err := r.heldFromCache(ctx, cached, rec); err != nil || ok {
 		return liveRevision{obj: cached, hash: hash, stamped: rec.Revision}, err
 	}
-	obj := cached
-	if r.ObjectReader != nil {
-		obj = r.Kind.New()
-		if err := r.ObjectReader.Get(ctx, key, obj, getFromWatchCache()); err != nil {
-			return liveRevision{}, client.IgnoreNotFound(err)
+	obj, snap := cached, kept
+	if !haveKept {
+		if r.ObjectReader != nil {
+			obj = r.Kind.New()
+			if err := r.ObjectReader.Get(ctx, key, obj, getFromWatchCache()); err != nil {
+				return liveRevision{}, client.IgnoreNotFound(err)
+			}
+			if !obj.GetDeletionTimestamp().IsZero() {
+				return liveRevision{}, nil
+			}
+			rec = stampsOf(ctx, obj)
 		}
-		if !obj.GetDeletionTimestamp().IsZero() {
+		var err error
+		if snap, err = r.Kind.Snapshot(obj); err != nil {
+			log.FromContext(ctx).Error(err, "cannot take the revision of the object; not recorded")
 			return liveRevision{}, nil
 		}
-		rec = stampsOf(ctx, obj)
-	}
-	snap, err := r.Kind.Snapshot(obj)
-	if err != nil {
-		log.FromContext(ctx).Error(err, "cannot take the revision of the object; not recorded")
-		return liveRevision{}, nil
 	}
 	done, err := r.Recorder.record(ctx, obj, r.Kind.GVK, snap, rec)
 	if err != nil {
 		return liveRevision{}, err
 	}
 	return liveRevision{obj: obj, hash: snap.Hash, stamped: rec.Revision, listed: done.listed}, nil
+}
+
+// kept returns the whole content the cache saw of cached, the object as
+// the manager's cache holds it, when Pending holds it under the hash the
+// cached copy notes (see Pending): the content of this very copy, whose
+// stamps it carries. Pending then forgets it.
+func (r *Reconciler) kept(cached client.Object) (revisions.Snapshot, bool) {
+	if r.ObjectReader == nil || r.Pending == nil {
+		return revisions.Snapshot{}, false
+	}
+	hash, _ := CachedHash(cached)
+	return r.Pending.Take(cached.GetUID(), hash)
 }
 
 // stampsOf returns the record obj's stamps make, Adopted when it has none.

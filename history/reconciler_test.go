@@ -308,21 +308,31 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 		wholeCache bool // the reconciler reads the cache whole: no ObjectReader
 		want       requests
 		wantNumber []int64 // the numbers the whole content's record then holds
+		kept       *revisions.Snapshot
+		stillKept  int // objects whose content Pending holds afterwards
 	}{
-		{"recorded as stamped: nothing sent", trimmed(wholeSnap.Hash), []client.Object{asStamped}, false, requests{}, []int64{2}},
-		{"not recorded: read whole and recorded", trimmed(wholeSnap.Hash), nil, false, requests{"get": 1, "create": 1}, []int64{2}},
-		{"recorded under another number: read whole and renumbered", trimmed(wholeSnap.Hash), []client.Object{asOne}, false, requests{"get": 1, "patch": 1}, []int64{1, 2}},
-		{"no hash noted: read whole", trimmed(""), []client.Object{asStamped}, false, requests{"get": 1}, []int64{2}},
+		{"recorded as stamped: nothing sent", trimmed(wholeSnap.Hash), []client.Object{asStamped}, false, requests{}, []int64{2}, nil, 0},
+		{"not recorded: read whole and recorded", trimmed(wholeSnap.Hash), nil, false, requests{"get": 1, "create": 1}, []int64{2}, nil, 0},
+		{"recorded under another number: read whole and renumbered", trimmed(wholeSnap.Hash), []client.Object{asOne}, false, requests{"get": 1, "patch": 1}, []int64{1, 2}, nil, 0},
+		{"no hash noted: read whole", trimmed(""), []client.Object{asStamped}, false, requests{"get": 1}, []int64{2}, nil, 0},
 		{"a note this cache did not write: read whole", func() *clusterv1.MachineDeployment {
 			c := trimmed("")
 			c.Annotations[AnnotationCachedHash] = wholeSnap.Hash
 			return c
-		}(), []client.Object{asStamped}, false, requests{"get": 1}, []int64{2}},
+		}(), []client.Object{asStamped}, false, requests{"get": 1}, []int64{2}, nil, 0},
 		{"cache read whole: the note is not read", func() *clusterv1.MachineDeployment {
 			c := whole.DeepCopy()
 			c.Annotations[AnnotationCachedHash] = CachedHashValue(otherSnap.Hash)
 			return c
-		}(), []client.Object{otherRecorded}, true, requests{"create": 1, "get": 2, "update": 1}, []int64{3}},
+		}(), []client.Object{otherRecorded}, true, requests{"create": 1, "get": 2, "update": 1}, []int64{3}, nil, 0},
+		{"not recorded, the content the cache saw kept: recorded from it, nothing read", trimmed(wholeSnap.Hash), nil, false, requests{"create": 1}, []int64{2}, &wholeSnap, 0},
+		{"recorded as stamped, its content kept: nothing sent, and forgotten", trimmed(wholeSnap.Hash), []client.Object{asStamped}, false, requests{}, []int64{2}, &wholeSnap, 0},
+		{"other content kept (a later change): read whole, the other kept", trimmed(wholeSnap.Hash), nil, false, requests{"get": 1, "create": 1}, []int64{2}, &otherSnap, 1},
+		{"kept, but the note is not this cache's: read whole", func() *clusterv1.MachineDeployment {
+			c := trimmed("")
+			c.Annotations[AnnotationCachedHash] = wholeSnap.Hash
+			return c
+		}(), nil, false, requests{"get": 1, "create": 1}, []int64{2}, &wholeSnap, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			server := fakeWithIndex(t, append([]client.Object{whole.DeepCopy()}, tc.recorded...)...)
@@ -333,9 +343,14 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 			if !tc.wholeCache {
 				r.ObjectReader = c
 			}
+			if tc.kept != nil {
+				r.Pending = NewPending(0)
+				r.Pending.Keep(whole, *tc.kept)
+			}
 			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "md"}})
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, n)
+			assert.Equal(t, tc.stillKept, r.Pending.Len(), "objects whose content is still kept")
 			revs, bad, err := List(context.Background(), server, "ns", "uid-md")
 			require.NoError(t, err)
 			require.Empty(t, bad)

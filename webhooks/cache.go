@@ -60,13 +60,17 @@ import (
 // providers, read as unstructured through the contract) keep their content
 // minus managed fields. ControllerRevisions are not in this cache: see
 // ClientOptions.
-func CacheOptions() cache.Options {
+//
+// pending, when not nil, keeps the whole revision content of a control
+// plane or worker pool the cache saw while it is not recorded yet, for the
+// history reconciler (history.Pending).
+func CacheOptions(pending *history.Pending) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&clusterv1.Cluster{}:                  {Transform: TrimCluster},
-			&controlplanev1.KubeadmControlPlane{}: {Transform: TrimKubeadmControlPlane},
-			&clusterv1.MachineDeployment{}:        {Transform: TrimMachineDeployment},
+			&controlplanev1.KubeadmControlPlane{}: {Transform: func(obj any) (any, error) { return trimKubeadmControlPlane(obj, pending) }},
+			&clusterv1.MachineDeployment{}:        {Transform: func(obj any) (any, error) { return trimMachineDeployment(obj, pending) }},
 			&clusterv1.MachinePool{}:              {Transform: TrimMachinePool},
 			&clusterv1.Machine{}:                  {Transform: CompactMachine},
 			&clusterv1.ClusterClass{}:             {Transform: TrimClusterClass},
@@ -193,13 +197,21 @@ func TrimCluster(obj any) (any, error) {
 }
 
 // TrimKubeadmControlPlane is the cache transform of KubeadmControlPlanes
-// (see CacheOptions). Objects of other types are returned unchanged.
-func TrimKubeadmControlPlane(obj any) (any, error) {
+// (see CacheOptions), keeping no content aside. Objects of other types are
+// returned unchanged.
+func TrimKubeadmControlPlane(obj any) (any, error) { return trimKubeadmControlPlane(obj, nil) }
+
+// trimKubeadmControlPlane is TrimKubeadmControlPlane, keeping the whole
+// content of the control plane in pending (which may be nil).
+func trimKubeadmControlPlane(obj any, pending *history.Pending) (any, error) {
 	kcp, ok := obj.(*controlplanev1.KubeadmControlPlane)
 	if !ok || trimmedBefore(kcp) {
 		return obj, nil
 	}
 	snap, err := revisions.ForKubeadmControlPlane(kcp)
+	if err == nil {
+		pending.Keep(kcp, snap)
+	}
 	trimMeta(&kcp.ObjectMeta, true, allLabels)
 	withContentHash(&kcp.ObjectMeta, snap, err)
 	etcdImageTag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag
@@ -213,13 +225,21 @@ func TrimKubeadmControlPlane(obj any) (any, error) {
 }
 
 // TrimMachineDeployment is the cache transform of MachineDeployments (see
-// CacheOptions). Objects of other types are returned unchanged.
-func TrimMachineDeployment(obj any) (any, error) {
+// CacheOptions), keeping no content aside. Objects of other types are
+// returned unchanged.
+func TrimMachineDeployment(obj any) (any, error) { return trimMachineDeployment(obj, nil) }
+
+// trimMachineDeployment is TrimMachineDeployment, keeping the whole
+// content of the worker pool in pending (which may be nil).
+func trimMachineDeployment(obj any, pending *history.Pending) (any, error) {
 	md, ok := obj.(*clusterv1.MachineDeployment)
 	if !ok || trimmedBefore(md) {
 		return obj, nil
 	}
 	snap, err := revisions.ForMachineDeployment(md)
+	if err == nil {
+		pending.Keep(md, snap)
+	}
 	trimMeta(&md.ObjectMeta, true, allLabels)
 	withContentHash(&md.ObjectMeta, snap, err)
 	version := md.Spec.Template.Spec.Version

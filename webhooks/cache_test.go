@@ -112,7 +112,14 @@ func fullWorld() []client.Object {
 // Machine store gives them back to the policy.
 func trimmed(t *testing.T, objs []client.Object) []client.Object {
 	t.Helper()
-	opts := CacheOptions()
+	return trimmedKeeping(t, objs, nil)
+}
+
+// trimmedKeeping is trimmed through the cache options keeping unrecorded
+// content in pending.
+func trimmedKeeping(t *testing.T, objs []client.Object, pending *history.Pending) []client.Object {
+	t.Helper()
+	opts := CacheOptions(pending)
 	var out []client.Object
 	for _, obj := range objs {
 		var transform func(any) (any, error)
@@ -205,7 +212,8 @@ func TestCacheTransformsKeepWhatThePolicyReads(t *testing.T) {
 // the rest of what history reads stays.
 func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 	world := fullWorld()
-	small := trimmed(t, world)
+	pending := history.NewPending(0)
+	small := trimmedKeeping(t, world, pending)
 	for i, obj := range world {
 		kind, ok := history.KindOf(obj)
 		if !ok {
@@ -219,6 +227,8 @@ func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 			if RevisionContentCached(kind.GVK) {
 				assert.Equal(t, want.Hash, got.Hash)
 				assert.NotContains(t, small[i].GetAnnotations(), history.AnnotationCachedHash)
+				_, kept := pending.Take(obj.GetUID(), want.Hash)
+				assert.False(t, kept, "content the cache keeps whole is kept aside too")
 			} else {
 				assert.NotEqual(t, want.Hash, got.Hash, "the cache keeps all of a %s's revision content: read it from the cache again", kind.GVK.Kind)
 				hash, noted := history.CachedHash(small[i])
@@ -226,8 +236,17 @@ func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 				assert.Equal(t, want.Hash, hash, "the hash of the whole content")
 				// An informer may pass what it holds through its transform
 				// again: the copy, and its hash, stay as they are.
-				again := trimmed(t, []client.Object{small[i]})[0]
+				// The whole content is kept aside for the history
+				// reconciler, under that hash.
+				kept, ok := pending.Take(obj.GetUID(), hash)
+				require.True(t, ok, "the whole content kept aside")
+				assert.Equal(t, want, kept)
+				again := trimmedKeeping(t, []client.Object{small[i]}, pending)[0]
 				assert.Equal(t, small[i], again, "transformed twice")
+				_, ok = pending.Take(obj.GetUID(), got.Hash)
+				assert.False(t, ok, "the trimmed copy's content kept aside")
+				_, ok = pending.Take(obj.GetUID(), want.Hash)
+				assert.False(t, ok, "content kept aside again when transformed twice")
 			}
 			assert.Equal(t, policy.StampsOf(obj), policy.StampsOf(small[i]))
 			assert.NotZero(t, policy.StampsOf(small[i]).Revision)
@@ -292,7 +311,7 @@ func TestCacheTransformsDrop(t *testing.T) {
 // type (a deletion tombstone) returns it unchanged rather than failing.
 func TestCacheTransformsPassOtherTypes(t *testing.T) {
 	tombstone := struct{ Key string }{Key: "ns/c1"}
-	for key, by := range CacheOptions().ByObject {
+	for key, by := range CacheOptions(nil).ByObject {
 		got, err := by.Transform(tombstone)
 		require.NoError(t, err, "%T", key)
 		assert.Equal(t, tombstone, got, "%T", key)
@@ -305,7 +324,7 @@ func TestControllerRevisionsAreNeverCached(t *testing.T) {
 	require.NotNil(t, opts.Cache)
 	require.Len(t, opts.Cache.DisableFor, 1)
 	assert.Equal(t, "*v1.ControllerRevision", fmt.Sprintf("%T", opts.Cache.DisableFor[0]))
-	for key := range CacheOptions().ByObject {
+	for key := range CacheOptions(nil).ByObject {
 		assert.NotEqual(t, "*v1.ControllerRevision", fmt.Sprintf("%T", key))
 	}
 }

@@ -137,6 +137,10 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	// live while its caches may be stale (after an API server restart).
 	watches := webhooks.NewWatches()
 	cfg.Wrap(watches.Wrap)
+	// The content of a control plane or worker pool the cache sees, kept
+	// until the history reconciler records it (its Index is set below,
+	// before the cache starts).
+	pending := history.NewPending(history.DefaultPendingCapacity)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Metrics: metricsserver.Options{
@@ -163,7 +167,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		// The cache holds only what the guard reads; of ControllerRevisions
 		// the revision index (history.Index) keeps the metadata of the
 		// guard's own, their data is read live.
-		Cache:  webhooks.CacheOptions(),
+		Cache:  webhooks.CacheOptions(pending),
 		Client: webhooks.ClientOptions(),
 	})
 	if err != nil {
@@ -175,6 +179,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			return err
 		}
 	}
+	pending.Index = recorder.Index
 	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
 		OverrideGroups:    splitList(o.overrideGroups),
 		Recorder:          recorder,
@@ -195,6 +200,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit, PruneBatch: o.pruneBatch}
 		if !webhooks.RevisionContentCached(kind.GVK) {
 			r.ObjectReader = mgr.GetAPIReader()
+			r.Pending = pending
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err

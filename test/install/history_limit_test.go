@@ -300,13 +300,20 @@ func numbers(from, to int64) []int64 {
 // as one DELETE.
 func revisionRequests(t *testing.T) map[string]float64 {
 	t.Helper()
+	return apiRequests(t, "controllerrevisions")
+}
+
+// apiRequests returns the API server's count of requests of resource
+// (apiserver_request_total), by verb.
+func apiRequests(t *testing.T, resource string) map[string]float64 {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
 	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	require.NoError(t, err, "reading the API server's /metrics")
 	samples, err := framework.ParseMetrics(bytes.NewReader(raw))
 	require.NoError(t, err, "parsing the API server's /metrics")
-	return framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb")
+	return framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": resource}, "verb")
 }
 
 // watchRecorded watches the ControllerRevisions of namespace ns until the

@@ -107,7 +107,7 @@ func setup(ctx context.Context) error {
 	}
 
 	// The guard: its webhooks, its cache options, its cache filled from the API server.
-	guardMgr, err := newManager(ctrl.Options{Cache: webhooks.CacheOptions(), Client: webhooks.ClientOptions()})
+	guardMgr, err := newManager(ctrl.Options{Cache: webhooks.CacheOptions(nil), Client: webhooks.ClientOptions()})
 	if err != nil {
 		return fmt.Errorf("creating the guard's manager: %w", err)
 	}
