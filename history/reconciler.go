@@ -91,9 +91,10 @@ type Reconciler struct {
 	// MachineDeployment without most of its template). The cached copy
 	// then carries the hash of its whole content (AnnotationCachedHash):
 	// when the content's record already holds the object's stamps, the
-	// reconcile reads nothing more; else it costs a GET of the object,
-	// served from the API server's watch cache (as fresh as the guard's
-	// own cache would be, without a read of etcd).
+	// reconcile reads nothing more; else it records the content Pending
+	// kept of that copy, and only when that is gone costs a GET of the
+	// object, served from the API server's watch cache (as fresh as the
+	// guard's own cache would be, without a read of etcd).
 	ObjectReader client.Reader
 	// Pending, when set with an ObjectReader, holds the whole content the
 	// cache saw of objects whose content is not recorded yet: the
