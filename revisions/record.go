@@ -63,11 +63,12 @@ const (
 	// by owner and number in one DeleteCollection request; a record given a
 	// new number since pruning judged it no longer matches.
 	LabelRevision = Prefix + "revision"
-	// AnnotationRevisionHistory lists every revision number the content was
-	// live under, ascending and comma-separated, e.g. "1,4".
+	// AnnotationRevisionHistory lists the revision numbers the content was
+	// live under, ascending and comma-separated, e.g. "1,4": the newest
+	// MaxNumbers of them.
 	AnnotationRevisionHistory = Prefix + "revision-history"
 	// AnnotationRestarts is the JSON of the []Restart asked while the content
-	// was live.
+	// was live: the newest MaxRestarts of them.
 	AnnotationRestarts = Prefix + "restarts"
 )
 
@@ -291,8 +292,26 @@ func Merge(existing, rec Record) Record {
 	return out
 }
 
+// MaxNumbers is how many revision numbers one record keeps: the newest.
+// MaxRestarts is how many restarts it keeps: the latest.
+//
+// Why bounded: a record lives as long as its content is live or among the
+// newest revisions, and every number it is live under again (a template
+// switched back and forth) and every restart asked meanwhile add to its
+// annotations. Unbounded, a control plane restarted every hour would pass
+// the API server's limit on an object's annotations (256 KiB) within
+// months; from then on the guard could record nothing more of it, and
+// would refuse its edits. The numbers a record drops are older than the
+// newest MaxNumbers it was live under; rollout undo --to-revision names
+// such a number as it names a pruned one.
+const (
+	MaxNumbers  = 100
+	MaxRestarts = 20
+)
+
 // normalizeHistory returns h with the given revisions added (zeros skipped),
-// sorted ascending without duplicates; nil when empty.
+// sorted ascending without duplicates, the newest MaxNumbers of them; nil
+// when empty.
 func normalizeHistory(h []int64, revisions ...int64) []int64 {
 	out := slices.Clone(h)
 	for _, r := range revisions {
@@ -305,11 +324,16 @@ func normalizeHistory(h []int64, revisions ...int64) []int64 {
 		return nil
 	}
 	slices.Sort(out)
-	return slices.Compact(out)
+	out = slices.Compact(out)
+	if len(out) > MaxNumbers {
+		out = out[len(out)-MaxNumbers:]
+	}
+	return out
 }
 
 // mergeRestarts returns the union of a and b keyed by After (the first
-// occurrence wins), ordered by At then After; nil when empty.
+// occurrence wins), ordered by At then After, the latest MaxRestarts of
+// them; nil when empty.
 func mergeRestarts(a, b []Restart) []Restart {
 	if len(a)+len(b) == 0 {
 		return nil
@@ -334,6 +358,9 @@ func mergeRestarts(a, b []Restart) []Restart {
 		}
 		return strings.Compare(x.After, y.After)
 	})
+	if len(out) > MaxRestarts {
+		out = out[len(out)-MaxRestarts:]
+	}
 	return out
 }
 

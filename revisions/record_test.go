@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -173,6 +175,35 @@ func TestMerge(t *testing.T) {
 	t.Run("history without revision", func(t *testing.T) {
 		got := revisions.Merge(revisions.Record{Revision: 2}, revisions.Record{Revision: 6})
 		assert.Equal(t, []int64{2, 6}, got.History)
+	})
+	t.Run("bounded: the newest numbers and the latest restarts", func(t *testing.T) {
+		// A template switched back and forth, restarted every time it is
+		// live: each merge adds a number and a restart to one record.
+		rec := revisions.Record{Revision: 1, History: []int64{1}}
+		for n := int64(3); n <= 2*revisions.MaxNumbers+101; n += 2 {
+			at := t0.Add(time.Duration(n) * time.Hour)
+			rec = revisions.Merge(rec, revisions.Record{Revision: n, History: []int64{n},
+				Restarts: []revisions.Restart{{At: at, By: "cron", After: at.Format(time.RFC3339)}}})
+		}
+		last := int64(2*revisions.MaxNumbers + 101)
+		require.Len(t, rec.History, revisions.MaxNumbers)
+		assert.Equal(t, last, rec.History[len(rec.History)-1], "the live number kept")
+		assert.Equal(t, last-2*int64(revisions.MaxNumbers-1), rec.History[0], "the newest numbers kept")
+		assert.Equal(t, last, rec.Revision)
+		require.Len(t, rec.Restarts, revisions.MaxRestarts)
+		assert.Equal(t, t0.Add(time.Duration(last)*time.Hour), rec.Restarts[revisions.MaxRestarts-1].At, "the latest restart kept")
+		// Stable: merging what it dropped changes nothing.
+		assert.Equal(t, rec, revisions.Merge(rec, revisions.Record{Revision: 1, History: []int64{1},
+			Restarts: []revisions.Restart{{At: t0.Add(3 * time.Hour), By: "cron", After: t0.Add(3 * time.Hour).Format(time.RFC3339)}}}))
+		// And so do the record's annotations.
+		md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md", UID: "u"}}
+		snap, err := revisions.ForMachineDeployment(md)
+		require.NoError(t, err)
+		cr := revisions.ControllerRevision(md, clusterv1.GroupVersion.WithKind("MachineDeployment"), snap, rec)
+		back, err := revisions.FromControllerRevision(cr)
+		require.NoError(t, err)
+		assert.Equal(t, rec.History, back.Record.History)
+		assert.Len(t, back.Record.Restarts, revisions.MaxRestarts)
 	})
 	t.Run("does not alias its inputs", func(t *testing.T) {
 		m := revisions.Merge(r1, r4)
