@@ -72,9 +72,9 @@ Without rollout-guard's records (the guard is not installed, or has never seen t
 history says so and shows what the cluster itself still has: the revision annotations of
 a MachineDeployment's MachineSets.
 
-cluster/NAME merges the histories of the cluster's control plane (its KubeadmControlPlane)
-and of its MachineDeployments into one table ordered by time, with an OBJECT column
-(kcp/NAME, md/NAME): each revision at the time it was made live, each restart at the time
+cluster/NAME merges the histories of the cluster's control plane (its KubeadmControlPlane),
+of its MachineDeployments and of its MachinePools into one table ordered by time, with an
+OBJECT column (kcp/NAME, md/NAME, mp/NAME): each revision at the time it was made live, each restart at the time
 it was asked. On a ClusterClass cluster the topology controller makes the changes, and
 each step of an upgrade shows as a revision of the control plane or of a worker pool with
 VIA capi-topology (Cluster API's topology controller), its version and a generated

@@ -81,15 +81,15 @@ func shortRef(set *revisionSet) string {
 	return k + "/" + set.obj.GetName()
 }
 
-// runCluster prints the merged history of a Cluster's control plane and
-// MachineDeployments.
+// runCluster prints the merged history of a Cluster's control plane,
+// MachineDeployments and MachinePools.
 func (o *HistoryOptions) runCluster(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) error {
 	purpose := "show the history of " + describe(cluster, Cluster)
 	m, err := o.c.clusterMembers(ctx, cl, cluster, purpose)
 	if err != nil {
 		return err
 	}
-	objs := m.objects()
+	objs := m.withPools()
 	if o.Revision > 0 || o.Diff {
 		return o.clusterRefusal(cluster, objs)
 	}

@@ -8,9 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
 // statusPool is MachinePool mp-0 wanting 3 instances, with its status counts.
@@ -88,4 +91,37 @@ func TestMachinePoolKind(t *testing.T) {
 	assert.Equal(t, MachinePool.GVK, kindOf(&clusterv1.MachinePool{}).GVK)
 	assert.IsType(t, &clusterv1.MachinePool{}, MachinePool.New())
 	assert.IsType(t, &clusterv1.MachinePoolList{}, MachinePool.NewList())
+}
+
+// TestClusterIncludesMachinePools: `history cluster/NAME` and `status
+// cluster/NAME` cover the cluster's MachinePools after its control plane
+// and MachineDeployments; another cluster's pool is not among them.
+func TestClusterIncludesMachinePools(t *testing.T) {
+	pool := func(name, cluster string) *clusterv1.MachinePool {
+		mp := statusPool(3, 3, 3, 3)
+		mp.Namespace, mp.Name, mp.UID = topoNS, name, types.UID("uid-"+name)
+		mp.Spec.ClusterName = cluster
+		mp.Spec.Template.Spec.Version = "v1.35.0"
+		rec := revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice", ChangedAt: historyNow.Add(-time.Hour), ChangeCause: "created", ChangeType: revisions.ChangeCreated}
+		mp.Annotations = rec.Annotations()
+		return mp
+	}
+	mine, other := pool("mp-0", "c1"), pool("mp-other", "c2")
+	snap, err := revisions.ForMachinePool(mine)
+	require.NoError(t, err)
+	rec, err := revisions.RecordFromAnnotations(mine.Annotations)
+	require.NoError(t, err)
+	objs := append(chainHistory(t), mine, other, revisions.ControllerRevision(mine, MachinePool.GVK, snap, rec))
+
+	out, errOut, code := runFake(t, newFakeClient(objs...), historyNow, "history", "cluster/c1")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Regexp(t, `(?m)^mp/mp-0\s+1\s`, out, "the pool's revision among the cluster's")
+	assert.NotContains(t, out, "mp-other")
+
+	// A cluster without spec.topology is watched object by object.
+	plain := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: topoNS, Name: "c2"}}
+	out, errOut, code = runFake(t, newFakeClient(plain, other), historyNow, "status", "cluster/c2", "--watch=false")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Regexp(t, `^machinepool/mp-other: 3 of 3 \S+ up to date, 3 available`, out)
+	assert.Equal(t, 1, strings.Count(out, "\n"), "one line: the pool\n%s", out)
 }

@@ -132,10 +132,13 @@ type clusterMembers struct {
 	other *clusterv1.ContractVersionedObjectReference
 	// machineDeployments are its MachineDeployments, by name.
 	machineDeployments []*clusterv1.MachineDeployment
+	// machinePools are its MachinePools, by name.
+	machinePools []*clusterv1.MachinePool
 }
 
 // objects are the control plane (if a KubeadmControlPlane), then the
-// MachineDeployments.
+// MachineDeployments: what a restart of the cluster restarts (a
+// MachinePool has no spec.rollout.after).
 func (m clusterMembers) objects() []client.Object {
 	var objs []client.Object
 	if m.controlPlane != nil {
@@ -147,8 +150,20 @@ func (m clusterMembers) objects() []client.Object {
 	return objs
 }
 
-// clusterMembers reads a Cluster's control plane (spec.controlPlaneRef) and
-// its MachineDeployments (spec.clusterName).
+// withPools are objects, then the MachinePools: every object of the
+// cluster whose rollout the CLI follows and whose history the guard
+// records.
+func (m clusterMembers) withPools() []client.Object {
+	objs := m.objects()
+	for _, mp := range m.machinePools {
+		objs = append(objs, mp)
+	}
+	return objs
+}
+
+// clusterMembers reads a Cluster's control plane (spec.controlPlaneRef),
+// its MachineDeployments and its MachinePools (spec.clusterName). A
+// management cluster that does not serve MachinePools has none.
 func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, purpose string) (clusterMembers, error) {
 	ns := cluster.Namespace
 	var m clusterMembers
@@ -171,6 +186,18 @@ func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv
 	for i := range mds.Items {
 		if mds.Items[i].Spec.ClusterName == cluster.Name {
 			m.machineDeployments = append(m.machineDeployments, &mds.Items[i])
+		}
+	}
+	mps := &clusterv1.MachinePoolList{}
+	if err := cl.client.List(ctx, mps, client.InNamespace(ns)); apimeta.IsNoMatchError(err) {
+		return m, nil
+	} else if err != nil {
+		return m, call{verb: "list", gr: MachinePool.GroupResource(), kind: "MachinePool", namespace: ns, purpose: purpose}.explain(err)
+	}
+	sort.Slice(mps.Items, func(i, j int) bool { return mps.Items[i].Name < mps.Items[j].Name })
+	for i := range mps.Items {
+		if mps.Items[i].Spec.ClusterName == cluster.Name {
+			m.machinePools = append(m.machinePools, &mps.Items[i])
 		}
 	}
 	return m, nil

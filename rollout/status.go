@@ -98,8 +98,8 @@ requires the done state to hold for D (default 0).
 change) to be the live one and rolled out. If the object is already past N, a later change
 superseded it: status exits 5 at once instead of waiting for a revision that will not come.
 
-cluster/NAME watches the cluster's control plane, then each of its MachineDeployments, in
-turn, within one --timeout.
+cluster/NAME watches the cluster's control plane, then each of its MachineDeployments and
+MachinePools, in turn, within one --timeout.
 
 A ClusterClass cluster (one with spec.topology) is watched as a whole instead: its Cluster,
 control plane, MachineDeployments, Machines and MachineSets at once. Cluster API upgrades
@@ -231,7 +231,7 @@ func (o *StatusOptions) timedOut(ctx context.Context, err error) error {
 }
 
 // clusterObjects returns a Cluster's control plane, then its
-// MachineDeployments sorted by name.
+// MachineDeployments and its MachinePools, each sorted by name.
 func (o *StatusOptions) clusterObjects(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]client.Object, error) {
 	m, err := o.c.clusterMembers(ctx, cl, cluster, "status Cluster "+cluster.Namespace+"/"+cluster.Name)
 	if err != nil {
@@ -240,7 +240,7 @@ func (o *StatusOptions) clusterObjects(ctx context.Context, cl *clients, cluster
 	if ref := m.other; ref != nil {
 		return nil, fmt.Errorf("cannot watch Cluster %s/%s: its control plane is a %s.%s; status watches KubeadmControlPlanes only", cluster.Namespace, cluster.Name, ref.Kind, ref.APIGroup)
 	}
-	return m.objects(), nil
+	return m.withPools(), nil
 }
 
 // The sources of the watcher of one object (objectWatcher).
