@@ -179,6 +179,10 @@ type bench struct {
 	out     io.Writer
 	noopURL string
 	noopCmd *exec.Cmd
+	// noopMetrics is the no-op webhook's metrics URL (plain HTTP);
+	// metricsToken reads the guard's.
+	noopMetrics  string
+	metricsToken string
 	watcher *watcher
 	mds     []types.NamespacedName
 	kcps    []types.NamespacedName
@@ -227,7 +231,9 @@ func run(o options) (retErr error) {
 	// controller-runtime's global logger (the conversion webhooks'
 	// certificate watcher uses it) writes to the same file.
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
-	opts := framework.Options{BinDir: o.binDir, Log: logFile}
+	// The guard serves its metrics, so that its own answer times can be
+	// set beside the API server's account of each call.
+	opts := framework.Options{BinDir: o.binDir, Log: logFile, GuardMetrics: true}
 	guardPprof := ""
 	if o.profileDir != "" {
 		if guardPprof, err = framework.FreeLocalAddress(); err != nil {
@@ -255,6 +261,9 @@ func run(o options) (retErr error) {
 	b.cfg = &cfg
 	if b.c, err = client.New(&cfg, client.Options{Scheme: env.Scheme}); err != nil {
 		return fmt.Errorf("creating the client: %w", err)
+	}
+	if b.metricsToken, err = framework.MetricsReaderToken(ctx, b.c, "bench-metrics", 12*time.Hour); err != nil {
+		return fmt.Errorf("the guard's metrics reader: %w", err)
 	}
 
 	if err := b.createObjects(ctx); err != nil {
@@ -378,7 +387,13 @@ func (b *bench) startNoop(ctx context.Context) error {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	b.noopCmd = exec.Command(b.o.noopBin, "--port", strconv.Itoa(port), "--cert-dir", b.env.GuardCertDir(), "--manifests", b.env.GuardManifests())
+	metricsAddr, err := framework.FreeLocalAddress()
+	if err != nil {
+		return fmt.Errorf("the no-op webhook's metrics address: %w", err)
+	}
+	b.noopMetrics = "http://" + metricsAddr + "/metrics"
+	b.noopCmd = exec.Command(b.o.noopBin, "--port", strconv.Itoa(port), "--cert-dir", b.env.GuardCertDir(), "--manifests", b.env.GuardManifests(),
+		"--metrics-bind-address", metricsAddr)
 	b.noopCmd.Stdout, b.noopCmd.Stderr = os.Stderr, os.Stderr
 	if err := b.noopCmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", b.o.noopBin, err)

@@ -121,6 +121,9 @@ type cell struct {
 	// webhooks is the time the API server spent calling the webhooks
 	// during the measured edits, by type (admit, validating).
 	webhooks map[string]webhookTime
+	// server is the time the webhook server itself took to answer those
+	// calls, by type, as it counts it (framework.WebhookLatencyMetric).
+	server map[string]webhookTime
 	// rounds are the figures of each round, in order.
 	rounds []summary
 }
@@ -132,7 +135,7 @@ func (b *bench) result(cfg string, w workload) *cell {
 	}
 	c := b.results[cfg][w]
 	if c == nil {
-		c = &cell{cpu: map[string]time.Duration{}, webhooks: map[string]webhookTime{}}
+		c = &cell{cpu: map[string]time.Duration{}, webhooks: map[string]webhookTime{}, server: map[string]webhookTime{}}
 		b.results[cfg][w] = c
 	}
 	return c
@@ -179,6 +182,10 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if err != nil {
 			return err
 		}
+		served0, err := b.serverTimes(ctx, cf)
+		if err != nil {
+			return err
+		}
 		cpu0 := processCPU(b.procNames())
 		lat, wall, err := b.timeWorkload(ctx, w, n)
 		if err != nil {
@@ -189,9 +196,16 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if err != nil {
 			return err
 		}
+		served1, err := b.serverTimes(ctx, cf)
+		if err != nil {
+			return err
+		}
 		c := b.result(cf.name, w)
 		for typ, t := range calls1 {
 			c.webhooks[typ] = c.webhooks[typ].add(t.minus(calls0[typ]))
+		}
+		for typ, t := range served1 {
+			c.server[typ] = c.server[typ].add(t.minus(served0[typ]))
 		}
 		c.lat = append(c.lat, lat...)
 		c.wall += wall

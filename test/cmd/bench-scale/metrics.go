@@ -17,7 +17,7 @@ import (
 // webhookLatency is controller-runtime's histogram of the time the guard
 // takes to answer an admission request, per webhook path: the guard's own
 // share of an update's latency, without the API server's.
-const webhookLatency = "controller_runtime_webhook_latency_seconds"
+const webhookLatency = framework.WebhookLatencyMetric
 
 // metricsToken returns a bearer token allowed to read the guard's metrics
 // (the shipped rollout-guard-metrics-reader ClusterRole).
@@ -26,65 +26,12 @@ func metricsToken(ctx context.Context, c client.Client) (string, error) {
 }
 
 // latencySums are the sum (seconds) and count of webhookLatency per path.
-type latencySums map[string][2]float64
+type latencySums = framework.WebhookLatencies
 
 // scrapeLatency reads webhookLatency from the guard's metrics endpoint,
 // retrying for a few seconds while a restarted guard opens it.
 func scrapeLatency(ctx context.Context, url, token string) (latencySums, error) {
-	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
-	}}
-	var lastErr error
-	for range 20 {
-		sums, err := scrapeOnce(ctx, httpClient, url, token)
-		if err == nil {
-			return sums, nil
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	return nil, fmt.Errorf("scraping %s: %w", url, lastErr)
-}
-
-func scrapeOnce(ctx context.Context, httpClient *http.Client, url, token string) (latencySums, error) {
-	samples, err := guardMetrics(ctx, httpClient, url, token)
-	if err != nil {
-		return nil, err
-	}
-	sums := latencySums{}
-	for path, v := range framework.SumBy(samples, webhookLatency+"_sum", nil, "webhook") {
-		s := sums[path]
-		s[0] = v
-		sums[path] = s
-	}
-	for path, v := range framework.SumBy(samples, webhookLatency+"_count", nil, "webhook") {
-		s := sums[path]
-		s[1] = v
-		sums[path] = s
-	}
-	return sums, nil
-}
-
-// guardMetrics reads the guard's metrics endpoint with a bearer token.
-func guardMetrics(ctx context.Context, httpClient *http.Client, url, token string) ([]framework.Sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return framework.ParseMetrics(resp.Body)
+	return framework.ScrapeWebhookLatencies(ctx, url, token)
 }
 
 // meanLatencies says, per webhook path, how many requests the guard
@@ -120,7 +67,7 @@ func scrapeReconcile(ctx context.Context, url, token string) (reconcileState, er
 	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
 	}}
-	samples, err := guardMetrics(ctx, httpClient, url, token)
+	samples, err := framework.ScrapeMetrics(ctx, httpClient, url, token)
 	if err != nil {
 		return reconcileState{}, err
 	}

@@ -48,10 +48,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -133,6 +135,7 @@ func main() {
 	port := flag.Int("port", 9444, "HTTPS port")
 	certDir := flag.String("cert-dir", "", "directory holding tls.crt and tls.key")
 	manifests := flag.String("manifests", "", "the guard's webhook registration (config/webhook/manifests.yaml), whose paths are served")
+	metricsAddr := flag.String("metrics-bind-address", "", "also serve controller-runtime's metrics (the webhook server's answer times, as the guard's) over plain HTTP at /metrics on this address; empty: none")
 	flag.Parse()
 	if *certDir == "" || *manifests == "" {
 		log.Fatal("noop-webhook: --cert-dir and --manifests are required")
@@ -146,6 +149,9 @@ func main() {
 	ctrllog.SetLogger(zap.New())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *metricsAddr != "" {
+		go serveMetrics(ctx, *metricsAddr)
+	}
 	if err := serve(ctx, *host, *port, *certDir, ps); err != nil {
 		log.Fatalf("noop-webhook: %v", err)
 	}
@@ -177,6 +183,23 @@ func serve(ctx context.Context, host string, port int, certDir string, ps paths)
 		return fmt.Errorf("serving on %s:%d: %w", host, port, err)
 	}
 	return nil
+}
+
+// serveMetrics serves controller-runtime's metrics registry, where its
+// webhook server counts each path's answer times, at addr until ctx ends:
+// so that the benchmark can set the no-op's own answer time beside the
+// guard's. Plain HTTP on a local address: a benchmark's endpoint.
+func serveMetrics(ctx context.Context, addr string) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		log.Printf("noop-webhook: serving metrics on %s: %v", addr, err)
+	}
 }
 
 // minTLS12 is cmd/webhook's TLS option, repeated here because that one is

@@ -1,0 +1,84 @@
+package framework
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// WebhookLatencyMetric is controller-runtime's histogram of the time a
+// webhook server takes to answer an admission request, per path (label
+// webhook): the server's own share of a request, without the API
+// server's.
+const WebhookLatencyMetric = "controller_runtime_webhook_latency_seconds"
+
+// WebhookLatencies are the sum (seconds) and count of WebhookLatencyMetric
+// per webhook path.
+type WebhookLatencies map[string][2]float64
+
+// Since returns, per path, the seconds and requests between before and l.
+func (l WebhookLatencies) Since(before WebhookLatencies) WebhookLatencies {
+	out := WebhookLatencies{}
+	for path, v := range l {
+		out[path] = [2]float64{v[0] - before[path][0], v[1] - before[path][1]}
+	}
+	return out
+}
+
+// ScrapeWebhookLatencies reads WebhookLatencyMetric from the metrics
+// endpoint at url — with a bearer token when token is not "" (the guard's,
+// see MetricsReaderToken) — retrying for a few seconds while a server just
+// started opens it.
+func ScrapeWebhookLatencies(ctx context.Context, url, token string) (WebhookLatencies, error) {
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed local metrics endpoint
+	}}
+	var lastErr error
+	for range 20 {
+		samples, err := ScrapeMetrics(ctx, httpClient, url, token)
+		if err == nil {
+			out := WebhookLatencies{}
+			for path, v := range SumBy(samples, WebhookLatencyMetric+"_sum", nil, "webhook") {
+				s := out[path]
+				s[0] = v
+				out[path] = s
+			}
+			for path, v := range SumBy(samples, WebhookLatencyMetric+"_count", nil, "webhook") {
+				s := out[path]
+				s[1] = v
+				out[path] = s
+			}
+			return out, nil
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("scraping %s: %w", url, lastErr)
+}
+
+// ScrapeMetrics reads a Prometheus metrics endpoint, with a bearer token
+// when token is not "".
+func ScrapeMetrics(ctx context.Context, httpClient *http.Client, url, token string) ([]Sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return ParseMetrics(resp.Body)
+}
