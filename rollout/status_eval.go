@@ -116,6 +116,9 @@ type StatusReport struct {
 	// deleting: the object is being deleted (a MachineDeployment of a
 	// ClusterClass cluster that its topology no longer has).
 	deleting bool
+	// countsOnly: a kind whose Machines are optional (a MachinePool) has
+	// none, so its status counts are of instances, not Machines.
+	countsOnly bool
 }
 
 // EvaluateStatus computes the state of the rollout of obj (a
@@ -206,7 +209,8 @@ func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 	// Most infrastructure providers run a MachinePool's instances without
 	// Machines (MachinePool Machines are optional in Cluster API's
 	// contract): then its status counts are all there is to go by.
-	machinesCounted := int32(len(s.Machines)) == s.Replicas || kind.machinesOptional && len(s.Machines) == 0
+	s.countsOnly = kind.machinesOptional && len(s.Machines) == 0
+	machinesCounted := int32(len(s.Machines)) == s.Replicas || s.countsOnly
 	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
 		!s.RollingOut && allGood && machinesCounted && (sets == nil || sets.settled)
 	return s
@@ -247,7 +251,11 @@ func (s StatusReport) Summary() string {
 	if !s.Observed {
 		return fmt.Sprintf("waiting for generation %d to be observed", s.Generation)
 	}
-	line := fmt.Sprintf("%d of %d machines up to date, %d available", s.UpToDate, s.Replicas, s.Available)
+	unit := "machines"
+	if s.countsOnly {
+		unit = "instances"
+	}
+	line := fmt.Sprintf("%d of %d %s up to date, %d available", s.UpToDate, s.Replicas, unit, s.Available)
 	old := 0
 	for _, m := range s.Machines {
 		if m.old {
@@ -258,7 +266,7 @@ func (s StatusReport) Summary() string {
 	if old > 0 {
 		extra = append(extra, fmt.Sprintf("%d old %s pending deletion", old, plural(old, "machine", "machines")))
 	}
-	if n := len(s.Machines); n != int(s.Replicas) {
+	if n := len(s.Machines); n != int(s.Replicas) && !s.countsOnly {
 		extra = append(extra, fmt.Sprintf("%d %s", n, plural(n, "machine exists", "machines exist")))
 	}
 	if s.deleting {
