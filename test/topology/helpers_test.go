@@ -1,15 +1,12 @@
 package topology
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,29 +160,19 @@ func guardRejections(t *testing.T, deniedOnly bool) map[string]float64 {
 	for _, name := range guardWebhookNames(t) {
 		out[name] = 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_admission_webhook_rejection_count{") ||
-			deniedOnly && !strings.Contains(line, `error_type="no_error"`) {
+	samples, err := framework.ParseMetrics(bytes.NewReader(raw))
+	require.NoError(t, err, "parsing the API server's metrics")
+	for _, sample := range samples {
+		if sample.Name != "apiserver_admission_webhook_rejection_count" ||
+			deniedOnly && sample.Labels["error_type"] != "no_error" {
 			continue
 		}
-		m := webhookNameLabel.FindStringSubmatch(line)
-		if m == nil || !strings.HasSuffix(m[1], guardWebhookSuffix) {
-			continue
+		if name := sample.Labels["name"]; strings.HasSuffix(name, guardWebhookSuffix) {
+			out[name] += sample.Value
 		}
-		n, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		require.NoError(t, err, line)
-		out[m[1]] += n
 	}
-	require.NoError(t, sc.Err())
 	return out
 }
-
-// webhookNameLabel finds the webhook's name in a line of the API server's
-// admission webhook metrics.
-var webhookNameLabel = regexp.MustCompile(`[{,]name="([^"]+)"`)
 
 // guardWebhookNames returns the names of the webhooks of the guard's
 // validating and mutating configurations as registered in the sandbox.

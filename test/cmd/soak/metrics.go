@@ -24,42 +24,27 @@ import (
 )
 
 // MetricSum says which samples of a Prometheus text exposition to add up:
-// those of metric Name whose label text contains every string of Contains.
+// those of metric Name whose labels Match accepts (all when nil).
 type MetricSum struct {
-	Name     string
-	Contains []string
+	Name  string
+	Match func(labels map[string]string) bool
 }
 
 // SumMetrics reads a Prometheus text exposition and returns, for each
 // wanted sum, the total of its samples (NaN when no sample matched).
 func SumMetrics(r io.Reader, wanted []MetricSum) ([]float64, error) {
+	samples, err := framework.ParseMetrics(r)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]float64, len(wanted))
 	found := make([]bool, len(wanted))
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			continue
-		}
-		head := line[:sp]
-		name, labels := head, ""
-		if i := strings.IndexByte(head, '{'); i >= 0 {
-			name, labels = head[:i], head[i:]
-		}
+	for _, sample := range samples {
 		for i, w := range wanted {
-			if name != w.Name || !containsAll(labels, w.Contains) {
+			if sample.Name != w.Name || w.Match != nil && !w.Match(sample.Labels) {
 				continue
 			}
-			v, err := strconv.ParseFloat(line[sp+1:], 64)
-			if err != nil {
-				continue
-			}
-			out[i] += v
+			out[i] += sample.Value
 			found[i] = true
 		}
 	}
@@ -68,17 +53,17 @@ func SumMetrics(r io.Reader, wanted []MetricSum) ([]float64, error) {
 			out[i] = math.NaN()
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
-func containsAll(s string, parts []string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
+// label returns a Match accepting the samples whose label key has value.
+func label(key, value string) func(map[string]string) bool {
+	return func(l map[string]string) bool { return l[key] == value }
 }
+
+// guardWebhook accepts the samples of the guard's webhooks (label name
+// ending in rollout-guard.io).
+func guardWebhook(l map[string]string) bool { return strings.HasSuffix(l["name"], ".rollout-guard.io") }
 
 // What the sampler reads from the guard's metrics endpoint.
 var guardMetrics = []MetricSum{
@@ -91,8 +76,8 @@ var guardMetrics = []MetricSum{
 // What it reads from kube-apiserver's.
 var apiServerMetrics = []MetricSum{
 	{Name: "apiserver_request_total"},
-	{Name: "apiserver_request_total", Contains: []string{`resource="controllerrevisions"`}},
-	{Name: "apiserver_admission_webhook_admission_duration_seconds_count", Contains: []string{`rollout-guard.io"`}},
+	{Name: "apiserver_request_total", Match: label("resource", "controllerrevisions")},
+	{Name: "apiserver_admission_webhook_admission_duration_seconds_count", Match: guardWebhook},
 }
 
 // guardScraper reads the guard's metrics endpoint with a token bound to the
