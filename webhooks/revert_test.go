@@ -14,7 +14,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -61,7 +60,7 @@ func TestStampOfARevertForgetsTheBump(t *testing.T) {
 			require.NoError(t, appsv1.AddToScheme(s))
 			c := fake.NewClientBuilder().WithScheme(s).Build()
 			st := &Stamper{Kind: history.KubeadmControlPlane, Recorder: &history.Recorder{Client: c, Reader: c},
-				Policy: testFacts(t, tt.machines...), Decoder: admission.NewDecoder(s)}
+				Policy: testFacts(t, tt.machines...), Decoder: newLeanDecoder(s)}
 			req := updateRequest(t, bumped, kcp("v1.35.2"), "alice", false)
 			ann := applyResponse(t, req, st.Handle(context.Background(), req))
 			var got revisions.HighestRun

@@ -44,7 +44,7 @@ func stamper(t testing.TB) (*Stamper, client.Client) {
 		Kind:     history.MachineDeployment,
 		Recorder: &history.Recorder{Client: c, Reader: c},
 		Policy:   testFacts(t),
-		Decoder:  admission.NewDecoder(s),
+		Decoder:  newLeanDecoder(s),
 	}, c
 }
 
