@@ -9,19 +9,21 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// DefaultPendingCapacity is how many objects' unrecorded content a Pending
-// holds at most: far more than are edited between an edit and its
-// reconcile (the reconciler records each within milliseconds), and a few
-// hundred kilobytes of canonical JSON at most (about 3 KB for a control
-// plane of Cluster API's quick start).
-const DefaultPendingCapacity = 256
+// DefaultPendingCapacity is how many objects' content a Pending holds at
+// most: far more than are edited between an edit and its reconcile (the
+// reconciler records each within milliseconds), and a few hundred
+// kilobytes of canonical JSON at most (about 1 KB for a worker pool, 3 KB
+// for a control plane of Cluster API's quick start).
+const DefaultPendingCapacity = 128
 
 // Pending holds, for a short while, the revision content the guard's cache
-// saw of objects it keeps without all of that content (see
+// saw last of objects it keeps without all of that content (see
 // Reconciler.ObjectReader): the snapshot the cache transform takes anyway
-// to note the content's hash, kept when the content is not recorded yet.
-// The history reconciler, woken by the same change, records the content
-// from here instead of reading the whole object back from the API server.
+// to note the content's hash. The history reconciler, woken by the same
+// change, records the content from here instead of reading the whole
+// object back from the API server — new content, and content recorded
+// before that the object is back to under a new number (a template
+// switched back and forth).
 //
 // Why: every change of a worker pool's or control plane's template would
 // otherwise cost the API server a GET of the object and the guard its
@@ -33,11 +35,6 @@ const DefaultPendingCapacity = 256
 //
 // A nil *Pending keeps nothing. Safe for concurrent use.
 type Pending struct {
-	// Index, when set before the cache starts, tells which content is
-	// recorded already: that is not kept (status updates of a recorded
-	// object, the objects listed at start once the Index has filled).
-	Index *Index
-
 	mu       sync.Mutex
 	capacity int
 	byUID    map[types.UID]pendingEntry
@@ -68,16 +65,13 @@ func NewPending(capacity int) *Pending {
 }
 
 // Keep holds snap, the whole revision content of obj as the cache saw it,
-// unless the Index knows it is recorded. It replaces what was held for obj.
+// in place of what was held for obj. The reconciler takes it, or a later
+// change of obj replaces it, or the oldest is dropped at capacity (status
+// updates of objects no reconcile takes fill it so: bounded, not kept
+// long).
 func (p *Pending) Keep(obj metav1.Object, snap revisions.Snapshot) {
 	if p == nil || obj.GetUID() == "" || snap.Hash == "" {
 		return
-	}
-	if p.Index.Synced() {
-		if e, err := p.Index.entries.get(obj.GetNamespace(), revisions.Name(obj.GetName(), snap.Hash)); err == nil && e != nil {
-			p.drop(obj.GetUID())
-			return
-		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -129,11 +123,4 @@ func (p *Pending) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.byUID)
-}
-
-// drop forgets what is held for uid.
-func (p *Pending) drop(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.byUID, uid)
 }

@@ -97,9 +97,9 @@ type Reconciler struct {
 	// guard's own cache would be, without a read of etcd).
 	ObjectReader client.Reader
 	// Pending, when set with an ObjectReader, holds the whole content the
-	// cache saw of objects whose content is not recorded yet: the
-	// reconciler records that instead of reading the object, when the
-	// cached copy notes the same hash.
+	// cache saw last of the objects it changed: the reconciler records
+	// that instead of reading the object, when the cached copy notes the
+	// same hash.
 	Pending *Pending
 	// APIReader lists ControllerRevisions without caching them.
 	APIReader client.Reader

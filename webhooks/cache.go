@@ -61,9 +61,9 @@ import (
 // minus managed fields. ControllerRevisions are not in this cache: see
 // ClientOptions.
 //
-// pending, when not nil, keeps the whole revision content of a control
-// plane or worker pool the cache saw while it is not recorded yet, for the
-// history reconciler (history.Pending).
+// pending, when not nil, keeps the whole revision content the cache saw
+// last of a control plane or worker pool, for the history reconciler
+// (history.Pending).
 func CacheOptions(pending *history.Pending) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),

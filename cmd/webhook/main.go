@@ -137,9 +137,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	// live while its caches may be stale (after an API server restart).
 	watches := webhooks.NewWatches()
 	cfg.Wrap(watches.Wrap)
-	// The content of a control plane or worker pool the cache sees, kept
-	// until the history reconciler records it (its Index is set below,
-	// before the cache starts).
+	// The content of a control plane or worker pool the cache saw last,
+	// kept until the history reconciler records it.
 	pending := history.NewPending(history.DefaultPendingCapacity)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
@@ -179,7 +178,6 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			return err
 		}
 	}
-	pending.Index = recorder.Index
 	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
 		OverrideGroups:    splitList(o.overrideGroups),
 		Recorder:          recorder,
