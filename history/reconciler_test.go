@@ -326,6 +326,7 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 			return c
 		}(), []client.Object{otherRecorded}, true, requests{"create": 1, "get": 2, "update": 1}, []int64{3}, nil, 0},
 		{"not recorded, the content the cache saw kept: recorded from it, nothing read", trimmed(wholeSnap.Hash), nil, false, requests{"create": 1}, []int64{2}, &wholeSnap, 0},
+		{"recorded under another number, its content kept: renumbered, nothing read", trimmed(wholeSnap.Hash), []client.Object{asOne}, false, requests{"patch": 1}, []int64{1, 2}, &wholeSnap, 0},
 		{"recorded as stamped, its content kept: nothing sent, and forgotten", trimmed(wholeSnap.Hash), []client.Object{asStamped}, false, requests{}, []int64{2}, &wholeSnap, 0},
 		{"other content kept (a later change): read whole, the other kept", trimmed(wholeSnap.Hash), nil, false, requests{"get": 1, "create": 1}, []int64{2}, &otherSnap, 1},
 		{"kept, but the note is not this cache's: read whole", func() *clusterv1.MachineDeployment {
