@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
 // Seen is one version of a soaked object as the API server persisted it
@@ -14,7 +17,8 @@ type Seen struct {
 }
 
 // Recorded is one ControllerRevision of a soaked object: its content hash
-// and every revision number it was live under.
+// and the revision numbers it was live under (the newest
+// revisions.MaxNumbers of them).
 type Recorded struct {
 	Hash    string
 	Numbers []int64
@@ -72,10 +76,19 @@ func CheckHistory(object string, seen []Seen, recorded []Recorded, watchGaps int
 		for _, n := range nums {
 			have[n] = true
 		}
+		older := 0
 		for _, n := range keys64(stamped[h]) {
-			if !have[n] {
+			switch {
+			case have[n]:
+			case len(nums) >= revisions.MaxNumbers && n < slices.Min(nums):
+				// A record keeps its content's newest numbers only.
+				older++
+			default:
 				c.Problems = append(c.Problems, fmt.Sprintf("%s: content %s was stamped revision %d, history records it as %v", object, h, n, nums))
 			}
+		}
+		if older > 0 {
+			notes = append(notes, fmt.Sprintf("%s: content %s keeps its newest %d numbers; %d older ones it was stamped with are dropped, as a record does", object, h, revisions.MaxNumbers, older))
 		}
 	}
 	for _, r := range recorded {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
 // line returns n points every step from 0, value a + b*i + noise(i).
@@ -156,6 +158,32 @@ func TestCheckHistory(t *testing.T) {
 	c, _ = CheckHistory("md", seen, []Recorded{{"A", []int64{1, 3}}, {"B", []int64{2, 3}}, {"C", []int64{4}}}, 0)
 	require.Len(t, c.Problems, 1)
 	assert.Contains(t, c.Problems[0], "revision 3 names both A and B")
+
+	// A content switched back to more often than a record keeps numbers:
+	// its older numbers are gone, noted; one missing among the newest is
+	// a problem.
+	var flips []Seen
+	var kept []int64
+	for n := int64(1); n <= 2*revisions.MaxNumbers+1; n++ {
+		h := "A"
+		if n%2 == 0 {
+			h = "B"
+		}
+		flips = append(flips, Seen{h, n})
+	}
+	for n := int64(2*revisions.MaxNumbers + 1); len(kept) < revisions.MaxNumbers; n -= 2 {
+		kept = append([]int64{n}, kept...)
+	}
+	var evens []int64
+	for n := int64(2); n <= 2*revisions.MaxNumbers; n += 2 {
+		evens = append(evens, n)
+	}
+	c, notes = CheckHistory("md", flips, []Recorded{{"A", kept}, {"B", evens}}, 0)
+	assert.Empty(t, c.Problems)
+	require.Len(t, notes, 1)
+	assert.Contains(t, notes[0], "content A keeps its newest 100 numbers; 1 older ones")
+	c, _ = CheckHistory("md", flips, []Recorded{{"A", kept[1:]}, {"B", evens}}, 0)
+	assert.NotEmpty(t, c.Problems, "a number among the newest missing")
 
 	// History holding content never seen: a problem, or unverifiable after
 	// a watch gap.
