@@ -183,9 +183,9 @@ type bench struct {
 	// metricsToken reads the guard's.
 	noopMetrics  string
 	metricsToken string
-	watcher *watcher
-	mds     []types.NamespacedName
-	kcps    []types.NamespacedName
+	watcher      *watcher
+	mds          []types.NamespacedName
+	kcps         []types.NamespacedName
 	// guardPprof is the guard's --pprof-bind-address, "" when it
 	// serves no profiles (no --profile-dir).
 	guardPprof string
