@@ -8,7 +8,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,7 +72,7 @@ func (d leanDecoder) DecodeRaw(raw runtime.RawExtension, into runtime.Object) er
 	default:
 		return d.whole.DecodeRaw(raw, into)
 	}
-	if err == errNotLean {
+	if errors.Is(err, errNotLean) {
 		// Not the object it should be (another kind, another version):
 		// the scheme's decoder says what is wrong.
 		return d.whole.DecodeRaw(raw, into)
