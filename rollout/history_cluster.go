@@ -85,7 +85,7 @@ func shortRef(set *revisionSet) string {
 // MachineDeployments and MachinePools.
 func (o *HistoryOptions) runCluster(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) error {
 	purpose := "show the history of " + describe(cluster, Cluster)
-	m, err := o.c.clusterMembers(ctx, cl, cluster, purpose)
+	m, err := o.c.clusterPools(ctx, cl, cluster, purpose)
 	if err != nil {
 		return err
 	}

@@ -1,17 +1,22 @@
 package rollout
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -133,4 +138,26 @@ func TestClusterIncludesMachinePools(t *testing.T) {
 	out, errOut, code = runFake(t, newFakeClient(plain, other), historyNow, "status", "cluster/c2", "--watch=false")
 	require.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, "machinepool/mp-other: 3 of 3 instances up to date, 3 available\n", out)
+}
+
+// TestClusterPoolsReadOnlyWhereShown: a user who may not list MachinePools
+// is told so by `history cluster/NAME`, which shows them, while `restart
+// cluster/NAME` and `plan cluster/NAME --restart`, which leave pools alone,
+// do not list them at all.
+func TestClusterPoolsReadOnlyWhereShown(t *testing.T) {
+	cl := withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objectsOf(chainDone)...)).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*clusterv1.MachinePoolList); ok {
+				return apierrors.NewForbidden(MachinePool.GroupResource(), "", errors.New(`User "viewer" cannot list resource "machinepools"`))
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	_, errOut, code := runFake(t, cl, historyNow, "history", "cluster/c1")
+	assert.Equal(t, ExitError, code)
+	assert.Contains(t, errOut, `may not list machinepools.cluster.x-k8s.io in namespace "demo"`)
+
+	for _, args := range [][]string{{"plan", "cluster/c1", "--restart"}, {"restart", "cluster/c1"}} {
+		_, errOut, code = runFake(t, cl, historyNow, args...)
+		assert.Equal(t, ExitOK, code, "%v: %s", args, errOut)
+	}
 }

@@ -132,7 +132,8 @@ type clusterMembers struct {
 	other *clusterv1.ContractVersionedObjectReference
 	// machineDeployments are its MachineDeployments, by name.
 	machineDeployments []*clusterv1.MachineDeployment
-	// machinePools are its MachinePools, by name.
+	// machinePools are its MachinePools, by name; read only for what
+	// shows them (clusterPools).
 	machinePools []*clusterv1.MachinePool
 }
 
@@ -161,9 +162,8 @@ func (m clusterMembers) withPools() []client.Object {
 	return objs
 }
 
-// clusterMembers reads a Cluster's control plane (spec.controlPlaneRef),
-// its MachineDeployments and its MachinePools (spec.clusterName). A
-// management cluster that does not serve MachinePools has none.
+// clusterMembers reads a Cluster's control plane (spec.controlPlaneRef) and
+// its MachineDeployments (spec.clusterName).
 func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, purpose string) (clusterMembers, error) {
 	ns := cluster.Namespace
 	var m clusterMembers
@@ -188,11 +188,24 @@ func (c *cli) clusterMembers(ctx context.Context, cl *clients, cluster *clusterv
 			m.machineDeployments = append(m.machineDeployments, &mds.Items[i])
 		}
 	}
+	return m, nil
+}
+
+// clusterPools reads a Cluster's control plane and MachineDeployments
+// (clusterMembers) and its MachinePools (spec.clusterName): what history
+// and status show of a cluster. A management cluster that does not serve
+// MachinePools has none. Restarts and plans read no MachinePools: a
+// MachinePool has no spec.rollout.after, and they need not list them.
+func (c *cli) clusterPools(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, purpose string) (clusterMembers, error) {
+	m, err := c.clusterMembers(ctx, cl, cluster, purpose)
+	if err != nil {
+		return m, err
+	}
 	mps := &clusterv1.MachinePoolList{}
-	if err := cl.client.List(ctx, mps, client.InNamespace(ns)); apimeta.IsNoMatchError(err) {
+	if err := cl.client.List(ctx, mps, client.InNamespace(cluster.Namespace)); apimeta.IsNoMatchError(err) {
 		return m, nil
 	} else if err != nil {
-		return m, call{verb: "list", gr: MachinePool.GroupResource(), kind: "MachinePool", namespace: ns, purpose: purpose}.explain(err)
+		return m, call{verb: "list", gr: MachinePool.GroupResource(), kind: "MachinePool", namespace: cluster.Namespace, purpose: purpose}.explain(err)
 	}
 	sort.Slice(mps.Items, func(i, j int) bool { return mps.Items[i].Name < mps.Items[j].Name })
 	for i := range mps.Items {

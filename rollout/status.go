@@ -233,7 +233,7 @@ func (o *StatusOptions) timedOut(ctx context.Context, err error) error {
 // clusterObjects returns a Cluster's control plane, then its
 // MachineDeployments and its MachinePools, each sorted by name.
 func (o *StatusOptions) clusterObjects(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) ([]client.Object, error) {
-	m, err := o.c.clusterMembers(ctx, cl, cluster, "status Cluster "+cluster.Namespace+"/"+cluster.Name)
+	m, err := o.c.clusterPools(ctx, cl, cluster, "status Cluster "+cluster.Namespace+"/"+cluster.Name)
 	if err != nil {
 		return nil, err
 	}
