@@ -1,29 +1,21 @@
 package webhooks
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	admissionv1 "k8s.io/api/admission/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/policy"
-	"github.com/rollout-guard/rollout-guard/revisions"
-	"github.com/rollout-guard/rollout-guard/skew"
 )
 
 // asWritten reads a testdata object as Cluster API's controllers write it
@@ -118,49 +110,6 @@ func TestLeanDecoder(t *testing.T) {
 	})
 }
 
-// TestValidatingAnswers: the validating handler answers as
-// controller-runtime's handler of a CustomValidator does.
-func TestValidatingAnswers(t *testing.T) {
-	s := leanScheme(t)
-	raw := asWritten(t, "machinedeployment-as-written.json")
-	for _, tc := range []struct {
-		name    string
-		decide  func() error
-		allowed bool
-		code    int32
-		message string
-	}{
-		{"allowed", func() error { return nil }, true, http.StatusOK, ""},
-		{"a refusal carrying an API status keeps it", func() error {
-			return apierrors.NewForbidden(schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machinedeployments"}, "md", errors.New("no"))
-		}, false, http.StatusForbidden, `machinedeployments.cluster.x-k8s.io "md" is forbidden: no`},
-		{"any other error denies with its message", func() error { return errors.New("cache not ready") }, false, http.StatusForbidden, "cache not ready"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := &Validator[*clusterv1.MachineDeployment]{Policy: decideWith(tc.decide), GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()}
-			h := validating[*clusterv1.MachineDeployment]{validator: v, new: func() *clusterv1.MachineDeployment { return &clusterv1.MachineDeployment{} }, decoder: newLeanDecoder(s)}
-			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update,
-				Kind:   metaKind(clusterv1.GroupVersion.WithKind("MachineDeployment")),
-				Object: runtime.RawExtension{Raw: raw}, OldObject: runtime.RawExtension{Raw: raw}}}
-			resp := h.Handle(context.Background(), req)
-			assert.Equal(t, tc.allowed, resp.Allowed)
-			require.NotNil(t, resp.Result)
-			assert.Equal(t, tc.code, resp.Result.Code)
-			if tc.message != "" {
-				assert.Contains(t, resp.Result.Message, tc.message)
-			}
-		})
-	}
-	t.Run("undecodable", func(t *testing.T) {
-		v := &Validator[*clusterv1.MachineDeployment]{Policy: decideWith(func() error { return nil })}
-		h := validating[*clusterv1.MachineDeployment]{validator: v, new: func() *clusterv1.MachineDeployment { return &clusterv1.MachineDeployment{} }, decoder: newLeanDecoder(s)}
-		resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update,
-			Object: runtime.RawExtension{Raw: []byte(`{`)}, OldObject: runtime.RawExtension{Raw: raw}}})
-		assert.False(t, resp.Allowed)
-		assert.Equal(t, int32(http.StatusBadRequest), resp.Result.Code)
-	})
-}
-
 // BenchmarkDecodeControlPlane prices decoding a control plane as Cluster
 // API writes it, whole (the scheme's decoder) and lean.
 func BenchmarkDecodeControlPlane(b *testing.B) {
@@ -178,23 +127,8 @@ func BenchmarkDecodeControlPlane(b *testing.B) {
 	}
 }
 
-// decideWith is a Decider whose decision is decide's error, or allowed.
-type decideWith func() error
-
-func (d decideWith) Decide(context.Context, client.Object, client.Object) (skew.Decision, []string, error) {
-	return skew.Decision{}, nil, d()
-}
-
-func (decideWith) RevertedRun(context.Context, *controlplanev1.KubeadmControlPlane, *controlplanev1.KubeadmControlPlane) (*revisions.HighestRun, error) {
-	return nil, nil
-}
-
 func metaOf(gvk schema.GroupVersionKind) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}
-}
-
-func metaKind(gvk schema.GroupVersionKind) metav1.GroupVersionKind {
-	return metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
 }
 
 func mustJSON(t testing.TB, obj any) []byte {

@@ -25,8 +25,6 @@ import (
 // Paths of the webhooks registered by path, as config/webhook/manifests.yaml
 // names them (the builder derives the same from the kind).
 const (
-	ValidateMachineDeploymentPath   = "/validate-cluster-x-k8s-io-v1beta2-machinedeployment"
-	ValidateMachinePoolPath         = "/validate-cluster-x-k8s-io-v1beta2-machinepool"
 	ValidateKubeadmControlPlanePath = "/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane"
 
 	MutateMachineDeploymentPath   = "/mutate-cluster-x-k8s-io-v1beta2-machinedeployment"
@@ -83,21 +81,22 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	overrides := policy.OverrideGroups(opts.OverrideGroups)
 	mdV, kcpV, clusterV := NewValidators(judge, overrides, opts.Recorder)
 
-	// The worker pools and control planes are decoded without what no
-	// handler reads (leanDecoder); Clusters as the builder decodes them.
-	lean := newLeanDecoder(mgr.GetScheme())
-	server := mgr.GetWebhookServer()
-	server.Register(ValidateMachineDeploymentPath, &webhook.Admission{Handler: validating[*clusterv1.MachineDeployment]{
-		validator: mdV, new: func() *clusterv1.MachineDeployment { return &clusterv1.MachineDeployment{} }, decoder: lean}})
-	server.Register(ValidateMachinePoolPath, &webhook.Admission{Handler: validating[*clusterv1.MachinePool]{
-		validator: NewMachinePoolValidator(judge, overrides, opts.Recorder), new: func() *clusterv1.MachinePool { return &clusterv1.MachinePool{} }, decoder: lean}})
-	server.Register(ValidateKubeadmControlPlanePath, &webhook.Admission{Handler: validating[*controlplanev1.KubeadmControlPlane]{
-		validator: kcpV, new: func() *controlplanev1.KubeadmControlPlane { return &controlplanev1.KubeadmControlPlane{} }, decoder: lean}})
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).Complete(); err != nil {
+		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(NewMachinePoolValidator(judge, overrides, opts.Recorder)).Complete(); err != nil {
+		return fmt.Errorf("registering the MachinePool validating webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).Complete(); err != nil {
+		return fmt.Errorf("registering the KubeadmControlPlane validating webhook: %w", err)
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).Complete(); err != nil {
 		return fmt.Errorf("registering the Cluster validating webhook: %w", err)
 	}
 
-	decoder := admission.NewDecoder(mgr.GetScheme())
+	// The stampers decode worker pools and control planes without what
+	// none of them reads (leanDecoder); other control planes whole.
+	decoder := newLeanDecoder(mgr.GetScheme())
 	for _, gk := range opts.ControlPlaneKinds {
 		kind, err := ContractHistoryKind(mgr, gk)
 		if err != nil {
@@ -113,8 +112,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		MutateMachinePoolPath:         history.MachinePool,
 		MutateKubeadmControlPlanePath: history.KubeadmControlPlane,
 	} {
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: judge, Overrides: overrides, Decoder: lean}
-		server.Register(path, &webhook.Admission{Handler: stamper})
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: judge, Overrides: overrides, Decoder: decoder}
+		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper})
 	}
 	return nil
 }
