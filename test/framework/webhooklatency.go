@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -32,12 +34,9 @@ func (l WebhookLatencies) Since(before WebhookLatencies) WebhookLatencies {
 // see MetricsReaderToken) — retrying for a few seconds while a server just
 // started opens it.
 func ScrapeWebhookLatencies(ctx context.Context, url, token string) (WebhookLatencies, error) {
-	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed local metrics endpoint
-	}}
 	var lastErr error
 	for range 20 {
-		samples, err := ScrapeMetrics(ctx, httpClient, url, token)
+		samples, err := ScrapeMetrics(ctx, url, token)
 		if err == nil {
 			out := WebhookLatencies{}
 			for path, v := range SumBy(samples, WebhookLatencyMetric+"_sum", nil, "webhook") {
@@ -62,9 +61,15 @@ func ScrapeWebhookLatencies(ctx context.Context, url, token string) (WebhookLate
 	return nil, fmt.Errorf("scraping %s: %w", url, lastErr)
 }
 
-// ScrapeMetrics reads a Prometheus metrics endpoint, with a bearer token
-// when token is not "".
-func ScrapeMetrics(ctx context.Context, httpClient *http.Client, url, token string) ([]Sample, error) {
+// metricsClient reads the local metrics endpoints of the processes under
+// test, over connections kept alive; their certificates are self-signed.
+var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed local metrics endpoints
+}}
+
+// ScrapeMetrics reads a local Prometheus metrics endpoint: the guard's,
+// with a bearer token; the no-op webhook's, plain (token "").
+func ScrapeMetrics(ctx context.Context, url, token string) ([]Sample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -72,13 +77,14 @@ func ScrapeMetrics(ctx context.Context, httpClient *http.Client, url, token stri
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := metricsClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return ParseMetrics(resp.Body)
 }

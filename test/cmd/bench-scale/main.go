@@ -435,7 +435,7 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 	fmt.Fprintf(out, "%s boot reconciliation of the %d MachineDeployments and KubeadmControlPlanes over after %s more: %s; %s\n",
 		prefix, clusters*(1+mdsPerCluster), settled.Round(time.Second), memory(pid), lastGC(logPath))
 
-	before, err := scrapeLatency(ctx, env.GuardMetricsURL(), token)
+	before, err := framework.ScrapeWebhookLatencies(ctx, env.GuardMetricsURL(), token)
 	if err != nil {
 		return nil, g, err
 	}
@@ -451,11 +451,11 @@ func measureGuard(ctx context.Context, env *framework.Environment, c client.Clie
 			prefix, r+1, len(lat), o.writers, ms(lat.p(0.50)), ms(lat.p(0.90)), ms(lat.p(0.99)), ms(lat[len(lat)-1]), mib(peak), memory(pid), lastGC(logPath))
 		g.BurstRounds = append(g.BurstRounds, newLatFig(lat))
 	}
-	after, err := scrapeLatency(ctx, env.GuardMetricsURL(), token)
+	after, err := framework.ScrapeWebhookLatencies(ctx, env.GuardMetricsURL(), token)
 	if err != nil {
 		return nil, g, err
 	}
-	fmt.Fprintf(out, "%s the guard's own answer time during the bursts (%s): %s\n", prefix, webhookLatency, meanLatencies(before, after))
+	fmt.Fprintf(out, "%s the guard's own answer time during the bursts (%s): %s\n", prefix, framework.WebhookLatencyMetric, meanLatencies(before, after))
 	g.Burst, g.PeakRSSMiB, g.LastGC, g.AnswerTimesMS = g.BurstRounds[0], report.Round3(float64(peakRSS)/(1<<20)), lastGC(logPath), meanLatencies(before, after)
 	if st, err := readStatus(pid); err == nil {
 		g.HWMMiB = report.Round3(float64(st.hwm) / (1 << 20))

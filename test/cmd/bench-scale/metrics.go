@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -14,29 +12,15 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
-// webhookLatency is controller-runtime's histogram of the time the guard
-// takes to answer an admission request, per webhook path: the guard's own
-// share of an update's latency, without the API server's.
-const webhookLatency = framework.WebhookLatencyMetric
-
 // metricsToken returns a bearer token allowed to read the guard's metrics
 // (the shipped rollout-guard-metrics-reader ClusterRole).
 func metricsToken(ctx context.Context, c client.Client) (string, error) {
 	return framework.MetricsReaderToken(ctx, c, "bench-metrics", time.Hour)
 }
 
-// latencySums are the sum (seconds) and count of webhookLatency per path.
-type latencySums = framework.WebhookLatencies
-
-// scrapeLatency reads webhookLatency from the guard's metrics endpoint,
-// retrying for a few seconds while a restarted guard opens it.
-func scrapeLatency(ctx context.Context, url, token string) (latencySums, error) {
-	return framework.ScrapeWebhookLatencies(ctx, url, token)
-}
-
 // meanLatencies says, per webhook path, how many requests the guard
 // answered between two scrapes and their mean latency.
-func meanLatencies(before, after latencySums) string {
+func meanLatencies(before, after framework.WebhookLatencies) string {
 	var paths []string
 	for p := range after {
 		paths = append(paths, p)
@@ -64,10 +48,7 @@ type reconcileState struct{ done, queued float64 }
 // scrapeReconcile reads controller_runtime_reconcile_total and
 // workqueue_depth of the history controllers.
 func scrapeReconcile(ctx context.Context, url, token string) (reconcileState, error) {
-	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
-	}}
-	samples, err := framework.ScrapeMetrics(ctx, httpClient, url, token)
+	samples, err := framework.ScrapeMetrics(ctx, url, token)
 	if err != nil {
 		return reconcileState{}, err
 	}

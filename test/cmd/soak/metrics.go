@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +35,11 @@ func SumMetrics(r io.Reader, wanted []MetricSum) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return sumSamples(samples, wanted), nil
+}
+
+// sumSamples is SumMetrics of parsed samples.
+func sumSamples(samples []framework.Sample, wanted []MetricSum) []float64 {
 	out := make([]float64, len(wanted))
 	found := make([]bool, len(wanted))
 	for _, sample := range samples {
@@ -53,7 +56,7 @@ func SumMetrics(r io.Reader, wanted []MetricSum) ([]float64, error) {
 			out[i] = math.NaN()
 		}
 	}
-	return out, nil
+	return out
 }
 
 // label returns a Match accepting the samples whose label key has value.
@@ -81,11 +84,9 @@ var apiServerMetrics = []MetricSum{
 }
 
 // guardScraper reads the guard's metrics endpoint with a token bound to the
-// shipped rollout-guard-metrics-reader ClusterRole, over one kept-alive
-// connection (its certificate is self-signed).
+// shipped rollout-guard-metrics-reader ClusterRole.
 type guardScraper struct {
 	url, token string
-	http       *http.Client
 }
 
 // newGuardScraper creates a ServiceAccount, binds it to the metrics-reader
@@ -113,28 +114,16 @@ func newGuardScraper(ctx context.Context, c client.Client, url string, valid tim
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return &guardScraper{url: url, token: token, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the guard's self-signed local metrics endpoint
-	}}}, nil
+	return &guardScraper{url: url, token: token}, nil
 }
 
 // scrape returns the guardMetrics sums.
 func (g *guardScraper) scrape(ctx context.Context) ([]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url, nil)
+	samples, err := framework.ScrapeMetrics(ctx, g.url, g.token)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := g.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	return SumMetrics(resp.Body, guardMetrics)
+	return sumSamples(samples, guardMetrics), nil
 }
 
 // apiServerScraper reads kube-apiserver's /metrics as the admin.
