@@ -220,17 +220,11 @@ func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cache
 	}
 	obj, snap := cached, kept
 	if !haveKept {
-		if r.ObjectReader != nil {
-			obj = r.Kind.New()
-			if err := r.ObjectReader.Get(ctx, key, obj, getFromWatchCache()); err != nil {
-				return liveRevision{}, client.IgnoreNotFound(err)
-			}
-			if !obj.GetDeletionTimestamp().IsZero() {
-				return liveRevision{}, nil
-			}
-			rec = stampsOf(ctx, obj)
-		}
 		var err error
+		if obj, err = r.whole(ctx, key, cached); err != nil || obj == nil {
+			return liveRevision{}, err
+		}
+		rec = stampsOf(ctx, obj)
 		if snap, err = r.Kind.Snapshot(obj); err != nil {
 			log.FromContext(ctx).Error(err, "cannot take the revision of the object; not recorded")
 			return liveRevision{}, nil
@@ -241,6 +235,23 @@ func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cache
 		return liveRevision{}, err
 	}
 	return liveRevision{obj: obj, hash: snap.Hash, stamped: rec.Revision, listed: done.listed}, nil
+}
+
+// whole returns the object whole: cached itself for a kind the cache keeps
+// whole, else read from ObjectReader (nil when it is gone or being
+// deleted).
+func (r *Reconciler) whole(ctx context.Context, key client.ObjectKey, cached client.Object) (client.Object, error) {
+	if r.ObjectReader == nil {
+		return cached, nil
+	}
+	obj := r.Kind.New()
+	if err := r.ObjectReader.Get(ctx, key, obj, getFromWatchCache()); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return nil, nil
+	}
+	return obj, nil
 }
 
 // kept returns the whole content the cache saw of cached, the object as
