@@ -10,12 +10,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // objectResources are the resources the guard keeps trimmed in its cache
@@ -75,9 +79,9 @@ func TestRecordingReadsNoObjectBack(t *testing.T) {
 	before = objectGets(t)
 	require.NoError(t, env.StartGuard(ctx))
 	// The start reconciles every object once its revision index has
-	// filled, a moment after it is ready: a read would come within
-	// milliseconds.
-	time.Sleep(5 * time.Second)
+	// filled, a moment after it is ready: wait until the guard's own
+	// metrics say it has reconciled them all.
+	waitStartReconciled(t, ns)
 	gets = since(objectGets(t), before)
 	t.Logf("GETs of the objects by the guard's start: %v", gets)
 	for _, resource := range objectResources {
@@ -107,6 +111,44 @@ func waitRecorded(t *testing.T, ns string, objs []client.Object, want int64) {
 			return err == nil && slices.ContainsFunc(list, func(r revisions.Revision) bool { return r.Record.Revision == want })
 		}, pruneTimeout, 100*time.Millisecond, "%T %s/%s: revision %d never recorded", obj, ns, obj.GetName(), want)
 	}
+}
+
+// waitStartReconciled waits until the guard's history reconcilers have
+// reconciled every MachineDeployment and KubeadmControlPlane of the API
+// server and have nothing queued (controller_runtime_reconcile_total and
+// workqueue_depth of its history controllers of those kinds, read with a token of the
+// shipped metrics-reader role, made in namespace ns+"-metrics").
+func waitStartReconciled(t *testing.T, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	var objects float64
+	for _, list := range []client.ObjectList{&clusterv1.MachineDeploymentList{}, &controlplanev1.KubeadmControlPlaneList{}} {
+		require.NoError(t, env.Client.List(ctx, list))
+		objects += float64(apimeta.LenList(list))
+	}
+	token, err := framework.MetricsReaderToken(ctx, env.Client, ns+"-metrics", time.Hour)
+	require.NoError(t, err)
+	var done, queued float64
+	ok := assert.Eventually(t, func() bool {
+		samples, err := framework.ScrapeMetrics(ctx, env.GuardMetricsURL(), token)
+		if err != nil {
+			return false // the binding takes a moment to take effect
+		}
+		var d, q float64
+		for controller, v := range framework.SumBy(samples, "controller_runtime_reconcile_total", nil, "controller") {
+			if controller == "history-machinedeployment" || controller == "history-kubeadmcontrolplane" {
+				d += v
+			}
+		}
+		for name, v := range framework.SumBy(samples, "workqueue_depth", nil, "name") {
+			if name == "history-machinedeployment" || name == "history-kubeadmcontrolplane" {
+				q += v
+			}
+		}
+		done, queued = d, q
+		return d >= objects && q == 0
+	}, pruneTimeout, 200*time.Millisecond)
+	require.True(t, ok, "the restarted guard reconciled %v of %v objects (%v queued)", done, objects, queued)
 }
 
 // objectGets returns the API server's count of GETs of objectResources
