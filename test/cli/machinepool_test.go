@@ -34,7 +34,7 @@ func createMachinePool(t *testing.T, w *framework.World, name, version string) *
 
 // TestMachinePool works a MachinePool (without Machines, see
 // createMachinePool) through the CLI: history shows who made each revision,
-// when and why; an undo to a revision four minors below the control plane
+// when and why, for the pool and among its cluster's; an undo to a revision four minors below the control plane
 // is refused before anything is sent, in the guard's words (which
 // --dry-run=server confirms); pause and resume go through its annotation;
 // restart is refused, naming why; status reads its counts.
@@ -58,6 +58,12 @@ func TestMachinePool(t *testing.T) {
 
 	settle(t, mp)
 	golden(t, "history/mp-table.txt", rolloutCmd(t, "history", ref, "-n", w.Namespace).ok(t))
+	// The cluster's history has the pool's revisions among its control
+	// plane's and worker pools'.
+	clusterHistory := rolloutCmd(t, "history", "cluster/"+clusterName, "-n", w.Namespace).ok(t)
+	assert.Regexp(t, `(?m)^mp/c1-mp-0\s+1\s`, clusterHistory)
+	assert.Regexp(t, `(?m)^mp/c1-mp-0\s+2\s+v1\.35\.2\s.*INC-7: pool up to the control plane`, clusterHistory)
+	assert.Regexp(t, `(?m)^kcp/`+kcpName+`\s+2\s+v1\.36\.1\s`, clusterHistory)
 
 	refusal := `MachinePool.cluster.x-k8s.io "c1-mp-0" is invalid: spec.template.spec.version: Forbidden: MachinePool c1-mp-0: v1.32.4 is 4 minors older than v1.36.1, the newest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet may be at most 3 minors older than the API server [rule WorkerTooOld]; set spec.template.spec.version to v1.33.x or newer`
 	r := rolloutCmd(t, "undo", ref, "-n", w.Namespace)
