@@ -368,7 +368,7 @@ func (e *Environment) startConversionWebhooks(ctx context.Context) error {
 	} else if err := setupConversionWebhooks(mgr); err != nil {
 		return err
 	}
-	e.removeCRDReader = pushCRDReader(mgr.GetAPIReader())
+	e.removeCRDReader = pushCRDReader(cachedFirst{cached: mgr.GetCache(), live: mgr.GetAPIReader()})
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	e.mgrCancel = cancel
 	e.mgrDone = make(chan error, 1)

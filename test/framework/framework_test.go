@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -316,6 +317,42 @@ func TestV1Beta1MachineDeploymentReadsBackAsV1Beta2(t *testing.T) {
 	require.NotNil(t, old.Spec.RolloutAfter)
 	assert.True(t, old.Spec.RolloutAfter.Equal(&rolloutAfter))
 	assert.Equal(t, ptr.To[int32](17), old.Spec.MinReadySeconds)
+}
+
+// TestConversionsReadCRDsThroughTheCache: the API server asks for a
+// conversion of every Cluster API object it writes, and each conversion
+// looks up the contract label of the referenced kinds' CRDs. Those
+// lookups go through the environment's cache, as in Cluster API's own
+// managers: writes read no CRD from the API server (each read is a quorum
+// read of a CRD of up to a megabyte, which the benchmarks would count
+// against every configuration alike).
+func TestConversionsReadCRDsThroughTheCache(t *testing.T) {
+	ctx := t.Context()
+	createInfrastructureTemplateCRD(t)
+	md := machineDeployment("crd-reads", "v1.35.2")
+	require.NoError(t, env.Client.Create(ctx, md))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), md) })
+
+	counts := func() (crdGets, conversions float64) {
+		samples, err := framework.APIServerMetrics(ctx, env.Config)
+		require.NoError(t, err)
+		crdGets = framework.SumBy(samples, "apiserver_request_total",
+			map[string]string{"resource": "customresourcedefinitions", "verb": "GET"})[""]
+		conversions = framework.SumBy(samples, "apiserver_crd_conversion_webhook_duration_seconds_count",
+			map[string]string{"crd_name": "machinedeployments.cluster.x-k8s.io"})[""]
+		return crdGets, conversions
+	}
+	gets0, conv0 := counts()
+	const writes = 10
+	for i := range writes {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"write":"w%d"}}}`, i)
+		require.NoError(t, env.Client.Patch(ctx, md, client.RawPatch(types.MergePatchType, []byte(patch))))
+	}
+	gets, conv := counts()
+	// Without conversions there would be nothing to read: make sure the
+	// writes asked for them.
+	require.GreaterOrEqual(t, conv-conv0, float64(writes), "conversions of the MachineDeployment during %d writes", writes)
+	assert.Zero(t, gets-gets0, "CRDs read from the API server during %d writes of a MachineDeployment", writes)
 }
 
 // createInfrastructureTemplateCRD installs a minimal infrastructure template

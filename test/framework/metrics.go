@@ -1,12 +1,16 @@
 package framework
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Sample is one sample of a Prometheus text exposition: the value of a
@@ -21,6 +25,24 @@ type Sample struct {
 	Labels map[string]string
 	// Value is its value.
 	Value float64
+}
+
+// APIServerMetrics reads the /metrics page of the API server cfg points at
+// (its user must be allowed to GET /metrics; an environment's admin is).
+func APIServerMetrics(ctx context.Context, cfg *rest.Config) ([]Sample, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating a client for the API server's /metrics: %w", err)
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
+	}
+	samples, err := ParseMetrics(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the API server's /metrics: %w", err)
+	}
+	return samples, nil
 }
 
 // ParseMetrics reads a /metrics page in the Prometheus text format with

@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
@@ -307,12 +306,8 @@ func revisionRequests(t *testing.T) map[string]float64 {
 // (apiserver_request_total), by verb.
 func apiRequests(t *testing.T, resource string) map[string]float64 {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	samples, err := framework.APIServerMetrics(context.Background(), env.Config)
 	require.NoError(t, err)
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	require.NoError(t, err, "reading the API server's /metrics")
-	samples, err := framework.ParseMetrics(bytes.NewReader(raw))
-	require.NoError(t, err, "parsing the API server's /metrics")
 	return framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": resource}, "verb")
 }
 

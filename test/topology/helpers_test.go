@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/client-go/kubernetes"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -149,19 +148,16 @@ func kcp(t *testing.T, name string) *controlplanev1.KubeadmControlPlane {
 // the API server does not answer.
 func guardRejections(t *testing.T, deniedOnly bool) map[string]float64 {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(sb.Config)
-	require.NoError(t, err)
-	var raw []byte
+	var samples []framework.Sample
+	var err error
 	require.Eventually(t, func() bool {
-		raw, err = cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+		samples, err = framework.APIServerMetrics(context.Background(), sb.Config)
 		return err == nil
 	}, time.Minute, 500*time.Millisecond, "reading the API server's metrics")
 	out := map[string]float64{}
 	for _, name := range guardWebhookNames(t) {
 		out[name] = 0
 	}
-	samples, err := framework.ParseMetrics(bytes.NewReader(raw))
-	require.NoError(t, err, "parsing the API server's metrics")
 	for _, sample := range samples {
 		if sample.Name != "apiserver_admission_webhook_rejection_count" ||
 			deniedOnly && sample.Labels["error_type"] != "no_error" {

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -18,25 +16,12 @@ import (
 // the ones the edits and the guard touch.
 var benchResources = []string{"controllerrevisions", "machinedeployments", "kubeadmcontrolplanes", "clusters", "machines"}
 
-// scrape reads the API server's /metrics (the admin may).
-func scrape(ctx context.Context, cfg *rest.Config) ([]framework.Sample, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating a clientset: %w", err)
-	}
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
-	}
-	return framework.ParseMetrics(bytes.NewReader(raw))
-}
-
 // apiServerMetrics prints, from the API server's own metrics over the
 // whole run, the time it spent calling each webhook and checking the
 // policy, and the requests the guard made for ControllerRevisions, the
 // writes it adds to an edit.
 func (b *bench) apiServerMetrics(ctx context.Context, cfg *rest.Config) error {
-	samples, err := scrape(ctx, cfg)
+	samples, err := framework.APIServerMetrics(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -101,7 +86,7 @@ func (t webhookTime) minus(o webhookTime) webhookTime {
 // type (admit: mutating; validating), the cheap way round a slice:
 // subtracting two readings gives a workload's.
 func (b *bench) webhookTimes(ctx context.Context) (map[string]webhookTime, error) {
-	samples, err := scrape(ctx, b.cfg)
+	samples, err := framework.APIServerMetrics(ctx, b.cfg)
 	if err != nil {
 		return nil, err
 	}

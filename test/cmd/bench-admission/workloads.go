@@ -364,7 +364,7 @@ func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []
 // revisionRequests reads the API server's count of ControllerRevision
 // requests, by verb.
 func (b *bench) revisionRequests(ctx context.Context) (map[string]float64, error) {
-	samples, err := scrape(ctx, b.cfg)
+	samples, err := framework.APIServerMetrics(ctx, b.cfg)
 	if err != nil {
 		return nil, err
 	}
