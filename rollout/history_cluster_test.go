@@ -29,8 +29,8 @@ const capiManager = "system:serviceaccount:capi-system:capi-manager"
 // guard's reconciler records it shortly after a change).
 func chainHistory(t *testing.T) []client.Object {
 	t.Helper()
-	c, kcp, mds, _, _ := chainDone.objects()
-	md := &mds[0]
+	c, o := chainDone.objects()
+	kcp, md := o.ControlPlane, &o.MachineDeployments[0]
 	at := func(d time.Duration) time.Time { return historyNow.Add(-d) }
 	kcpAt := func(v string) *controlplanev1.KubeadmControlPlane {
 		k := kcp.DeepCopy()
@@ -126,9 +126,10 @@ func TestHistoryClusterRefusesRevisionAndDiff(t *testing.T) {
 // history says so; an object without records next to recorded ones is a
 // warning.
 func TestHistoryClusterUnrecorded(t *testing.T) {
-	c, kcp, mds, _, _ := chainDone.objects()
-	kcp.Annotations, mds[0].Annotations = nil, nil
-	out, errOut, code := runFake(t, newFakeClient(c, kcp, &mds[0]), historyNow, "history", "cluster/c1")
+	c, o := chainDone.objects()
+	kcp, md := o.ControlPlane, &o.MachineDeployments[0]
+	kcp.Annotations, md.Annotations = nil, nil
+	out, errOut, code := runFake(t, newFakeClient(c, kcp, md), historyNow, "history", "cluster/c1")
 	assert.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, "No revision history recorded for Cluster demo/c1, its control plane and worker pools. Is rollout-guard installed? It records every change from the moment it is.\n", out)
 

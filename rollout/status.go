@@ -102,18 +102,18 @@ cluster/NAME watches the cluster's control plane, then each of its MachineDeploy
 MachinePools, in turn, within one --timeout.
 
 A ClusterClass cluster (one with spec.topology) is watched as a whole instead: its Cluster,
-control plane, MachineDeployments, Machines and MachineSets at once. Cluster API upgrades
-a topology in steps (a chained upgrade: the control plane one minor at a time, the workers
-when the kubelet version skew requires it and at the end), and while it does, it writes the
-versions still to apply in the Cluster's status.controlPlane.upgradePlan and
+control plane, MachineDeployments, MachinePools, Machines and MachineSets at once. Cluster
+API upgrades a topology in steps (a chained upgrade: the control plane one minor at a time,
+the workers when the kubelet version skew requires it and at the end), and while it does,
+it writes the versions still to apply in the Cluster's status.controlPlane.upgradePlan and
 status.workers.upgradePlan. status shows these steps in order, each done, now (the current
 one, the first not rolled out) or next, from the control plane's spec.version and its
-machines' versions and the MachineDeployments' versions, with the Cluster's
-TopologyReconciled condition while it is not True. Such a cluster is done only when its
-spec.topology.version is reached by the control plane (spec.version and every machine) and
-by every MachineDeployment of the topology, and every object is rolled out: a step rolled
-out on the way is not the end. Watching one topology-owned object instead ends at its own
-step.
+machines' versions and the worker pools' versions, with the Cluster's TopologyReconciled
+condition while it is not True. Such a cluster is done only when its spec.topology.version
+is reached by the control plane (spec.version and every machine) and by every
+MachineDeployment and MachinePool of the topology, and every object is rolled out: a step
+rolled out on the way is not the end. Watching one topology-owned object instead ends at
+its own step.
 
 -o json prints one JSON object per change: {"time", "object", "phase" (Progressing,
 Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "available",
@@ -123,8 +123,8 @@ cluster's ("object": "cluster/NAME", the counts summed over its objects, no mach
 "upgrade": {"version", "reached", "controlPlane" and "workers": [{"object", "version",
 "machines": [{"version", "machines"}]}], "controlPlanePlan", "workersPlan", "steps":
 [{"version", "part" (controlPlane, workers), "state" (RolledOut, RollingOut, Pending),
-"current", "objects", "applied", "rolledOut"}], "missing", "topologyReconciled"}; its
-objects' events follow, with the cluster's phase and done.
+"current", "objects", "applied", "rolledOut"}], "missing", "missingMachinePools",
+"topologyReconciled"}; its objects' events follow, with the cluster's phase and done.
 
 ` + statusExitCodesHelp,
 		Example: `  # Wait for a worker pool to roll out

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,8 +14,8 @@ import (
 
 // A ClusterClass cluster is watched as a whole: its Cluster (for
 // spec.topology.version and the upgrade plans), its KubeadmControlPlane, its
-// MachineDeployments, Machines and MachineSets (all labelled with the
-// cluster's name), with one list and one watch each. During a chained
+// MachineDeployments, Machines, MachineSets and MachinePools (all labelled
+// with the cluster's name), with one list and one watch each. During a chained
 // upgrade the topology controller moves the control plane and the workers
 // from step to step, so no object can be watched to its end apart.
 
@@ -25,11 +26,15 @@ const (
 	topologyMachineDeployments
 	topologyMachines
 	topologyMachineSets
+	// topologyMachinePools is the last source, and only there when the
+	// management cluster serves MachinePools.
+	topologyMachinePools
 )
 
 // topologyWatcher reads ClusterClass cluster NAME in ns: the Cluster (field
-// selector metadata.name) and its objects (label cluster.x-k8s.io/cluster-name).
-func (o *StatusOptions) topologyWatcher(cl *clients, cluster *clusterv1.Cluster) *watcher {
+// selector metadata.name) and its objects (label cluster.x-k8s.io/cluster-name),
+// its MachinePools too when pools.
+func (o *StatusOptions) topologyWatcher(cl *clients, cluster *clusterv1.Cluster, pools bool) *watcher {
 	ns, name := cluster.Namespace, cluster.Name
 	byCluster := client.MatchingLabels{clusterv1.ClusterNameLabel: name}
 	sources := []watchSource{
@@ -40,6 +45,9 @@ func (o *StatusOptions) topologyWatcher(cl *clients, cluster *clusterv1.Cluster)
 		topologyMachineDeployments: labelled("MachineDeployment", MachineDeployment.GroupResource(), &clusterv1.MachineDeployment{}, MachineDeployment.NewList, ns, byCluster),
 		topologyMachines:           machineSource(ns, byCluster),
 		topologyMachineSets:        machineSetSource(ns, byCluster),
+	}
+	if pools {
+		sources = append(sources, labelled("MachinePool", MachinePool.GroupResource(), &clusterv1.MachinePool{}, MachinePool.NewList, ns, byCluster))
 	}
 	return newWatcher(cl.client, ns, "status "+describe(cluster, Cluster), o.c.IOStreams.ErrOut, sources)
 }
@@ -59,9 +67,33 @@ func topologyView(w *watcher, name string, now time.Time) (statusView, error) {
 			cp = &cps[i]
 		}
 	}
-	r := evaluateTopology(cluster, cp, typed[clusterv1.MachineDeployment](w.of(topologyMachineDeployments)),
-		typed[clusterv1.Machine](w.of(topologyMachines)), typed[clusterv1.MachineSet](w.of(topologyMachineSets)), now)
-	return &clusterView{r}, nil
+	objs := TopologyObjects{
+		ControlPlane:       cp,
+		MachineDeployments: typed[clusterv1.MachineDeployment](w.of(topologyMachineDeployments)),
+		Machines:           typed[clusterv1.Machine](w.of(topologyMachines)),
+		MachineSets:        typed[clusterv1.MachineSet](w.of(topologyMachineSets)),
+	}
+	if w.has(topologyMachinePools) {
+		objs.MachinePools = typed[clusterv1.MachinePool](w.of(topologyMachinePools))
+	}
+	return &clusterView{evaluateTopology(cluster, objs, now)}, nil
+}
+
+// servesMachinePools says whether the management cluster serves
+// MachinePools (Cluster API's MachinePool feature may be off, its CRD not
+// installed), by asking for one of cluster's: a cluster without them has
+// none to watch. Like history and status of a cluster without a topology
+// (clusterPools), it needs "list" on machinepools.
+func servesMachinePools(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, purpose string) (bool, error) {
+	err := cl.client.List(ctx, &clusterv1.MachinePoolList{}, client.InNamespace(cluster.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}, client.Limit(1))
+	switch {
+	case err == nil:
+		return true, nil
+	case apimeta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, call{verb: "list", gr: MachinePool.GroupResource(), kind: "MachinePool", namespace: cluster.Namespace, purpose: purpose}.explain(err)
 }
 
 // runTopology reports on a ClusterClass cluster: once (--watch=false), or
@@ -70,7 +102,11 @@ func (o *StatusOptions) runTopology(ctx context.Context, cl *clients, cluster *c
 	if ref := cluster.Spec.ControlPlaneRef; ref.IsDefined() && (ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group) {
 		return fmt.Errorf("cannot watch Cluster %s/%s: its control plane is a %s.%s; status watches KubeadmControlPlanes only", cluster.Namespace, cluster.Name, ref.Kind, ref.APIGroup)
 	}
-	w := o.topologyWatcher(cl, cluster)
+	pools, err := servesMachinePools(ctx, cl, cluster, "status "+describe(cluster, Cluster))
+	if err != nil {
+		return o.timedOut(ctx, err)
+	}
+	w := o.topologyWatcher(cl, cluster, pools)
 	view := func(now time.Time) (statusView, error) { return topologyView(w, cluster.Name, now) }
 	if o.Watch {
 		return o.follow(ctx, w, view, p)

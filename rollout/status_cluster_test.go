@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -18,19 +19,22 @@ import (
 
 // objectsOf lists a topo's objects for a client.
 func objectsOf(t topo) []client.Object {
-	c, kcp, mds, machines, sets := t.objects()
+	c, o := t.objects()
 	objs := []client.Object{c}
-	if kcp != nil {
-		objs = append(objs, kcp)
+	if o.ControlPlane != nil {
+		objs = append(objs, o.ControlPlane)
 	}
-	for i := range mds {
-		objs = append(objs, &mds[i])
+	for i := range o.MachineDeployments {
+		objs = append(objs, &o.MachineDeployments[i])
 	}
-	for i := range machines {
-		objs = append(objs, &machines[i])
+	for i := range o.MachinePools {
+		objs = append(objs, &o.MachinePools[i])
 	}
-	for i := range sets {
-		objs = append(objs, &sets[i])
+	for i := range o.Machines {
+		objs = append(objs, &o.Machines[i])
+	}
+	for i := range o.MachineSets {
+		objs = append(objs, &o.MachineSets[i])
 	}
 	return objs
 }
@@ -140,16 +144,10 @@ func TestStatusClusterStalledAndTimedOut(t *testing.T) {
 	require.Len(t, lines, 6, out)
 	assert.Contains(t, lines[3], `"object":"cluster/c1","phase":"TimedOut"`)
 
-	c, kcp, mds, machines, sets := chainDone.objects()
-	mds[0].Spec.Paused = new(bool)
-	*mds[0].Spec.Paused = true
-	objs := []client.Object{c, kcp, &mds[0]}
-	for i := range machines {
-		objs = append(objs, &machines[i])
-	}
-	for i := range sets {
-		objs = append(objs, &sets[i])
-	}
+	paused := chainDone
+	paused.pools = []topoPool{chainDone.pools[0]}
+	paused.pools[0].paused = true
+	objs := objectsOf(paused)
 	_, errOut, code = runFake(t, newFakeClient(objs...), now, "status", "cluster/c1")
 	assert.Equal(t, ExitPaused, code)
 	assert.Equal(t, "error: cluster/c1 is paused (machinedeployment/c1-md-0: spec.paused is true): it will not roll out until resumed\n", errOut)
@@ -187,5 +185,61 @@ func TestStatusClusterForbidden(t *testing.T) {
 		_, errOut, code := runFake(t, cl, time.Now(), "status", "cluster/c1", watchFlag)
 		assert.Equal(t, ExitError, code, watchFlag)
 		assert.Equal(t, `error: cannot status Cluster demo/c1: user "viewer" may not list machines.cluster.x-k8s.io in namespace "demo" (Forbidden); ask your cluster administrator for a Role granting "list" on "machines" in API group "cluster.x-k8s.io": machines.cluster.x-k8s.io is forbidden: User "viewer" cannot list resource "machines" in API group "cluster.x-k8s.io" in the namespace "demo"`+"\n", errOut, watchFlag)
+	}
+}
+
+// TestStatusClusterMachinePools: status of a ClusterClass cluster watches
+// its MachinePools too, and ends only when they are upgraded; a management
+// cluster that serves no MachinePools is watched without them (and never
+// asked for a list of them).
+func TestStatusClusterMachinePools(t *testing.T) {
+	pending, done := chainDone, chainDone
+	pending.machinePools = []topoMachinePool{{name: "mp-0", version: "v1.34.2", replicas: 3, upToDate: 3}}
+	done.machinePools = []topoMachinePool{{name: "mp-0", version: "v1.35.0", replicas: 3, upToDate: 3}}
+	now := time.Now()
+
+	out, errOut, code := runFake(t, newFakeClient(objectsOf(pending)...), now, "status", "cluster/c1", "--watch=false")
+	assert.Equal(t, ExitError, code)
+	assert.Equal(t, `cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done
+kubeadmcontrolplane/c1-control-plane: 3 of 3 machines up to date, 3 available
+machinedeployment/c1-md-0: 2 of 2 machines up to date, 2 available
+machinepool/c1-mp-0: 3 of 3 instances up to date, 3 available
+`, out)
+	assert.Equal(t, "error: cluster/c1 is not rolled out: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done\n", errOut)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newFakeClient(objectsOf(pending)...)
+	r := startFake(ctx, cl, topoNS, now, "status", "cluster/c1", "--timeout", "25s")
+	waitFor(t, r, "cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done")
+	moveTo(ctx, t, cl, done)
+	select {
+	case code := <-r.done:
+		assert.Equal(t, ExitOK, code, "stderr: %s", r.errOut)
+	case <-ctx.Done():
+		t.Fatalf("status did not end:\n%s%s", r.out, r.errOut)
+	}
+	assert.True(t, strings.HasSuffix(r.out.String(), `machinepool/c1-mp-0 successfully rolled out (revision 2)
+cluster/c1 successfully rolled out: at v1.35.0 on the control plane and 2 worker pools
+`), r.out.String())
+
+	// No MachinePools served: the kinds of the scheme but MachinePool.
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for gvk := range Scheme().AllKnownTypes() {
+		if gvk.Kind != "MachinePool" && gvk.Kind != "MachinePoolList" {
+			mapper.Add(gvk, meta.RESTScopeNamespace)
+		}
+	}
+	noPools := withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithRESTMapper(mapper).WithObjects(objectsOf(chainDone)...)).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*clusterv1.MachinePoolList); ok {
+				return &meta.NoKindMatchError{GroupKind: MachinePool.GVK.GroupKind(), SearchedVersions: []string{MachinePool.GVK.Version}}
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	for _, watchFlag := range []string{"--watch=true", "--watch=false"} {
+		out, errOut, code := runFake(t, noPools, now, "status", "cluster/c1", watchFlag)
+		assert.Equal(t, ExitOK, code, "%s: %s", watchFlag, errOut)
+		assert.Contains(t, out, "at v1.35.0 on the control plane and 1 worker pool", watchFlag)
 	}
 }

@@ -10,13 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/policy"
 )
 
 // The parts of a topology upgrade (UpgradeStep.Part).
 const (
 	// PartControlPlane is the Cluster's control plane.
 	PartControlPlane = "controlPlane"
-	// PartWorkers are the topology's MachineDeployments.
+	// PartWorkers are the topology's MachineDeployments and MachinePools.
 	PartWorkers = "workers"
 )
 
@@ -48,15 +51,15 @@ type UpgradeStatus struct {
 	// Version is the Cluster's spec.topology.version: where the upgrade ends.
 	Version string `json:"version"`
 	// Reached reports that the control plane (its spec.version and every
-	// one of its machines) and every MachineDeployment of the topology (its
-	// spec.template.spec.version and every one of its machines) are at
-	// Version, and that every MachineDeployment of the topology exists.
+	// one of its machines) and every MachineDeployment and MachinePool of
+	// the topology (its spec.template.spec.version and every one of its
+	// machines) are at Version, and that every one of them exists.
 	Reached bool `json:"reached"`
 	// ControlPlane is the control plane's version and its machines';
 	// nil while the Cluster has none yet.
 	ControlPlane *PartVersion `json:"controlPlane,omitempty"`
-	// Workers are the versions of the topology's MachineDeployments and of
-	// their machines, by name.
+	// Workers are the versions of the topology's MachineDeployments, then
+	// of its MachinePools, and of their machines, by name.
 	Workers []PartVersion `json:"workers"`
 	// ControlPlanePlan and WorkersPlan are the Cluster's
 	// status.controlPlane.upgradePlan and status.workers.upgradePlan, as the
@@ -72,6 +75,10 @@ type UpgradeStatus struct {
 	// (spec.topology.workers.machineDeployments[].name) that have no
 	// MachineDeployment yet.
 	Missing []string `json:"missing,omitempty"`
+	// MissingMachinePools are the MachinePool topologies
+	// (spec.topology.workers.machinePools[].name) that have no MachinePool
+	// yet.
+	MissingMachinePools []string `json:"missingMachinePools,omitempty"`
 	// TopologyReconciled is the Cluster's TopologyReconciled condition,
 	// "Reason: message", when it is not True (an upgrade in progress, a
 	// lifecycle hook or a defer annotation holding it).
@@ -81,10 +88,12 @@ type UpgradeStatus struct {
 // PartVersion is the version of the control plane or of one worker pool,
 // and the versions its machines run.
 type PartVersion struct {
-	// Object is "kubeadmcontrolplane/NAME" or "machinedeployment/NAME".
+	// Object is "kubeadmcontrolplane/NAME", "machinedeployment/NAME" or
+	// "machinepool/NAME".
 	Object string `json:"object"`
 	// Topology is a MachineDeployment's name in
-	// spec.topology.workers.machineDeployments.
+	// spec.topology.workers.machineDeployments, or a MachinePool's in
+	// spec.topology.workers.machinePools.
 	Topology string `json:"topology,omitempty"`
 	// Version is its spec.version (control plane) or
 	// spec.template.spec.version (MachineDeployment).
@@ -112,8 +121,8 @@ type UpgradeStep struct {
 	// rolled out.
 	Current bool `json:"current,omitempty"`
 	// Objects is how many objects the part has: 1 for the control plane,
-	// the MachineDeployments of the topology (created or not) for the
-	// workers.
+	// the MachineDeployments and MachinePools of the topology (created or
+	// not) for the workers.
 	Objects int `json:"objects"`
 	// Applied is how many of them have the step's version, or a later one,
 	// in their spec.
@@ -124,20 +133,37 @@ type UpgradeStep struct {
 
 // ClusterReport is the state of a ClusterClass cluster's rollout at one
 // moment: the Cluster's own report (object "cluster/NAME", its Upgrade set,
-// the counts summed over its objects) and the reports of its control plane
-// and MachineDeployments.
+// the counts summed over its objects) and the reports of its control
+// plane, MachineDeployments and MachinePools.
 type ClusterReport struct {
 	// Cluster is the report the verdict is about.
 	Cluster StatusReport
-	// Objects are the control plane, then the MachineDeployments by name.
+	// Objects are the control plane, then the MachineDeployments by name,
+	// then the MachinePools by name.
 	Objects []StatusReport
+}
+
+// TopologyObjects are the objects of a ClusterClass cluster that its
+// rollout is evaluated from.
+type TopologyObjects struct {
+	// ControlPlane is its KubeadmControlPlane, nil before the topology
+	// controller created it.
+	ControlPlane *controlplanev1.KubeadmControlPlane
+	// MachineDeployments and MachinePools are its worker pools (a
+	// management cluster that serves no MachinePools has none).
+	MachineDeployments []clusterv1.MachineDeployment
+	MachinePools       []clusterv1.MachinePool
+	// Machines and MachineSets are the cluster's.
+	Machines    []clusterv1.Machine
+	MachineSets []clusterv1.MachineSet
 }
 
 // partFacts is what the upgrade steps are computed from, for one object.
 type partFacts struct {
-	// object is "kubeadmcontrolplane/NAME" or "machinedeployment/NAME".
+	// object is "kubeadmcontrolplane/NAME", "machinedeployment/NAME" or
+	// "machinepool/NAME".
 	object string
-	// topology is a MachineDeployment's topology name.
+	// topology is a worker pool's topology name.
 	topology string
 	// version is the object's spec version.
 	version string
@@ -148,63 +174,83 @@ type partFacts struct {
 }
 
 // EvaluateTopology computes the state of the rollout of a ClusterClass
-// cluster from its Cluster, its KubeadmControlPlane (nil before the
-// topology controller created it), its MachineDeployments, and the Machines
-// and MachineSets of the cluster.
+// cluster from its Cluster and its objects.
 //
 // The cluster is complete only when every object is complete (as
 // EvaluateStatus decides) and its spec.topology.version is reached: by the
 // control plane's spec.version and every one of its machines, and by every
-// MachineDeployment of the topology. During a chained upgrade an
-// intermediate step rolled out is therefore not the end.
-func EvaluateTopology(cluster *clusterv1.Cluster, cp *controlplanev1.KubeadmControlPlane, mds []clusterv1.MachineDeployment, machines []clusterv1.Machine, sets []clusterv1.MachineSet) ClusterReport {
-	return evaluateTopology(cluster, cp, mds, machines, sets, time.Now())
+// MachineDeployment and MachinePool of the topology. During a chained
+// upgrade an intermediate step rolled out is therefore not the end.
+func EvaluateTopology(cluster *clusterv1.Cluster, objs TopologyObjects) ClusterReport {
+	return evaluateTopology(cluster, objs, time.Now())
 }
 
 // evaluateTopology is EvaluateTopology at the local time now.
-func evaluateTopology(cluster *clusterv1.Cluster, cp *controlplanev1.KubeadmControlPlane, mds []clusterv1.MachineDeployment, machines []clusterv1.Machine, sets []clusterv1.MachineSet, now time.Time) ClusterReport {
+func evaluateTopology(cluster *clusterv1.Cluster, objs TopologyObjects, now time.Time) ClusterReport {
 	r := ClusterReport{}
 	var (
 		cpFacts *partFacts
 		pools   []partFacts
 	)
-	if cp != nil {
-		own := machinesWithLabel(machines, clusterv1.MachineControlPlaneNameLabel, cp.Name)
+	if cp := objs.ControlPlane; cp != nil {
+		own := machinesWithLabel(objs.Machines, clusterv1.MachineControlPlaneNameLabel, cp.Name)
 		s := evaluateStatus(cp, own, nil, now)
 		r.Objects = append(r.Objects, s)
 		cpFacts = &partFacts{object: s.Object, version: cp.Spec.Version, machines: machineVersions(own), complete: s.Complete}
 	}
-	sorted := append([]clusterv1.MachineDeployment(nil), mds...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	created := map[string]bool{}
-	for i := range sorted {
-		md := &sorted[i]
-		own := machinesWithLabel(machines, clusterv1.MachineDeploymentNameLabel, md.Name)
-		var ownSets []clusterv1.MachineSet
-		for _, ms := range sets {
-			if ms.Labels[clusterv1.MachineDeploymentNameLabel] == md.Name {
-				ownSets = append(ownSets, ms)
-			}
-		}
-		s := evaluateStatus(md, own, ownSets, now)
-		if !md.DeletionTimestamp.IsZero() {
+	// pool adds a worker pool's report, and its facts when the topology
+	// owns it (one added by hand, or one the topology removed, counts for
+	// done, not for the upgrade); it returns whether it did.
+	pool := func(obj client.Object, version string, own []clusterv1.Machine, sets []clusterv1.MachineSet) bool {
+		s := evaluateStatus(obj, own, sets, now)
+		deleting := !obj.GetDeletionTimestamp().IsZero()
+		if deleting {
 			// The topology removed it (or someone deletes it): the cluster
 			// is not rolled out until it is gone.
 			s.deleting, s.Complete = true, false
 		}
 		r.Objects = append(r.Objects, s)
-		if !topologyOwned(md) || !md.DeletionTimestamp.IsZero() {
-			// A pool added by hand, or one the topology removed: it counts
-			// for done, not for the upgrade.
-			continue
+		if !topologyOwned(obj) || deleting {
+			return false
 		}
-		created[topologyName(md)] = true
-		pools = append(pools, partFacts{object: s.Object, topology: topologyName(md), version: md.Spec.Template.Spec.Version, machines: machineVersions(own), complete: s.Complete})
+		pools = append(pools, partFacts{object: s.Object, topology: topologyName(obj), version: version, machines: machineVersions(own), complete: s.Complete})
+		return true
 	}
-	var missing []string
+	mds := append([]clusterv1.MachineDeployment(nil), objs.MachineDeployments...)
+	sort.Slice(mds, func(i, j int) bool { return mds[i].Name < mds[j].Name })
+	createdMDs := map[string]bool{}
+	for i := range mds {
+		md := &mds[i]
+		var ownSets []clusterv1.MachineSet
+		for _, ms := range objs.MachineSets {
+			if ms.Labels[clusterv1.MachineDeploymentNameLabel] == md.Name {
+				ownSets = append(ownSets, ms)
+			}
+		}
+		own := machinesWithLabel(objs.Machines, clusterv1.MachineDeploymentNameLabel, md.Name)
+		if pool(md, md.Spec.Template.Spec.Version, own, ownSets) {
+			createdMDs[topologyName(md)] = true
+		}
+	}
+	mps := append([]clusterv1.MachinePool(nil), objs.MachinePools...)
+	sort.Slice(mps, func(i, j int) bool { return mps[i].Name < mps[j].Name })
+	createdMPs := map[string]bool{}
+	for i := range mps {
+		mp := &mps[i]
+		own := machinesWithLabel(objs.Machines, clusterv1.MachinePoolNameLabel, policy.MachinePoolLabelValue(mp.Name))
+		if pool(mp, mp.Spec.Template.Spec.Version, own, nil) {
+			createdMPs[topologyName(mp)] = true
+		}
+	}
+	var missing, missingMPs []string
 	for _, t := range cluster.Spec.Topology.Workers.MachineDeployments {
-		if !created[t.Name] {
+		if !createdMDs[t.Name] {
 			missing = append(missing, t.Name)
+		}
+	}
+	for _, t := range cluster.Spec.Topology.Workers.MachinePools {
+		if !createdMPs[t.Name] {
+			missingMPs = append(missingMPs, t.Name)
 		}
 	}
 	var cpPlan, workersPlan []string
@@ -218,7 +264,7 @@ func evaluateTopology(cluster *clusterv1.Cluster, cp *controlplanev1.KubeadmCont
 			workersPlan = append(workersPlan, v.Version)
 		}
 	}
-	u := upgradeOf(cluster.Spec.Topology.Version, cpPlan, workersPlan, cpFacts, pools, missing)
+	u := upgradeOf(cluster.Spec.Topology.Version, cpPlan, workersPlan, cpFacts, pools, missing, missingMPs)
 	if c := apimeta.FindStatusCondition(cluster.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition); c != nil && c.Status != metav1.ConditionTrue {
 		u.TopologyReconciled = strings.TrimSuffix(c.Reason+": "+conditionLine(c.Message), ": ")
 	}
@@ -245,7 +291,7 @@ func evaluateTopology(cluster *clusterv1.Cluster, cp *controlplanev1.KubeadmCont
 		}
 		fmt.Fprintf(&key, "%s %s %s %d %d;", st.Version, st.Part, st.State, st.Applied, st.RolledOut)
 	}
-	fmt.Fprintf(&key, "%s %v", u.Version, u.Missing)
+	fmt.Fprintf(&key, "%s %v %v", u.Version, u.Missing, u.MissingMachinePools)
 	s.progress = key.String()
 	s.Complete = complete
 	r.Cluster = s

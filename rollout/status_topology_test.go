@@ -32,6 +32,11 @@ type topo struct {
 	pools      []topoPool
 	// declared are more MachineDeployment topologies, not created.
 	declared []string
+	// machinePools are its MachinePools, without Machines (as most
+	// infrastructure providers run them).
+	machinePools []topoMachinePool
+	// declaredMachinePools are more MachinePool topologies, not created.
+	declaredMachinePools []string
 	// reconciled is the TopologyReconciled condition's "reason: message";
 	// "" for True.
 	reconciled string
@@ -47,13 +52,25 @@ type topoPool struct {
 	byHand        bool
 	// deleting pools are no longer in the topology and being deleted.
 	deleting bool
+	// paused pools have spec.paused set.
+	paused bool
+}
+
+// topoMachinePool is one MachinePool of the topology (it is called
+// c1-NAME): its spec version, how many instances it wants and how many of
+// them are up to date (all of them available and ready). byHand pools are
+// not topology-owned.
+type topoMachinePool struct {
+	name, version      string
+	replicas, upToDate int32
+	byHand             bool
 }
 
 const topoNS = "demo"
 
 // objects builds the Cluster, KubeadmControlPlane, MachineDeployments,
-// Machines and MachineSets.
-func (t topo) objects() (*clusterv1.Cluster, *controlplanev1.KubeadmControlPlane, []clusterv1.MachineDeployment, []clusterv1.Machine, []clusterv1.MachineSet) {
+// MachinePools, Machines and MachineSets.
+func (t topo) objects() (*clusterv1.Cluster, TopologyObjects) {
 	created := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	labels := func(extra ...string) map[string]string {
 		l := map[string]string{clusterv1.ClusterNameLabel: "c1"}
@@ -73,6 +90,14 @@ func (t topo) objects() (*clusterv1.Cluster, *controlplanev1.KubeadmControlPlane
 	}
 	for _, d := range t.declared {
 		c.Spec.Topology.Workers.MachineDeployments = append(c.Spec.Topology.Workers.MachineDeployments, clusterv1.MachineDeploymentTopology{Name: d, Class: "default-worker"})
+	}
+	for _, p := range t.machinePools {
+		if !p.byHand {
+			c.Spec.Topology.Workers.MachinePools = append(c.Spec.Topology.Workers.MachinePools, clusterv1.MachinePoolTopology{Name: p.name, Class: "default-pool"})
+		}
+	}
+	for _, d := range t.declaredMachinePools {
+		c.Spec.Topology.Workers.MachinePools = append(c.Spec.Topology.Workers.MachinePools, clusterv1.MachinePoolTopology{Name: d, Class: "default-pool"})
 	}
 	c.Status.ControlPlane = &clusterv1.ClusterControlPlaneStatus{}
 	c.Status.Workers = &clusterv1.WorkersStatus{}
@@ -137,6 +162,9 @@ func (t topo) objects() (*clusterv1.Cluster, *controlplanev1.KubeadmControlPlane
 			md.Finalizers = []string{"cluster.x-k8s.io/machinedeployment"}
 		}
 		md.Spec.Template.Spec.Version = p.version
+		if p.paused {
+			md.Spec.Paused = ptr.To(true)
+		}
 		n := int32(len(p.machines))
 		md.Spec.Replicas = &n
 		var fresh, old int32
@@ -163,13 +191,30 @@ func (t topo) objects() (*clusterv1.Cluster, *controlplanev1.KubeadmControlPlane
 		}
 		mds = append(mds, md)
 	}
-	return c, kcp, mds, machines, sets
+	var mps []clusterv1.MachinePool
+	for _, p := range t.machinePools {
+		mp := clusterv1.MachinePool{}
+		mp.Name, mp.Namespace, mp.Generation, mp.UID = "c1-"+p.name, topoNS, 2, types.UID("uid-mp-"+p.name)
+		mp.Labels = labels()
+		if !p.byHand {
+			mp.Labels = labels(clusterv1.ClusterTopologyOwnedLabel, "", clusterv1.ClusterTopologyMachinePoolNameLabel, p.name)
+		}
+		mp.Annotations = map[string]string{"rollout-guard.io/revision": "2"}
+		mp.Spec.ClusterName = "c1"
+		mp.Spec.Template.Spec.Version = p.version
+		replicas, upToDate := p.replicas, p.upToDate
+		mp.Spec.Replicas = &replicas
+		mp.Status.ObservedGeneration = 2
+		mp.Status.Replicas, mp.Status.UpToDateReplicas, mp.Status.AvailableReplicas, mp.Status.ReadyReplicas = &replicas, &upToDate, &replicas, &replicas
+		mps = append(mps, mp)
+	}
+	return c, TopologyObjects{ControlPlane: kcp, MachineDeployments: mds, MachinePools: mps, Machines: machines, MachineSets: sets}
 }
 
 // report evaluates the cluster.
 func (t topo) report() ClusterReport {
-	c, kcp, mds, machines, sets := t.objects()
-	return evaluateTopology(c, kcp, mds, machines, sets, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	c, objs := t.objects()
+	return evaluateTopology(c, objs, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // stepsLine is the steps on one line; ">" marks the current one.
@@ -341,6 +386,7 @@ func TestUpgradeOf(t *testing.T) {
 		cp            *partFacts
 		pools         []partFacts
 		missing       []string
+		missingMPs    []string
 		steps         string
 		reached       bool
 	}{
@@ -358,6 +404,9 @@ func TestUpgradeOf(t *testing.T) {
 			steps: "v1.34.2 workers RolledOut, v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut"},
 		{name: "no control plane, a missing pool", target: "v1.35.0", missing: []string{"a"},
 			steps: ">v1.35.0 controlPlane Pending, v1.35.0 workers Pending"},
+		{name: "a missing MachinePool holds the end", target: "v1.35.0", cp: cp("v1.35.0", true, "v1.35.0"),
+			pools: []partFacts{pool("a", "v1.35.0", true, "v1.35.0")}, missingMPs: []string{"mp"},
+			steps: "v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut"},
 		// Cluster API lets a plan go through versions equal but for their
 		// build metadata, in the plan's order.
 		{name: "build metadata keeps the plan's order", target: "v1.34.2+build.1", cpPlan: []string{"v1.34.2+build.2", "v1.34.2+build.1"},
@@ -365,7 +414,7 @@ func TestUpgradeOf(t *testing.T) {
 			steps: "v1.33.4 controlPlane RolledOut, >v1.34.2+build.2 controlPlane Pending, v1.34.2+build.1 controlPlane Pending"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := upgradeOf(tc.target, tc.cpPlan, tc.wPlan, tc.cp, tc.pools, tc.missing)
+			u := upgradeOf(tc.target, tc.cpPlan, tc.wPlan, tc.cp, tc.pools, tc.missing, tc.missingMPs)
 			assert.Equal(t, tc.steps, stepsLine(&u))
 			assert.Equal(t, tc.reached, u.Reached, "reached")
 		})
@@ -381,15 +430,15 @@ func TestVersionSequence(t *testing.T) {
 // TestEvaluateTopologyPaused: a paused Cluster or object is the paused
 // verdict, whatever else holds.
 func TestEvaluateTopologyPaused(t *testing.T) {
-	c, kcp, mds, machines, sets := chainDone.objects()
+	c, objs := chainDone.objects()
 	c.Spec.Paused = ptr.To(true)
-	r := evaluateTopology(c, kcp, mds, machines, sets, time.Now())
+	r := evaluateTopology(c, objs, time.Now())
 	assert.Equal(t, "spec.paused is true", r.Cluster.Paused)
 	assert.Equal(t, "paused (spec.paused is true)", r.Cluster.Summary())
 
 	c.Spec.Paused = nil
-	mds[0].Spec.Paused = ptr.To(true)
-	r = evaluateTopology(c, kcp, mds, machines, sets, time.Now())
+	objs.MachineDeployments[0].Spec.Paused = ptr.To(true)
+	r = evaluateTopology(c, objs, time.Now())
 	assert.Equal(t, "machinedeployment/c1-md-0: spec.paused is true", r.Cluster.Paused)
 	tr := &StatusTracker{ProgressDeadline: time.Minute}
 	assert.Equal(t, PhasePaused, tr.Observe(r.Cluster, time.Now()).Phase)
@@ -503,4 +552,77 @@ func TestEvaluateTopologyDeletedPool(t *testing.T) {
 	assert.Equal(t, "machinedeployment/c1-md-old", r.Objects[2].Object)
 	assert.Equal(t, "1 of 1 machines up to date, 1 available (being deleted)", r.Objects[2].Summary())
 	assert.False(t, r.Cluster.Complete)
+}
+
+// TestEvaluateTopologyMachinePools: a ClusterClass cluster's MachinePools
+// are worker pools of its upgrade like its MachineDeployments: the cluster
+// is done only when each one the topology declares exists, has the
+// topology version and has every instance up to date. One added by hand
+// counts for done only.
+func TestEvaluateTopologyMachinePools(t *testing.T) {
+	withPools := func(pools []topoMachinePool, declared ...string) topo {
+		tp := chainDone
+		tp.machinePools, tp.declaredMachinePools = pools, declared
+		return tp
+	}
+	for _, tc := range []struct {
+		name     string
+		topo     topo
+		complete bool
+		reached  bool
+		steps    string
+		summary  string
+		pool     string // the MachinePool's own summary
+	}{
+		{name: "at the version, every instance up to date", complete: true, reached: true,
+			topo:    withPools([]topoMachinePool{{name: "mp-0", version: "v1.35.0", replicas: 3, upToDate: 3}}),
+			steps:   "v1.35.0 controlPlane RolledOut, v1.35.0 workers RolledOut",
+			summary: "at v1.35.0 on the control plane and 2 worker pools",
+			pool:    "3 of 3 instances up to date, 3 available"},
+		{name: "not upgraded by the topology controller yet",
+			topo:    withPools([]topoMachinePool{{name: "mp-0", version: "v1.34.2", replicas: 3, upToDate: 3}}),
+			steps:   "v1.34.2 workers RolledOut, v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut",
+			summary: "upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done",
+			pool:    "3 of 3 instances up to date, 3 available"},
+		{name: "upgraded, its instances still rolling", reached: true,
+			topo:    withPools([]topoMachinePool{{name: "mp-0", version: "v1.35.0", replicas: 3, upToDate: 1}}),
+			steps:   "v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut",
+			summary: "upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done",
+			pool:    "1 of 3 instances up to date, 3 available"},
+		{name: "declared, not created yet",
+			topo:    withPools(nil, "mp-1"),
+			steps:   "v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut",
+			summary: "upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done; MachinePool topology mp-1 not created yet"},
+		{name: "added by hand, at another version", complete: true, reached: true,
+			topo:    withPools([]topoMachinePool{{name: "mp-0", version: "v1.34.2", replicas: 2, upToDate: 2, byHand: true}}),
+			steps:   "v1.35.0 controlPlane RolledOut, v1.35.0 workers RolledOut",
+			summary: "at v1.35.0 on the control plane and 1 worker pool",
+			pool:    "2 of 2 instances up to date, 2 available"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.topo.report()
+			u := r.Cluster.Upgrade
+			require.NotNil(t, u)
+			assert.Equal(t, tc.complete, r.Cluster.Complete, "complete")
+			assert.Equal(t, tc.reached, u.Reached, "reached")
+			assert.Equal(t, tc.steps, stepsLine(u))
+			assert.Equal(t, tc.summary, r.Cluster.Summary())
+			if tc.pool == "" {
+				assert.Equal(t, tc.topo.declaredMachinePools, u.MissingMachinePools)
+				return
+			}
+			last := r.Objects[len(r.Objects)-1]
+			assert.Equal(t, "machinepool/c1-mp-0", last.Object)
+			assert.Equal(t, tc.pool, last.Summary())
+			var workers []string
+			for _, w := range u.Workers {
+				workers = append(workers, w.Object+" "+w.Topology+" "+w.Version)
+			}
+			if tc.topo.machinePools[0].byHand {
+				assert.Equal(t, []string{"machinedeployment/c1-md-0 md-0 v1.35.0"}, workers)
+			} else {
+				assert.Equal(t, []string{"machinedeployment/c1-md-0 md-0 v1.35.0", "machinepool/c1-mp-0 mp-0 " + tc.topo.machinePools[0].version}, workers)
+			}
+		})
+	}
 }

@@ -13,8 +13,8 @@ import (
 
 // upgradeOf computes the steps of a topology upgrade to target from the
 // control plane (nil when it does not exist yet), the topology's worker
-// pools, the MachineDeployment topologies not created yet, and the
-// Cluster's upgrade plans (the versions still to be applied).
+// pools, the MachineDeployment and MachinePool topologies not created yet,
+// and the Cluster's upgrade plans (the versions still to be applied).
 //
 // The steps are, in version order (the control plane before the workers at
 // one version): the control plane at its spec.version, then at each version
@@ -22,8 +22,9 @@ import (
 // at each version of their plan, and at target. Versions are ordered as
 // semantic versions; versions equal but for build metadata keep the order
 // in which the plans list them.
-func upgradeOf(target string, cpPlan, workersPlan []string, cp *partFacts, pools []partFacts, missing []string) UpgradeStatus {
-	u := UpgradeStatus{Version: target, ControlPlanePlan: cpPlan, WorkersPlan: workersPlan, Missing: missing, Workers: []PartVersion{}, Steps: []UpgradeStep{}}
+func upgradeOf(target string, cpPlan, workersPlan []string, cp *partFacts, pools []partFacts, missing, missingMPs []string) UpgradeStatus {
+	u := UpgradeStatus{Version: target, ControlPlanePlan: cpPlan, WorkersPlan: workersPlan, Missing: missing, MissingMachinePools: missingMPs,
+		Workers: []PartVersion{}, Steps: []UpgradeStep{}}
 	var poolVersions []string
 	for _, p := range pools {
 		u.Workers = append(u.Workers, PartVersion{Object: p.object, Topology: p.topology, Version: p.version, Machines: countVersions(p.machines)})
@@ -53,7 +54,7 @@ func upgradeOf(target string, cpPlan, workersPlan []string, cp *partFacts, pools
 	rolled := func(f partFacts, v string) bool {
 		return past(f.version, v) || (f.version == v && f.complete && allAt(f.machines, v))
 	}
-	nPools := len(pools) + len(missing)
+	nPools := len(pools) + len(missing) + len(missingMPs)
 	for _, v := range seq {
 		if contains(cpVersions, v) && (cp == nil || at(v, cp.version)) {
 			st := UpgradeStep{Version: v, Part: PartControlPlane, Objects: 1}
@@ -84,7 +85,7 @@ func upgradeOf(target string, cpPlan, workersPlan []string, cp *partFacts, pools
 			break
 		}
 	}
-	u.Reached = cp != nil && cp.version == target && allAt(cp.machines, target) && len(missing) == 0
+	u.Reached = cp != nil && cp.version == target && allAt(cp.machines, target) && len(missing) == 0 && len(missingMPs) == 0
 	for _, p := range pools {
 		u.Reached = u.Reached && p.version == target && allAt(p.machines, target)
 	}
@@ -206,6 +207,9 @@ func (u UpgradeStatus) Summary() string {
 	}
 	if len(u.Missing) > 0 {
 		line += fmt.Sprintf("; MachineDeployment %s %s not created yet", plural(len(u.Missing), "topology", "topologies"), strings.Join(u.Missing, ", "))
+	}
+	if len(u.MissingMachinePools) > 0 {
+		line += fmt.Sprintf("; MachinePool %s %s not created yet", plural(len(u.MissingMachinePools), "topology", "topologies"), strings.Join(u.MissingMachinePools, ", "))
 	}
 	return line
 }

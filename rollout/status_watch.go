@@ -138,6 +138,10 @@ func (w *watcher) allSynced() bool {
 	return true
 }
 
+// has reports whether the watcher has source i (a source listed last may
+// be left out, see topologyMachinePools).
+func (w *watcher) has(i int) bool { return i < len(w.sources) }
+
 // of returns the objects of source i, by name.
 func (w *watcher) of(i int) []client.Object {
 	w.mu.Lock()

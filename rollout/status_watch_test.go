@@ -190,8 +190,8 @@ func TestStatusWatchResumes(t *testing.T) {
 
 	// An event, then the API server ends the watches (its watch timeout):
 	// status watches again from the last resourceVersion it saw.
-	_, _, _, ms, _ := chainStep1Rolling.objects()
-	m := ms[0].DeepCopy()
+	_, o := chainStep1Rolling.objects()
+	m := o.Machines[0].DeepCopy()
 	require.NoError(t, s.Get(ctx, client.ObjectKeyFromObject(m), m))
 	apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: clusterv1.MachineReadyCondition, Status: metav1.ConditionFalse, Reason: "NotReady", Message: "rebooting"})
 	require.NoError(t, s.Update(ctx, m))
