@@ -112,12 +112,7 @@ func TestStatusClusterWaitsForTheLastStep(t *testing.T) {
 	moveTo(ctx, t, cl, chainWorkersRolling)
 	waitFor(t, r, "cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 0 of 1 pool done")
 	moveTo(ctx, t, cl, chainDone)
-	select {
-	case code := <-r.done:
-		assert.Equal(t, ExitOK, code, "stderr: %s", r.errOut)
-	case <-ctx.Done():
-		t.Fatalf("status did not end:\n%s%s", r.out, r.errOut)
-	}
+	assert.Equal(t, ExitOK, exitOf(t, ctx, r), "stderr: %s", r.errOut)
 	assert.True(t, strings.HasSuffix(r.out.String(), `kubeadmcontrolplane/c1-control-plane successfully rolled out (revision 3)
 machinedeployment/c1-md-0 successfully rolled out (revision 2)
 cluster/c1 successfully rolled out: at v1.35.0 on the control plane and 1 worker pool
@@ -213,12 +208,7 @@ machinepool/c1-mp-0: 3 of 3 instances up to date, 3 available
 	r := startFake(ctx, cl, topoNS, now, "status", "cluster/c1", "--timeout", "25s")
 	waitFor(t, r, "cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done")
 	moveTo(ctx, t, cl, done)
-	select {
-	case code := <-r.done:
-		assert.Equal(t, ExitOK, code, "stderr: %s", r.errOut)
-	case <-ctx.Done():
-		t.Fatalf("status did not end:\n%s%s", r.out, r.errOut)
-	}
+	assert.Equal(t, ExitOK, exitOf(t, ctx, r), "stderr: %s", r.errOut)
 	assert.True(t, strings.HasSuffix(r.out.String(), `machinepool/c1-mp-0 successfully rolled out (revision 2)
 cluster/c1 successfully rolled out: at v1.35.0 on the control plane and 2 worker pools
 `), r.out.String())

@@ -146,15 +146,20 @@ func (t topo) objects() (*clusterv1.Cluster, TopologyObjects) {
 		kcp.Annotations = map[string]string{"rollout-guard.io/revision": "3"}
 		c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: kcp.Name}
 	}
+	// poolMeta names worker pool c1-NAME, labelled with its cluster and, but
+	// for one added by hand, as owned by the topology under nameLabel.
+	poolMeta := func(m *metav1.ObjectMeta, kind, name, nameLabel string, byHand bool) {
+		m.Name, m.Namespace, m.Generation, m.UID = "c1-"+name, topoNS, 2, types.UID("uid-"+kind+"-"+name)
+		m.Labels = labels()
+		if !byHand {
+			m.Labels = labels(clusterv1.ClusterTopologyOwnedLabel, "", nameLabel, name)
+		}
+	}
 	var mds []clusterv1.MachineDeployment
 	var sets []clusterv1.MachineSet
 	for _, p := range t.pools {
 		md := clusterv1.MachineDeployment{}
-		md.Name, md.Namespace, md.Generation, md.UID = "c1-"+p.name, topoNS, 2, types.UID("uid-md-"+p.name)
-		md.Labels = labels()
-		if !p.byHand {
-			md.Labels = labels(clusterv1.ClusterTopologyOwnedLabel, "", clusterv1.ClusterTopologyMachineDeploymentNameLabel, p.name)
-		}
+		poolMeta(&md.ObjectMeta, "md", p.name, clusterv1.ClusterTopologyMachineDeploymentNameLabel, p.byHand)
 		md.Annotations = map[string]string{clusterv1.RevisionAnnotation: "2", "rollout-guard.io/revision": "2"}
 		md.Spec.ClusterName = "c1"
 		if p.deleting {
@@ -194,11 +199,7 @@ func (t topo) objects() (*clusterv1.Cluster, TopologyObjects) {
 	var mps []clusterv1.MachinePool
 	for _, p := range t.machinePools {
 		mp := clusterv1.MachinePool{}
-		mp.Name, mp.Namespace, mp.Generation, mp.UID = "c1-"+p.name, topoNS, 2, types.UID("uid-mp-"+p.name)
-		mp.Labels = labels()
-		if !p.byHand {
-			mp.Labels = labels(clusterv1.ClusterTopologyOwnedLabel, "", clusterv1.ClusterTopologyMachinePoolNameLabel, p.name)
-		}
+		poolMeta(&mp.ObjectMeta, "mp", p.name, clusterv1.ClusterTopologyMachinePoolNameLabel, p.byHand)
 		mp.Annotations = map[string]string{"rollout-guard.io/revision": "2"}
 		mp.Spec.ClusterName = "c1"
 		mp.Spec.Template.Spec.Version = p.version

@@ -162,6 +162,8 @@ func waitUntil(t *testing.T, r *fakeRun, what string, cond func() bool) {
 	}
 }
 
+// exitOf waits until r ends and returns its exit code; the test fails
+// when ctx ends first.
 func exitOf(t *testing.T, ctx context.Context, r *fakeRun) int {
 	t.Helper()
 	select {
