@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,6 +115,9 @@ type Environment struct {
 	testEnv   *envtest.Environment
 	mgrCancel context.CancelFunc
 	mgrDone   chan error
+	// reaper stops etcd and kube-apiserver if this process ends without
+	// stopping them.
+	reaper *reaper
 	// removeCRDReader withdraws this environment from getAPIVersion.
 	removeCRDReader func()
 
@@ -327,6 +331,15 @@ func (e *Environment) startControlPlane(crds []*apiextensionsv1.CustomResourceDe
 		return fmt.Errorf("starting etcd and kube-apiserver from %s (logs in %s): %w", e.BinDir, e.WorkDir, err)
 	}
 	e.Config = cfg
+	// Should this process end without Stop, something must still stop
+	// them and remove their files (see reaperScript).
+	dirs := []string{apiServer.CertDir, e.testEnv.ControlPlane.Etcd.DataDir, e.testEnv.WebhookInstallOptions.LocalServingCertDir}
+	if e.removeWorkDir {
+		dirs = append(dirs, e.WorkDir)
+	}
+	if e.reaper, err = startReaper([]string{apiServer.Path, e.testEnv.ControlPlane.Etcd.Path}, slices.DeleteFunc(dirs, func(d string) bool { return d == "" })); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -438,6 +451,9 @@ func (e *Environment) stop() error {
 		e.removeCRDReader()
 	}
 	if err := e.stopRestartedAPIServer(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.reaper.stop(); err != nil {
 		errs = append(errs, err)
 	}
 	if e.testEnv != nil {

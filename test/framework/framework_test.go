@@ -1,10 +1,14 @@
 package framework_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -52,7 +56,32 @@ func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "webhook" {
 		os.Exit(standInGuard(os.Args[1:]))
 	}
+	if binDir := os.Getenv(orphanedEnvironmentBinDir); binDir != "" {
+		os.Exit(orphanedEnvironment(binDir))
+	}
 	os.Exit(runTests(m))
+}
+
+// orphanedEnvironmentBinDir, set in the environment of this test binary,
+// makes it start an environment from that bin directory, print the pid and
+// command line of each of its children, then "ready", and wait to be
+// killed (TestControlPlaneStoppedWhenItsProcessIsKilled).
+const orphanedEnvironmentBinDir = "FRAMEWORK_TEST_ORPHANED_ENVIRONMENT_BIN_DIR"
+
+// orphanedEnvironment is the test binary run with orphanedEnvironmentBinDir.
+func orphanedEnvironment(binDir string) int {
+	env, err := framework.Start(context.Background(), framework.Options{BinDir: binDir, Log: io.Discard})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the environment:", err)
+		return 1
+	}
+	// Never stopped: the test kills this process.
+	fmt.Printf("workdir %s\n", env.WorkDir)
+	for pid, cmdline := range framework.ChildProcesses() {
+		fmt.Printf("%d %s\n", pid, cmdline)
+	}
+	fmt.Println("ready")
+	select {}
 }
 
 func runTests(m *testing.M) int {
@@ -222,6 +251,77 @@ func TestStartStopsEverythingWhenTheGuardFails(t *testing.T) {
 	assert.Contains(t, err.Error(), "the guard exited before it was ready")
 	assert.Contains(t, err.Error(), "flag provided but not defined: -no-such-flag", "the error ends with the guard's log")
 	assert.Equal(t, before, childProcesses(t), "no etcd, kube-apiserver or guard left running")
+}
+
+// TestControlPlaneStoppedWhenItsProcessIsKilled: etcd and kube-apiserver
+// do not outlive a process that started an environment and was killed
+// before it could stop it (a sandbox killed with SIGKILL, a test binary
+// that timed out): a watchdog stops them and removes their files.
+func TestControlPlaneStoppedWhenItsProcessIsKilled(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), orphanedEnvironmentBinDir+"="+env.BinDir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	children := map[int]string{}
+	var dirs []string
+	ready := make(chan error, 1)
+	go func() {
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			if lines.Text() == "ready" {
+				ready <- nil
+				return
+			}
+			if dir, ok := strings.CutPrefix(lines.Text(), "workdir "); ok {
+				dirs = append(dirs, dir)
+				continue
+			}
+			pid, cmdline, _ := strings.Cut(lines.Text(), " ")
+			if n, err := strconv.Atoi(pid); err == nil {
+				children[n] = cmdline
+			}
+		}
+		ready <- fmt.Errorf("the process ended before its environment was ready: %v", lines.Err())
+	}()
+	select {
+	case err := <-ready:
+		require.NoError(t, err, "stderr:\n%s", stderr.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no environment within 2 minutes; stderr:\n%s", stderr.String())
+	}
+	var controlPlane []string
+	for _, cmdline := range children {
+		for _, bin := range []string{"etcd", "kube-apiserver"} {
+			if strings.HasPrefix(cmdline, filepath.Join(env.BinDir, bin)+" ") {
+				controlPlane = append(controlPlane, bin)
+			}
+		}
+		for _, arg := range strings.Fields(cmdline) {
+			for _, flag := range []string{"--data-dir=", "--cert-dir="} {
+				if dir, ok := strings.CutPrefix(arg, flag); ok {
+					dirs = append(dirs, dir)
+				}
+			}
+		}
+	}
+	require.Len(t, dirs, 3, "the work directory, etcd's data directory and kube-apiserver's certificates")
+	sort.Strings(controlPlane)
+	require.Equal(t, []string{"etcd", "kube-apiserver"}, controlPlane, "the killed process's children: %v", children)
+
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Empty(t, framework.Survivors(children, 45*time.Second), "processes left running 45 s after their parent was killed")
+	for _, dir := range dirs {
+		_, err := os.Stat(dir)
+		assert.True(t, os.IsNotExist(err), "%s left behind (%v)", dir, err)
+	}
 }
 
 // childProcesses lists the names of this process's child processes.
