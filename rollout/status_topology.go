@@ -96,7 +96,7 @@ type PartVersion struct {
 	// spec.topology.workers.machinePools.
 	Topology string `json:"topology,omitempty"`
 	// Version is its spec.version (control plane) or
-	// spec.template.spec.version (MachineDeployment).
+	// spec.template.spec.version (MachineDeployment, MachinePool).
 	Version string `json:"version"`
 	// Machines count its machines by their spec.version, oldest first.
 	Machines []VersionCount `json:"machines"`
