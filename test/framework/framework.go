@@ -337,7 +337,11 @@ func (e *Environment) startControlPlane(crds []*apiextensionsv1.CustomResourceDe
 	if e.removeWorkDir {
 		dirs = append(dirs, e.WorkDir)
 	}
-	if e.reaper, err = startReaper([]string{apiServer.Path, e.testEnv.ControlPlane.Etcd.Path}, slices.DeleteFunc(dirs, func(d string) bool { return d == "" })); err != nil {
+	children := []watched{
+		{binary: apiServer.Path, arg: "--cert-dir=" + apiServer.CertDir},
+		{binary: e.testEnv.ControlPlane.Etcd.Path, arg: "--data-dir=" + e.testEnv.ControlPlane.Etcd.DataDir},
+	}
+	if e.reaper, err = startReaper(children, slices.DeleteFunc(dirs, func(d string) bool { return d == "" })); err != nil {
 		return err
 	}
 	return nil

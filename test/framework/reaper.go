@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,23 +48,32 @@ type reaper struct {
 	cmd *exec.Cmd
 }
 
-// startReaper starts the watchdog of the children of this process that run
-// one of binaries (by their full path, as started): they are stopped, in
-// the order of binaries, and dirs removed, when this process ends without
+// watched is a child process for the watchdog to stop: the binary it runs
+// (its full path, as started) and an argument only it has (its data or
+// certificate directory), which tells it apart from the same binary
+// started by another environment of this process.
+type watched struct {
+	binary, arg string
+}
+
+// startReaper starts the watchdog of children of this process: they are
+// stopped, in their order, and dirs removed, when this process ends without
 // stopping them. It is an error for one of them not to run.
-func startReaper(binaries, dirs []string) (*reaper, error) {
-	children := ChildProcesses()
+func startReaper(children []watched, dirs []string) (*reaper, error) {
+	running := ChildProcesses()
 	var args []string
-	for _, bin := range binaries {
+	var names []string
+	for _, child := range children {
+		names = append(names, filepath.Base(child.binary))
 		found := false
-		for pid, cmdline := range children {
-			if cmdline == bin || strings.HasPrefix(cmdline, bin+" ") {
-				args = append(args, strconv.Itoa(pid)+":"+bin)
+		for pid, cmdline := range running {
+			if strings.HasPrefix(cmdline, child.binary+" ") && slices.Contains(strings.Fields(cmdline), child.arg) {
+				args = append(args, strconv.Itoa(pid)+":"+child.binary)
 				found = true
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("no child process runs %s", bin)
+			return nil, fmt.Errorf("no child process runs %s with %s", child.binary, child.arg)
 		}
 	}
 	sh, err := exec.LookPath("sh")
@@ -78,7 +88,7 @@ func startReaper(binaries, dirs []string) (*reaper, error) {
 	// do its work.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the watchdog of %s: %w", strings.Join(baseNames(binaries), " and "), err)
+		return nil, fmt.Errorf("starting the watchdog of %s: %w", strings.Join(names, " and "), err)
 	}
 	return &reaper{cmd: cmd}, nil
 }
@@ -93,13 +103,4 @@ func (r *reaper) stop() error {
 	}
 	_ = r.cmd.Wait() // killed: its exit status says so
 	return nil
-}
-
-// baseNames returns the file names of paths.
-func baseNames(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = filepath.Base(p)
-	}
-	return out
 }
