@@ -27,21 +27,13 @@ func asWritten(t testing.TB, name string) []byte {
 	return raw
 }
 
-func leanScheme(t testing.TB) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	require.NoError(t, clusterv1.AddToScheme(s))
-	require.NoError(t, controlplanev1.AddToScheme(s))
-	return s
-}
-
 // TestLeanDecoder: a worker pool and a control plane as Cluster API writes
 // them decode as they decode whole, less their managed fields and their
 // status — but for the versions a control plane's machines run, which the
 // policy reads; what is not one of them, or not what it says, is decoded
 // (or refused) by the scheme's decoder.
 func TestLeanDecoder(t *testing.T) {
-	s := leanScheme(t)
+	s := testScheme(t)
 	whole, lean := admission.NewDecoder(s), newLeanDecoder(s)
 
 	t.Run("KubeadmControlPlane", func(t *testing.T) {
@@ -113,7 +105,7 @@ func TestLeanDecoder(t *testing.T) {
 // BenchmarkDecodeControlPlane prices decoding a control plane as Cluster
 // API writes it, whole (the scheme's decoder) and lean.
 func BenchmarkDecodeControlPlane(b *testing.B) {
-	s := leanScheme(b)
+	s := testScheme(b)
 	raw := runtime.RawExtension{Raw: asWritten(b, "kubeadmcontrolplane-as-written.json")}
 	for name, d := range map[string]admission.Decoder{"decoder=whole": admission.NewDecoder(s), "decoder=lean": newLeanDecoder(s)} {
 		b.Run(name, func(b *testing.B) {
