@@ -201,19 +201,33 @@ func (c *cli) clusterPools(ctx context.Context, cl *clients, cluster *clusterv1.
 	if err != nil {
 		return m, err
 	}
-	mps := &clusterv1.MachinePoolList{}
-	if err := cl.client.List(ctx, mps, client.InNamespace(cluster.Namespace)); apimeta.IsNoMatchError(err) {
-		return m, nil
-	} else if err != nil {
-		return m, call{verb: "list", gr: MachinePool.GroupResource(), kind: "MachinePool", namespace: cluster.Namespace, purpose: purpose}.explain(err)
+	mps, _, err := listMachinePools(ctx, cl, cluster.Namespace, purpose)
+	if err != nil {
+		return m, err
 	}
-	sort.Slice(mps.Items, func(i, j int) bool { return mps.Items[i].Name < mps.Items[j].Name })
-	for i := range mps.Items {
-		if mps.Items[i].Spec.ClusterName == cluster.Name {
-			m.machinePools = append(m.machinePools, &mps.Items[i])
+	sort.Slice(mps, func(i, j int) bool { return mps[i].Name < mps[j].Name })
+	for i := range mps {
+		if mps[i].Spec.ClusterName == cluster.Name {
+			m.machinePools = append(m.machinePools, &mps[i])
 		}
 	}
 	return m, nil
+}
+
+// listMachinePools lists the MachinePools in namespace ns that opts select.
+// served is false, and nothing listed, when the management cluster does not
+// serve MachinePools (Cluster API's MachinePool feature may be off, its CRD
+// not installed); any other failure is explained for purpose.
+func listMachinePools(ctx context.Context, cl *clients, ns, purpose string, opts ...client.ListOption) (_ []clusterv1.MachinePool, served bool, _ error) {
+	mps := &clusterv1.MachinePoolList{}
+	err := cl.client.List(ctx, mps, append([]client.ListOption{client.InNamespace(ns)}, opts...)...)
+	switch {
+	case apimeta.IsNoMatchError(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, call{verb: "list", gr: MachinePool.GroupResource(), kind: "MachinePool", namespace: ns, purpose: purpose}.explain(err)
+	}
+	return mps.Items, true, nil
 }
 
 // extract returns the items of a list as objects.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,30 +78,15 @@ func topologyView(w *watcher, name string, now time.Time) (statusView, error) {
 	return &clusterView{evaluateTopology(cluster, objs, now)}, nil
 }
 
-// servesMachinePools says whether the management cluster serves
-// MachinePools (Cluster API's MachinePool feature may be off, its CRD not
-// installed), by asking for one of cluster's: a cluster without them has
-// none to watch. Like history and status of a cluster without a topology
-// (clusterPools), it needs "list" on machinepools.
-func servesMachinePools(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, purpose string) (bool, error) {
-	err := cl.client.List(ctx, &clusterv1.MachinePoolList{}, client.InNamespace(cluster.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}, client.Limit(1))
-	switch {
-	case err == nil:
-		return true, nil
-	case apimeta.IsNoMatchError(err):
-		return false, nil
-	}
-	return false, call{verb: "list", gr: MachinePool.GroupResource(), kind: "MachinePool", namespace: cluster.Namespace, purpose: purpose}.explain(err)
-}
-
 // runTopology reports on a ClusterClass cluster: once (--watch=false), or
 // watching it until a verdict.
 func (o *StatusOptions) runTopology(ctx context.Context, cl *clients, cluster *clusterv1.Cluster, p *statusPrinter) error {
 	if ref := cluster.Spec.ControlPlaneRef; ref.IsDefined() && (ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group) {
 		return fmt.Errorf("cannot watch Cluster %s/%s: its control plane is a %s.%s; status watches KubeadmControlPlanes only", cluster.Namespace, cluster.Name, ref.Kind, ref.APIGroup)
 	}
-	pools, err := servesMachinePools(ctx, cl, cluster, "status "+describe(cluster, Cluster))
+	// A management cluster that serves no MachinePools has none to watch.
+	_, pools, err := listMachinePools(ctx, cl, cluster.Namespace, "status "+describe(cluster, Cluster),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}, client.Limit(1))
 	if err != nil {
 		return o.timedOut(ctx, err)
 	}
