@@ -224,7 +224,9 @@ func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cache
 		if obj, err = r.whole(ctx, key, cached); err != nil || obj == nil {
 			return liveRevision{}, err
 		}
-		rec = stampsOf(ctx, obj)
+		if obj != cached {
+			rec = stampsOf(ctx, obj) // the object as read now
+		}
 		if snap, err = r.Kind.Snapshot(obj); err != nil {
 			log.FromContext(ctx).Error(err, "cannot take the revision of the object; not recorded")
 			return liveRevision{}, nil
