@@ -75,11 +75,11 @@ a MachineDeployment's MachineSets.
 cluster/NAME merges the histories of the cluster's control plane (its KubeadmControlPlane),
 of its MachineDeployments and of its MachinePools into one table ordered by time, with an
 OBJECT column (kcp/NAME, md/NAME, mp/NAME): each revision at the time it was made live,
-each restart at the time it was asked. On a ClusterClass cluster the topology controller makes the changes, and
-each step of an upgrade shows as a revision of the control plane or of a worker pool with
-VIA capi-topology (Cluster API's topology controller), its version and a generated
-CHANGE-CAUSE such as "version v1.33.4 → v1.34.2". -o json|yaml prints it as a
-ClusterRolloutHistory, -o name the ControllerRevisions of every object. Revision numbers
+each restart at the time it was asked. On a ClusterClass cluster the topology controller
+makes the changes, and each step of an upgrade shows as a revision of the control plane or
+of a worker pool with VIA capi-topology (Cluster API's topology controller), its version
+and a generated CHANGE-CAUSE such as "version v1.33.4 → v1.34.2". -o json|yaml prints it as
+a ClusterRolloutHistory, -o name the ControllerRevisions of every object. Revision numbers
 belong to each object, so --revision and --diff are refused on a cluster, naming the
 objects to ask instead.
 

@@ -34,10 +34,11 @@ func createMachinePool(t *testing.T, w *framework.World, name, version string) *
 
 // TestMachinePool works a MachinePool (without Machines, see
 // createMachinePool) through the CLI: history shows who made each revision,
-// when and why, for the pool and among its cluster's; an undo to a revision four minors below the control plane
-// is refused before anything is sent, in the guard's words (which
-// --dry-run=server confirms); pause and resume go through its annotation;
-// restart is refused, naming why; status reads its counts.
+// when and why, for the pool and among its cluster's; an undo to a revision
+// four minors below the control plane is refused before anything is sent, in
+// the guard's words (which --dry-run=server confirms); pause and resume go
+// through its annotation; restart is refused, naming why; status reads its
+// counts.
 func TestMachinePool(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, "cli-machinepool", framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2"})
