@@ -24,13 +24,10 @@ import (
 	"syscall"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,10 +131,6 @@ func run() error {
 	}()
 	fmt.Fprintf(out, "sandbox ready after %s: cluster %s, %d control-plane and %d worker machines\n",
 		sb.ReadyAfter.Round(time.Second), sb.Clusters[0].Name, sandbox.DefaultControlPlaneMachines, sandbox.DefaultWorkerMachines)
-	apiserver, err := kubernetes.NewForConfig(sb.Config)
-	if err != nil {
-		return fmt.Errorf("creating a client for kube-apiserver's metrics: %w", err)
-	}
 	cacheDir, err := os.MkdirTemp("", "bench-rollout-cache-*")
 	if err != nil {
 		return fmt.Errorf("creating the CLI's cache directory: %w", err)
@@ -159,7 +152,7 @@ func run() error {
 				}
 				guardOn = want
 			}
-			before, err := guardAdmissions(ctx, apiserver)
+			before, err := guardAdmissions(ctx, sb.Config)
 			if err != nil {
 				return err
 			}
@@ -167,7 +160,7 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round+1, a.name, err)
 			}
-			after, err := guardAdmissions(ctx, apiserver)
+			after, err := guardAdmissions(ctx, sb.Config)
 			if err != nil {
 				return err
 			}
@@ -267,48 +260,33 @@ type admissions struct {
 
 // guardAdmissions reads apiserver_admission_webhook_admission_duration_seconds
 // for the guard's webhooks from kube-apiserver's /metrics.
-func guardAdmissions(ctx context.Context, cs kubernetes.Interface) (admissions, error) {
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+func guardAdmissions(ctx context.Context, cfg *rest.Config) (admissions, error) {
+	samples, err := framework.APIServerMetrics(ctx, cfg)
 	if err != nil {
-		return admissions{}, fmt.Errorf("reading kube-apiserver's metrics: %w", err)
+		return admissions{}, err
 	}
-	return parseGuardAdmissions(strings.NewReader(string(raw)))
+	return guardAdmissionsOf(samples), nil
 }
 
-// parseGuardAdmissions sums the admission-duration histograms of the
-// webhooks named *.rollout-guard.io in a Prometheus text exposition.
-func parseGuardAdmissions(r io.Reader) (admissions, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
-	if err != nil {
-		return admissions{}, fmt.Errorf("parsing kube-apiserver's metrics: %w", err)
-	}
+// guardAdmissionsOf sums the admission-duration histograms and the
+// matchConditions exclusions of the webhooks named *.rollout-guard.io.
+// A metric is absent until its first sample: no webhook called yet.
+func guardAdmissionsOf(samples []framework.Sample) admissions {
 	var a admissions
-	// A family is absent until its first sample: no webhook called yet.
-	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
-		if !strings.HasSuffix(label(m, "name"), guardWebhookSuffix) {
+	for _, sample := range samples {
+		if !strings.HasSuffix(sample.Labels["name"], guardWebhookSuffix) {
 			continue
 		}
-		h := m.GetHistogram()
-		a.count += float64(h.GetSampleCount())
-		a.sum += time.Duration(h.GetSampleSum() * float64(time.Second))
-	}
-	for _, m := range families["apiserver_admission_match_condition_exclusions_total"].GetMetric() {
-		if strings.HasSuffix(label(m, "name"), guardWebhookSuffix) {
-			a.skipped += m.GetCounter().GetValue()
+		switch sample.Name {
+		case "apiserver_admission_webhook_admission_duration_seconds_count":
+			a.count += sample.Value
+		case "apiserver_admission_webhook_admission_duration_seconds_sum":
+			a.sum += time.Duration(sample.Value * float64(time.Second))
+		case "apiserver_admission_match_condition_exclusions_total":
+			a.skipped += sample.Value
 		}
 	}
-	return a, nil
-}
-
-// label is the value of m's label name, "" when it has none.
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+	return a
 }
 
 // mean is sum/n in milliseconds, 0 for no request.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
 // exposition is kube-apiserver's histogram of admission webhook calls, as
@@ -31,20 +32,18 @@ apiserver_admission_match_condition_exclusions_total{kind="webhook",name="stamp.
 apiserver_admission_match_condition_exclusions_total{kind="webhook",name="other.example.com",operation="UPDATE",type="admit"} 7
 `
 
-func TestParseGuardAdmissions(t *testing.T) {
-	a, err := parseGuardAdmissions(strings.NewReader(exposition))
+func TestGuardAdmissionsOf(t *testing.T) {
+	samples, err := framework.ParseMetrics(strings.NewReader(exposition))
 	require.NoError(t, err)
+	a := guardAdmissionsOf(samples)
 	assert.EqualValues(t, 50, a.count, "only the guard's webhooks")
 	assert.Equal(t, 250*time.Millisecond, a.sum)
 	assert.InDelta(t, 5.0, mean(a.sum, a.count), 1e-9)
 	assert.EqualValues(t, 150, a.skipped, "only the guard's webhooks")
 
-	none, err := parseGuardAdmissions(strings.NewReader("# TYPE up gauge\nup 1\n"))
+	none, err := framework.ParseMetrics(strings.NewReader("# TYPE up gauge\nup 1\n"))
 	require.NoError(t, err)
-	assert.Equal(t, admissions{}, none, "no webhook called yet")
-
-	_, err = parseGuardAdmissions(strings.NewReader("not an exposition {"))
-	assert.Error(t, err)
+	assert.Equal(t, admissions{}, guardAdmissionsOf(none), "no webhook called yet")
 }
 
 func TestSummarize(t *testing.T) {

@@ -164,10 +164,7 @@ func run(ctx context.Context, o options) (pass bool, retErr error) {
 	if err != nil {
 		return false, err
 	}
-	as, err := newAPIServerScraper(sb.Config)
-	if err != nil {
-		return false, err
-	}
+	as := newAPIServerScraper(sb.Config)
 	watcher, err := client.NewWithWatch(sb.Config, client.Options{Scheme: sb.Scheme})
 	if err != nil {
 		return false, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -126,28 +124,26 @@ func (g *guardScraper) scrape(ctx context.Context) ([]float64, error) {
 	return sumSamples(samples, guardMetrics), nil
 }
 
-// apiServerScraper reads kube-apiserver's /metrics as the admin.
+// apiServerScraper reads kube-apiserver's /metrics as the admin, each read
+// bounded to 5 s.
 type apiServerScraper struct {
-	cs *kubernetes.Clientset
+	cfg *rest.Config
 }
 
-func newAPIServerScraper(cfg *rest.Config) (*apiServerScraper, error) {
+// newAPIServerScraper reads the API server of cfg.
+func newAPIServerScraper(cfg *rest.Config) *apiServerScraper {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 5 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating a client for the API server's /metrics: %w", err)
-	}
-	return &apiServerScraper{cs: cs}, nil
+	return &apiServerScraper{cfg: cfg}
 }
 
 // scrape returns the apiServerMetrics sums.
 func (a *apiServerScraper) scrape(ctx context.Context) ([]float64, error) {
-	raw, err := a.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	samples, err := framework.APIServerMetrics(ctx, a.cfg)
 	if err != nil {
 		return nil, err
 	}
-	return SumMetrics(bytes.NewReader(raw), apiServerMetrics)
+	return sumSamples(samples, apiServerMetrics), nil
 }
 
 // procStats is what processStats reads from /proc.
