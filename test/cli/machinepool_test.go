@@ -93,3 +93,30 @@ func TestMachinePool(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, mp))
 	assert.Equal(t, "machinepool/c1-mp-0 successfully rolled out (revision 2)\n", rolloutCmd(t, "status", ref, "-n", w.Namespace, "--timeout", "20s").ok(t))
 }
+
+// TestTopologyStatusWithMachinePools: status of a ClusterClass cluster,
+// through the API server, watches its MachinePools (by the cluster-name
+// label) beside its control plane and MachineDeployments, and names a
+// MachinePool topology the Cluster declares that has no MachinePool yet.
+func TestTopologyStatusWithMachinePools(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "cli-topology-mp", framework.WorldSpec{Version: "v1.35.2", WorkerVersion: "v1.35.2", Topology: true, Labelled: true})
+	require.NoError(t, env.Client.Create(ctx, builder.DevMachinePool(w.Namespace, "c1-mp-0").Unstructured()))
+	mp := w.MachinePool("c1-mp-0", "v1.35.2").WithLabels(map[string]string{
+		clusterv1.ClusterNameLabel: clusterName, clusterv1.ClusterTopologyOwnedLabel: "", clusterv1.ClusterTopologyMachinePoolNameLabel: "mp-0",
+	}).WithBootstrapDataSecret("c1-mp-0-bootstrap").Build()
+	require.NoError(t, env.Client.Create(ctx, mp))
+	// Its controller counted 1 of its 2 instances up to date.
+	mp.Status = clusterv1.MachinePoolStatus{ObservedGeneration: mp.Generation, Replicas: ptr.To[int32](2), ReadyReplicas: ptr.To[int32](2),
+		AvailableReplicas: ptr.To[int32](2), UpToDateReplicas: ptr.To[int32](1)}
+	require.NoError(t, env.Client.Status().Update(ctx, mp))
+	w.Refresh(t)
+	w.Cluster.Spec.Topology.Workers.MachinePools = []clusterv1.MachinePoolTopology{{Class: "default-pool", Name: "mp-0"}, {Class: "default-pool", Name: "mp-1"}}
+	require.NoError(t, env.Client.Update(ctx, w.Cluster))
+
+	r := rolloutCmd(t, "status", "cluster/"+clusterName, "-n", w.Namespace, "--watch=false")
+	assert.Equal(t, 1, r.code, "stderr:\n%s", r.stderr)
+	require.EqualValues(t, 2, *mp.Spec.Replicas)
+	assert.Contains(t, r.stdout, "machinepool/c1-mp-0: 1 of 2 instances up to date, 2 available\n")
+	assert.Contains(t, r.stderr, "MachinePool topology mp-1 not created yet")
+}
