@@ -88,3 +88,35 @@ func ScrapeMetrics(ctx context.Context, url, token string) ([]Sample, error) {
 	}
 	return ParseMetrics(resp.Body)
 }
+
+// HistoryReconciles is what the guard's metrics say of its history
+// reconcilers, summed over all of them (one per kind it records).
+type HistoryReconciles struct {
+	// Done counts reconciles (controller_runtime_reconcile_total).
+	Done float64
+	// Queued counts items waiting (workqueue_depth).
+	Queued float64
+}
+
+// ScrapeHistoryReconciles reads HistoryReconciles from the guard's metrics
+// endpoint at url, with a token allowed to read it (MetricsReaderToken).
+// The guard's start is over once Done reaches the number of objects it
+// records and nothing is Queued.
+func ScrapeHistoryReconciles(ctx context.Context, url, token string) (HistoryReconciles, error) {
+	samples, err := ScrapeMetrics(ctx, url, token)
+	if err != nil {
+		return HistoryReconciles{}, err
+	}
+	var h HistoryReconciles
+	for controller, v := range SumBy(samples, "controller_runtime_reconcile_total", nil, "controller") {
+		if strings.HasPrefix(controller, "history-") {
+			h.Done += v
+		}
+	}
+	for name, v := range SumBy(samples, "workqueue_depth", nil, "name") {
+		if strings.HasPrefix(name, "history-") {
+			h.Queued += v
+		}
+	}
+	return h, nil
+}

@@ -114,41 +114,30 @@ func waitRecorded(t *testing.T, ns string, objs []client.Object, want int64) {
 }
 
 // waitStartReconciled waits until the guard's history reconcilers have
-// reconciled every MachineDeployment and KubeadmControlPlane of the API
-// server and have nothing queued (controller_runtime_reconcile_total and
-// workqueue_depth of its history controllers of those kinds, read with a token of the
-// shipped metrics-reader role, made in namespace ns+"-metrics").
+// reconciled every MachineDeployment, MachinePool and KubeadmControlPlane
+// of the API server and have nothing queued, as its own metrics say (read
+// with a token of the shipped metrics-reader role, made in namespace
+// ns+"-metrics").
 func waitStartReconciled(t *testing.T, ns string) {
 	t.Helper()
 	ctx := t.Context()
 	var objects float64
-	for _, list := range []client.ObjectList{&clusterv1.MachineDeploymentList{}, &controlplanev1.KubeadmControlPlaneList{}} {
+	for _, list := range []client.ObjectList{&clusterv1.MachineDeploymentList{}, &clusterv1.MachinePoolList{}, &controlplanev1.KubeadmControlPlaneList{}} {
 		require.NoError(t, env.Client.List(ctx, list))
 		objects += float64(apimeta.LenList(list))
 	}
 	token, err := framework.MetricsReaderToken(ctx, env.Client, ns+"-metrics", time.Hour)
 	require.NoError(t, err)
-	var done, queued float64
+	var last framework.HistoryReconciles
 	ok := assert.Eventually(t, func() bool {
-		samples, err := framework.ScrapeMetrics(ctx, env.GuardMetricsURL(), token)
+		h, err := framework.ScrapeHistoryReconciles(ctx, env.GuardMetricsURL(), token)
 		if err != nil {
 			return false // the binding takes a moment to take effect
 		}
-		var d, q float64
-		for controller, v := range framework.SumBy(samples, "controller_runtime_reconcile_total", nil, "controller") {
-			if controller == "history-machinedeployment" || controller == "history-kubeadmcontrolplane" {
-				d += v
-			}
-		}
-		for name, v := range framework.SumBy(samples, "workqueue_depth", nil, "name") {
-			if name == "history-machinedeployment" || name == "history-kubeadmcontrolplane" {
-				q += v
-			}
-		}
-		done, queued = d, q
-		return d >= objects && q == 0
+		last = h
+		return h.Done >= objects && h.Queued == 0
 	}, pruneTimeout, 200*time.Millisecond)
-	require.True(t, ok, "the restarted guard reconciled %v of %v objects (%v queued)", done, objects, queued)
+	require.True(t, ok, "the restarted guard reconciled %v of %v objects (%v queued)", last.Done, objects, last.Queued)
 }
 
 // objectGets returns the API server's count of GETs of objectResources

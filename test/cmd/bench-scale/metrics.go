@@ -41,43 +41,18 @@ func meanLatencies(before, after framework.WebhookLatencies) string {
 	return strings.Join(parts, "; ")
 }
 
-// reconcileState is what the guard's metrics say of its history
-// reconcilers: reconciles done and items queued, over both controllers.
-type reconcileState struct{ done, queued float64 }
-
-// scrapeReconcile reads controller_runtime_reconcile_total and
-// workqueue_depth of the history controllers.
-func scrapeReconcile(ctx context.Context, url, token string) (reconcileState, error) {
-	samples, err := framework.ScrapeMetrics(ctx, url, token)
-	if err != nil {
-		return reconcileState{}, err
-	}
-	var st reconcileState
-	for controller, v := range framework.SumBy(samples, "controller_runtime_reconcile_total", nil, "controller") {
-		if strings.HasPrefix(controller, "history-") {
-			st.done += v
-		}
-	}
-	for name, v := range framework.SumBy(samples, "workqueue_depth", nil, "name") {
-		if strings.HasPrefix(name, "history-") {
-			st.queued += v
-		}
-	}
-	return st, nil
-}
-
 // waitReconciled waits until the guard's history reconcilers have
 // reconciled at least objects items and have nothing queued: the boot pass
 // that records the live revision of every MachineDeployment and
 // KubeadmControlPlane is over.
 func waitReconciled(ctx context.Context, url, token string, objects int, timeout time.Duration) (time.Duration, error) {
 	begin := time.Now()
-	var last reconcileState
+	var last framework.HistoryReconciles
 	for time.Since(begin) < timeout {
-		st, err := scrapeReconcile(ctx, url, token)
+		st, err := framework.ScrapeHistoryReconciles(ctx, url, token)
 		if err == nil {
 			last = st
-			if st.done >= float64(objects) && st.queued == 0 {
+			if st.Done >= float64(objects) && st.Queued == 0 {
 				return time.Since(begin), nil
 			}
 		}
@@ -87,5 +62,5 @@ func waitReconciled(ctx context.Context, url, token string, objects int, timeout
 		case <-time.After(2 * time.Second):
 		}
 	}
-	return 0, fmt.Errorf("boot reconciliation not over after %s: %.0f of %d reconciled, %.0f queued", timeout, last.done, objects, last.queued)
+	return 0, fmt.Errorf("boot reconciliation not over after %s: %.0f of %d reconciled, %.0f queued", timeout, last.Done, objects, last.Queued)
 }
