@@ -45,6 +45,14 @@ const (
 	// AnnotationOverrideRules are the ids of the rules an override
 	// overrode, comma-separated.
 	AnnotationOverrideRules = Prefix + "override-rules"
+	// AnnotationRestart is the JSON of the latest Restart of the object's
+	// live revision, stamped with the rollout.after change it is. The
+	// restart is recorded in the revision's ControllerRevision from the
+	// object as the API server stored it (by the history reconciler, or
+	// with the revision when it is replaced), never from the request: a
+	// request that was not the API server's stores nothing, so it records
+	// no restart. RecordFromAnnotations reads it into Record.Restarts.
+	AnnotationRestart = Prefix + "restart"
 )
 
 // Labels and annotations on ControllerRevisions.
@@ -208,6 +216,13 @@ func RecordFromAnnotations(ann map[string]string) (Record, error) {
 		}
 		r.Restarts = mergeRestarts(nil, r.Restarts)
 	}
+	if s := ann[AnnotationRestart]; s != "" {
+		var restart Restart
+		if err := json.Unmarshal([]byte(s), &restart); err != nil || restart.After == "" {
+			return Record{}, fmt.Errorf("annotation %s: %q is not the JSON of a restart with its rollout.after", AnnotationRestart, s)
+		}
+		r.Restarts = mergeRestarts(r.Restarts, []Restart{restart})
+	}
 	by, reason, rules := ann[AnnotationOverriddenBy], ann[AnnotationOverrideReason], ann[AnnotationOverrideRules]
 	if by != "" || reason != "" || rules != "" {
 		r.Override = &Override{By: by, Reason: reason, Rules: splitRules(rules)}
@@ -223,7 +238,8 @@ func RecordFromAnnotations(ann map[string]string) (Record, error) {
 // (a stale override must not be credited to a later revision); a caller may
 // delete the keys whose value is "" instead of storing empty annotations.
 // RecordFromAnnotations reads "" and a missing key the same. History and
-// Restarts are not stamps of the object: ControllerRevision records them.
+// Restarts are not among them: ControllerRevision records them (the
+// stamper sets AnnotationRestart, the latest restart, itself).
 func (r Record) Annotations() map[string]string {
 	ann := map[string]string{
 		AnnotationRevision:       "",
@@ -362,6 +378,15 @@ func mergeRestarts(a, b []Restart) []Restart {
 		out = out[len(out)-MaxRestarts:]
 	}
 	return out
+}
+
+// RestartStamp returns the value of AnnotationRestart for r.
+func RestartStamp(r Restart) (string, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encoding the restart of rollout.after %s: %w", r.After, err)
+	}
+	return string(data), nil
 }
 
 func splitRules(s string) []string {

@@ -33,6 +33,12 @@ var (
 		Name: "rollout_guard_revisions_recorded_total",
 		Help: "Revisions recorded at admission (replaced revisions and restarts), by kind.",
 	}, []string{"kind"})
+	// unverifiedRequestsTotal counts requests whose old object is not what
+	// the API server stored (Persisted), of which nothing was recorded.
+	unverifiedRequestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rollout_guard_unverified_requests_total",
+		Help: "Admission requests whose old object is not what the API server stored, by kind and reason (not-found, not-current, content-differs, stamps-differ, create-with-identity): nothing of them was recorded. Requests sent straight to the guard's port, not by the API server, are counted here; not-current also counts, rarely, an API server call made with an old copy that the API server retries.",
+	}, []string{"kind", "reason"})
 	// liveDecisionsTotal counts decisions made from live reads because a
 	// watch of the guard's caches was down (see Watches).
 	liveDecisionsTotal = prometheus.NewCounter(prometheus.CounterOpts{
@@ -42,7 +48,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(decisionsTotal, warningsTotal, revisionsRecordedTotal, liveDecisionsTotal)
+	metrics.Registry.MustRegister(decisionsTotal, warningsTotal, revisionsRecordedTotal, unverifiedRequestsTotal, liveDecisionsTotal)
 }
 
 // countDecision records the outcome of one validating admission.

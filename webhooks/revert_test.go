@@ -59,7 +59,7 @@ func TestStampOfARevertForgetsTheBump(t *testing.T) {
 			s := testScheme(t)
 			require.NoError(t, appsv1.AddToScheme(s))
 			c := fake.NewClientBuilder().WithScheme(s).Build()
-			st := &Stamper{Kind: history.KubeadmControlPlane, Recorder: &history.Recorder{Client: c, Reader: c},
+			st := &Stamper{Kind: history.KubeadmControlPlane, Recorder: &history.Recorder{Client: c, Reader: c}, Stored: Persisted{Cache: c, Live: c},
 				Policy: testFacts(t, tt.machines...), Decoder: newLeanDecoder(s)}
 			req := updateRequest(t, bumped, kcp("v1.35.2"), "alice", false)
 			ann := applyResponse(t, req, st.Handle(context.Background(), req))

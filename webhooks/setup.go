@@ -79,18 +79,26 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		}
 	}
 	overrides := policy.OverrideGroups(opts.OverrideGroups)
-	mdV, kcpV, clusterV := NewValidators(judge, overrides, opts.Recorder)
+	// What the webhooks record, they record of objects as the API server
+	// stored them: the cache's copy at the request's resourceVersion, or a
+	// read.
+	stored := Persisted{Cache: mgr.GetClient(), Live: mgr.GetAPIReader()}
+	var recording *Recording
+	if opts.Recorder != nil {
+		recording = &Recording{Recorder: opts.Recorder, Stored: stored}
+	}
+	mdV, kcpV, clusterV := NewValidators(judge, overrides, recording)
 
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).WithContextFunc(withCaller).Complete(); err != nil {
 		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(NewMachinePoolValidator(judge, overrides, opts.Recorder)).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(NewMachinePoolValidator(judge, overrides, recording)).WithContextFunc(withCaller).Complete(); err != nil {
 		return fmt.Errorf("registering the MachinePool validating webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).WithContextFunc(withCaller).Complete(); err != nil {
 		return fmt.Errorf("registering the KubeadmControlPlane validating webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).WithContextFunc(withCaller).Complete(); err != nil {
 		return fmt.Errorf("registering the Cluster validating webhook: %w", err)
 	}
 
@@ -102,18 +110,20 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		if err != nil {
 			return err
 		}
-		v := &Validator[*unstructured.Unstructured]{Policy: judge, Overrides: overrides, Recorder: opts.Recorder, GroupKind: gk}
-		mgr.GetWebhookServer().Register(ValidateContractControlPlanePath(gk), admission.WithValidator[*unstructured.Unstructured](mgr.GetScheme(), v))
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: judge, Overrides: overrides, Decoder: decoder}
-		mgr.GetWebhookServer().Register(MutateContractControlPlanePath(gk), &webhook.Admission{Handler: stamper})
+		v := &Validator[*unstructured.Unstructured]{Policy: judge, Overrides: overrides, Recording: recording, GroupKind: gk}
+		validating := admission.WithValidator[*unstructured.Unstructured](mgr.GetScheme(), v)
+		validating.WithContextFunc = withCaller
+		mgr.GetWebhookServer().Register(ValidateContractControlPlanePath(gk), validating)
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
+		mgr.GetWebhookServer().Register(MutateContractControlPlanePath(gk), &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
 	for path, kind := range map[string]history.Kind{
 		MutateMachineDeploymentPath:   history.MachineDeployment,
 		MutateMachinePoolPath:         history.MachinePool,
 		MutateKubeadmControlPlanePath: history.KubeadmControlPlane,
 	} {
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Policy: judge, Overrides: overrides, Decoder: decoder}
-		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper})
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
+		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
 	return nil
 }

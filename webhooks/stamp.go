@@ -28,13 +28,19 @@ import (
 // polices. On every change of what a rollout is made of it
 // stamps the object with the next revision number, who made the change (from
 // the request, never from the object), when, through which field manager and
-// why; it records the revision being replaced in a ControllerRevision; and it
-// overwrites any stamp a client tried to set itself.
+// why; it records the revision being replaced in a ControllerRevision when
+// the request's old object is what the API server stored (Persisted); it
+// stamps a restart (rollout.after changed) for the history reconciler to
+// record once stored; and it overwrites any stamp a client tried to set
+// itself.
 type Stamper struct {
 	// Kind is the kind this instance stamps.
 	Kind history.Kind
 	// Recorder writes the replaced revision.
 	Recorder *history.Recorder
+	// Stored tells whether a request's old object is what the API server
+	// stored: the replaced revision is recorded only then.
+	Stored Persisted
 	// Policy judges a change when a client asks for an override, so the
 	// override's rules can be recorded.
 	Policy Decider
@@ -159,9 +165,13 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	}
 
 	var rec revisions.Record
+	var restart *revisions.Restart
 	dryRun := req.DryRun != nil && *req.DryRun
 	switch {
 	case oldObj == nil:
+		if reason := createUnverified(newObj); reason != "" {
+			noteUnverified(ctx, kind, reason, "nothing (a create)", newObj, user)
+		}
 		rec = revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: user, ChangedAt: now, FieldManager: manager,
 			ChangeCause: firstNonEmpty(clientCause, "created"), ChangeType: revisions.ChangeCreated}
 	default:
@@ -178,17 +188,12 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 			oldRec = history.Adopted(oldObj)
 		}
 		if oldSnap.Hash == newSnap.Hash {
-			// Not a new revision: keep the stored stamps, whatever the client sent.
+			// Not a new revision: keep the stored stamps, whatever the client
+			// sent. A restart is stamped, and recorded once the API server
+			// has stored it (revisions.AnnotationRestart).
 			rec = oldRec
 			if after := s.Kind.RolloutAfter(newObj); after != "" && after != s.Kind.RolloutAfter(oldObj) {
-				restart := oldRec
-				restart.Restarts = []revisions.Restart{{At: now, By: user, FieldManager: manager, After: after, Cause: clientCause}}
-				if !dryRun {
-					if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, restart); err != nil {
-						return nil, fmt.Errorf("rollout-guard could not record the restart of %s: %w", id, err)
-					}
-					revisionsRecordedTotal.WithLabelValues(kind).Inc()
-				}
+				restart = &revisions.Restart{At: now, By: user, FieldManager: manager, After: after, Cause: clientCause}
 			}
 			break
 		}
@@ -197,12 +202,23 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		// that slipped past the guard is above the stored stamps).
 		next := oldRec.Revision + 1
 		if !dryRun {
-			highest, err := s.Recorder.RecordReplaced(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec)
+			reason, err := s.Stored.Check(ctx, s.Kind, oldObj, oldSnap)
 			if err != nil {
-				return nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
+				return nil, fmt.Errorf("rollout-guard could not check revision %d of %s against the API server: %w", oldRec.Revision, id, err)
 			}
-			next = max(next, highest+1)
-			revisionsRecordedTotal.WithLabelValues(kind).Inc()
+			if reason != "" {
+				// Answered as it would be, recording nothing: a request of the
+				// API server's own carries the stored object (its retry, if
+				// this was one made with an old copy, records).
+				noteUnverified(ctx, kind, reason, fmt.Sprintf("revision %d", oldRec.Revision), oldObj, user)
+			} else {
+				highest, err := s.Recorder.RecordReplaced(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec)
+				if err != nil {
+					return nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
+				}
+				next = max(next, highest+1)
+				revisionsRecordedTotal.WithLabelValues(kind).Inc()
+			}
 		}
 		cause := clientCause
 		if cause == "" {
@@ -253,6 +269,19 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 			continue
 		}
 		out[k] = strPtr(v)
+	}
+	// The latest restart of the live revision: this request's, else the
+	// stored one while the revision stays; a new revision has none yet.
+	out[revisions.AnnotationRestart] = nil
+	switch {
+	case restart != nil:
+		stamp, err := revisions.RestartStamp(*restart)
+		if err != nil {
+			return nil, fmt.Errorf("rollout-guard could not stamp the restart of %s: %w", id, err)
+		}
+		out[revisions.AnnotationRestart] = strPtr(stamp)
+	case oldObj != nil && rec.Revision == policy.StampsOf(oldObj).Revision && oldAnn[revisions.AnnotationRestart] != "":
+		out[revisions.AnnotationRestart] = strPtr(oldAnn[revisions.AnnotationRestart])
 	}
 	if s.Kind.GVK.Kind == history.KubeadmControlPlane.GVK.Kind {
 		oldKCP, _ := oldObj.(*controlplanev1.KubeadmControlPlane)

@@ -32,21 +32,32 @@ type Validator[T client.Object] struct {
 	Overrides policy.OverrideGroups
 	// GroupKind names the kind in refusals.
 	GroupKind schema.GroupKind
-	// Recorder records refused overrides on the live revision; nil skips it.
+	// Recording records refused overrides on the live revision; nil skips
+	// it.
+	Recording *Recording
+}
+
+// Recording is how a webhook records history at admission: with Recorder,
+// and only of an old object Stored says the API server stored.
+type Recording struct {
+	// Recorder writes the records.
 	Recorder *history.Recorder
+	// Stored checks a request's old object against what the API server
+	// stored.
+	Stored Persisted
 }
 
 // NewValidators returns the validators of the three kinds the guard polices.
-func NewValidators(p Decider, overrides policy.OverrideGroups, recorder *history.Recorder) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
-	return &Validator[*clusterv1.MachineDeployment]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()},
-		&Validator[*controlplanev1.KubeadmControlPlane]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()},
-		&Validator[*clusterv1.Cluster]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("Cluster").GroupKind()}
+func NewValidators(p Decider, overrides policy.OverrideGroups, recording *Recording) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
+	return &Validator[*clusterv1.MachineDeployment]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()},
+		&Validator[*controlplanev1.KubeadmControlPlane]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()},
+		&Validator[*clusterv1.Cluster]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: clusterv1.GroupVersion.WithKind("Cluster").GroupKind()}
 }
 
 // NewMachinePoolValidator returns the validator of MachinePools: the worker
 // rules, as for MachineDeployments (policy.Policy judges both alike).
-func NewMachinePoolValidator(p Decider, overrides policy.OverrideGroups, recorder *history.Recorder) *Validator[*clusterv1.MachinePool] {
-	return &Validator[*clusterv1.MachinePool]{Policy: p, Overrides: overrides, Recorder: recorder, GroupKind: clusterv1.GroupVersion.WithKind("MachinePool").GroupKind()}
+func NewMachinePoolValidator(p Decider, overrides policy.OverrideGroups, recording *Recording) *Validator[*clusterv1.MachinePool] {
+	return &Validator[*clusterv1.MachinePool]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: clusterv1.GroupVersion.WithKind("MachinePool").GroupKind()}
 }
 
 // ValidateCreate judges a new object.
@@ -110,9 +121,10 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 
 // recordRefusedOverride notes a refused override on the live revision of the
 // object (MachineDeployments, MachinePools and KubeadmControlPlanes), except
-// on dry-run.
+// on dry-run and when the request's old object is not what the API server
+// stored.
 func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.Request, oldObj client.Object, reason string, d skew.Decision) error {
-	if v.Recorder == nil || oldObj == nil || (req.DryRun != nil && *req.DryRun) {
+	if v.Recording == nil || oldObj == nil || (req.DryRun != nil && *req.DryRun) {
 		return nil
 	}
 	kind, ok := history.KindOf(oldObj)
@@ -124,11 +136,19 @@ func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.
 	if err != nil {
 		return err
 	}
+	why, err := v.Recording.Stored.Check(ctx, kind, oldObj, snap)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		noteUnverified(ctx, kind.GVK.Kind, why, "a refused override", oldObj, req.UserInfo.Username)
+		return nil
+	}
 	rec := policy.StampsOf(oldObj)
 	if rec.Revision == 0 {
 		rec = history.Adopted(oldObj)
 	}
-	return v.Recorder.RecordRefusedOverride(ctx, oldObj, kind.GVK, snap, rec, history.RefusedOverride{
+	return v.Recording.Recorder.RecordRefusedOverride(ctx, oldObj, kind.GVK, snap, rec, history.RefusedOverride{
 		At: time.Now().UTC().Truncate(time.Second), By: req.UserInfo.Username, Reason: reason, Rules: policy.RuleIDs(d),
 	})
 }
