@@ -366,3 +366,33 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcilerRecordsTheStampedRestart: a restart is recorded from the
+// object as stored, its restart stamp (revisions.AnnotationRestart), onto
+// the live revision; reconciling again changes nothing.
+func TestReconcilerRecordsTheStampedRestart(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, appsv1.AddToScheme(s))
+	kcp := kcpAt("v1.35.1", 3)
+	restart := revisions.Restart{At: time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC), By: "alice", After: "2031-05-06T07:08:09Z"}
+	stamp, err := revisions.RestartStamp(restart)
+	require.NoError(t, err)
+	kcp.Annotations[revisions.AnnotationRestart] = stamp
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(kcp).Build()
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}}
+	_, err = r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	revs, _, err := List(context.Background(), c, "ns", "uid-cp")
+	require.NoError(t, err)
+	require.Len(t, revs, 1)
+	assert.EqualValues(t, 3, revs[0].Record.Revision)
+	assert.Equal(t, []revisions.Restart{restart}, revs[0].Record.Restarts)
+
+	_, err = r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	again, _, err := List(context.Background(), c, "ns", "uid-cp")
+	require.NoError(t, err)
+	assert.Equal(t, revs, again)
+}

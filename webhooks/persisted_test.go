@@ -213,3 +213,33 @@ func TestPersistedAnswersFromTheCache(t *testing.T) {
 	}
 	assert.Zero(t, reads, "the API server was read though the cache held the object at that resourceVersion")
 }
+
+// TestStamperRecordsTheStoredRestartItReplaces: two restarts in a row,
+// before any reconcile: the second one's request records the first, as the
+// stored object carries it, so no restart is lost.
+func TestStamperRecordsTheStoredRestartItReplaces(t *testing.T) {
+	s, c := stamper(t)
+	first := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	s.Now = func() time.Time { return first }
+	md := stored(t, c, machineDeployment("tmpl-a", map[string]string{revisions.AnnotationRevision: "4"}))
+	restarted := md.DeepCopy()
+	restarted.Spec.Rollout.After = metav1.NewTime(first)
+	req := updateRequest(t, md, restarted, "alice", false)
+	restarted.Annotations = applyResponse(t, req, s.Handle(context.Background(), req))
+	require.NoError(t, c.Update(context.Background(), restarted)) // as the API server stores it
+
+	second := restarted.DeepCopy()
+	second.Spec.Rollout.After = metav1.NewTime(first.Add(time.Hour))
+	req = updateRequest(t, restarted, second, "bob", false)
+	ann := applyResponse(t, req, s.Handle(context.Background(), req))
+	assert.Contains(t, ann[revisions.AnnotationRestart], `"by":"bob"`)
+
+	list := &appsv1.ControllerRevisionList{}
+	require.NoError(t, c.List(context.Background(), list))
+	require.Len(t, list.Items, 1)
+	rev, err := revisions.FromControllerRevision(&list.Items[0])
+	require.NoError(t, err)
+	require.Len(t, rev.Record.Restarts, 1)
+	assert.Equal(t, "alice", rev.Record.Restarts[0].By)
+	assert.Equal(t, "2031-05-06T07:08:09Z", rev.Record.Restarts[0].After)
+}

@@ -194,6 +194,13 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 			rec = oldRec
 			if after := s.Kind.RolloutAfter(newObj); after != "" && after != s.Kind.RolloutAfter(oldObj) {
 				restart = &revisions.Restart{At: now, By: user, FieldManager: manager, After: after, Cause: clientCause}
+				// This stamp replaces the stored one: make sure the restart
+				// stored is recorded, as the reconciler may not have seen it.
+				if !dryRun && oldAnn[revisions.AnnotationRestart] != "" {
+					if err := s.recordStored(ctx, oldObj, oldSnap, oldRec, "the restart before", user); err != nil {
+						return nil, fmt.Errorf("rollout-guard could not record the last restart of %s: %w", id, err)
+					}
+				}
 			}
 			break
 		}
@@ -325,6 +332,25 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		}
 	}
 	return out, nil
+}
+
+// recordStored records rec, the stamps of oldObj, when oldObj is what the
+// API server stored (else counts and logs the request); what names the
+// record in the log.
+func (s *Stamper) recordStored(ctx context.Context, oldObj client.Object, oldSnap revisions.Snapshot, rec revisions.Record, what, user string) error {
+	reason, err := s.Stored.Check(ctx, s.Kind, oldObj, oldSnap)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		noteUnverified(ctx, s.Kind.GVK.Kind, reason, what, oldObj, user)
+		return nil
+	}
+	if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, rec); err != nil {
+		return err
+	}
+	revisionsRecordedTotal.WithLabelValues(s.Kind.GVK.Kind).Inc()
+	return nil
 }
 
 func (s *Stamper) now() time.Time {

@@ -31,7 +31,7 @@ func run(m *testing.M) int {
 	fmt.Fprintln(os.Stderr, "guard and API server logs:", logFile.Name())
 	// The guard starts once the control-plane kind it lists is served
 	// (contract_controlplane_test.go).
-	env, err = framework.Start(ctx, framework.Options{Log: logFile, GuardArgs: []string{"--override-groups=" + overrideGroup, "--history-limit=1000", controlPlaneKindsArg}})
+	env, err = framework.Start(ctx, framework.Options{Log: logFile, GuardMetrics: true, GuardArgs: []string{"--override-groups=" + overrideGroup, "--history-limit=1000", controlPlaneKindsArg}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
 		return 1

@@ -187,14 +187,20 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 	require.NoError(t, eve.Patch(ctx, w.MD.DeepCopy(), client.RawPatch(types.MergePatchType, data)))
 	w.Refresh(t)
 	assert.Equal(t, "4", w.MD.Annotations[revisions.AnnotationRevision], "a restart is not a new revision")
-	revs, _, err = history.List(ctx, env.Client, w.Namespace, string(w.MD.UID))
-	require.NoError(t, err)
+	// Recorded from the object as stored (its restart stamp), by the
+	// history reconciler: not within the request.
 	var restarts []revisions.Restart
-	for _, r := range revs {
-		if r.Record.Revision == 4 {
-			restarts = r.Record.Restarts
+	require.Eventually(t, func() bool {
+		revs, _, err = history.List(ctx, env.Client, w.Namespace, string(w.MD.UID))
+		require.NoError(t, err)
+		restarts = nil
+		for _, r := range revs {
+			if r.Record.Revision == 4 {
+				restarts = r.Record.Restarts
+			}
 		}
-	}
+		return len(restarts) > 0
+	}, 30*time.Second, 100*time.Millisecond, "the restart is never recorded:\n%s", framework.DescribeHistory(revs))
 	require.Len(t, restarts, 1)
 	assert.Equal(t, "eve", restarts[0].By)
 	assert.Equal(t, "2030-01-02T03:04:05Z", restarts[0].After)
