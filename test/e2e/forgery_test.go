@@ -107,7 +107,9 @@ func TestForgedRequestsStraightToTheGuardRecordNothing(t *testing.T) {
 			oldRaw: kcp(func(k *controlplanev1.KubeadmControlPlane) { attacker(k); k.ResourceVersion = "1" }), newRaw: kcp(same),
 			wantAllowed: true, wantReason: "not-current"},
 		{name: "a worker pool whose old template is another", path: mutateMD, kind: "MachineDeployment", op: admissionv1.Update,
-			oldRaw: md(func(m *clusterv1.MachineDeployment) { m.Spec.Template.Spec.InfrastructureRef.Name = "attacker-template" }),
+			oldRaw: md(func(m *clusterv1.MachineDeployment) {
+				m.Spec.Template.Spec.InfrastructureRef.Name = "attacker-template"
+			}),
 			newRaw: md(func(*clusterv1.MachineDeployment) {}), wantAllowed: true, wantReason: "content-differs"},
 		{name: "a made-up restart of the live control plane", path: mutateKCP, kind: "KubeadmControlPlane", op: admissionv1.Update,
 			oldRaw: kcp(same), newRaw: kcp(func(k *controlplanev1.KubeadmControlPlane) {
