@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -260,10 +261,36 @@ func orDash(s string) string {
 	return s
 }
 
-// oneLine keeps a table cell on one line.
+// oneLine keeps a table cell on one line, with every character visible:
+// each run of white space (a carriage return too, which would let later
+// text hide earlier text) reads as one space, and every other character a
+// terminal would not show as itself is escaped (visible).
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return visible(strings.Join(strings.Fields(s), " "))
 }
+
+// visible writes each character of s a terminal would not show as itself —
+// a control character (a tab, a carriage return, an escape sequence, a
+// backspace), a bidirectional override, a zero-width space — as its Go
+// escape: \t, \r, \x1b, \b, \u202e. Spaces stay as they are.
+func visible(s string) string {
+	if strings.IndexFunc(s, hidden) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !hidden(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}
+
+// hidden reports whether a terminal would not show r as itself.
+func hidden(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }
 
 // revision prints one revision in full.
 func (o *HistoryOptions) revision(set *revisionSet) error {
@@ -327,7 +354,7 @@ func (o *HistoryOptions) diff(set *revisionSet) error {
 // printDiff prints the fields in which revision r differs from the live
 // object, live first.
 func printDiff(out io.Writer, set *revisionSet, r revisions.Revision, title string) error {
-	changes, err := revisions.Diff(set.live, r.Snapshot)
+	changes, _, err := fieldChanges(set.live, r.Snapshot)
 	if err != nil {
 		return fmt.Errorf("comparing %s with the live object: %w", label(r), err)
 	}
@@ -342,17 +369,7 @@ func printDiff(out io.Writer, set *revisionSet, r revisions.Revision, title stri
 		_, err := fmt.Fprintf(out, "%s: %s matches the live object\n", describe(set.obj, set.kind), label(r))
 		return err
 	}
-	return writeChanges(out, changes, liveCol, fmt.Sprintf("REVISION %d", r.Record.Revision))
-}
-
-// writeChanges prints changes as a table FIELD, from, to.
-func writeChanges(out io.Writer, changes []revisions.Change, from, to string) error {
-	w := printers.GetNewTabWriter(out)
-	fmt.Fprintf(w, "FIELD\t%s\t%s\n", from, to)
-	for _, c := range changes {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", c.Path, orNone(oneLine(c.From)), orNone(oneLine(c.To)))
-	}
-	return w.Flush()
+	return writeFieldTable(out, "", liveCol, fmt.Sprintf("REVISION %d", r.Record.Revision), changes)
 }
 
 // printData prints the history as data: -o json|yaml, or the

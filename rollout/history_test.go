@@ -20,7 +20,7 @@ func TestHistoryDiffAndRevision(t *testing.T) {
 	cl := newFakeClient(gitOpsWorld(t, nil)...)
 	out, errOut, code := runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--diff")
 	require.Equal(t, ExitOK, code, errOut)
-	assert.Equal(t, "FIELD     LIVE (REVISION 3)   REVISION 2\nversion   v1.34.2             v1.34.1\n", out)
+	assert.Equal(t, "FIELD     LIVE (REVISION 3)   REVISION 2\nversion   v1.34.2             v1.34.1   (rolls out)\n", out)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--diff", "--revision", "3")
 	require.Equal(t, ExitOK, code, errOut)

@@ -193,11 +193,7 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 	if err != nil {
 		return op, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	changes, err := revisions.Diff(oldSnap, newSnap)
-	if err != nil {
-		return op, fmt.Errorf("cannot %s: %w", purpose, err)
-	}
-	rollout, err := revisions.RolloutChanges(oldSnap, newSnap)
+	changes, rollout, err := fieldChanges(oldSnap, newSnap)
 	if err != nil {
 		return op, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
@@ -205,13 +201,7 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 	if err != nil {
 		return op, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	rolls := map[string]bool{}
-	for _, ch := range rollout {
-		rolls[ch.Path] = true
-	}
-	for _, ch := range changes {
-		op.Changes = append(op.Changes, v1alpha1.PlanFieldChange{Path: ch.Path, From: ch.From, To: ch.To, RollsOut: rolls[ch.Path]})
-	}
+	op.Changes = append(op.Changes, changes...)
 	if !restartAt.IsZero() && !rolloutAfter(live).Before(restartAt) {
 		restartAt = time.Time{} // already restarted at or after it
 	}

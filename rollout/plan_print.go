@@ -93,16 +93,7 @@ func writeObjectPlan(out io.Writer, op v1alpha1.ObjectPlan) error {
 
 	if len(op.Changes) > 0 {
 		fmt.Fprintln(out, "  Changes:")
-		w := printers.GetNewTabWriter(out)
-		fmt.Fprintln(w, "    FIELD\tLIVE\tPLANNED")
-		for _, c := range op.Changes {
-			row := fmt.Sprintf("    %s\t%s\t%s", c.Path, orNone(oneLine(c.From)), orNone(oneLine(c.To)))
-			if c.RollsOut {
-				row += "\t(rolls out)"
-			}
-			fmt.Fprintln(w, row)
-		}
-		if err := w.Flush(); err != nil {
+		if err := writeFieldTable(out, "    ", "LIVE", "PLANNED", op.Changes); err != nil {
 			return err
 		}
 	}

@@ -255,12 +255,12 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.
 		o.c.warnf("%s is paused (%s): the change is stored now and rolls out when it is resumed", id, how)
 	}
 	if o.dry == dryRunClient && !o.PrintFlags.Data() {
-		changes, err := revisions.Diff(oldSnap, newSnap)
+		changes, _, err := fieldChanges(oldSnap, newSnap)
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 		fmt.Fprintf(o.c.IOStreams.Out, "%s: would roll out (dry run: nothing sent)\n", id)
-		if err := writeChanges(o.c.IOStreams.Out, changes, "LIVE", "AFTER"); err != nil {
+		if err := writeFieldTable(o.c.IOStreams.Out, "", "LIVE", "AFTER", changes); err != nil {
 			return err
 		}
 	}

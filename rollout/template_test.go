@@ -33,7 +33,7 @@ func TestSwitch(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, `MachineDeployment demo/c1-md-0: would roll out (dry run: nothing sent)
 FIELD               LIVE     AFTER
-infrastructureRef   <none>   DevMachineTemplate/md-v2
+infrastructureRef   <none>   DevMachineTemplate/md-v2   (rolls out)
 machinedeployment.cluster.x-k8s.io/c1-md-0 rolling out (dry run): infrastructureRef (none) → DevMachineTemplate/md-v2
 `, out)
 

@@ -29,7 +29,7 @@ func TestUndo(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, `MachineDeployment demo/c1-md-0: would roll back from revision 3 to revision 2 (dry run: nothing sent)
 FIELD     LIVE (REVISION 3)   REVISION 2
-version   v1.34.2             v1.34.1
+version   v1.34.2             v1.34.1   (rolls out)
 machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 2 (dry run)
 `, out)
 	assert.Empty(t, w.all())
