@@ -48,7 +48,8 @@ highest number is the live revision. Columns:
   INFRASTRUCTURE  the infrastructure machine template
   BOOTSTRAP       the bootstrap config template (MachineDeployment) or config (MachinePool);
                   "inline" for a KubeadmControlPlane, with its pinned etcd image tag if any
-  CHANGED-BY      the user whose request made it live, from the API server
+  CHANGED-BY      the user whose request made it live, from the API server; "unknown (*)"
+                  when nothing records one (see below)
   VIA             the field manager of that request (rollout, kubectl-patch, capi-topology, ...),
                   with the GitOps controller that made the revision in brackets:
                   "argocd-controller [Argo CD]", "kustomize-controller [Flux]" (known by its
@@ -59,6 +60,13 @@ highest number is the live revision. Columns:
 
 A restart (spec.rollout.after) is not a new revision: it is shown as its own "restart"
 line below the revision whose content it restarted, with who asked for it and when.
+
+A revision of unknown author is content rollout-guard did not admit: changed while it was
+not admitting changes (its webhooks were not called), recorded afterwards by its reconciler,
+or live before it saw the object (made before it was installed), adopted by its reconciler.
+Nothing says its content was meant. The table marks it "unknown (*)" and explains each below
+itself; --revision N says so in its first lines; -o json|yaml has authorUnknown: Unadmitted,
+PredatesGuard or NotRecorded. rollout undo to such a revision needs --force.
 
 --revision N prints revision N in full (its record and content, as YAML); --diff prints
 how a revision (--revision, default: the previous one) differs from the live object.
@@ -162,6 +170,7 @@ func (o *HistoryOptions) table(set *revisionSet) error {
 	now := o.c.now()
 	w := printers.GetNewTabWriter(o.c.IOStreams.Out)
 	fmt.Fprintln(w, "REVISION\tVERSION\tINFRASTRUCTURE\tBOOTSTRAP\tCHANGED-BY\tVIA\tAGE\tCHANGE-CAUSE")
+	var unknown []unknownAuthorRevision
 	for _, r := range set.revs {
 		sum, err := summaryOf(set.kind, r.Snapshot)
 		if err != nil {
@@ -171,14 +180,20 @@ func (o *HistoryOptions) table(set *revisionSet) error {
 		if also := alsoLive(r.Record); also != "" {
 			rev += " (also " + also + ")"
 		}
+		if authorUnknownOf(r.Record) != "" {
+			unknown = append(unknown, unknownAuthorRevision{rev: r})
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rev, orNone(sum.Version), orNone(sum.Infrastructure), orNone(sum.Bootstrap),
-			orUnknown(r.Record.ChangedBy), via(r.Record), age(now, r.Record.ChangedAt), oneLine(causeOf(r.Record)))
+			changedByCell(r.Record), via(r.Record), age(now, r.Record.ChangedAt), oneLine(causeOf(r.Record)))
 		for _, rs := range r.Record.Restarts {
 			fmt.Fprintf(w, "restart\t\t\t\t%s\t%s\t%s\t%s\n", orUnknown(rs.By), via(revisions.Record{ChangedBy: rs.By, FieldManager: rs.FieldManager}), age(now, rs.At),
 				oneLine(restartCause(rs)))
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return writeUnknownAuthorNote(o.c.IOStreams.Out, unknown, o.c.name()+" history "+o.ref.String())
 }
 
 // restartCause is the CHANGE-CAUSE of a restart line: what restarted, and
@@ -317,6 +332,9 @@ func (o *HistoryOptions) revision(set *revisionSet) error {
 	}
 	out := o.c.IOStreams.Out
 	fmt.Fprintf(out, "# %s, %s\n", describe(set.obj, set.kind), label(r))
+	if why := entry.AuthorUnknown; why != "" {
+		fmt.Fprintf(out, "# author unknown: %s; nothing says its content was meant: read it all before rolling back to it (rollout undo to it needs --force)\n", authorUnknownReason(why))
+	}
 	if _, err := out.Write(head); err != nil {
 		return err
 	}

@@ -148,7 +148,16 @@ func (o *HistoryOptions) runCluster(ctx context.Context, cl *clients, cluster *c
 		_, err := fmt.Fprintf(o.c.IOStreams.Out, "No revision history recorded for %s, %s. Is rollout-guard installed? It records every change from the moment it is.\n", describe(cluster, Cluster), what)
 		return err
 	}
-	return writeClusterTable(o.c.IOStreams.Out, o.c.now(), rows)
+	if err := writeClusterTable(o.c.IOStreams.Out, o.c.now(), rows); err != nil {
+		return err
+	}
+	var unknown []unknownAuthorRevision
+	for _, r := range rows {
+		if r.restart == nil && authorUnknownOf(r.rev.Record) != "" {
+			unknown = append(unknown, unknownAuthorRevision{object: shortRef(r.set), rev: r.rev})
+		}
+	}
+	return writeUnknownAuthorNote(o.c.IOStreams.Out, unknown, o.c.name()+" history OBJECT")
 }
 
 // writeClusterTable prints a cluster's merged history, one line per
@@ -170,7 +179,7 @@ func writeClusterTable(out io.Writer, now time.Time, rows []historyRow) error {
 		if also := alsoLive(r.rev.Record); also != "" {
 			rev += " (also " + also + ")"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortRef(r.set), rev, orNone(sum.Version), orUnknown(r.rev.Record.ChangedBy),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortRef(r.set), rev, orNone(sum.Version), changedByCell(r.rev.Record),
 			via(r.rev.Record), age(now, r.at), oneLine(causeOf(r.rev.Record)))
 	}
 	return w.Flush()

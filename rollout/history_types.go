@@ -42,6 +42,7 @@ func entryOf(set *revisionSet, r revisions.Revision, withContent bool) (v1alpha1
 		Bootstrap:          sum.Bootstrap,
 		EtcdImageTag:       sum.EtcdImageTag,
 		ChangedBy:          r.Record.ChangedBy,
+		AuthorUnknown:      authorUnknownOf(r.Record),
 		FieldManager:       r.Record.FieldManager,
 		GitOps:             gitOpsController(r.Record),
 		ChangeType:         r.Record.ChangeType,

@@ -65,6 +65,11 @@ type HistoryRevision struct {
 	EtcdImageTag string `json:"etcdImageTag,omitempty"`
 	// ChangedBy is the user whose request made the content live.
 	ChangedBy string `json:"changedBy,omitempty"`
+	// AuthorUnknown is set when nothing records who made the content live
+	// (ChangedBy is empty), and says why: AuthorUnadmitted or
+	// AuthorPredatesGuard (AuthorNotRecorded otherwise). `rollout undo` to
+	// such a revision needs --force.
+	AuthorUnknown string `json:"authorUnknown,omitempty"`
 	// ChangedAt is when, RFC 3339.
 	ChangedAt string `json:"changedAt,omitempty"`
 	// FieldManager is the request's field manager.
@@ -83,6 +88,21 @@ type HistoryRevision struct {
 	// Content is the revision's content (with --revision only).
 	Content json.RawMessage `json:"content,omitempty"`
 }
+
+// The values of HistoryRevision.AuthorUnknown: why nothing records who made
+// a revision's content live.
+const (
+	// AuthorUnadmitted: the content became live while rollout-guard was not
+	// admitting changes (its webhooks were not called), and its reconciler
+	// recorded it afterwards.
+	AuthorUnadmitted = "Unadmitted"
+	// AuthorPredatesGuard: the content was live before rollout-guard saw the
+	// object (made before the guard was installed, or created while it was
+	// down), and its reconciler adopted it.
+	AuthorPredatesGuard = "PredatesGuard"
+	// AuthorNotRecorded: the record names no author for another reason.
+	AuthorNotRecorded = "NotRecorded"
+)
 
 // HistoryOverride is the break-glass override a revision was made with.
 type HistoryOverride struct {

