@@ -98,7 +98,7 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 	}
 
 	if b.revisionEdits > 0 {
-		fmt.Fprintf(w, "\n# ControllerRevision requests during the guard's slices (apiserver_request_total), for %d edits that made a new revision\n\n", b.revisionEdits)
+		fmt.Fprintf(w, "\n# ControllerRevision requests, and GETs of the edited kinds, during the guard's slices (apiserver_request_total), for %d edits that made a new revision\n\n", b.revisionEdits)
 		fmt.Fprintln(w, "| verb | requests | per recorded revision |")
 		fmt.Fprintln(w, "|---|---|---|")
 		var total float64

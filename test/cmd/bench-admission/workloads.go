@@ -362,13 +362,24 @@ func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []
 }
 
 // revisionRequests reads the API server's count of ControllerRevision
-// requests, by verb.
+// requests, by verb, and of GETs of the edited kinds (as "GET
+// kubeadmcontrolplanes" and "GET machinedeployments"): the guard's reads
+// of an object whose stored copy its cache had not seen yet (the check of
+// a request's old object, the reconciler's read of a whole object). The
+// workloads write with patches and read nothing, so every such GET in a
+// guard's slice is the guard's.
 func (b *bench) revisionRequests(ctx context.Context) (map[string]float64, error) {
 	samples, err := framework.APIServerMetrics(ctx, b.cfg)
 	if err != nil {
 		return nil, err
 	}
-	return framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb"), nil
+	out := framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb")
+	for _, resource := range []string{"kubeadmcontrolplanes", "machinedeployments"} {
+		for verb, v := range framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": resource, "verb": "GET"}, "verb") {
+			out[verb+" "+resource] += v
+		}
+	}
+	return out, nil
 }
 
 // errNoRounds is returned when a ratio has no round to compare.
