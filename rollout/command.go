@@ -33,8 +33,9 @@ const (
 	ExitOK = 0
 	// ExitError: anything else: a bad argument, an object or template not
 	// found, a paused or topology-managed object, a live change of an
-	// object a GitOps controller manages (without --force), a refusal by
-	// the policy or the guard, a conflict that could not be resolved, a
+	// object a GitOps controller manages or an undo to a revision of
+	// unknown author (without --force), a refusal by the policy or the
+	// guard, a conflict that could not be resolved, a
 	// denied permission, an unreachable API server.
 	ExitError = 1
 )
@@ -43,9 +44,9 @@ const (
 const exitCodesHelp = `Exit status:
   0  success, including "nothing to do" (already paused, already at that revision)
   1  error: bad arguments, object or template not found, paused or topology-managed
-     object, a live change of a GitOps-managed object without --force, refused by
-     rollout-guard's policy or by the guard, conflict, permission denied, API server
-     unreachable`
+     object, a live change of a GitOps-managed object or an undo to a revision of
+     unknown author without --force, refused by rollout-guard's policy or by the
+     guard, conflict, permission denied, API server unreachable`
 
 // Options configure the command tree.
 type Options struct {

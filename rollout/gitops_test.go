@@ -263,7 +263,10 @@ func TestGitOpsStop(t *testing.T) {
 			stderr: strings.ReplaceAll(kcpForced, "KubeadmControlPlane demo/c1-control-plane", "MachineDeployment demo/c1-md-0")},
 		{name: "client dry run", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--dry-run=client"}, code: ExitOK, stderr: ""},
 		{name: "server dry run", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--dry-run=server"}, code: ExitOK, stderr: "", written: true},
-		{name: "emit", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--emit", "yaml"}, code: ExitOK, stderr: ""},
+		{name: "emit", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--emit", "yaml"}, code: ExitOK,
+			stderr: "KubeadmControlPlane demo/c1-control-plane: printing the rollback from revision 2 to revision 1 for Git (nothing sent)\n" +
+				"FIELD                  LIVE (REVISION 2)   REVISION 1\n" +
+				"metadata.labels.tier   new                 old\n"},
 		{name: "not managed", args: []string{"undo", "kcp/c1-control-plane"}, code: ExitOK, stderr: "", written: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -300,7 +303,9 @@ func TestUndoEmit(t *testing.T) {
 
 			out, errOut, code := runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "2", "--emit", "yaml")
 			require.Equal(t, ExitOK, code, errOut)
-			assert.Empty(t, errOut)
+			assert.Equal(t, "MachineDeployment demo/c1-md-0: printing the rollback from revision 3 to revision 2 for Git (nothing sent)\n"+
+				"FIELD     LIVE (REVISION 3)   REVISION 2\n"+
+				"version   v1.34.2             v1.34.1   (rolls out)\n", errOut, "what the manifest changes, on stderr: stdout is the manifest")
 			if mark.do == nil {
 				golden(t, "undo-emit-md.yaml", out)
 			}
@@ -383,7 +388,8 @@ func TestEmitFlags(t *testing.T) {
 		{[]string{"undo", "md/a", "--emit", "json"}, `--emit must be "yaml" or "patch", not "json"`},
 		{[]string{"undo", "md/a", "--emit", "yaml", "-o", "yaml"}, "--emit prints the manifest or patch itself; leave out -o"},
 		{[]string{"undo", "md/a", "--emit", "yaml", "--dry-run=server"}, "--emit sends nothing; leave out --dry-run (to ask the guard itself, use --dry-run=server without --emit)"},
-		{[]string{"undo", "md/a", "--emit", "patch", "--force"}, "--force changes the live object; --emit changes nothing: use one of them"},
+		{[]string{"md/a", "--version", "v1.34.2", "--emit", "patch", "--force"}, "--force changes the live object; --emit changes nothing: use one of them"},
+		{[]string{"undo", "md/a", "--emit", "patch", "--force", "--reason", "INC-1"}, "--reason is sent with a live change, as the override annotation; --emit changes nothing: give the reason in the Git commit message"},
 		{[]string{"undo", "md/a", "--emit", "yaml", "--change-cause", "why"}, "--change-cause is sent with a live change; with --emit, give the reason in the Git commit message"},
 		{[]string{"md/a", "--emit", "yaml"}, "--emit and --force go with --template, --bootstrap-template or --version"},
 		{[]string{"md/a", "--force"}, "--emit and --force go with --template, --bootstrap-template or --version"},

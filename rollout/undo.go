@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,6 +60,11 @@ Before sending anything, undo checks that
     kustomize.toolkit.fluxcd.io/name or helm.toolkit.fluxcd.io/name; or a field manager
     argocd-controller, kustomize-controller or helm-controller), which would revert the
     rollback at its next sync: make the change in Git instead (--emit), or add --force;
+  - the revision has a known author. One changed while rollout-guard was not admitting
+    changes (recorded afterwards by its reconciler), or live before the guard saw the
+    object (made before it was installed), has none: rollout history shows "unknown (*)",
+    and nothing says its content was meant. Undo to it is refused, with what it would
+    change, unless --force (read that first);
   - every template the revision references (infrastructureRef, bootstrap configRef) still
     exists;
   - rollout-guard's policy allows the change, judged as the guard judges it (version skew,
@@ -67,22 +73,31 @@ Before sending anything, undo checks that
 When the revision's content is already live it does nothing ("skipped rollback: already
 at revision N") and succeeds.
 
+Before sending anything (and with --dry-run, --dry-run=server and --emit), undo prints the
+fields the revision changes against the live object, every value in full (kubeadm commands
+and files with their content included), as rollout plan and history --diff print them,
+"(rolls out)" where Cluster API replaces machines for it: on stdout, or on stderr with -o
+or --emit, whose output is data.
+
 The rollback is one patch with a resourceVersion precondition. If the object changed in the
 meantime (a conflict), undo reads it again and decides anew: it reports "skipped rollback"
 if the revision is now live, stops if "the previous revision" no longer means the same
 thing, and otherwise checks everything again; it never overwrites a change it has not seen.
 
 --dry-run=client prints what would change and the local verdict; --dry-run=server asks the
-API server and the guard, changing nothing. --force --reason TEXT sends rollout-guard's
-break-glass override annotation: the guard lets a refused change through only for members
-of its override groups, and records the override, its reason and its user in the history.
+API server and the guard, changing nothing; both are checked as the rollback itself. --force
+rolls back an object a GitOps controller manages, and to a revision of unknown author.
+--force --reason TEXT also sends rollout-guard's break-glass override annotation: the guard
+lets a refused change through only for members of its override groups, and records the
+override, its reason and its user in the history.
 
 --emit yaml changes nothing and prints the manifest to commit to Git: the live object with
 the revision's fields, without what the API server and controllers fill in (status,
 managedFields, resourceVersion, uid, creationTimestamp, generation, ownerReferences,
 finalizers) and without rollout-guard's stamps, which the guard writes itself when the
 GitOps controller applies it. --emit patch prints the JSON merge patch instead. Both are
-checked exactly as the rollback itself (the same checks, the same refusals and exit codes).
+checked exactly as the rollback itself (the same checks, the same refusals and exit codes);
+with --emit, --force only lets a revision of unknown author be printed.
 
 ` + exitCodesHelp,
 		Example: `  # Back to the previous revision
@@ -94,6 +109,9 @@ checked exactly as the rollback itself (the same checks, the same refusals and e
   # Ask the guard without changing anything
   rollout undo kcp/my-cluster-control-plane --to-revision 3 --dry-run=server
 
+  # Back to a revision of unknown author, after reading what it changes
+  rollout undo kcp/my-cluster-control-plane --to-revision 4 --dry-run=server --force
+
   # Break glass (members of the guard's override groups only; recorded)
   rollout undo kcp/my-cluster-control-plane --to-revision 3 --force --reason "INC-42: restore from backup follows"
 
@@ -104,7 +122,7 @@ checked exactly as the rollback itself (the same checks, the same refusals and e
 	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "The revision to roll back to (default: the previous revision).")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll back; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
-	cmd.Flags().BoolVar(&o.Force, "force", false, "Roll back even if a GitOps controller (Argo CD, Flux) manages the object, which reverts the rollback at its next sync unless Git has it too. With --reason, also send rollout-guard's override annotation: the guard lets a refused change through for members of its override groups, and records it.")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "Roll back even if a GitOps controller (Argo CD, Flux) manages the object, which reverts the rollback at its next sync unless Git has it too; and to a revision of unknown author (changed while rollout-guard was not admitting changes, or live before it was installed), once you have read what undo shows it changes. With --reason, also send rollout-guard's override annotation: the guard lets a refused change through for members of its override groups, and records it. With --emit, only the unknown author.")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "The reason of a --force override, recorded in the history.")
 	cmd.Flags().StringVar(&o.Emit, "emit", "", emitHelp)
 	addChangeCauseFlag(cmd, &o.ChangeCause)
@@ -144,7 +162,12 @@ func (o *UndoOptions) Validate() error {
 	case !o.Force && o.Reason != "":
 		return fmt.Errorf("--reason goes with --force: it is the reason of an override")
 	}
-	if err := validateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, o.Force); err != nil {
+	if o.emit != emitNone && o.Reason != "" {
+		return fmt.Errorf("--reason is sent with a live change, as the override annotation; --emit changes nothing: give the reason in the Git commit message")
+	}
+	// With --emit, --force only lets a revision of unknown author be
+	// printed: there is no live change for it to force.
+	if err := validateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, false); err != nil {
 		return err
 	}
 	return o.PrintFlags.Validate()
@@ -273,15 +296,18 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
+	if err := o.checkAuthor(set, target, id); err != nil {
+		return err
+	}
 	if o.emit == emitNone && o.dry == dryRunNone {
 		inGit := fmt.Sprintf("%s undo %s --to-revision %d -n %s --emit yaml", o.c.name(), o.ref, want, obj.GetNamespace())
 		if err := o.c.checkGitOps("undo", obj, o.Force, inGit); err != nil {
 			return err
 		}
 	}
-	if o.dry == dryRunClient && !o.PrintFlags.Data() {
-		title := fmt.Sprintf("%s: would roll back from %s to %s (dry run: nothing sent)", id, liveLabel(set), label(target))
-		if err := printDiff(o.c.IOStreams.Out, set, target, title); err != nil {
+	if o.dry == dryRunClient {
+		// What would change, then the local verdict.
+		if err := o.showChanges(set, target, id); err != nil {
 			return err
 		}
 	}
@@ -304,6 +330,12 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 			o.c.warnf("rollout-guard's policy refuses this change (%s); sending it with the override (--force): the guard decides whether you may", strings.Join(refusal.(*policyRefusal).rules, ", "))
 		}
 	}
+	if o.dry != dryRunClient {
+		// Every check passed: what is about to be sent (or printed for Git).
+		if err := o.showChanges(set, target, id); err != nil {
+			return err
+		}
+	}
 	if o.emit != emitNone {
 		return emit(o.c.IOStreams.Out, o.emit, obj, newObj, patch)
 	}
@@ -323,6 +355,49 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 		op += fmt.Sprintf(" (now revision %d)", n)
 	}
 	return o.print(obj, op)
+}
+
+// checkAuthor refuses a rollback to a revision of unknown author without
+// --force (unknownAuthorError, with what it would change), and warns when
+// --force lets it through.
+func (o *UndoOptions) checkAuthor(set *revisionSet, target revisions.Revision, id string) error {
+	why := authorUnknownOf(target.Record)
+	if why == "" {
+		return nil
+	}
+	if o.Force {
+		o.c.warnf("the author of %s of %s is unknown (%s); rolling back to it anyway (--force)", label(target), id, authorUnknownReason(why))
+		return nil
+	}
+	var diff bytes.Buffer
+	if err := printDiff(&diff, set, target, ""); err != nil {
+		return err
+	}
+	show := fmt.Sprintf("%s history %s -n %s", o.c.name(), o.ref, set.obj.GetNamespace())
+	return unknownAuthorError{id: id, target: target, diff: diff.String(), show: show, authored: authoredNumbers(set)}
+}
+
+// showChanges prints the fields the rollback changes against the live
+// object, under a title that says what is done with them: on stdout, or
+// on stderr when stdout carries data (-o) or a manifest (--emit).
+func (o *UndoOptions) showChanges(set *revisionSet, target revisions.Revision, id string) error {
+	from, to := liveLabel(set), label(target)
+	var title string
+	switch {
+	case o.emit != emitNone:
+		title = fmt.Sprintf("%s: printing the rollback from %s to %s for Git (nothing sent)", id, from, to)
+	case o.dry == dryRunClient:
+		title = fmt.Sprintf("%s: would roll back from %s to %s (dry run: nothing sent)", id, from, to)
+	case o.dry == dryRunServer:
+		title = fmt.Sprintf("%s: would roll back from %s to %s (server dry run: nothing stored)", id, from, to)
+	default:
+		title = fmt.Sprintf("%s: rolling back from %s to %s", id, from, to)
+	}
+	out := o.c.IOStreams.Out
+	if o.PrintFlags.Data() || o.emit != emitNone {
+		out = o.c.IOStreams.ErrOut
+	}
+	return printDiff(out, set, target, title)
 }
 
 // patch is the rollback: revisions.RollbackPatch (the content and the

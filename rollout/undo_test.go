@@ -36,7 +36,11 @@ machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 2 (dry run)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0")
 	require.Equal(t, ExitOK, code, errOut)
-	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 2 (now revision 3)\n", out, "the fake has no guard to stamp the new revision")
+	assert.Equal(t, `MachineDeployment demo/c1-md-0: rolling back from revision 3 to revision 2
+FIELD     LIVE (REVISION 3)   REVISION 2
+version   v1.34.2             v1.34.1   (rolls out)
+machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 2 (now revision 3)
+`, out, "what it sends, then what it did; the fake has no guard to stamp the new revision")
 	md := gitOpsMD()
 	getObj(t, cl, md)
 	assert.Equal(t, "v1.34.1", md.Spec.Template.Spec.Version)
