@@ -126,7 +126,7 @@ func TestForgedRequestsStraightToTheGuardRecordNothing(t *testing.T) {
 	}
 
 	before := recordsIn(t, w.Namespace)
-	code, historyBefore, _ := runRollout(t, "history", kcpRef, "-n", w.Namespace)
+	code, historyBefore, _ := runRollout(t, "history", kcpRef, "-n", w.Namespace, "-o", "json")
 	require.Equal(t, 0, code)
 	counted := unverifiedCounts(t, token)
 	for _, tc := range cases {
@@ -165,10 +165,9 @@ func TestForgedRequestsStraightToTheGuardRecordNothing(t *testing.T) {
 			counted = now
 		})
 	}
-	code, historyAfter, _ := runRollout(t, "history", kcpRef, "-n", w.Namespace)
+	code, historyAfter, _ := runRollout(t, "history", kcpRef, "-n", w.Namespace, "-o", "json")
 	require.Equal(t, 0, code)
 	assert.Equal(t, historyBefore, historyAfter, "rollout history changed")
-	assert.NotContains(t, historyAfter, "author unknown")
 	code, plan, _ := runRollout(t, "plan", kcpRef, "-n", w.Namespace, "--to-revision", "2")
 	assert.NotEqual(t, 0, code, "a revision 2 exists to plan:\n%s", plan)
 	logs := env.GuardLogTail()
