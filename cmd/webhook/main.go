@@ -41,6 +41,7 @@ type options struct {
 	webhookHost    string
 	webhookPort    int
 	certDir        string
+	clientCAName   string
 	probeAddr      string
 	metricsAddr    string
 	pprofAddr      string
@@ -62,6 +63,7 @@ func main() {
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "address the admission webhook server listens on (empty: all interfaces)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhook server (HTTPS)")
 	fs.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key; new files are picked up without a restart")
+	fs.StringVar(&o.clientCAName, "client-ca-name", "", "name of a file in --cert-dir holding the PEM certificates of the CAs that sign the admission webhook server's clients: when set, the server completes a TLS handshake only with a client that presents a certificate signed by one of them, as kube-apiserver does when its admission configuration gives it a kubeconfig with a client certificate for the guard (docs/install.md, Client certificates); read once at start, so a new client CA takes a restart (a new serving certificate does not); the metrics and health endpoints are not affected; empty: any client may connect")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint (authenticated and authorized through the API server); 0 disables it")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's profiling endpoints (/debug/pprof/: heap, CPU, goroutines) to see where the guard's memory or CPU goes; served without authentication, so bind it to localhost (e.g. 127.0.0.1:8082) and reach it with kubectl port-forward; 0 disables it")
@@ -152,7 +154,11 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			Host:    o.webhookHost,
 			Port:    o.webhookPort,
 			CertDir: o.certDir,
-			TLSOpts: []func(*tls.Config){minTLS12},
+			// controller-runtime reads <CertDir>/<ClientCAName> when the
+			// server starts and then requires and verifies client
+			// certificates (tls.RequireAndVerifyClientCert).
+			ClientCAName: o.clientCAName,
+			TLSOpts:      []func(*tls.Config){minTLS12},
 		})},
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -220,7 +226,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err := mgr.AddReadyzCheck("shutdown", webhooks.NotDraining(draining)); err != nil {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
-	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir,
+	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir, "clientCAName", o.clientCAName,
 		"overrideGroups", o.overrideGroups, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
