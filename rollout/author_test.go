@@ -263,3 +263,52 @@ func TestUndoUnknownAuthor(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleStamps: after a change the guard did not admit, the object still
+// carries the stamps of the revision before it; they are not credited to
+// the live content — neither its number nor its author. Until the guard's
+// reconciler records the live content, history says it is not shown; once
+// it has, the live revision is the reconciler's, author unknown.
+func TestStaleStamps(t *testing.T) {
+	world := func(recorded bool) []client.Object {
+		objs := unknownAuthorWorld(t, false)
+		var kept []client.Object
+		for _, obj := range objs {
+			switch o := obj.(type) {
+			case *controlplanev1.KubeadmControlPlane:
+				// The attacker's content is live; the stamps are revision 3's.
+				o.Spec.MachineTemplate.ObjectMeta.Labels = map[string]string{"tier": "old"}
+				o.Spec.KubeadmConfigSpec.PreKubeadmCommands = []string{attackerCommand}
+				o.Spec.KubeadmConfigSpec.Files = []bootstrapv1.File{{Path: "/etc/x.sh", Content: "#!/bin/sh\n" + attackerCommand + "\n"}}
+			default:
+				if rec, err := revisions.RecordFromAnnotations(obj.GetAnnotations()); err == nil && rec.Revision == 2 && !recorded {
+					continue // not recorded yet
+				}
+			}
+			kept = append(kept, obj)
+		}
+		return kept
+	}
+
+	out, errOut, code := runFake(t, newFakeClient(world(false)...), gitOpsNow, "history", "kcp/c1-control-plane")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, "Warning: the live content of KubeadmControlPlane demo/c1-control-plane is not recorded yet: it changed after rollout-guard stamped revision 3, without the guard admitting the change (its author is unknown); the guard's reconciler records it shortly, and until then it is not among the revisions shown\n", errOut)
+	assert.Equal(t, `REVISION   VERSION   INFRASTRUCTURE   BOOTSTRAP   CHANGED-BY   VIA              AGE   CHANGE-CAUSE
+1          v1.34.2   <none>           inline      admin        kubectl-create   3d    created
+3          v1.34.2   <none>           inline      admin        kubectl-edit     10h   kubeadmConfigSpec.files, kubeadmConfigSpec.preKubeadmCommands; machineTemplate.metadata.labels[tier] old → new
+`, out, "revision 3 is not the live content, and the live content is not credited to admin")
+
+	out, errOut, code = runFake(t, newFakeClient(world(true)...), gitOpsNow, "history", "kcp/c1-control-plane", "-o", "json")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Empty(t, errOut)
+	var h v1alpha1.RolloutHistory
+	require.NoError(t, json.Unmarshal([]byte(out), &h), out)
+	assert.EqualValues(t, 2, h.LiveRevision, "the reconciler's number, not the stamps'")
+	for _, r := range h.Revisions {
+		assert.Equal(t, r.Revision == 2, r.Live, "revision %d", r.Revision)
+		if r.Live {
+			assert.Equal(t, []int64{2}, r.History)
+			assert.Equal(t, v1alpha1.AuthorUnadmitted, r.AuthorUnknown)
+		}
+	}
+}

@@ -153,6 +153,7 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 	if !set.recorded() {
 		return o.untracked(ctx, cl, set)
 	}
+	set.warnStale(o.c)
 	switch {
 	case o.Diff:
 		return o.diff(set)

@@ -105,6 +105,7 @@ func (o *HistoryOptions) runCluster(ctx context.Context, cl *clients, cluster *c
 		for _, bad := range set.bad {
 			o.c.warnf("skipping a damaged revision record: %v", bad)
 		}
+		set.warnStale(o.c)
 		sets = append(sets, set)
 	}
 	recorded := 0

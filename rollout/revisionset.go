@@ -29,6 +29,12 @@ type revisionSet struct {
 	revs []revisions.Revision
 	// bad are records that could not be decoded.
 	bad []error
+	// stale is set when the live object's stamps name a revision whose
+	// record holds other content: the object changed since they were
+	// written, without rollout-guard admitting it, and the guard's
+	// reconciler has not recorded the live content yet. The stamps are
+	// then not the live content's (see loadHistory).
+	stale int64
 }
 
 // loadHistory reads an object's history with one List request.
@@ -48,6 +54,16 @@ func (c *cli) loadHistory(ctx context.Context, cl *clients, obj client.Object, p
 	}
 	s := &revisionSet{obj: obj, kind: kindOf(obj), live: live, revs: revs, bad: bad}
 	if rec := policy.StampsOf(obj); rec.Revision > 0 {
+		if other, ok := s.find(rec.Revision); ok && other.Snapshot.Hash != live.Hash {
+			// Stamps left over from before a change the guard did not
+			// admit: they name other content's revision, and crediting
+			// them to the live content would give it that content's
+			// number and author.
+			if _, recorded := s.current(); !recorded {
+				s.stale = rec.Revision
+			}
+			return s, nil
+		}
 		merged := false
 		for i := range s.revs {
 			if s.revs[i].Snapshot.Hash == live.Hash {
@@ -62,6 +78,15 @@ func (c *cli) loadHistory(ctx context.Context, cl *clients, obj client.Object, p
 		revisions.Sort(s.revs)
 	}
 	return s, nil
+}
+
+// warnStale warns, when the live content is newer than its stamps and not
+// recorded yet (stale), that it is not among the revisions shown.
+func (s *revisionSet) warnStale(c *cli) {
+	if s.stale == 0 {
+		return
+	}
+	c.warnf("the live content of %s is not recorded yet: it changed after rollout-guard stamped revision %d, without the guard admitting the change (its author is unknown); the guard's reconciler records it shortly, and until then it is not among the revisions shown", describe(s.obj, s.kind), s.stale)
 }
 
 // recorded reports whether the guard recorded anything for the object.

@@ -250,6 +250,7 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 	for _, bad := range set.bad {
 		o.c.warnf("skipping a damaged revision record: %v", bad)
 	}
+	set.warnStale(o.c)
 	if !set.recorded() {
 		return fmt.Errorf("cannot %s: rollout-guard recorded no history for it (no ControllerRevisions, no %s stamps), so there is nothing to roll back to; is the guard installed? See %s history %s",
 			purpose, revisions.Prefix, o.c.name(), o.ref)
