@@ -26,7 +26,8 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"restart", "md/a", "--at", "tomorrow"}, `--at "tomorrow" is not an RFC 3339 time such as 2030-01-02T03:00:00Z: parsing time "tomorrow" as "2006-01-02T15:04:05Z07:00": cannot parse "tomorrow" as "2006"`},
 		{[]string{"history", "md/a", "md/b"}, "history works on one object at a time; got 2"},
 		{[]string{"undo", "cluster/c1"}, "undo works on worker pools and control planes, not cluster/c1: undo the cluster's control plane or one of its worker pools"},
-		{[]string{"undo", "md/a", "--force", "--emit", "yaml"}, "--force changes the live object; --emit changes nothing: use one of them"},
+		{[]string{"md/a", "--version", "v1.34.2", "--force", "--emit", "yaml"}, "--force changes the live object; --emit changes nothing: use one of them"},
+		{[]string{"undo", "md/a", "--force", "--reason", "x", "--emit", "yaml"}, "--reason is sent with a live change, as the override annotation; --emit changes nothing: give the reason in the Git commit message"},
 		{[]string{"undo", "md/a", "--reason", "x"}, "--reason goes with --force: it is the reason of an override"},
 		{[]string{"undo", "md/a", "--dry-run=maybe"}, `--dry-run must be "none", "client" or "server", not "maybe"`},
 		{[]string{"undo", "md/a", "-o", "wide"}, `unknown output format "wide": use -o json, -o yaml or -o name`},
@@ -85,7 +86,7 @@ func TestObjectErrors(t *testing.T) {
 	r = rolloutCmd(t, md, "--template", "DevMachineTemplate.infrastructure.cluster.x-k8s.io/c1-md-1", "-n", w.Namespace, "--dry-run=client")
 	assert.Equal(t, "MachineDeployment cli-errors/c1-md-0: would roll out (dry run: nothing sent)\n"+
 		"FIELD               LIVE                         AFTER\n"+
-		"infrastructureRef   DevMachineTemplate/c1-md-0   DevMachineTemplate/c1-md-1\n"+
+		"infrastructureRef   DevMachineTemplate/c1-md-0   DevMachineTemplate/c1-md-1   (rolls out)\n"+
 		"machinedeployment.cluster.x-k8s.io/c1-md-0 rolling out (dry run): infrastructureRef c1-md-0 → c1-md-1\n", r.ok(t))
 	assert.EqualValues(t, 1, env.Stamps(t, w.MD).Revision)
 }

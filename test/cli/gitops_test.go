@@ -137,7 +137,7 @@ func TestGitOpsUndoArgoCD(t *testing.T) {
 	assert.EqualValues(t, 2, env.Stamps(t, w.KCP).Revision)
 
 	r = rolloutCmd(t, "undo", kcp, "-n", w.Namespace, "--force")
-	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 1 (now revision 3)\n", r.ok(t))
+	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 1 (now revision 3)\n", lastLine(r.ok(t)))
 	assert.Equal(t, "Warning: KubeadmControlPlane cli-gitops-argocd/c1-control-plane is managed by Argo CD (Application c1, annotation argocd.argoproj.io/tracking-id); "+
 		"changing it here anyway (--force): Argo CD will revert it at its next sync unless Git has the same change\n", r.stderr)
 	w.Refresh(t)

@@ -21,7 +21,7 @@ func TestHistory(t *testing.T) {
 		"--change-cause", "CVE-2031-0001: new bootstrap").ok(t)
 	rolloutCmd(t, "restart", md, "--at", "2030-01-01T00:00:00Z", "-n", w.Namespace).ok(t)
 	out = rolloutCmd(t, "undo", md, "--to-revision", "1", "-n", w.Namespace).ok(t)
-	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (now revision 4)\n", out)
+	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (now revision 4)\n", lastLine(out))
 
 	settle(t, w.MD)
 	golden(t, "history/md-table.txt", rolloutCmd(t, "history", md, "-n", w.Namespace).ok(t))

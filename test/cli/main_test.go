@@ -207,6 +207,13 @@ func (r result) fails(t *testing.T, want string) {
 	assert.True(t, strings.HasSuffix(r.stderr, "error: "+want+"\n"), "stderr:\n%s\nwant it to end with:\nerror: %s", r.stderr, want)
 }
 
+// lastLine is the last line of out (with its newline): what a command did,
+// after what it showed first (undo prints the fields it changes).
+func lastLine(out string) string {
+	lines := strings.SplitAfter(strings.TrimSuffix(out, "\n"), "\n")
+	return lines[len(lines)-1] + "\n"
+}
+
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()

@@ -57,7 +57,7 @@ func TestUndoEtcdDowngrade(t *testing.T) {
 
 	// In the group: let through, with the guard's warning.
 	r = rolloutAs(t, "oncall", "undo", kcp, "-n", w.Namespace, "--force", "--reason", "INC-42: roll back")
-	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 1 (now revision 3)\n", r.ok(t))
+	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 1 (now revision 3)\n", lastLine(r.ok(t)))
 	assert.Contains(t, r.stderr, "Warning: rollout-guard's policy refuses this change (ControlPlaneDowngrade, EtcdDowngrade); sending it with the override (--force): the guard decides whether you may\n")
 	assert.Contains(t, r.stderr, "Warning: rollout-guard: override by oncall honoured (INC-42: roll back): ControlPlaneDowngrade, EtcdDowngrade; recorded in the revision history\n")
 	w.Refresh(t)
@@ -88,12 +88,15 @@ func TestUndo(t *testing.T) {
 	r := rolloutCmd(t, "undo", md, "-n", w.Namespace, "--dry-run")
 	assert.Equal(t, "MachineDeployment cli-undo/c1-md-0: would roll back from revision 2 to revision 1 (dry run: nothing sent)\n"+
 		"FIELD               LIVE (REVISION 2)            REVISION 1\n"+
-		"infrastructureRef   DevMachineTemplate/c1-md-1   DevMachineTemplate/c1-md-0\n"+
+		"infrastructureRef   DevMachineTemplate/c1-md-1   DevMachineTemplate/c1-md-0   (rolls out)\n"+
 		"machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (dry run)\n", r.ok(t))
 	assert.EqualValues(t, 2, env.Stamps(t, w.MD).Revision)
 
 	out := rolloutCmd(t, "undo", md, "-n", w.Namespace).ok(t)
-	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (now revision 3)\n", out)
+	assert.Equal(t, "MachineDeployment cli-undo/c1-md-0: rolling back from revision 2 to revision 1\n"+
+		"FIELD               LIVE (REVISION 2)            REVISION 1\n"+
+		"infrastructureRef   DevMachineTemplate/c1-md-1   DevMachineTemplate/c1-md-0   (rolls out)\n"+
+		"machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (now revision 3)\n", out, "what it sends, then what it did")
 	w.Refresh(t)
 	assert.Equal(t, "c1-md-0", w.MD.Spec.Template.Spec.InfrastructureRef.Name)
 
@@ -146,7 +149,7 @@ func TestUndoRace(t *testing.T) {
 	applied, skipped := 0, 0
 	for _, r := range results {
 		require.Equal(t, 0, r.code, r.stderr)
-		switch r.stdout {
+		switch lastLine(r.stdout) {
 		case "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 1 (now revision 3)\n":
 			applied++
 		case "machinedeployment.cluster.x-k8s.io/c1-md-0 skipped rollback: already at revision 1 (its content is live as revision 3)\n":
@@ -175,7 +178,7 @@ func TestUndoRace(t *testing.T) {
 	}
 	r := runCLI(t, runOptions{user: "admin", beforeWrite: concurrently("undo", md, "-n", w.Namespace, "--to-revision", "1")},
 		"undo", md, "-n", w.Namespace, "--to-revision", "1")
-	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 skipped rollback: already at revision 1 (its content is live as revision 5)\n", r.ok(t))
+	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 skipped rollback: already at revision 1 (its content is live as revision 5)\n", lastLine(r.ok(t)))
 	assert.Equal(t, "conflict: MachineDeployment cli-undo-race/c1-md-0 changed after it was read: it is now at revision 5, made by admin via rollout; reading it again\n", r.stderr)
 	assert.EqualValues(t, 5, env.Stamps(t, w.MD).Revision)
 
@@ -192,7 +195,7 @@ func TestUndoRace(t *testing.T) {
 	// again against the new state, then applied.
 	r = runCLI(t, runOptions{user: "admin", beforeWrite: concurrently(md, "--template", "devmachinetemplate/c1-md-0", "--version", "v1.34.1", "-n", w.Namespace)},
 		"undo", md, "-n", w.Namespace, "--to-revision", "4")
-	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 4 (now revision 8)\n", r.ok(t))
+	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 4 (now revision 8)\n", lastLine(r.ok(t)))
 	assert.Equal(t, "conflict: MachineDeployment cli-undo-race/c1-md-0 changed after it was read: it is now at revision 7, made by admin via rollout; checking revision 4 against it again\n", r.stderr)
 	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(w.MD), w.MD))
 	assert.Equal(t, "c1-md-1", w.MD.Spec.Template.Spec.InfrastructureRef.Name)
