@@ -110,7 +110,8 @@ func (e *Environment) SetGuardCABundle(ctx context.Context, caBundle []byte) err
 
 // ensureGuardCertDir makes the guard's cert directory on first use, with a
 // copy of envtest's serving certificate (valid for 127.0.0.1), which
-// envtest's CA signs.
+// envtest's CA signs, and with Options.GuardClientAuth the client CA
+// (GuardClientCAFile).
 func (e *Environment) ensureGuardCertDir() error {
 	if e.guardCertDir != "" {
 		return nil
@@ -127,6 +128,11 @@ func (e *Environment) ensureGuardCertDir() error {
 		}
 		if err := writeFileAtomically(filepath.Join(dir, name), data, 0o600); err != nil {
 			return fmt.Errorf("writing the guard's serving certificate: %w", err)
+		}
+	}
+	if e.clientAuth != nil {
+		if err := writeFileAtomically(filepath.Join(dir, GuardClientCAFile), e.clientAuth.caPEM, 0o644); err != nil {
+			return fmt.Errorf("writing the guard's client CA: %w", err)
 		}
 	}
 	e.guardCertDir = dir

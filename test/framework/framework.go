@@ -56,6 +56,17 @@ type Options struct {
 	// default the guard runs as its ServiceAccount (GuardServiceAccount)
 	// with only the rights config/rbac gives it, so a missing verb fails.
 	GuardAsAdmin bool
+	// GuardClientAuth makes the guard accept only TLS clients with a
+	// certificate signed by a client CA the environment makes in WorkDir
+	// (admission/), as docs/install.md turns it on in a management cluster:
+	// kube-apiserver starts with an --admission-control-config-file whose
+	// ValidatingAdmissionWebhook and MutatingAdmissionWebhook plugins name
+	// a kubeconfig with a client certificate of that CA (for user "*"), and
+	// the guard (and every replica) with --client-ca-name naming the CA in
+	// its cert directory. A request straight to GuardURL must then present
+	// GuardClientCertificate. Off by default: the API server presents no
+	// client certificate and the guard asks for none.
+	GuardClientAuth bool
 	// GuardMetrics serves the guard's metrics endpoint on a free local port
 	// (GuardMetricsURL). By default the guard serves no metrics.
 	GuardMetrics bool
@@ -77,7 +88,9 @@ type Options struct {
 	Log io.Writer
 	// WorkDir holds the environment's files: the admin kubeconfig
 	// ("kubeconfig"), the guard's kubeconfig and cert directory, the logs
-	// of etcd and kube-apiserver (etcd.log, kube-apiserver.log). Default: a new
+	// of etcd and kube-apiserver (etcd.log, kube-apiserver.log), with
+	// GuardClientAuth the client CA and kube-apiserver's admission
+	// configuration (admission/). Default: a new
 	// temporary directory, removed by Stop when Log was given (otherwise it
 	// holds the only copy of the log and is kept) and kept after a failed
 	// Start.
@@ -128,6 +141,9 @@ type Environment struct {
 	guardCertDir    string
 	guardCABundle   []byte
 	guardTail       *tailWriter
+	// clientAuth is the client CA and kube-apiserver's client certificate
+	// of Options.GuardClientAuth; nil when it is off.
+	clientAuth *clientAuth
 
 	// apiServerMu guards apiServerCmd and apiServerDone: the kube-apiserver
 	// RestartAPIServer started (nil until then) and its exit.
@@ -325,6 +341,12 @@ func (e *Environment) startControlPlane(crds []*apiextensionsv1.CustomResourceDe
 	apiServer.Out, apiServer.Err = apiServerLog, apiServerLog
 	e.testEnv.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(e.BinDir, "etcd"), Out: etcdLog, Err: etcdLog}
 	e.testEnv.ControlPlane.KubectlPath = filepath.Join(e.BinDir, "kubectl")
+	if e.opts.GuardClientAuth {
+		if e.clientAuth, err = newClientAuth(filepath.Join(e.WorkDir, clientAuthDir)); err != nil {
+			return fmt.Errorf("making the guard's client CA: %w", err)
+		}
+		apiServer.Configure().Set("admission-control-config-file", e.clientAuth.admissionConfig)
+	}
 
 	cfg, err := e.testEnv.Start()
 	if err != nil {

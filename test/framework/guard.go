@@ -143,7 +143,8 @@ func (e *Environment) StartGuard(ctx context.Context) error {
 		"--cert-dir", e.guardCertDir,
 		"--health-probe-bind-address", net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)),
 		"--metrics-bind-address", metricsAddr,
-	}, e.opts.GuardArgs...)
+	}, e.guardClientAuthArgs()...)
+	args = append(args, e.opts.GuardArgs...)
 
 	e.guardTail.reset()
 	out := io.MultiWriter(e.log, e.guardTail)

@@ -194,7 +194,8 @@ func (r *GuardReplicas) start(ctx context.Context, i int) error {
 		"--cert-dir", r.e.guardCertDir,
 		"--health-probe-bind-address", net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)),
 		"--metrics-bind-address", "0",
-	}, r.e.opts.GuardArgs...)
+	}, r.e.guardClientAuthArgs()...)
+	args = append(args, r.e.opts.GuardArgs...)
 	args = append(args, r.args...)
 	out := io.MultiWriter(r.e.log, r.e.guardTail)
 	g.cmd = exec.Command(filepath.Join(r.e.BinDir, "webhook"), args...)
