@@ -5,7 +5,10 @@
 // every right it is given for what it is given for; its metrics answer only
 // authorized callers; and its serving certificate and the CA bundle of its
 // webhook configurations can be replaced while it runs, without a restart
-// and without one failed admission request; and, at its default
+// and without one failed admission request; with client-certificate
+// authentication on (--client-ca-name, kube-apiserver's admission
+// kubeconfig), the API server's calls are judged and a client without the
+// API server's certificate is refused at the TLS handshake; and, at its default
 // --history-limit, it prunes each object's history to 20 revisions, keeping
 // the live one and those that raised a control plane's highest versions.
 package install
@@ -32,7 +35,10 @@ const (
 )
 
 // env is the package's one API server, with the guard running as its
-// ServiceAccount, leader election on and metrics served.
+// ServiceAccount, leader election on, metrics served and client
+// certificates required: the API server presents the environment's client
+// certificate (framework.Options.GuardClientAuth), and so must every test
+// that dials the guard's webhook port itself.
 var env *framework.Environment
 
 // TestMain starts the package's environment, installs cert-manager's CRDs,
@@ -55,9 +61,10 @@ func run(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.ConsoleEncoder()))
 	begin := time.Now()
 	env, err = framework.Start(ctx, framework.Options{
-		StartGuard:   true,
-		GuardMetrics: true,
-		GuardArgs:    []string{"--leader-elect", "--leader-election-namespace=" + framework.GuardNamespace},
+		StartGuard:      true,
+		GuardMetrics:    true,
+		GuardClientAuth: true,
+		GuardArgs:       []string{"--leader-elect", "--leader-election-namespace=" + framework.GuardNamespace},
 		// As the Deployment's terminationGracePeriodSeconds.
 		GuardStopTimeout: 20 * time.Second,
 		Log:              logFile,

@@ -1,6 +1,7 @@
 package install
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -44,7 +45,10 @@ import (
 //  4. trust the new CA only.
 //
 // Not one request may fail, and the guard must end up serving the new
-// certificate from the same process.
+// certificate from the same process, still requiring the API server's
+// client certificate (the package's guard runs with --client-ca-name, so
+// every call of the API server and every connection of the test's loop
+// below presents it).
 //
 // What the API server trusts is observed, not assumed. It reads webhook
 // configurations through an informer and uses a changed caBundle some time
@@ -77,7 +81,8 @@ import (
 // it opened earlier could hide. A second loop makes a new TLS connection to the guard
 // again and again and verifies the served certificate against the CA bundle
 // registered at that moment, as a new connection of another API server
-// would, between and during the steps.
+// would, between and during the steps, and makes a request on it, which
+// the guard answers only once it has accepted the client certificate.
 func TestServingCertRotation(t *testing.T) {
 	ctx := t.Context()
 	guardURL := env.GuardURL()
@@ -221,6 +226,8 @@ func TestServingCertRotation(t *testing.T) {
 	assert.Equal(t, guardURL, env.GuardURL(), "the same guard process serves on the same port")
 	assert.Equal(t, ca.pem, env.GuardCABundle())
 	assert.Equal(t, 0, servedSerial(t, u.Host).Cmp(next.serial))
+	// The new serving certificate changed nothing of client authentication.
+	requireClientCertificateRequired(t)
 	for name, bundle := range registeredCABundles(t) {
 		if name != probeWebhook {
 			assert.Equal(t, string(ca.pem), string(bundle), "webhook %s trusts the new CA alone", name)
@@ -236,19 +243,36 @@ func TestServingCertRotation(t *testing.T) {
 	assert.Equal(t, [2]int{v0 + 1, m0 + 1}, [2]int{v1, m1}, "the last request was admitted with the new CA alone")
 }
 
-// verifyServed connects to hostPort and verifies the served certificate
-// against caBundle for the name 127.0.0.1.
+// verifyServed connects to hostPort, presenting the API server's client
+// certificate, verifies the served certificate against caBundle for the
+// name 127.0.0.1, and makes one HTTP request on the connection: with TLS
+// 1.3 the client's side of the handshake ends before the server has
+// checked the client's certificate, so only an answer shows that the guard
+// accepted it.
 func verifyServed(hostPort string, caBundle []byte) error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caBundle) {
 		return fmt.Errorf("no certificate in the CA bundle")
 	}
 	dialer := &net.Dialer{Timeout: 2 * time.Second}
-	conn, err := tls.DialWithDialer(dialer, "tcp", hostPort, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+	conn, err := tls.DialWithDialer(dialer, "tcp", hostPort, &tls.Config{
+		RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12, Certificates: apiServerClientCertificates(),
+	})
 	if err != nil {
 		return fmt.Errorf("TLS connection to %s: %w", hostPort, err)
 	}
-	return conn.Close()
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(conn, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); err != nil {
+		return fmt.Errorf("request to %s: %w", hostPort, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return fmt.Errorf("answer from %s: %w", hostPort, err)
+	}
+	return resp.Body.Close()
 }
 
 // servedSerial returns the serial number of the certificate served at
@@ -256,7 +280,10 @@ func verifyServed(hostPort string, caBundle []byte) error {
 func servedSerial(t *testing.T, hostPort string) *big.Int {
 	t.Helper()
 	dialer := &net.Dialer{Timeout: 2 * time.Second}
-	conn, err := tls.DialWithDialer(dialer, "tcp", hostPort, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
+	conn, err := tls.DialWithDialer(dialer, "tcp", hostPort, &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // reads the served certificate
+		Certificates:       apiServerClientCertificates(),
+	})
 	require.NoError(t, err)
 	defer conn.Close()
 	certs := conn.ConnectionState().PeerCertificates

@@ -20,14 +20,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// handshake connects to hostPort with the given TLS version range and
-// returns the negotiated version and the served certificate. The chain is
-// not verified: what is asked is which versions the server accepts.
+// handshake connects to hostPort with the given TLS version range,
+// presenting the client certificate the API server presents to the guard
+// (a server that asks for none gets none), and returns the negotiated
+// version and the served certificate. The chain is not verified: what is
+// asked is which versions the server accepts.
 func handshake(t *testing.T, hostPort string, minVersion, maxVersion uint16) (uint16, *x509.Certificate, error) {
 	t.Helper()
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	conn, err := tls.DialWithDialer(dialer, "tcp", hostPort, &tls.Config{
 		MinVersion: minVersion, MaxVersion: maxVersion,
+		Certificates:       apiServerClientCertificates(),
 		InsecureSkipVerify: true, //nolint:gosec // the versions are under test, not the chain
 	})
 	if err != nil {
