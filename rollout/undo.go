@@ -55,16 +55,16 @@ to an earlier revision of its history (see rollout history): by default the prev
 
 Before sending anything, undo checks that
   - the object is not paused and not managed by a Cluster's topology;
-  - the object is not managed by a GitOps controller (Argo CD: annotation
-    argocd.argoproj.io/tracking-id or label app.kubernetes.io/instance; Flux: labels
-    kustomize.toolkit.fluxcd.io/name or helm.toolkit.fluxcd.io/name; or a field manager
-    argocd-controller, kustomize-controller or helm-controller), which would revert the
-    rollback at its next sync: make the change in Git instead (--emit), or add --force;
   - the revision has a known author. One changed while rollout-guard was not admitting
     changes (recorded afterwards by its reconciler), or live before the guard saw the
     object (made before it was installed), has none: rollout history shows "unknown (*)",
     and nothing says its content was meant. Undo to it is refused, with what it would
     change, unless --force (read that first);
+  - the object is not managed by a GitOps controller (Argo CD: annotation
+    argocd.argoproj.io/tracking-id or label app.kubernetes.io/instance; Flux: labels
+    kustomize.toolkit.fluxcd.io/name or helm.toolkit.fluxcd.io/name; or a field manager
+    argocd-controller, kustomize-controller or helm-controller), which would revert the
+    rollback at its next sync: make the change in Git instead (--emit), or add --force;
   - every template the revision references (infrastructureRef, bootstrap configRef) still
     exists;
   - rollout-guard's policy allows the change, judged as the guard judges it (version skew,
