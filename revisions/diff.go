@@ -1,6 +1,7 @@
 package revisions
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -362,11 +363,15 @@ func scalarString(v any) string {
 }
 
 func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Without HTML escaping: a command such as "echo x > f && sh f" reads
+	// as typed, not as "echo x \u003e f \u0026\u0026 sh f".
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // joinPath renders display segments: plain names joined with ".", other keys

@@ -72,6 +72,11 @@ func TestDiff(t *testing.T) {
 			{Path: "metadata.labels.team", From: "platform", To: "core"},
 			{Path: "version", From: "v1.34.2", To: "v1.35.0"},
 		}},
+		{"a command with shell operators reads as typed", kcp, editKCP(t, func(k *controlplanev1.KubeadmControlPlane) {
+			k.Spec.KubeadmConfigSpec.PreKubeadmCommands = []string{"echo x > f && sh f < /dev/null"}
+		}), []revisions.Change{
+			{Path: "kubeadmConfigSpec.preKubeadmCommands", From: `["systemctl restart containerd","sysctl --system"]`, To: `["echo x > f && sh f < /dev/null"]`},
+		}},
 		{"control plane template reference", kcp, editKCP(t, func(k *controlplanev1.KubeadmControlPlane) {
 			k.Spec.MachineTemplate.Spec.InfrastructureRef.Name = "cp-2"
 		}), []revisions.Change{{Path: "infrastructureRef", From: "DevMachineTemplate/cp-1", To: "DevMachineTemplate/cp-2"}}},
