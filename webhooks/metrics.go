@@ -13,6 +13,9 @@ const (
 	outcomeRefused    = "refused"
 	outcomeOverridden = "overridden"
 	outcomeError      = "error"
+	// outcomeWarned: refused by the policy, allowed with a warning because
+	// the guard only warns (EnforcementWarn).
+	outcomeWarned = "warned"
 )
 
 var (
@@ -21,7 +24,7 @@ var (
 	// controller-runtime's controller_runtime_webhook_latency_seconds.
 	decisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rollout_guard_admission_decisions_total",
-		Help: "Validating admissions by kind and outcome (allowed, refused, overridden, error); refusals and overrides are counted once per rule broken.",
+		Help: "Validating admissions by kind and outcome (allowed, refused, overridden, warned, error); refusals, overrides and changes allowed only because the guard warns are counted once per rule broken.",
 	}, []string{"kind", "outcome", "rule"})
 	// warningsTotal counts admissions answered with at least one warning.
 	warningsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -43,6 +43,9 @@ type Options struct {
 	// each gets a validating and a mutating webhook at
 	// ValidateContractControlPlanePath and MutateContractControlPlanePath.
 	ControlPlaneKinds []schema.GroupKind
+	// Enforcement is what the validating webhooks do with a change the
+	// policy refuses (EnforcementDeny when empty).
+	Enforcement Enforcement
 	// Watches, when set, follows the watches of the manager's caches (its
 	// Wrap must wrap the manager's rest.Config): while one is down, changes
 	// are judged from live reads instead of possibly stale caches.
@@ -88,11 +91,13 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		recording = &Recording{Recorder: opts.Recorder, Stored: stored}
 	}
 	mdV, kcpV, clusterV := NewValidators(judge, overrides, recording)
+	mpV := NewMachinePoolValidator(judge, overrides, recording)
+	mdV.Enforcement, kcpV.Enforcement, clusterV.Enforcement, mpV.Enforcement = opts.Enforcement, opts.Enforcement, opts.Enforcement, opts.Enforcement
 
 	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).WithContextFunc(withCaller).Complete(); err != nil {
 		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(NewMachinePoolValidator(judge, overrides, recording)).WithContextFunc(withCaller).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(mpV).WithContextFunc(withCaller).Complete(); err != nil {
 		return fmt.Errorf("registering the MachinePool validating webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).WithContextFunc(withCaller).Complete(); err != nil {
@@ -110,7 +115,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		if err != nil {
 			return err
 		}
-		v := &Validator[*unstructured.Unstructured]{Policy: judge, Overrides: overrides, Recording: recording, GroupKind: gk}
+		v := &Validator[*unstructured.Unstructured]{Policy: judge, Overrides: overrides, Recording: recording, GroupKind: gk, Enforcement: opts.Enforcement}
 		validating := admission.WithValidator[*unstructured.Unstructured](mgr.GetScheme(), v)
 		validating.WithContextFunc = withCaller
 		mgr.GetWebhookServer().Register(ValidateContractControlPlanePath(gk), validating)

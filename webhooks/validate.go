@@ -35,6 +35,33 @@ type Validator[T client.Object] struct {
 	// Recording records refused overrides on the live revision; nil skips
 	// it.
 	Recording *Recording
+	// Enforcement is EnforcementDeny (refuse what the policy refuses, the
+	// default when empty) or EnforcementWarn.
+	Enforcement Enforcement
+}
+
+// Enforcement is what the validating webhooks do with a change the policy
+// refuses.
+type Enforcement string
+
+const (
+	// EnforcementDeny refuses it.
+	EnforcementDeny Enforcement = "deny"
+	// EnforcementWarn allows it with a warning that carries the refusal,
+	// and counts it (outcome "warned"): a way to adopt the guard in stages,
+	// seeing what it would refuse before it refuses anything.
+	EnforcementWarn Enforcement = "warn"
+)
+
+// ParseEnforcement reads the value of --enforcement.
+func ParseEnforcement(s string) (Enforcement, error) {
+	switch e := Enforcement(s); e {
+	case EnforcementDeny, EnforcementWarn:
+		return e, nil
+	case "":
+		return EnforcementDeny, nil
+	}
+	return "", fmt.Errorf("--enforcement %q: want %s (refuse what the policy refuses) or %s (allow it with a warning, and count it)", s, EnforcementDeny, EnforcementWarn)
 }
 
 // Recording is how a webhook records history at admission: with Recorder,
@@ -96,6 +123,9 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 		return toAdmission(v.GroupKind, newObj.GetName(), d, nil, warnings)
 	}
 	if !requested {
+		if v.Enforcement == EnforcementWarn {
+			return v.warnOnly(kind, newObj.GetName(), d, warnings)
+		}
 		countDecision(kind, outcomeRefused, d, 0)
 		return toAdmission(v.GroupKind, newObj.GetName(), d, nil, warnings)
 	}
@@ -109,6 +139,10 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 			req.UserInfo.Username, reason, strings.Join(policy.RuleIDs(d), ", ")))
 		return append(admission.Warnings{}, append(warnings, d.Warnings...)...), nil
 	}
+	if v.Enforcement == EnforcementWarn {
+		// Nothing is refused, so there is no override to refuse.
+		return v.warnOnly(kind, newObj.GetName(), d, warnings)
+	}
 	countDecision(kind, outcomeRefused, d, 0)
 	if err := v.recordRefusedOverride(ctx, req, oldObj, reason, d); err != nil {
 		// The refusal stands either way; a failed record must not turn it into an error.
@@ -117,6 +151,15 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 	notHonoured := field.Forbidden(field.NewPath("metadata", "annotations").Key(revisions.AnnotationOverride),
 		fmt.Sprintf("override not honoured: user %s is not in an override group (%s)", req.UserInfo.Username, v.Overrides))
 	return toAdmission(v.GroupKind, newObj.GetName(), d, field.ErrorList{notHonoured}, warnings)
+}
+
+// warnOnly answers a change the policy refuses, when the guard only warns:
+// allowed, with the refusal as a warning, counted as warned.
+func (v *Validator[T]) warnOnly(kind, name string, d skew.Decision, warnings []string) (admission.Warnings, error) {
+	countDecision(kind, outcomeWarned, d, 1)
+	out := append(admission.Warnings{}, warnings...)
+	out = append(out, "rollout-guard (--enforcement=warn) would refuse this change: "+policy.Refusal(v.GroupKind, name, d, nil).Error())
+	return append(out, d.Warnings...), nil
 }
 
 // recordRefusedOverride notes a refused override on the live revision of the
