@@ -2,7 +2,10 @@ package sandbox_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -48,6 +51,8 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 		Environment: framework.Options{
 			Log:       logFile,
 			GuardArgs: []string{"--override-groups=" + overrideGroup},
+			// As make run starts it (test/cmd/sandbox).
+			GuardClientAuth: true,
 		},
 		ControlPlaneMachines: 1,
 		WorkerMachines:       1,
@@ -166,6 +171,30 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 		err = setVersion(oncall, plain.Name, "v1.35.2", nil, client.DryRunAll)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `spec.topology.version: Invalid value: "v1.35.2": version cannot be increased from "1.33.5" to "1.35.2"`)
+	})
+
+	t.Run("the guard accepts only the API server's client certificate", func(t *testing.T) {
+		// The API server's calls reach it: Start waited for a stamped
+		// dry-run create, and the edits above were judged by it too.
+		pool := x509.NewCertPool()
+		require.True(t, pool.AppendCertsFromPEM(sb.Env.GuardCABundle()))
+		post := func(certs []tls.Certificate) (*http.Response, error) {
+			hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+				TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: certs, MinVersion: tls.VersionTLS13},
+				DisableKeepAlives: true,
+			}}
+			return hc.Post(sb.Env.GuardURL()+"/validate-cluster-x-k8s-io-v1beta2-machinedeployment", "application/json", http.NoBody)
+		}
+		resp, err := post(nil)
+		require.Error(t, err, "a request without a client certificate was answered")
+		assert.Nil(t, resp)
+		assert.Contains(t, err.Error(), "remote error: tls: certificate required")
+
+		require.NotNil(t, sb.Env.GuardClientCertificate())
+		resp, err = post([]tls.Certificate{*sb.Env.GuardClientCertificate()})
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
 	})
 
 	t.Run("Cluster API's KubeadmControlPlane webhook", func(t *testing.T) {

@@ -105,6 +105,9 @@ func run() (retErr error) {
 			BinDir:  *binDir,
 			Log:     logFile,
 			WorkDir: stateDir,
+			// As docs/install.md turns it on: the API server presents a
+			// client certificate, and the guard accepts no other client.
+			GuardClientAuth: true,
 		},
 		Clusters:                  *clusters,
 		ControlPlaneMachines:      int32(*cpMachines),
