@@ -42,6 +42,7 @@ type options struct {
 	webhookPort    int
 	certDir        string
 	clientCAName   string
+	enforcement    string
 	probeAddr      string
 	metricsAddr    string
 	pprofAddr      string
@@ -75,6 +76,7 @@ func main() {
 	fs.IntVar(&o.pruneBatch, "prune-batch", history.DefaultPruneBatch, "an object's history is pruned back to --history-limit once it holds this many revisions more, in one request; 1 prunes at every revision beyond the limit (one request each)")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
 	fs.BoolVar(&o.revisionIndex, "revision-index", true, "keep the records of the guard's ControllerRevisions (their labels and annotations, not their data) in memory, so recording a revision needs no read from the API server; about 0.43 KB of live heap per revision (docs/install.md, Sizing). false reads them from the API server instead: a GET and a List per recorded revision, a List per object when the guard starts")
+	fs.StringVar(&o.enforcement, "enforcement", string(webhooks.EnforcementDeny), "what the validating webhooks do with a change the policy refuses: deny refuses it; warn allows it with the refusal as a warning and counts it in rollout_guard_admission_decisions_total{outcome=\"warned\"}, to see what the guard would refuse before it refuses anything (docs/install.md, Adopting the guard in stages); history is recorded either way")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	flag.Usage = func() {
@@ -128,6 +130,10 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		}
 	}
 	controlPlaneKinds, err := policy.ParseControlPlaneKinds(o.controlPlanes)
+	if err != nil {
+		return err
+	}
+	enforcement, err := webhooks.ParseEnforcement(o.enforcement)
 	if err != nil {
 		return err
 	}
@@ -189,6 +195,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		Recorder:          recorder,
 		Watches:           watches,
 		ControlPlaneKinds: controlPlaneKinds,
+		Enforcement:       enforcement,
 	}); err != nil {
 		return err
 	}
@@ -227,7 +234,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir, "clientCAName", o.clientCAName,
-		"overrideGroups", o.overrideGroups, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String())
+		"overrideGroups", o.overrideGroups, "enforcement", enforcement, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

@@ -109,6 +109,13 @@ func (e *Environment) GuardLogTail() string { return e.guardTail.String() }
 //     (GuardCABundle); WriteGuardServingCert and SetGuardCABundle replace
 //     them, and a restarted guard keeps the replacements.
 func (e *Environment) StartGuard(ctx context.Context) error {
+	return e.StartGuardWith(ctx)
+}
+
+// StartGuardWith is StartGuard with extra flags after Options.GuardArgs
+// (a later flag wins), for this start only: the next StartGuard starts
+// the guard as configured.
+func (e *Environment) StartGuardWith(ctx context.Context, extraArgs ...string) error {
 	if err := e.running(); err != nil {
 		return fmt.Errorf("starting the guard: %w", err)
 	}
@@ -145,6 +152,7 @@ func (e *Environment) StartGuard(ctx context.Context) error {
 		"--metrics-bind-address", metricsAddr,
 	}, e.guardClientAuthArgs()...)
 	args = append(args, e.opts.GuardArgs...)
+	args = append(args, extraArgs...)
 
 	e.guardTail.reset()
 	out := io.MultiWriter(e.log, e.guardTail)
