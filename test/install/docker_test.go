@@ -68,7 +68,7 @@ func (d dockerfile) with(keyword string) []string {
 // it was given, as `make build` does.
 func TestDockerfile(t *testing.T) {
 	d := readDockerfile(t)
-	assert.Equal(t, []string{"--platform=$BUILDPLATFORM golang:1.26 AS builder", "gcr.io/distroless/static:nonroot"}, d.with("FROM"))
+	assert.Equal(t, []string{"--platform=$BUILDPLATFORM golang:1.26 AS builder", "scratch"}, d.with("FROM"))
 	assert.Equal(t, []string{"65532:65532"}, d.with("USER"))
 	assert.Equal(t, []string{`["/webhook"]`}, d.with("ENTRYPOINT"))
 	goMod, err := os.ReadFile(repoPath("go.mod"))
