@@ -39,13 +39,14 @@ lint: ## gofmt and go vet over every module.
 	@for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 
 .PHONY: unit
-# The second line tests the image builder of hack/tools: it cross-compiles
-# the product's binaries into bin/cross-test, which go test's cache does not
-# track (-count=1). The first run on a machine compiles the product for two
-# platforms (minutes); later runs relink nothing.
-unit: ## Unit tests of the product module (pure logic; no API server), and of the image builder.
+# The second line tests the image and release builders of hack/tools: they
+# cross-compile the product's binaries into bin/cross-test, which go test's
+# cache does not track (-count=1), one package at a time so that the second
+# reuses the first's builds (-p 1). The first run on a machine compiles the
+# product for four platforms (minutes); later runs relink nothing.
+unit: ## Unit tests of the product module (pure logic; no API server), and of the image and release builders.
 	go test $(GO_TEST_FLAGS) ./...
-	cd hack/tools && go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./internal/... ./image/...
+	cd hack/tools && go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./internal/... ./image/... ./release/...
 
 .PHONY: e2e
 # -count=1: these tests exercise bin/webhook, a file go test's cache does not
@@ -152,7 +153,7 @@ run: tools build ## Start the sandbox: a management cluster with demo clusters, 
 .PHONY: clean
 clean: ## Remove build outputs (keeps bin/ tools; use clean-tools for those).
 	rm -f $(BIN)/webhook $(BIN)/rollout
-	rm -rf $(CROSS_DIR) $(BIN)/cross-test $(IMAGE_DIR)
+	rm -rf $(CROSS_DIR) $(BIN)/cross-test $(IMAGE_DIR) $(DIST)
 	rm -rf bench
 	rm -rf .sandbox
 
@@ -160,17 +161,19 @@ clean: ## Remove build outputs (keeps bin/ tools; use clean-tools for those).
 clean-tools:
 	rm -rf $(BIN)
 
-# The guard's image without a container engine: hack/tools/image
-# (go-containerregistry is a dependency of the hack/tools module, not of the
-# product). It cross-compiles static binaries (CGO_ENABLED=0, -trimpath,
-# VERSION stamped as with build) into bin/cross/<os>_<arch>/ and stamps every
-# timestamp with SOURCE_DATE_EPOCH (by default the last commit's time), so the
-# same commit and VERSION give the same image digest. IMG is the registry and
-# repository to push to.
+# The guard's image and the release, without a container engine: hack/tools/image
+# and hack/tools/release (go-containerregistry, kustomize's Go API and krew are
+# dependencies of the hack/tools module, not of the product). Both cross-compile
+# static binaries (CGO_ENABLED=0, -trimpath, VERSION stamped as with build) into
+# bin/cross/<os>_<arch>/ and stamp every timestamp with SOURCE_DATE_EPOCH (by
+# default the last commit's time), so the same commit and VERSION give the same
+# image digest and the same files. IMG is the registry and repository to push
+# to: given, make release points install.yaml at the image's digest there.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 CROSS_DIR := $(BIN)/cross
 IMAGE_DIR := $(BIN)/image
+DIST := $(ROOT)/dist
 # IMG as given on the command line or in the environment; empty when it is
 # only this Makefile's default.
 GIVEN_IMG = $(if $(filter command environment override,$(firstword $(origin IMG))),$(IMG))
@@ -181,10 +184,15 @@ image: ## The guard's image for linux/amd64 and linux/arm64, no container engine
 	  --revision '$(REVISION)' --source-date-epoch $(SOURCE_DATE_EPOCH) --bin-dir $(CROSS_DIR) --out $(IMAGE_DIR)
 
 .PHONY: push
-push: ## Push the image last built by make image (bin/image/oci) to IMG=registry/repository:tag.
+push: ## Push the image last built by make image or make release (bin/image/oci) to IMG=registry/repository:tag.
 	@if [[ -z '$(GIVEN_IMG)' ]]; then \
 	  echo 'make push: IMG is not set: name the registry, repository and tag to push to, e.g. make push IMG=registry.example.com/rollout-guard/webhook:v0.1.0' >&2; exit 1; fi
 	cd hack/tools && go run ./image push --layout $(IMAGE_DIR)/oci --img '$(IMG)'
+
+.PHONY: release
+release: ## dist/: install.yaml, the image's tarballs, rollout for linux and darwin (amd64, arm64), its krew manifest, SHA256SUMS (VERSION=v0.1.0 [IMG=registry/repository]).
+	cd hack/tools && go run ./release --root $(ROOT) --version $(VERSION) --img '$(GIVEN_IMG)' \
+	  --revision '$(REVISION)' --source-date-epoch $(SOURCE_DATE_EPOCH) --bin-dir $(CROSS_DIR) --image-dir $(IMAGE_DIR) --out $(DIST)
 
 # Container image and install manifests. docker-build needs a container
 # engine (Docker with BuildKit, or Podman: DOCKER=podman), which not every
