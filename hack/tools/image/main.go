@@ -46,13 +46,15 @@ push pushes the image index of the layout (--out/oci of build) to the
 registry and repository of --img, with the credentials of the default
 keychain (docker login, $DOCKER_CONFIG), and prints the digest reference.
 
-Flags:
+Flags of each command:
 `
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprintln(os.Stderr, "build:")
 		buildFlags(new(buildOptions)).PrintDefaults()
+		fmt.Fprintln(os.Stderr, "push:")
 		pushFlags(new(pushOptions)).PrintDefaults()
 		if len(os.Args) < 2 {
 			os.Exit(2)
@@ -101,8 +103,8 @@ type pushOptions struct{ img, layout string }
 
 func pushFlags(o *pushOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("image push", flag.ContinueOnError)
-	fs.StringVar(&o.img, "img", "", "push: the registry, repository and tag to push to (required)")
-	fs.StringVar(&o.layout, "layout", "../../bin/image/oci", "push: the OCI layout that image build wrote")
+	fs.StringVar(&o.img, "img", "", "the registry, repository and tag to push to (required)")
+	fs.StringVar(&o.layout, "layout", "../../bin/image/oci", "the OCI layout that image build wrote")
 	return fs
 }
 

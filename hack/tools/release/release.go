@@ -88,7 +88,7 @@ var semverRE = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[
 // manifest needs one, and a tag is made of it).
 func CheckVersion(v string) error {
 	if !semverRE.MatchString(v) {
-		return fmt.Errorf("VERSION=%q is not a release version: give v-prefixed semantic version, e.g. make release VERSION=v0.1.0", v)
+		return fmt.Errorf("VERSION=%q is not a release version: give a v-prefixed semantic version, e.g. make release VERSION=v0.1.0", v)
 	}
 	return nil
 }
