@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -74,6 +76,43 @@ const TestVersion = "v0.0.1-test"
 // release's tests reuse the image's.
 func TestBinDir(root string) string {
 	return filepath.Join(root, "bin", "cross-test")
+}
+
+// ForTests builds command for the platform of this machine, as Command
+// does, and stands that binary in for every other platform of platforms: a
+// copy at Dir(binDir, p) of each. What the tests of hack/tools check is how
+// the image and the release package binaries, not the cross-compiler; a
+// build of the product for another operating system or architecture costs
+// minutes from an empty build cache (make release builds them for real).
+func ForTests(ctx context.Context, root, binDir, command string, platforms []v1.Platform, log func(format string, args ...any)) ([]Binary, error) {
+	host := v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
+	own, err := Command(ctx, root, binDir, command, TestVersion, host, log)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(own.Path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Binary
+	for _, p := range platforms {
+		if p.OS == host.OS && p.Architecture == host.Architecture {
+			out = append(out, Binary{Command: command, Platform: p, Path: own.Path})
+			continue
+		}
+		path := filepath.Join(Dir(binDir, p), command)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		// A mark of the platform after the binary keeps each stand-in, and
+		// each archive of one, distinct, as real builds are.
+		standIn := append(slices.Clone(data), []byte("\nstand-in for "+p.String()+"\n")...)
+		if err := os.WriteFile(path, standIn, 0o755); err != nil {
+			return nil, fmt.Errorf("standing the %s binary in for %s: %w", host, p, err)
+		}
+		out = append(out, Binary{Command: command, Platform: p, Path: path})
+	}
+	return out, nil
 }
 
 // RepoRoot is the repository's root: the nearest directory above the

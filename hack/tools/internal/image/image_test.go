@@ -51,12 +51,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, p := range platforms {
-		b, err := build.Command(context.Background(), root, build.TestBinDir(root), "webhook", build.TestVersion, p, log.Printf)
-		if err != nil {
-			log.Fatal(err)
-		}
-		binaries = append(binaries, Binary{Platform: p, Path: b.Path})
+	bins, err := build.ForTests(context.Background(), root, build.TestBinDir(root), "webhook", platforms, log.Printf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, b := range bins {
+		binaries = append(binaries, Binary{Platform: b.Platform, Path: b.Path})
 	}
 	dir, err := os.MkdirTemp("", "image-test-")
 	if err != nil {
