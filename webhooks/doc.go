@@ -1,12 +1,19 @@
-// Package webhooks holds the guard's admission handlers for MachineDeployment,
-// KubeadmControlPlane and Cluster (v1beta2; v1beta1 requests arrive converted
-// by Cluster API's conversion webhook because the registration uses
-// matchPolicy Equivalent).
+// Package webhooks holds the guard's admission handlers: a validating webhook
+// (Validator) and a revision-stamping mutating webhook (Stamper) for
+// MachineDeployments, MachinePools, KubeadmControlPlanes and the control
+// planes of other providers, and a validating webhook for topology Clusters
+// (v1beta2; v1beta1 requests arrive converted by Cluster API's conversion
+// webhook because the registration uses matchPolicy Equivalent).
 //
-// Each handler decodes the request, gathers the rest of the cluster's facts
-// (control plane, worker pools, machines) from the manager's cache — never with
-// a live request to the API server — asks package skew for a Decision, and
-// turns that Decision into an admission answer: a refusal whose message names
-// the field, the rule, the versions and the way out, or an allowance with
-// warnings when the guard cannot decide.
+// A validating handler decodes the request, gathers the rest of the cluster's
+// facts (control plane, worker pools, machines) from the manager's cache —
+// from live reads only while a watch of that cache is down (FreshPolicy) —
+// asks package policy for a Decision, and turns it into an admission answer:
+// a refusal whose message names the field, the rule, the versions and the way
+// out, or an allowance with warnings when the guard cannot decide (or only
+// warns, EnforcementWarn).
+//
+// What the handlers record — the revision a change replaces, a restart, a
+// refused override — they record only of an old object the API server stored
+// (Persisted), never from a request body alone.
 package webhooks
