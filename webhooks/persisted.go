@@ -48,7 +48,9 @@ const (
 // The stored object is the one the guard's cache holds at the request's
 // resourceVersion — no request, the usual case, as the cache has seen the
 // object before it is edited again — else the one a read of the API server
-// returns (a GET, current, not from its watch cache).
+// returns (a GET, current, not from its watch cache). Control planes of
+// other providers, read as unstructured objects, are read by the manager's
+// client from the API server itself: one GET each.
 type Persisted struct {
 	// Cache reads the objects as the guard's cache holds them (the
 	// manager's client); its copies may lack part of the content
