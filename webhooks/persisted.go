@@ -48,12 +48,11 @@ const (
 // The stored object is the one the guard's cache holds at the request's
 // resourceVersion — no request, the usual case, as the cache has seen the
 // object before it is edited again — else the one a read of the API server
-// returns (a GET, current, not from its watch cache). Control planes of
-// other providers, read as unstructured objects, are read by the manager's
-// client from the API server itself: one GET each.
+// returns (a GET, current, not from its watch cache).
 type Persisted struct {
 	// Cache reads the objects as the guard's cache holds them (the
-	// manager's client); its copies may lack part of the content
+	// manager's cache, which also holds the control planes of other
+	// providers as unstructured objects); its copies may lack part of the content
 	// (CacheOptions) and carry its hash (history.AnnotationCachedHash).
 	Cache client.Reader
 	// Live reads whole objects from the API server (the manager's

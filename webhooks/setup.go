@@ -85,7 +85,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	// What the webhooks record, they record of objects as the API server
 	// stored them: the cache's copy at the request's resourceVersion, or a
 	// read.
-	stored := Persisted{Cache: mgr.GetClient(), Live: mgr.GetAPIReader()}
+	stored := Persisted{Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
 	var recording *Recording
 	if opts.Recorder != nil {
 		recording = &Recording{Recorder: opts.Recorder, Stored: stored}
