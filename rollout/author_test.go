@@ -312,3 +312,25 @@ func TestStaleStamps(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanUndoNamesAnUnknownAuthor: plan of an undo to a revision of
+// unknown author says so, as undo will refuse it without --force; to a
+// revision with an author it says nothing of the kind.
+func TestPlanUndoNamesAnUnknownAuthor(t *testing.T) {
+	for _, tc := range []struct {
+		revision string
+		want     bool
+	}{{"2", true}, {"1", false}} {
+		t.Run("revision "+tc.revision, func(t *testing.T) {
+			cl, _ := newWriteRecordingClient(unknownAuthorWorld(t, false)...)
+			out, errOut, _ := runFake(t, cl, gitOpsNow, "plan", "kcp/c1-control-plane", "--to-revision", tc.revision)
+			const note = "(author unknown: changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler; rollout undo to it needs --force)"
+			if tc.want {
+				assert.Contains(t, out, note, errOut)
+				return
+			}
+			assert.NotContains(t, out, "author unknown", errOut)
+			assert.Contains(t, out, "undo to revision 1", errOut)
+		})
+	}
+}

@@ -135,6 +135,9 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *clients, obj cli
 			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: it has no earlier revision to roll back to; recorded revisions: %s", purpose, set.numbers())
 		}
 		note = "undo to " + label(target)
+		if why := authorUnknownOf(target.Record); why != "" {
+			note += " (author unknown: " + authorUnknownReason(why) + "; rollout undo to it needs --force)"
+		}
 		if patch, err = revisions.RollbackPatch(obj, target.Snapshot); err != nil {
 			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
