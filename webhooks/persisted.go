@@ -104,6 +104,22 @@ func (p Persisted) Check(ctx context.Context, kind history.Kind, old client.Obje
 	return compareStored(live, liveSnap.Hash, old, snap), nil
 }
 
+// Verified is Check for a webhook about to record something of old: true
+// when old is what the API server stored; otherwise it counts and logs the
+// request (noteUnverified), naming what would have been recorded (what) and
+// the request's user, and returns false.
+func (p Persisted) Verified(ctx context.Context, kind history.Kind, old client.Object, snap revisions.Snapshot, what, user string) (bool, error) {
+	reason, err := p.Check(ctx, kind, old, snap)
+	if err != nil {
+		return false, err
+	}
+	if reason != "" {
+		noteUnverified(ctx, kind.GVK.Kind, reason, what, old, user)
+		return false, nil
+	}
+	return true, nil
+}
+
 // sameIdentity says whether stored and claimed are the same object at the
 // same resourceVersion.
 func sameIdentity(stored, claimed client.Object) bool {

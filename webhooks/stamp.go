@@ -209,16 +209,14 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		// that slipped past the guard is above the stored stamps).
 		next := oldRec.Revision + 1
 		if !dryRun {
-			reason, err := s.Stored.Check(ctx, s.Kind, oldObj, oldSnap)
+			// Not stored: answered as it would be, recording nothing. A
+			// request of the API server's own carries the stored object (its
+			// retry, if this was one made with an old copy, records).
+			stored, err := s.Stored.Verified(ctx, s.Kind, oldObj, oldSnap, fmt.Sprintf("revision %d", oldRec.Revision), user)
 			if err != nil {
 				return nil, fmt.Errorf("rollout-guard could not check revision %d of %s against the API server: %w", oldRec.Revision, id, err)
 			}
-			if reason != "" {
-				// Answered as it would be, recording nothing: a request of the
-				// API server's own carries the stored object (its retry, if
-				// this was one made with an old copy, records).
-				noteUnverified(ctx, kind, reason, fmt.Sprintf("revision %d", oldRec.Revision), oldObj, user)
-			} else {
+			if stored {
 				highest, err := s.Recorder.RecordReplaced(ctx, oldObj, s.Kind.GVK, oldSnap, oldRec)
 				if err != nil {
 					return nil, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, id, err)
@@ -338,13 +336,9 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 // API server stored (else counts and logs the request); what names the
 // record in the log.
 func (s *Stamper) recordStored(ctx context.Context, oldObj client.Object, oldSnap revisions.Snapshot, rec revisions.Record, what, user string) error {
-	reason, err := s.Stored.Check(ctx, s.Kind, oldObj, oldSnap)
-	if err != nil {
+	stored, err := s.Stored.Verified(ctx, s.Kind, oldObj, oldSnap, what, user)
+	if err != nil || !stored {
 		return err
-	}
-	if reason != "" {
-		noteUnverified(ctx, s.Kind.GVK.Kind, reason, what, oldObj, user)
-		return nil
 	}
 	if err := s.Recorder.Record(ctx, oldObj, s.Kind.GVK, oldSnap, rec); err != nil {
 		return err

@@ -179,13 +179,9 @@ func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.
 	if err != nil {
 		return err
 	}
-	why, err := v.Recording.Stored.Check(ctx, kind, oldObj, snap)
-	if err != nil {
+	stored, err := v.Recording.Stored.Verified(ctx, kind, oldObj, snap, "a refused override", req.UserInfo.Username)
+	if err != nil || !stored {
 		return err
-	}
-	if why != "" {
-		noteUnverified(ctx, kind.GVK.Kind, why, "a refused override", oldObj, req.UserInfo.Username)
-		return nil
 	}
 	rec := policy.StampsOf(oldObj)
 	if rec.Revision == 0 {
