@@ -15,9 +15,10 @@
 //     the restarts asked while it was live and any break-glass override used.
 //
 // The mutating webhook stamps a Record on every MachineDeployment and
-// KubeadmControlPlane change that alters its Snapshot (Record.Annotations) and
-// records the revision being replaced as a ControllerRevision owned by the
-// object (ControllerRevision, Merge); the CLI reads them back
+// KubeadmControlPlane change that alters its Snapshot (Record.Annotations),
+// stamps a restart with the rollout.after change it is (AnnotationRestart,
+// RestartStamp), and records the revision being replaced as a
+// ControllerRevision owned by the object (ControllerRevision, Merge); the CLI reads them back
 // (FromControllerRevision, Sort), shows what changed (Diff, ChangeCause,
 // IsInPlace) and undoes a change (RollbackPatch). A control plane's recorded
 // revisions also tell the policy in package skew the highest Kubernetes and
