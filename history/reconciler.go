@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -133,7 +134,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile records the live revision of one object and prunes its history.
+// An object whose namespace is being deleted is left alone: the API server
+// refuses new history there, and the namespace's deletion takes the object
+// and its history away, so retrying would only fail again.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	result, err := r.reconcile(ctx, req)
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		log.FromContext(ctx).V(1).Info("not recording: the namespace is being deleted, with the object and its history")
+		return ctrl.Result{}, nil
+	}
+	return result, err
+}
+
+// reconcile is Reconcile, its errors returned as they come.
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// A guard that keeps a revision Index starts reconciling every object
 	// before the Index has filled (it fills after the caches); until it
 	// has, each reconcile would read the object's history from the API

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -395,4 +398,50 @@ func TestReconcilerRecordsTheStampedRestart(t *testing.T) {
 	again, _, err := List(context.Background(), c, "ns", "uid-cp")
 	require.NoError(t, err)
 	assert.Equal(t, revs, again)
+}
+
+// TestReconcilerLeavesATerminatingNamespaceAlone: where the API server
+// refuses new history because the namespace is being deleted, the
+// reconciler gives up quietly (the deletion takes the object with it);
+// any other refusal, such as a missing right, is still an error, retried.
+func TestReconcilerLeavesATerminatingNamespaceAlone(t *testing.T) {
+	terminating := apierrors.NewForbidden(appsv1.Resource("controllerrevisions"), "cp-1",
+		fmt.Errorf("unable to create new content in namespace ns because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = append(terminating.ErrStatus.Details.Causes,
+		metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated", Field: "metadata.namespace"})
+	missingRight := apierrors.NewForbidden(appsv1.Resource("controllerrevisions"), "cp-1",
+		fmt.Errorf(`User "guard" cannot create resource "controllerrevisions"`))
+	cases := []struct {
+		name    string
+		refusal error
+		wantErr bool
+	}{
+		{name: "the namespace is being deleted", refusal: terminating},
+		{name: "a right is missing", refusal: missingRight, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtime.NewScheme()
+			require.NoError(t, controlplanev1.AddToScheme(s))
+			require.NoError(t, appsv1.AddToScheme(s))
+			creates := 0
+			c := fake.NewClientBuilder().WithScheme(s).WithObjects(kcpAt("v1.35.1", 0)).
+				WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if _, ok := obj.(*appsv1.ControllerRevision); ok {
+						creates++
+						return tc.refusal
+					}
+					return c.Create(ctx, obj, opts...)
+				}}).Build()
+			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane}
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
+			assert.Equal(t, 1, creates, "the reconciler tried to record the revision")
+			if tc.wantErr {
+				require.Error(t, err)
+				assert.True(t, apierrors.IsForbidden(err), "error: %v", err)
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
 }

@@ -91,6 +91,11 @@ func TestAPIServerCallsTheGuardWithItsClientCertificate(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantRevision, obj.GetAnnotations()[revisions.AnnotationRevision], "annotations: %v", obj.GetAnnotations())
 			assert.NotEmpty(t, obj.GetAnnotations()[revisions.AnnotationChangedBy])
+			// Recorded, too; and recorded before the test deletes the
+			// namespace, which stays terminating here (no namespace
+			// controller runs): the package's later tests count what the
+			// guard reads of every object.
+			waitRecorded(t, ns, []client.Object{obj}, 2)
 		})
 	}
 }
