@@ -20,6 +20,10 @@ help: ## Show the targets.
 tools: ## Build kube-apiserver, etcd, kubectl, promtool and kube-state-metrics from source into bin/ (skipped when up to date).
 	hack/tools/install.sh $(BIN)
 
+.PHONY: cert-manager-tools
+cert-manager-tools: ## Build cert-manager's controller and CA injector from source into bin/, at the version hack/tools/cert-manager pins (skipped when up to date).
+	hack/tools/install-cert-manager.sh $(BIN)
+
 .PHONY: build
 build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
