@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/rollout-guard/rollout-guard/arming"
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/metricsauth"
 	"github.com/rollout-guard/rollout-guard/policy"
@@ -54,6 +55,7 @@ type options struct {
 	pruneBatch     int
 	revisionIndex  bool
 	shutdownDelay  time.Duration
+	armNamespace   string
 	printVersion   bool
 	zap            zap.Options
 }
@@ -77,6 +79,7 @@ func main() {
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
 	fs.BoolVar(&o.revisionIndex, "revision-index", true, "keep the records of the guard's ControllerRevisions (their labels and annotations, not their data) in memory, so recording a revision needs no read from the API server; about 0.43 KB of live heap per revision (docs/install.md, Sizing). false reads them from the API server instead: a GET and a List per recorded revision, a List per object when the guard starts")
 	fs.StringVar(&o.enforcement, "enforcement", string(webhooks.EnforcementDeny), "what the validating webhooks do with a change the policy refuses: deny refuses it; warn allows it with the refusal as a warning and counts it in rollout_guard_admission_decisions_total{outcome=\"warned\"}, to see what the guard would refuse before it refuses anything (docs/install.md, Adopting the guard in stages); history is recorded either way")
+	fs.StringVar(&o.armNamespace, "arm-namespace", "", "namespace of the RoleBinding "+arming.Name+" the guard creates once it serves, arming its webhooks (their match condition "+arming.ConditionName+" names this namespace: docs/install.md, Arming); default: the pod's namespace")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	flag.Usage = func() {
@@ -136,6 +139,12 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	enforcement, err := webhooks.ParseEnforcement(o.enforcement)
 	if err != nil {
 		return err
+	}
+	armNamespace := o.armNamespace
+	if armNamespace == "" {
+		if armNamespace, err = arming.PodNamespace(); err != nil {
+			return err
+		}
 	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -228,13 +237,23 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err := mgr.AddReadyzCheck("caches", webhooks.CachesReady(mgr)); err != nil {
 		return fmt.Errorf("adding the cache readiness check: %w", err)
 	}
+	// Once serving, the guard arms its webhooks; until then the API server
+	// does not call them, so a guard that never starts blocks nothing.
+	armer := &arming.Armer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: armNamespace,
+		Ready: []healthz.Checker{mgr.GetWebhookServer().StartedChecker(), webhooks.CachesReady(mgr)}, Log: ctrl.Log.WithName("arming")}
+	if err := mgr.Add(armer); err != nil {
+		return fmt.Errorf("adding the arming of the webhooks: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("armed", armer.Checker); err != nil {
+		return fmt.Errorf("adding the armed readiness check: %w", err)
+	}
 	// Not ready once shutdown began, so the Service takes the replica out
 	// while it still serves (--shutdown-delay).
 	if err := mgr.AddReadyzCheck("shutdown", webhooks.NotDraining(draining)); err != nil {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir, "clientCAName", o.clientCAName,
-		"overrideGroups", o.overrideGroups, "enforcement", enforcement, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String())
+		"overrideGroups", o.overrideGroups, "enforcement", enforcement, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String(), "armNamespace", armNamespace)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

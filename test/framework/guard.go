@@ -148,6 +148,7 @@ func (e *Environment) StartGuardWith(ctx context.Context, extraArgs ...string) e
 		"--webhook-host", localHost,
 		"--webhook-port", strconv.Itoa(g.webhookPort),
 		"--cert-dir", e.guardCertDir,
+		"--arm-namespace", GuardNamespace,
 		"--health-probe-bind-address", net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)),
 		"--metrics-bind-address", metricsAddr,
 	}, e.guardClientAuthArgs()...)

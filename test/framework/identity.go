@@ -81,7 +81,7 @@ func (e *Environment) InstallGuardRBAC(ctx context.Context) error {
 }
 
 // ensureGuardIdentity provisions the guard's identity and writes its
-// kubeconfig, once: by default it installs the shipped RBAC and makes the
+// kubeconfig, once: it installs the shipped RBAC and, by default, makes the
 // kubeconfig impersonate GuardServiceAccount; with Options.GuardAsAdmin it
 // adds a system:masters user instead.
 func (e *Environment) ensureGuardIdentity(ctx context.Context) error {
@@ -90,6 +90,11 @@ func (e *Environment) ensureGuardIdentity(ctx context.Context) error {
 	}
 	var cfg *rest.Config
 	var data []byte
+	// The arming Role (config/rbac/arming_role.yaml) must exist whoever
+	// the guard runs as: the webhooks are called only once it is bound.
+	if err := e.InstallGuardRBAC(ctx); err != nil {
+		return err
+	}
 	if e.opts.GuardAsAdmin {
 		user, err := e.testEnv.AddUser(envtest.User{Name: GuardUser, Groups: []string{"system:masters"}}, nil)
 		if err != nil {
@@ -100,9 +105,6 @@ func (e *Environment) ensureGuardIdentity(ctx context.Context) error {
 		}
 		cfg = user.Config()
 	} else {
-		if err := e.InstallGuardRBAC(ctx); err != nil {
-			return err
-		}
 		var err error
 		if data, err = impersonatingKubeconfig(e.testEnv.KubeConfig, GuardServiceAccount, GuardGroups()); err != nil {
 			return fmt.Errorf("making the guard's kubeconfig: %w", err)

@@ -192,6 +192,7 @@ func (r *GuardReplicas) start(ctx context.Context, i int) error {
 		"--webhook-host", localHost,
 		"--webhook-port", strconv.Itoa(g.webhookPort),
 		"--cert-dir", r.e.guardCertDir,
+		"--arm-namespace", GuardNamespace,
 		"--health-probe-bind-address", net.JoinHostPort(localHost, strconv.Itoa(g.healthPort)),
 		"--metrics-bind-address", "0",
 	}, r.e.guardClientAuthArgs()...)

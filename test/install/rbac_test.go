@@ -43,12 +43,25 @@ var (
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
+	// armingRules: in the guard's namespace only, create the RoleBinding
+	// that arms the webhooks, read and correct it by name, and bind the
+	// marker's Role and no other.
+	armingRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"bind"}},
+	}
+	// armedRules: what the armed match condition asks of the marker
+	// ServiceAccount, all the RoleBinding the guard creates grants.
+	armedRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get"}},
+	}
 	metricsReaderRules = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
 	// aggregationLabel selects the ClusterRoles whose rules are added to
 	// rollout-guard-control-planes.
 	aggregationLabel = map[string]string{"rollout-guard.io/aggregate-to-control-planes": "true"}
 	// writableResources are the only resources any shipped rule may write.
-	writableResources = []string{"controllerrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews"}
+	writableResources = []string{"controllerrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews", "rolebindings", "roles"}
 )
 
 // TestShippedRBACIsLeastPrivilege pins every rule config/rbac ships and
@@ -59,6 +72,8 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 	assert.Equal(t, guardRules, as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard")).Rules)
 	assert.Equal(t, leaderElectionRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-leader-election")).Rules)
 	assert.Equal(t, metricsReaderRules, as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-metrics-reader")).Rules)
+	assert.Equal(t, armingRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-arming")).Rules)
+	assert.Equal(t, armedRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-armed")).Rules)
 	aggregated := as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-control-planes"))
 	assert.Empty(t, aggregated.Rules, "kube-controller-manager fills the aggregated role")
 	require.NotNil(t, aggregated.AggregationRule)
@@ -88,7 +103,9 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 // config/rbac ships, the promise docs/reliability.md makes: no access to
 // Secrets in any form, and writes only to ControllerRevisions (the history)
 // cluster-wide and, in the guard's own namespace, to its leader-election
-// Lease and the Events announcing it. TokenReviews and SubjectAccessReviews
+// Lease, the Events announcing it and the RoleBinding that arms its
+// webhooks (binding only the marker's Role, which grants one get of one
+// Lease). TokenReviews and SubjectAccessReviews
 // are created to check metrics callers; the API server stores neither.
 // Every binding binds a shipped role, to the guard's ServiceAccount alone.
 func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
@@ -136,6 +153,19 @@ func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
 				assert.Equal(t, framework.GuardNamespace, sr.namespace, "%s written outside the guard's namespace: %v", res, r)
 			case res == "tokenreviews" || res == "subjectaccessreviews":
 				assert.Equal(t, []string{"create"}, r.Verbs, "%v", r)
+			case res == "rolebindings" && slices.Equal(r.APIGroups, []string{"rbac.authorization.k8s.io"}):
+				// The arming RoleBinding: created in the guard's
+				// namespace, changed only by name.
+				assert.Equal(t, framework.GuardNamespace, sr.namespace, "RoleBindings written outside the guard's namespace: %v", r)
+				if !slices.Equal(r.Verbs, []string{"create"}) {
+					assert.Equal(t, []string{"rollout-guard-armed"}, r.ResourceNames, "RoleBindings changed beyond the arming one: %v", r)
+				}
+			case res == "roles" && slices.Equal(r.APIGroups, []string{"rbac.authorization.k8s.io"}):
+				// bind, on the marker's Role only: what it grants is pinned
+				// by TestShippedRBACIsLeastPrivilege (armedRules).
+				assert.Equal(t, framework.GuardNamespace, sr.namespace, "%v", r)
+				assert.Equal(t, []string{"bind"}, r.Verbs, "%v", r)
+				assert.Equal(t, []string{"rollout-guard-armed"}, r.ResourceNames, "%v", r)
 			default:
 				t.Errorf("write access to %s: %v", res, r)
 			}
@@ -157,7 +187,7 @@ func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
 		assert.Equal(t, guardSA, b.Subjects, "RoleBinding %s", b.Name)
 		bindings++
 	}
-	assert.Equal(t, 3, bindings, "the guard's ClusterRole, the aggregated control-plane readers, the leader-election Role; the metrics reader is bound by the operator")
+	assert.Equal(t, 4, bindings, "the guard's ClusterRole, the aggregated control-plane readers, the leader-election Role, the arming Role; the metrics reader is bound by the operator, the marker's Role by the guard once it serves")
 }
 
 // TestGuardRunsAsItsServiceAccount asks the API server who the guard is and
