@@ -100,7 +100,7 @@ func alerts(t *testing.T) []string {
 func TestPromtoolChecksTheRules(t *testing.T) {
 	out, ok := promtool(t, configDir(t), "check", "rules", "rules.yaml")
 	require.True(t, ok, out)
-	assert.Contains(t, out, "SUCCESS: 6 rules found", "a rule added or lost: update this test and the tables of docs/install.md")
+	assert.Contains(t, out, "SUCCESS: 7 rules found", "a rule added or lost: update this test and the tables of docs/install.md")
 }
 
 func TestAlertRulesPassTheirUnitTests(t *testing.T) {
@@ -143,7 +143,7 @@ func TestEveryAlertIsTestedBothWays(t *testing.T) {
 		}
 	}
 	names := alerts(t)
-	require.Len(t, names, 6)
+	require.Len(t, names, 7)
 	for _, name := range names {
 		assert.Positive(t, fires[name], "no case in which %s fires", name)
 		assert.Positive(t, silent[name], "no case in which %s stays silent", name)
@@ -177,6 +177,8 @@ func TestBrokenAlertsFailTheirTests(t *testing.T) {
 			old: `increase(rollout_guard_revision_record_errors_total[15m])) > 0`, new: `increase(rollout_guard_revision_record_errors_total[15m])) > 1`},
 		{alert: "RolloutGuardUnverifiedRequests", why: "the API server's own retried calls are no forgery",
 			old: `rollout_guard_unverified_requests_total{reason!="not-current"}`, new: `rollout_guard_unverified_requests_total`},
+		{alert: "RolloutGuardNotArmed", why: "one armed replica is enough",
+			old: `max(rollout_guard_armed) == 0`, new: `min(rollout_guard_armed) == 0`},
 		{alert: "ClusterAPIRolloutStalled", why: "a MachineDeployment paused on purpose is not stalled",
 			old: "unless on (namespace, name)\n              capi_machinedeployment_spec_paused == 1\n            ", new: ""},
 		{alert: "ClusterAPIRolloutStalled", why: "a slow rollout that progresses is not stalled",
