@@ -24,6 +24,14 @@ tools: ## Build kube-apiserver, etcd, kubectl, promtool and kube-state-metrics f
 cert-manager-tools: ## Build cert-manager's controller and CA injector from source into bin/, at the version hack/tools/cert-manager pins (skipped when up to date).
 	hack/tools/install-cert-manager.sh $(BIN)
 
+.PHONY: node-tools
+# The test environment's node (test/framework, Node; test/node) runs Pods on
+# this machine: containerd, runc, the CNI plugins and iptables (installed
+# with apt when missing; needs root), and kubelet, kube-controller-manager,
+# kube-scheduler and the sandbox image bin/pause-image.tar, built from source.
+node-tools: ## Install containerd, runc, CNI plugins (apt) and build kubelet, kube-controller-manager, kube-scheduler and the pause image into bin/.
+	hack/tools/install-node.sh $(BIN)
+
 .PHONY: build
 build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
@@ -55,7 +63,7 @@ unit: ## Unit tests of the product module (pure logic; no API server), and of th
 .PHONY: e2e
 # -count=1: these tests exercise bin/webhook, a file go test's cache does not
 # track, so a cached pass could hide a change of the guard.
-e2e: tools build ## End-to-end tests through a real kube-apiserver and the guard over TLS.
+e2e: tools node-tools build ## End-to-end tests through a real kube-apiserver and the guard over TLS.
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test

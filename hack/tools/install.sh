@@ -17,26 +17,8 @@ cd "$here"
 k8s_version="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 etcd_version="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
 kubectl_version="$(go list -m -f '{{.Version}}' k8s.io/kubectl | sed 's/^v0\./v1./')"
-minor() { echo "$1" | sed -E 's/^v?[0-9]+\.([0-9]+)\..*/\1/'; }
-
-# version_ldflags VERSION: what makes a Kubernetes binary report VERSION.
-version_ldflags() {
-  echo "-s -w -X k8s.io/component-base/version.gitVersion=$1 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(minor "$1")"
-}
-
-# build NAME WANT PRINTED...: builds ./cmd/NAME unless bin/NAME prints WANT.
-build() {
-  local name="$1" want="$2" ldflags="$3"; shift 3
-  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -qF "$want"; then
-    echo "bin/$name: $want (up to date)"
-    return
-  fi
-  echo "bin/$name: building $want ..."
-  local start=$SECONDS
-  go build -o "$bin/$name.tmp" -ldflags "$ldflags" "./cmd/$name"
-  mv "$bin/$name.tmp" "$bin/$name"
-  echo "bin/$name: built in $((SECONDS - start))s"
-}
+# minor, version_ldflags and build (install-node.sh uses them too).
+source "$here/lib.sh"
 
 build etcd "etcd Version: ${etcd_version#v}" "-s -w" --version
 build kubectl "Client Version: $kubectl_version" "$(version_ldflags "$kubectl_version")" version --client

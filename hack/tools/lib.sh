@@ -1,0 +1,26 @@
+# Shell functions shared by install.sh and install-node.sh (sourced, not
+# run): they build Kubernetes binaries of this module into "$bin" (set by the
+# caller) with the version they report stamped in, and skip a binary that
+# already reports it.
+
+minor() { echo "$1" | sed -E 's/^v?[0-9]+\.([0-9]+)\..*/\1/'; }
+
+# version_ldflags VERSION: what makes a Kubernetes binary report VERSION.
+version_ldflags() {
+  echo "-s -w -X k8s.io/component-base/version.gitVersion=$1 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(minor "$1")"
+}
+
+# build NAME WANT LDFLAGS PRINTED...: builds ./cmd/NAME unless bin/NAME,
+# run with the arguments PRINTED, prints WANT.
+build() {
+  local name="$1" want="$2" ldflags="$3"; shift 3
+  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -qF "$want"; then
+    echo "bin/$name: $want (up to date)"
+    return
+  fi
+  echo "bin/$name: building $want ..."
+  local start=$SECONDS
+  go build -o "$bin/$name.tmp" -ldflags "$ldflags" "./cmd/$name"
+  mv "$bin/$name.tmp" "$bin/$name"
+  echo "bin/$name: built in $((SECONDS - start))s"
+}
