@@ -86,6 +86,11 @@ type Options struct {
 	// Log receives the guard's output and the environment's own (the
 	// conversion webhook server's). Default: WorkDir/environment.log.
 	Log io.Writer
+	// APIServerArgs are extra kube-apiserver flags, by name without the
+	// dashes; each replaces envtest's default of the same name (an empty
+	// value gives the flag empty). NodeAPIServerArgs returns those that
+	// StartNode needs.
+	APIServerArgs map[string]string
 	// WorkDir holds the environment's files: the admin kubeconfig
 	// ("kubeconfig"), the guard's kubeconfig and cert directory, the logs
 	// of etcd and kube-apiserver (etcd.log, kube-apiserver.log), with
@@ -346,6 +351,9 @@ func (e *Environment) startControlPlane(crds []*apiextensionsv1.CustomResourceDe
 			return fmt.Errorf("making the guard's client CA: %w", err)
 		}
 		apiServer.Configure().Set("admission-control-config-file", e.clientAuth.admissionConfig)
+	}
+	for name, value := range e.opts.APIServerArgs {
+		apiServer.Configure().Set(name, value)
 	}
 
 	cfg, err := e.testEnv.Start()
