@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/rollout-guard/rollout-guard/arming"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -155,6 +156,7 @@ func standInGuard(args []string) int {
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "health probe address")
 	metricsAddr := fs.String("metrics-bind-address", "0", "metrics address")
 	fs.Bool("leader-elect", false, "ignored")
+	armNamespace := fs.String("arm-namespace", "", "namespace of the RoleBinding that arms the webhooks")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -198,6 +200,17 @@ func standInGuard(args []string) int {
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		log.Error(err, "adding the readiness check")
+		return 1
+	}
+	// As the guard does: the webhooks are called only once it has armed them.
+	armer := &arming.Armer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: *armNamespace,
+		Ready: []healthz.Checker{mgr.GetWebhookServer().StartedChecker()}, Log: log.WithName("arming")}
+	if err := mgr.Add(armer); err != nil {
+		log.Error(err, "adding the arming")
+		return 1
+	}
+	if err := mgr.AddReadyzCheck("armed", armer.Checker); err != nil {
+		log.Error(err, "adding the armed check")
 		return 1
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

@@ -22,16 +22,9 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
-)
-
-// cert-manager's module, whose zip ships its CRDs in deploy/crds.
-const (
-	certManagerModule  = "github.com/cert-manager/cert-manager"
-	certManagerVersion = "v1.21.2"
 )
 
 // env is the package's one API server, with the guard running as its
@@ -74,7 +67,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := func() int {
-		if err := installCertManagerCRDs(); err != nil {
+		if err := env.InstallCertManagerCRDs(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -88,29 +81,6 @@ func run(m *testing.M) int {
 		}
 	}
 	return code
-}
-
-// installCertManagerCRDs installs the CRDs of cert-manager's module
-// (downloaded through the Go module proxy if needed) and waits until they
-// are served.
-func installCertManagerCRDs() error {
-	dir, err := framework.ModuleDir(certManagerModule, certManagerVersion)
-	if err != nil {
-		return fmt.Errorf("finding cert-manager's CRDs: %w", err)
-	}
-	crdDir := filepath.Join(dir, "deploy", "crds")
-	crds, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths:              []string{crdDir},
-		ErrorIfPathMissing: true,
-		Scheme:             env.Scheme,
-	})
-	if err != nil {
-		return fmt.Errorf("installing cert-manager's CRDs from %s: %w", crdDir, err)
-	}
-	if len(crds) == 0 {
-		return fmt.Errorf("no CRD in %s", crdDir)
-	}
-	return nil
 }
 
 // repoPath returns path (slash-separated, relative to the repository root)
