@@ -63,7 +63,7 @@ unit: ## Unit tests of the product module (pure logic; no API server), and of th
 .PHONY: e2e
 # -count=1: these tests exercise bin/webhook, a file go test's cache does not
 # track, so a cached pass could hide a change of the guard.
-e2e: tools node-tools build ## End-to-end tests through a real kube-apiserver and the guard over TLS.
+e2e: tools node-tools cert-manager-tools build ## End-to-end tests through a real kube-apiserver and the guard over TLS.
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test

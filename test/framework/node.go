@@ -729,6 +729,15 @@ func (n *Node) ImportImage(ctx context.Context, tarball string) error {
 	return nil
 }
 
+// Ctr runs containerd's ctr with args against the node's containerd, in
+// the namespace the kubelet uses, and returns its output.
+func (n *Node) Ctr(ctx context.Context, args ...string) ([]byte, error) { return n.ctr(ctx, args...) }
+
+// ContainerdAddress returns the socket of the node's containerd: set
+// CONTAINERD_ADDRESS to it, and ctr, as a user runs it on a node, talks to
+// this containerd.
+func (n *Node) ContainerdAddress() string { return n.socket }
+
 // Images returns the references of the images in the node's containerd.
 func (n *Node) Images(ctx context.Context) ([]string, error) {
 	out, err := n.ctr(ctx, "images", "list", "--quiet")
