@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,19 +126,7 @@ func TestIssueInjectAndRenew(t *testing.T) {
 	// Renew as cmctl renew does: the Issuing condition, set by hand, is
 	// what the trigger controller sets when a certificate is due.
 	before := revision(t, c, ns, tlsName)
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crt := get(t, c, "Certificate", ns, tlsName)
-		conds, _, _ := unstructured.NestedSlice(crt.Object, "status", "conditions")
-		conds = slices.DeleteFunc(conds, func(c any) bool { m, _ := c.(map[string]any); return m["type"] == "Issuing" })
-		conds = append(conds, map[string]any{
-			"type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
-			"message":            "Certificate re-issuance manually triggered",
-			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-			"observedGeneration": crt.GetGeneration(),
-		})
-		require.NoError(t, unstructured.SetNestedSlice(crt.Object, conds, "status", "conditions"))
-		return c.Status().Update(ctx, crt)
-	}))
+	require.NoError(t, framework.RenewCertificate(ctx, c, ns, tlsName))
 	var renewed *x509.Certificate
 	framework.WaitFor(t, issueTimeout, pollInterval, fmt.Sprintf("Secret %s/%s to hold a new certificate signed by the CA after the renewal", ns, tlsName), func() (bool, string) {
 		leaf, err := verifiedLeaf(secretData(t, c, ns, tlsName), ca, dnsName)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -355,3 +359,29 @@ type closerFunc func() error
 
 // Close calls f.
 func (f closerFunc) Close() error { return f() }
+
+// RenewCertificate asks cert-manager to issue the Certificate ns/name anew,
+// as cmctl renew does: it sets the Certificate's Issuing condition, which
+// is what cert-manager's trigger controller sets when a certificate is due.
+func RenewCertificate(ctx context.Context, c client.Client, ns, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crt := &unstructured.Unstructured{}
+		crt.SetAPIVersion("cert-manager.io/v1")
+		crt.SetKind("Certificate")
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, crt); err != nil {
+			return fmt.Errorf("renewing Certificate %s/%s: %w", ns, name, err)
+		}
+		conds, _, _ := unstructured.NestedSlice(crt.Object, "status", "conditions")
+		conds = slices.DeleteFunc(conds, func(c any) bool { m, _ := c.(map[string]any); return m["type"] == "Issuing" })
+		conds = append(conds, map[string]any{
+			"type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
+			"message":            "Certificate re-issuance manually triggered",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+			"observedGeneration": crt.GetGeneration(),
+		})
+		if err := unstructured.SetNestedSlice(crt.Object, conds, "status", "conditions"); err != nil {
+			return fmt.Errorf("renewing Certificate %s/%s: %w", ns, name, err)
+		}
+		return c.Status().Update(ctx, crt)
+	})
+}

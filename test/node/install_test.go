@@ -3,8 +3,11 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +66,22 @@ func documented(ctx context.Context, t *testing.T, command string) string {
 	return out.String()
 }
 
+// servedCertificate returns the DER of the leaf certificate the guard's
+// webhook server at podIP presents.
+func servedCertificate(podIP string) ([]byte, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", net.JoinHostPort(podIP, "9443"),
+		&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the certificate served, trusts nothing
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	certs := conn.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("no certificate served")
+	}
+	return certs[0].Raw, nil
+}
+
 // guardPods returns the guard's Pods.
 func guardPods(ctx context.Context, t *testing.T) []corev1.Pod {
 	t.Helper()
@@ -89,8 +108,10 @@ func isArmed(ctx context.Context) bool {
 //     webhooks are armed, and the guard refuses a downgrade through its
 //     Service;
 //   - a replica deleted (as a drain evicts it), then the guard upgraded to
-//     another image with a rolling update, while policed dry-run edits go
-//     on: every one is answered by the guard, none fails;
+//     another image with a rolling update, then its serving certificate
+//     renewed by cert-manager (until every replica serves the new one),
+//     each while policed dry-run edits go on: every one is answered by the
+//     guard, none fails;
 //   - uninstalled as documented: no webhook configuration, RBAC object or
 //     namespace is left, and policed edits go through again.
 func TestInstallAsDocumented(t *testing.T) {
@@ -263,6 +284,39 @@ func TestInstallAsDocumented(t *testing.T) {
 			}
 			return settled(upgraded)()
 		}, 4*time.Minute, 500*time.Millisecond, "the rolling update never finished")
+	})
+
+	// The serving certificate renewed by cert-manager: every replica serves
+	// the new one without a restart.
+	whileEditing("cert-manager renewed the serving certificate", func() {
+		before := &corev1.Secret{}
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: guardNamespace, Name: servingSecret}, before))
+		require.NoError(t, framework.RenewCertificate(ctx, env.Client, guardNamespace, "rollout-guard-serving-cert"))
+		var last string
+		require.Eventually(t, func() bool {
+			now := &corev1.Secret{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: guardNamespace, Name: servingSecret}, now); err != nil {
+				last = err.Error()
+				return false
+			}
+			if bytes.Equal(now.Data["tls.crt"], before.Data["tls.crt"]) {
+				last = "the Secret still holds the old certificate"
+				return false
+			}
+			block, _ := pem.Decode(now.Data["tls.crt"])
+			if block == nil {
+				last = "the Secret's tls.crt holds no PEM block"
+				return false
+			}
+			for _, p := range guardPods(ctx, t) {
+				served, err := servedCertificate(p.Status.PodIP)
+				if err != nil || !bytes.Equal(served, block.Bytes) {
+					last = fmt.Sprintf("Pod %s does not serve the new certificate yet (%v)", p.Name, err)
+					return false
+				}
+			}
+			return true
+		}, 4*time.Minute, time.Second, "the renewed certificate never served by every replica: %s", &last)
 	})
 
 	// Uninstalled as documented.
