@@ -461,9 +461,14 @@ func TestConversionsReadCRDsThroughTheCache(t *testing.T) {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"write":"w%d"}}}`, i)
 		require.NoError(t, env.Client.Patch(ctx, md, client.RawPatch(types.MergePatchType, []byte(patch))))
 	}
-	gets, conv := counts()
 	// Without conversions there would be nothing to read: make sure the
-	// writes asked for them.
+	// writes asked for them. Some are made for watchers, after the write
+	// returns: wait until all are counted.
+	var gets, conv float64
+	assert.Eventually(t, func() bool {
+		gets, conv = counts()
+		return conv-conv0 >= writes
+	}, 10*time.Second, 100*time.Millisecond)
 	require.GreaterOrEqual(t, conv-conv0, float64(writes), "conversions of the MachineDeployment during %d writes", writes)
 	assert.Zero(t, gets-gets0, "CRDs read from the API server during %d writes of a MachineDeployment", writes)
 }
