@@ -36,7 +36,8 @@ const (
 	guardNamespace  = "rollout-guard-system"
 	guardDeployment = "rollout-guard-controller-manager"
 	servingSecret   = "rollout-guard-webhook-server-cert"
-	// refusedEdit is a control-plane downgrade the guard refuses.
+	// refusedVersion is a control-plane downgrade the guard refuses, and
+	// refusal how it says so.
 	refusedVersion = "v1.33.1"
 	refusal        = `admission webhook "validate.kubeadmcontrolplane.rollout-guard.io" denied the request`
 )
