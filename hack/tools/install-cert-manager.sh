@@ -16,19 +16,8 @@ cd "$here/cert-manager"
 
 version="$(go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
 
-# build NAME: builds ./cmd/NAME unless bin/NAME --version prints "NAME VERSION".
-build() {
-  local name="$1" want="$1 $version"
-  if [[ -x "$bin/$name" ]] && [[ "$("$bin/$name" --version 2>/dev/null)" == "$want" ]]; then
-    echo "bin/$name: $version (up to date)"
-    return
-  fi
-  echo "bin/$name: building $version ..."
-  local start=$SECONDS
-  go build -o "$bin/$name.tmp" -ldflags "-s -w" "./cmd/$name"
-  mv "$bin/$name.tmp" "$bin/$name"
-  echo "bin/$name: built in $((SECONDS - start))s"
-}
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
-build cert-manager-controller
-build cert-manager-cainjector
+build cert-manager-controller "cert-manager-controller $version" "-s -w" --version
+build cert-manager-cainjector "cert-manager-cainjector $version" "-s -w" --version

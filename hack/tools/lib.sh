@@ -1,7 +1,7 @@
-# Shell functions shared by install.sh and install-node.sh (sourced, not
-# run): they build Kubernetes binaries of this module into "$bin" (set by the
-# caller) with the version they report stamped in, and skip a binary that
-# already reports it.
+# Shell functions shared by install.sh, install-node.sh and
+# install-cert-manager.sh (sourced, not run): they build the commands of the
+# current directory's module into "$bin" (set by the caller), and skip a
+# binary that already reports the version wanted.
 
 minor() { echo "$1" | sed -E 's/^v?[0-9]+\.([0-9]+)\..*/\1/'; }
 
