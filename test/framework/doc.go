@@ -26,6 +26,13 @@
 // them ("capi-validating-webhook-configuration"…). Without it, every refusal
 // a test sees comes from the guard.
 //
-// The binaries etcd, kube-apiserver, kubectl and webhook are taken from the
-// repository's bin/ directory; nothing is downloaded.
+// For the installation as users run it, StartNode adds a real node to an
+// environment started with NodeAPIServerArgs (containerd, the kubelet,
+// kube-controller-manager and kube-scheduler), on which Pods run, and
+// StartCertManager runs cert-manager's own controller and CA injector.
+//
+// The binaries etcd, kube-apiserver, kubectl and webhook (and, for a node or
+// cert-manager, kubelet, kube-controller-manager, kube-scheduler,
+// pause-image.tar, cert-manager-controller and cert-manager-cainjector) are
+// taken from the repository's bin/ directory; nothing is downloaded.
 package framework
