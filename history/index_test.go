@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -137,14 +138,14 @@ func TestIndexListsAsTheAPIServer(t *testing.T) {
 		snap, err := revisions.ForKubeadmControlPlane(kcp)
 		require.NoError(t, err)
 		n := int64(i + 1)
-		objs = append(objs, revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, snap,
+		objs = append(objs, revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap,
 			revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice", ChangedAt: time.Date(2026, 3, 1, 10, i, 0, 0, time.UTC)}))
 	}
 	other := kcpAt("v1.35.1", 1)
 	other.Name, other.UID = "cp-other", "uid-other"
 	snap, err := revisions.ForKubeadmControlPlane(other)
 	require.NoError(t, err)
-	objs = append(objs, revisions.ControllerRevision(other, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1}))
+	objs = append(objs, revisions.ControllerRevision(other, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1}))
 	c := fakeWithIndex(t, objs...)
 
 	whole, bad, err := List(ctx, c, "ns", "uid-cp")
@@ -181,13 +182,13 @@ func TestRecordingFromTheIndex(t *testing.T) {
 	require.NoError(t, err)
 	snapB, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	server := fakeWithIndex(t, revisions.ControllerRevision(a, KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}))
+	server := fakeWithIndex(t, revisions.ControllerRevision(a, kinds.KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}))
 	n := requests{}
 	r := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: indexOver(server)}
 
 	// The reconciler records B, stamped 2, as it becomes live.
 	recB := revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}
-	done, err := r.record(ctx, b, KubeadmControlPlane.GVK, snapB, recB)
+	done, err := r.record(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, recB)
 	require.NoError(t, err)
 	assert.Equal(t, requests{"create": 1}, n, "a new revision is one create")
 	assert.Equal(t, int64(2), done.listedHighest(), "numbering saw the history, from the Index")
@@ -196,7 +197,7 @@ func TestRecordingFromTheIndex(t *testing.T) {
 	// Recorder, so no memo spares the look).
 	clear(n)
 	fresh := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: indexOver(server)}
-	highest, err := fresh.RecordReplaced(ctx, b, KubeadmControlPlane.GVK, snapB, recB)
+	highest, err := fresh.RecordReplaced(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, recB)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), highest)
 	assert.Empty(t, n, "a revision recorded as asked costs no request")
@@ -204,7 +205,7 @@ func TestRecordingFromTheIndex(t *testing.T) {
 	// A restart of B extends its record: one patch.
 	restart := recB
 	restart.Restarts = []revisions.Restart{{At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T12:00:00Z"}}
-	require.NoError(t, fresh.Record(ctx, b, KubeadmControlPlane.GVK, snapB, restart))
+	require.NoError(t, fresh.Record(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, restart))
 	assert.Equal(t, requests{"patch": 1}, n)
 	revs, _ := historyOf(t, server)
 	require.Len(t, revs, 2)
@@ -216,7 +217,7 @@ func TestRecordingFromTheIndex(t *testing.T) {
 	behind := fakeWithIndex(t)
 	clear(n)
 	late := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: indexOver(behind)}
-	require.NoError(t, late.Record(ctx, b, KubeadmControlPlane.GVK, snapB, recB))
+	require.NoError(t, late.Record(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, recB))
 	assert.Equal(t, 1, n["create"], "the create fails: the record exists")
 	assert.Equal(t, 1, n["get"], "then the record is read from the API server")
 	revs, got := historyOf(t, server)
@@ -232,9 +233,9 @@ func TestRecordFromTheIndexPatchesOnlyTheVersionItRead(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snapB, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	server := fakeWithIndex(t, revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
+	server := fakeWithIndex(t, revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
 	// The Index holds the record as it was; then another replica adds a restart.
-	stale := fakeWithIndex(t, revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
+	stale := fakeWithIndex(t, revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
 	cr := &appsv1.ControllerRevision{}
 	require.NoError(t, server.Get(ctx, client.ObjectKey{Namespace: "ns", Name: revisions.Name(b.Name, snapB.Hash)}, cr))
 	cr.Annotations[revisions.AnnotationRestarts] = `[{"at":"2026-03-01T11:00:00Z","by":"dave","after":"2026-03-01T11:00:00Z"}]`
@@ -246,7 +247,7 @@ func TestRecordFromTheIndexPatchesOnlyTheVersionItRead(t *testing.T) {
 	n := requests{}
 	r := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: indexOver(stale)}
 	restart := revisions.Record{Revision: 2, History: []int64{2}, Restarts: []revisions.Restart{{At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T12:00:00Z"}}}
-	require.NoError(t, r.Record(ctx, b, KubeadmControlPlane.GVK, snapB, restart))
+	require.NoError(t, r.Record(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, restart))
 	assert.Equal(t, 1, n["patch"], "the patch of the version the Index read fails")
 	assert.Equal(t, 1, n["update"], "the record read again is updated")
 	revs, _ := historyOf(t, server)
@@ -267,7 +268,7 @@ func TestIndexEntry(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snap, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	cr := revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 2, History: []int64{1, 2}, ChangedBy: "bob", FieldManager: "rollout",
+	cr := revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 2, History: []int64{1, 2}, ChangedBy: "bob", FieldManager: "rollout",
 		ChangeCause: "rollout kcp/cp --version v1.36.0", ChangeType: revisions.ChangeRollout, ChangedAt: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
 		Restarts: []revisions.Restart{{At: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T11:00:00Z"}}})
 	cr.Annotations[AnnotationRefusedOverrides] = `[{"at":"2026-03-01T12:00:00Z","by":"eve","reason":"x","rules":["EtcdDowngrade"]}]`
@@ -351,7 +352,7 @@ func TestRecordFromTheIndexKeepsWhatItDoesNotHold(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snapB, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	full := revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"})
+	full := revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"})
 	full.Annotations[AnnotationRefusedOverrides] = `[{"at":"2026-03-01T12:00:00Z","by":"eve","reason":"x","rules":["EtcdDowngrade"]}]`
 	server := fakeWithIndex(t, full)
 	// The Index's copy, at the same resourceVersion, without the attempts.
@@ -362,7 +363,7 @@ func TestRecordFromTheIndexKeepsWhatItDoesNotHold(t *testing.T) {
 	n := requests{}
 	r := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: index}
 	restart := revisions.Record{Revision: 2, History: []int64{2}, Restarts: []revisions.Restart{{At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T12:00:00Z"}}}
-	require.NoError(t, r.Record(ctx, b, KubeadmControlPlane.GVK, snapB, restart))
+	require.NoError(t, r.Record(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, restart))
 	assert.Equal(t, requests{"patch": 1}, n)
 	after := &appsv1.ControllerRevision{}
 	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(full), after))

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -86,12 +87,12 @@ func TestRecorderSkipsWhatItJustRecorded(t *testing.T) {
 	rec := revisions.Record{Revision: 3, History: []int64{3}, ChangedBy: "alice"}
 
 	// The reconciler records the live revision: read, list to number, create.
-	require.NoError(t, r.Record(ctx, kcp, KubeadmControlPlane.GVK, snap, rec))
+	require.NoError(t, r.Record(ctx, kcp, kinds.KubeadmControlPlane.GVK, snap, rec))
 	assert.Equal(t, requests{"get": 1, "list": 1, "create": 1}, n)
 
 	// The next edit replaces that very version: nothing to read or write.
 	clear(n)
-	highest, err := r.RecordReplaced(ctx, kcp, KubeadmControlPlane.GVK, snap, rec)
+	highest, err := r.RecordReplaced(ctx, kcp, kinds.KubeadmControlPlane.GVK, snap, rec)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, highest)
 	assert.Empty(t, n)
@@ -100,7 +101,7 @@ func TestRecorderSkipsWhatItJustRecorded(t *testing.T) {
 	clear(n)
 	later := kcp.DeepCopy()
 	later.ResourceVersion = "9"
-	highest, err = r.RecordReplaced(ctx, later, KubeadmControlPlane.GVK, snap, rec)
+	highest, err = r.RecordReplaced(ctx, later, kinds.KubeadmControlPlane.GVK, snap, rec)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, highest)
 	assert.Equal(t, requests{"get": 1}, n)
@@ -109,7 +110,7 @@ func TestRecorderSkipsWhatItJustRecorded(t *testing.T) {
 	clear(n)
 	restart := rec
 	restart.Restarts = []revisions.Restart{{At: time.Now().UTC().Truncate(time.Second), By: "bob", After: "2026-11-29T10:00:00Z"}}
-	require.NoError(t, r.Record(ctx, later, KubeadmControlPlane.GVK, snap, restart))
+	require.NoError(t, r.Record(ctx, later, kinds.KubeadmControlPlane.GVK, snap, restart))
 	assert.Equal(t, requests{"get": 1, "update": 1}, n)
 	revs, _, err := List(ctx, server, "ns", "uid-cp")
 	require.NoError(t, err)
@@ -149,7 +150,7 @@ func TestConcurrentRecordingsOfOneContent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range errs {
-		wg.Go(func() { _, errs[i] = r.record(ctx, kcp, KubeadmControlPlane.GVK, snap, rec) })
+		wg.Go(func() { _, errs[i] = r.record(ctx, kcp, kinds.KubeadmControlPlane.GVK, snap, rec) })
 	}
 	wg.Wait()
 	require.NoError(t, errs[0])

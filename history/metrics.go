@@ -3,6 +3,8 @@ package history
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/rollout-guard/rollout-guard/kinds"
 )
 
 // recordErrorsTotal counts revisions the Recorder could not write. A failure
@@ -21,7 +23,7 @@ func init() {
 	// Every kind's series exists from the start at 0, so that the first
 	// failure after a restart is an increase an alert sees, not the first
 	// sample of a new series (which increase() and rate() cannot count).
-	for _, k := range []Kind{MachineDeployment, MachinePool, KubeadmControlPlane} {
+	for _, k := range kinds.WithRevisions() {
 		recordErrorsTotal.WithLabelValues(k.GVK.Kind)
 	}
 }

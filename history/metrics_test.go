@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -54,7 +55,7 @@ func TestRecordErrorsAreCounted(t *testing.T) {
 			require.NoError(t, err)
 
 			before := testutil.ToFloat64(recordErrorsTotal.WithLabelValues("KubeadmControlPlane"))
-			err = r.Record(context.Background(), kcp, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 3, History: []int64{3}})
+			err = r.Record(context.Background(), kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 3, History: []int64{3}})
 			assert.Equal(t, tc.want != 0, err != nil, "error: %v", err)
 			assert.Equal(t, before+tc.want, testutil.ToFloat64(recordErrorsTotal.WithLabelValues("KubeadmControlPlane")))
 		})

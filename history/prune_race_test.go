@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -44,7 +45,7 @@ func twelveRevisions(t *testing.T, unlabelled bool) []client.Object {
 		kcp := kcpAt(fmt.Sprintf("v1.35.%d", i), i)
 		snap, err := revisions.ForKubeadmControlPlane(kcp)
 		require.NoError(t, err)
-		cr := revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}})
+		cr := revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}})
 		if unlabelled {
 			delete(cr.Labels, revisions.LabelRevision)
 		}
@@ -79,7 +80,7 @@ func TestPruneOnlyAsListed(t *testing.T) {
 			server := fake.NewClientBuilder().WithScheme(raceScheme(t)).WithObjects(twelveRevisions(t, tc.unlabelled)...).Build()
 			n := requests{}
 			c := counting(server, n)
-			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane, Limit: 10}
+			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane, Limit: 10}
 			listed, bad, err := List(ctx, c, "ns", "uid-cp")
 			require.NoError(t, err)
 			require.Empty(t, bad)
@@ -89,7 +90,7 @@ func TestPruneOnlyAsListed(t *testing.T) {
 				// to: the record's number, stamps and label change at once.
 				first := &appsv1.ControllerRevision{}
 				require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: listed[0].Name}, first))
-				again := revisions.ControllerRevision(kcpAt("v1.35.1", 13), KubeadmControlPlane.GVK, listed[0].Snapshot,
+				again := revisions.ControllerRevision(kcpAt("v1.35.1", 13), kinds.KubeadmControlPlane.GVK, listed[0].Snapshot,
 					revisions.Merge(listed[0].Record, revisions.Record{Revision: 13, History: []int64{13}}))
 				first.Revision, first.Labels, first.Annotations = again.Revision, again.Labels, again.Annotations
 				require.NoError(t, c.Update(ctx, first))
@@ -120,7 +121,7 @@ func TestRecordCreatesARevisionPrunedBetweenReadAndUpdate(t *testing.T) {
 	kcp := kcpAt("v1.35.1", 1)
 	snap, err := revisions.ForKubeadmControlPlane(kcp)
 	require.NoError(t, err)
-	existing := revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
+	existing := revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
 	prunedOnce := false
 	c := fake.NewClientBuilder().WithScheme(raceScheme(t)).WithObjects(existing).WithInterceptorFuncs(interceptor.Funcs{
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
@@ -136,7 +137,7 @@ func TestRecordCreatesARevisionPrunedBetweenReadAndUpdate(t *testing.T) {
 
 	// The object went back to revision 1's content, now numbered 5.
 	back := kcpAt("v1.35.1", 5)
-	require.NoError(t, r.Record(ctx, back, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 5, History: []int64{5}, ChangedBy: "alice"}))
+	require.NoError(t, r.Record(ctx, back, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 5, History: []int64{5}, ChangedBy: "alice"}))
 
 	require.True(t, prunedOnce, "the update raced a prune")
 	cr := &appsv1.ControllerRevision{}
@@ -165,7 +166,7 @@ func TestRecordOfARenumberedRevisionDeletedByAPruneComesBack(t *testing.T) {
 	require.NoError(t, c.Delete(ctx, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: listed[0].Name}}),
 		"the prune's request deletes the record it listed as revision 1")
 
-	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane, Limit: 10}
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane, Limit: 10}
 	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
 	require.NoError(t, err)
 
@@ -196,7 +197,7 @@ func TestPruneWithoutDeleteCollection(t *testing.T) {
 			return c.Delete(ctx, obj, opts...)
 		},
 	})
-	r := &Reconciler{Client: forbidden, APIReader: server, Recorder: &Recorder{Client: forbidden, Reader: server}, Kind: KubeadmControlPlane, Limit: 10}
+	r := &Reconciler{Client: forbidden, APIReader: server, Recorder: &Recorder{Client: forbidden, Reader: server}, Kind: kinds.KubeadmControlPlane, Limit: 10}
 	listed, _, err := List(ctx, server, "ns", "uid-cp")
 	require.NoError(t, err)
 	live := kcpAt("v1.35.99", 14)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -107,7 +108,7 @@ type Reconciler struct {
 	// Recorder writes revisions.
 	Recorder *Recorder
 	// Kind is the kind reconciled.
-	Kind Kind
+	Kind kinds.Kind
 	// Limit is the number of revisions kept per object; 0 means DefaultLimit.
 	Limit int
 	// PruneBatch is how many revisions beyond Limit an object gathers

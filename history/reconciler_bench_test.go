@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkReconcileRecorded(b *testing.B) {
 		rec := revisions.Record{Revision: int64(n), History: []int64{int64(n)}, ChangedBy: "system:serviceaccount:flux-system:kustomize-controller",
 			FieldManager: "kustomize-controller", ChangeCause: "version v1.35.0 → " + kcp.Spec.Version, ChangeType: revisions.ChangeRollout,
 			ChangedAt: time.Date(2026, 12, 1, 10, n, 0, 0, time.UTC)}
-		cr := revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, snap, rec)
+		cr := revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, rec)
 		cr.ResourceVersion = fmt.Sprint(2000 + n)
 		if err := indexer.Add(newEntry(&metav1.PartialObjectMetadata{ObjectMeta: cr.ObjectMeta})); err != nil {
 			b.Fatal(err)
@@ -50,7 +51,7 @@ func BenchmarkReconcileRecorded(b *testing.B) {
 	cached.Annotations = stamps.Annotations()
 	cached.Annotations[AnnotationCachedHash] = CachedHashValue(live.Hash)
 	index := &Index{entries: indexerStore{indexer}, synced: func() bool { return true }}
-	r := &Reconciler{Client: cacheOf{kcp: cached}, ObjectReader: noReads{b}, APIReader: noReads{b}, Recorder: &Recorder{Index: index}, Kind: KubeadmControlPlane}
+	r := &Reconciler{Client: cacheOf{kcp: cached}, ObjectReader: noReads{b}, APIReader: noReads{b}, Recorder: &Recorder{Index: index}, Kind: kinds.KubeadmControlPlane}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: kcp.Namespace, Name: kcp.Name}}
 	ctx := context.Background()
 	b.ReportAllocs()

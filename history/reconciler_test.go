@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -54,12 +55,12 @@ func TestReconcilerRecordsLiveAndPrunes(t *testing.T) {
 		old := kcpAt(version, i)
 		snap, err := revisions.ForKubeadmControlPlane(old)
 		require.NoError(t, err)
-		objs = append(objs, revisions.ControllerRevision(old, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
+		objs = append(objs, revisions.ControllerRevision(old, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
 	}
 	live := kcpAt("v1.35.99", 26)
 	objs = append(objs, live)
 	c := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(objs...).Build()
-	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane, Limit: 10}
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane, Limit: 10}
 
 	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
 	require.NoError(t, err)
@@ -83,7 +84,7 @@ func TestReconcilerAdoptsAnUnstampedObject(t *testing.T) {
 	kcp := kcpAt("v1.35.1", 0)
 	kcp.Annotations = nil
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(kcp).Build()
-	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane}
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane}
 	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
 	require.NoError(t, err)
 	revs, _, err := List(context.Background(), c, "ns", "uid-cp")
@@ -110,17 +111,17 @@ func TestReconcilerAdoptsAnUnstampedObject(t *testing.T) {
 func TestReconcilerPrunesFromTheIndex(t *testing.T) {
 	all := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 	for _, tc := range []struct {
-		kind       Kind
+		kind       kinds.Kind
 		batch      int
 		wantLists  int
 		wantDelete int
 		want       []int64
 	}{
-		{kind: MachineDeployment, batch: 3, wantLists: 0, wantDelete: 1, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
-		{kind: KubeadmControlPlane, batch: 3, wantLists: 1, wantDelete: 1, want: []int64{3, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
-		{kind: MachineDeployment, batch: 4, wantLists: 0, wantDelete: 0, want: all},
-		{kind: KubeadmControlPlane, batch: 4, wantLists: 0, wantDelete: 0, want: all},
-		{kind: MachineDeployment, batch: 1, wantLists: 0, wantDelete: 1, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+		{kind: kinds.MachineDeployment, batch: 3, wantLists: 0, wantDelete: 1, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+		{kind: kinds.KubeadmControlPlane, batch: 3, wantLists: 1, wantDelete: 1, want: []int64{3, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
+		{kind: kinds.MachineDeployment, batch: 4, wantLists: 0, wantDelete: 0, want: all},
+		{kind: kinds.KubeadmControlPlane, batch: 4, wantLists: 0, wantDelete: 0, want: all},
+		{kind: kinds.MachineDeployment, batch: 1, wantLists: 0, wantDelete: 1, want: []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
 	} {
 		t.Run(fmt.Sprintf("%s batch %d", tc.kind.GVK.Kind, tc.batch), func(t *testing.T) {
 			var objs []client.Object
@@ -202,7 +203,7 @@ func TestReconcilerReadsTheObjectFromObjectReader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			live := fake.NewClientBuilder().WithScheme(s).WithObjects(whole.DeepCopy()).Build()
 			cache := fake.NewClientBuilder().WithScheme(s).WithObjects(cachedCopy.DeepCopy()).Build()
-			r := &Reconciler{Client: cache, APIReader: live, Recorder: &Recorder{Client: live, Reader: live}, Kind: KubeadmControlPlane}
+			r := &Reconciler{Client: cache, APIReader: live, Recorder: &Recorder{Client: live, Reader: live}, Kind: kinds.KubeadmControlPlane}
 			if tc.fromLive {
 				r.ObjectReader = live
 			}
@@ -229,7 +230,7 @@ func TestReconcilerWaitsForTheIndex(t *testing.T) {
 	old.Spec.Template.Spec.Version = "v1.35.1"
 	snap, err := revisions.ForMachineDeployment(old)
 	require.NoError(t, err)
-	recorded := revisions.ControllerRevision(old, MachineDeployment.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
+	recorded := revisions.ControllerRevision(old, kinds.MachineDeployment.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "md"}}
 
 	t.Run("filled while it waits", func(t *testing.T) {
@@ -240,7 +241,7 @@ func TestReconcilerWaitsForTheIndex(t *testing.T) {
 		var filled atomic.Bool
 		index.synced = filled.Load
 		time.AfterFunc(300*time.Millisecond, func() { filled.Store(true) })
-		r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: index}, Kind: MachineDeployment}
+		r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: index}, Kind: kinds.MachineDeployment}
 		_, err := r.Reconcile(context.Background(), req)
 		require.NoError(t, err)
 		assert.True(t, filled.Load())
@@ -252,7 +253,7 @@ func TestReconcilerWaitsForTheIndex(t *testing.T) {
 		c := counting(server, n)
 		index := indexOver(server)
 		index.synced = func() bool { return false }
-		r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: index}, Kind: MachineDeployment}
+		r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: index}, Kind: kinds.MachineDeployment}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		_, err := r.Reconcile(ctx, req)
@@ -291,8 +292,8 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 	trimmedSnap, err := revisions.ForMachineDeployment(trimmed(""))
 	require.NoError(t, err)
 	require.NotEqual(t, wholeSnap.Hash, trimmedSnap.Hash)
-	asStamped := revisions.ControllerRevision(whole, MachineDeployment.GVK, wholeSnap, stamps)
-	asOne := revisions.ControllerRevision(whole, MachineDeployment.GVK, wholeSnap, revisions.Record{Revision: 1, History: []int64{1}})
+	asStamped := revisions.ControllerRevision(whole, kinds.MachineDeployment.GVK, wholeSnap, stamps)
+	asOne := revisions.ControllerRevision(whole, kinds.MachineDeployment.GVK, wholeSnap, revisions.Record{Revision: 1, History: []int64{1}})
 	other := whole.DeepCopy()
 	other.Spec.Template.Spec.Version = "v1.35.1"
 	otherSnap, err := revisions.ForMachineDeployment(other)
@@ -302,7 +303,7 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 	// sent; read whole, the live content is recorded, numbered above it
 	// (3) as content the guard did not admit — the number and the mark on
 	// the other record are the reads and writes of that.
-	otherRecorded := revisions.ControllerRevision(other, MachineDeployment.GVK, otherSnap, stamps)
+	otherRecorded := revisions.ControllerRevision(other, kinds.MachineDeployment.GVK, otherSnap, stamps)
 
 	for _, tc := range []struct {
 		name       string
@@ -343,7 +344,7 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 			n := requests{}
 			c := counting(server, n)
 			cache := fakeWithIndex(t, tc.cached.DeepCopy())
-			r := &Reconciler{Client: cache, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: indexOver(server)}, Kind: MachineDeployment}
+			r := &Reconciler{Client: cache, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: indexOver(server)}, Kind: kinds.MachineDeployment}
 			if !tc.wholeCache {
 				r.ObjectReader = c
 			}
@@ -383,7 +384,7 @@ func TestReconcilerRecordsTheStampedRestart(t *testing.T) {
 	require.NoError(t, err)
 	kcp.Annotations[revisions.AnnotationRestart] = stamp
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(kcp).Build()
-	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane}
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}}
 	_, err = r.Reconcile(context.Background(), req)
 	require.NoError(t, err)
@@ -433,7 +434,7 @@ func TestReconcilerLeavesATerminatingNamespaceAlone(t *testing.T) {
 					}
 					return c.Create(ctx, obj, opts...)
 				}}).Build()
-			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: KubeadmControlPlane}
+			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane}
 			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
 			assert.Equal(t, 1, creates, "the reconciler tried to record the revision")
 			if tc.wantErr {

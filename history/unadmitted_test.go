@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -53,7 +54,7 @@ func TestNumberingOfUnadmittedContent(t *testing.T) {
 					snap, err := revisions.ForKubeadmControlPlane(old)
 					require.NoError(t, err)
 					n := int64(i + 1)
-					objs = append(objs, revisions.ControllerRevision(old, KubeadmControlPlane.GVK, snap, revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice"}))
+					objs = append(objs, revisions.ControllerRevision(old, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice"}))
 				}
 				c := fakeWithIndex(t, objs...)
 				r := &Recorder{Client: c, Reader: c}
@@ -68,9 +69,9 @@ func TestNumberingOfUnadmittedContent(t *testing.T) {
 				for _, step := range tc.record {
 					switch step {
 					case "reconcile":
-						require.NoError(t, r.Record(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps))
+						require.NoError(t, r.Record(ctx, slipped, kinds.KubeadmControlPlane.GVK, snap, stamps))
 					case "replace":
-						highest, err = r.RecordReplaced(ctx, slipped, KubeadmControlPlane.GVK, snap, stamps)
+						highest, err = r.RecordReplaced(ctx, slipped, kinds.KubeadmControlPlane.GVK, snap, stamps)
 						require.NoError(t, err)
 					}
 				}
@@ -108,8 +109,8 @@ func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
 	require.NoError(t, err)
 	lists := 0
 	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(a.DeepCopy(),
-		revisions.ControllerRevision(a, KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "alice"}),
-		revisions.ControllerRevision(b, KubeadmControlPlane.GVK, snapB, Unadmitted(3, time.Now())),
+		revisions.ControllerRevision(a, kinds.KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "alice"}),
+		revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, Unadmitted(3, time.Now())),
 	).Build(), interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 		lists++
 		return c.List(ctx, list, opts...)
@@ -119,19 +120,19 @@ func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
 
 	// Without the reconciler, A's record agrees with its stamps: the next
 	// admission would take 2 as the highest, and number its change 3 like B.
-	highest, err := recorder.RecordReplaced(ctx, a, KubeadmControlPlane.GVK, snapA, stamps)
+	highest, err := recorder.RecordReplaced(ctx, a, kinds.KubeadmControlPlane.GVK, snapA, stamps)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), highest, "A's own record, read without listing")
 	assert.Zero(t, lists, "a record that agrees with its stamps is read, the history not listed")
 
-	r := &Reconciler{Client: c, APIReader: c, Recorder: recorder, Kind: KubeadmControlPlane}
+	r := &Reconciler{Client: c, APIReader: c, Recorder: recorder, Kind: kinds.KubeadmControlPlane}
 	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 	require.NoError(t, err)
 	_, got := historyOf(t, c)
 	assert.Equal(t, map[string][]int64{snapA.Hash: {2, 4}, snapB.Hash: {3}}, got, "A renumbered above B")
 
 	lists = 0
-	highest, err = recorder.RecordReplaced(ctx, a, KubeadmControlPlane.GVK, snapA, stamps)
+	highest, err = recorder.RecordReplaced(ctx, a, kinds.KubeadmControlPlane.GVK, snapA, stamps)
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), highest, "the next change is numbered 5, above B's 3 and A's 4")
 	assert.Zero(t, lists)
@@ -143,7 +144,7 @@ func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
 	assert.Equal(t, int64(4), Highest(revs))
 }
 
-// historyOf lists the history of the KubeadmControlPlane of kcpAt, all of
+// historyOf lists the history of the kinds.KubeadmControlPlane of kcpAt, all of
 // it decodable, and the revision numbers each content holds, by hash.
 func historyOf(t *testing.T, c client.Reader) ([]revisions.Revision, map[string][]int64) {
 	t.Helper()
@@ -179,7 +180,7 @@ func noNumberReuseAfterSlipSlipAdmit(t *testing.T, indexed bool) {
 	snap0, err := revisions.ForKubeadmControlPlane(live)
 	require.NoError(t, err)
 	c := fakeWithIndex(t,
-		revisions.ControllerRevision(live, KubeadmControlPlane.GVK, snap0, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}),
+		revisions.ControllerRevision(live, kinds.KubeadmControlPlane.GVK, snap0, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}),
 	)
 	stamped := int64(1)
 	for round := range 20 {
@@ -196,9 +197,9 @@ func noNumberReuseAfterSlipSlipAdmit(t *testing.T, indexed bool) {
 		require.NoError(t, err)
 		stamps := revisions.Record{Revision: stamped, History: []int64{stamped}}
 		if round%2 == 0 {
-			require.NoError(t, recorder.Record(ctx, b, KubeadmControlPlane.GVK, snapB, stamps), "round %d: the reconciler records B", round)
+			require.NoError(t, recorder.Record(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, stamps), "round %d: the reconciler records B", round)
 		} else {
-			_, err := recorder.RecordReplaced(ctx, b, KubeadmControlPlane.GVK, snapB, stamps)
+			_, err := recorder.RecordReplaced(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, stamps)
 			require.NoError(t, err, "round %d: an admission dry-run reads B", round)
 		}
 		revs, _ := historyOf(t, c)
@@ -206,7 +207,7 @@ func noNumberReuseAfterSlipSlipAdmit(t *testing.T, indexed bool) {
 		require.Greater(t, numberOfB, stamped, "round %d: B is numbered above A", round)
 
 		// A again, stamped as before; the admitted change comes first.
-		highest, err := recorder.RecordReplaced(ctx, a, KubeadmControlPlane.GVK, snapA, stamps)
+		highest, err := recorder.RecordReplaced(ctx, a, kinds.KubeadmControlPlane.GVK, snapA, stamps)
 		require.NoError(t, err)
 		next := highest + 1
 		assert.Greater(t, next, numberOfB, "round %d: the admitted change is numbered %d, above B's %d", round, next, numberOfB)
@@ -215,7 +216,7 @@ func noNumberReuseAfterSlipSlipAdmit(t *testing.T, indexed bool) {
 		live = kcpAt(fmt.Sprintf("v1.36.%d", round), int(next))
 		snapC, err := revisions.ForKubeadmControlPlane(live)
 		require.NoError(t, err)
-		require.NoError(t, recorder.Record(ctx, live, KubeadmControlPlane.GVK, snapC, revisions.Record{Revision: next, History: []int64{next}, ChangedBy: "alice"}))
+		require.NoError(t, recorder.Record(ctx, live, kinds.KubeadmControlPlane.GVK, snapC, revisions.Record{Revision: next, History: []int64{next}, ChangedBy: "alice"}))
 		stamped = next
 
 		// No number names two contents (byNumber fails on one that does).

@@ -42,7 +42,7 @@ func newFakeClient(objs ...client.Object) client.WithWatch {
 // withNameIndexes lets b's client list by metadata.name every kind of the
 // registry.
 func withNameIndexes(b *fake.ClientBuilder) *fake.ClientBuilder {
-	for _, k := range kinds {
+	for _, k := range knownKinds {
 		b = b.WithIndex(k.New(), "metadata.name", func(o client.Object) []string { return []string{o.GetName()} })
 	}
 	return b

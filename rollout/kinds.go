@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 )
 
@@ -46,7 +46,7 @@ type Kind struct {
 	// revision history; nil for a Cluster, whose revisions are its control
 	// plane's and worker pools', and for another provider's control plane
 	// until it is resolved.
-	History *history.Kind
+	History *kinds.Kind
 
 	// newObject and newList return an empty typed object and list (a
 	// kind with a History makes its objects with History.New).
@@ -104,7 +104,7 @@ var (
 		Resource: "machinedeployments",
 		Names:    []string{"machinedeployment", "machinedeployments", "md"},
 		Short:    "md",
-		History:  &history.MachineDeployment,
+		History:  &kinds.MachineDeployment,
 
 		newList:     func() client.ObjectList { return &clusterv1.MachineDeploymentList{} },
 		specPaused:  machineDeploymentPaused,
@@ -129,7 +129,7 @@ var (
 		Resource: "machinepools",
 		Names:    []string{"machinepool", "machinepools", "mp"},
 		Short:    "mp",
-		History:  &history.MachinePool,
+		History:  &kinds.MachinePool,
 
 		newList: func() client.ObjectList { return &clusterv1.MachinePoolList{} },
 		// Cluster API gives a MachinePool no rollout.after: replacing its
@@ -156,7 +156,7 @@ var (
 		Resource: "kubeadmcontrolplanes",
 		Names:    []string{"kubeadmcontrolplane", "kubeadmcontrolplanes", "kcp"},
 		Short:    "kcp",
-		History:  &history.KubeadmControlPlane,
+		History:  &kinds.KubeadmControlPlane,
 
 		newList:      func() client.ObjectList { return &controlplanev1.KubeadmControlPlaneList{} },
 		pauseWarning: "also stops its remediation of unhealthy control-plane machines, and all of its other reconciliation, until it is resumed",
@@ -185,7 +185,7 @@ var (
 		specPaused:  clusterPaused,
 		fromV1beta1: clusterFromV1beta1,
 	}
-	kinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster}
+	knownKinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster}
 )
 
 // contractControlPlane is the kind of another provider's control plane,
@@ -211,7 +211,7 @@ func contractControlPlane(gvk schema.GroupVersionKind, resource string) Kind {
 		},
 	}
 	if gvk.Kind != "" {
-		h := history.ContractKind(gvk)
+		h := kinds.Contract(gvk)
 		k.History = &h
 		k.Names = []string{resource, strings.ToLower(gvk.Kind)}
 	}
@@ -314,7 +314,7 @@ func (k Kind) pausedBy(obj client.Object) string {
 // fully qualified name such as machinedeployments.cluster.x-k8s.io works too.
 func ParseKind(s string) (Kind, error) {
 	name, group, _ := strings.Cut(strings.ToLower(s), ".")
-	for _, k := range kinds {
+	for _, k := range knownKinds {
 		for _, n := range k.Names {
 			if n == name && (group == "" || group == k.GVK.Group) {
 				return k, nil
@@ -356,7 +356,7 @@ func kindOf(obj client.Object) Kind {
 	}
 	gvk, err := apiutil.GVKForObject(obj, Scheme())
 	if err == nil {
-		for _, k := range kinds {
+		for _, k := range knownKinds {
 			if k.GVK.GroupKind() == gvk.GroupKind() {
 				return k
 			}

@@ -83,7 +83,7 @@ func (o *PlanOptions) planFiles(ctx context.Context, cl *clients) ([]v1alpha1.Ob
 // planKindOf is the CLI kind of a manifest's group and kind, in any served
 // version, among the kinds plan -f reads.
 func planKindOf(gvk schema.GroupVersionKind) (Kind, bool) {
-	for _, k := range kinds {
+	for _, k := range knownKinds {
 		if k.GVK.GroupKind() == gvk.GroupKind() && k.fromV1beta1 != nil {
 			return k, true
 		}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -39,7 +40,7 @@ type revisionSet struct {
 
 // loadHistory reads an object's history with one List request.
 func (c *cli) loadHistory(ctx context.Context, cl *clients, obj client.Object, purpose string) (*revisionSet, error) {
-	hk, ok := history.KindOf(obj)
+	hk, ok := kinds.HistoryOf(obj)
 	if !ok {
 		return nil, fmt.Errorf("cannot %s: %T has no revision history", purpose, obj)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -215,7 +216,7 @@ func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 	pending := history.NewPending(0)
 	small := trimmedKeeping(t, world, pending)
 	for i, obj := range world {
-		kind, ok := history.KindOf(obj)
+		kind, ok := kinds.HistoryOf(obj)
 		if !ok {
 			continue
 		}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -49,13 +49,13 @@ func endpoints(t testing.TB) []endpoint {
 	stampMD, _ := stamper(t)
 	stampMD.Policy = judge
 	stampKCP, _ := stamper(t)
-	stampKCP.Kind, stampKCP.Policy = history.KubeadmControlPlane, judge
+	stampKCP.Kind, stampKCP.Policy = kinds.KubeadmControlPlane, judge
 	return []endpoint{
-		{name: "validate MachineDeployment", handler: admission.WithValidator(s, mdV).WithRecoverPanic(false), newObj: history.MachineDeployment.New},
-		{name: "validate KubeadmControlPlane", handler: admission.WithValidator(s, kcpV).WithRecoverPanic(false), newObj: history.KubeadmControlPlane.New},
+		{name: "validate MachineDeployment", handler: admission.WithValidator(s, mdV).WithRecoverPanic(false), newObj: kinds.MachineDeployment.New},
+		{name: "validate KubeadmControlPlane", handler: admission.WithValidator(s, kcpV).WithRecoverPanic(false), newObj: kinds.KubeadmControlPlane.New},
 		{name: "validate Cluster", handler: admission.WithValidator(s, clusterV).WithRecoverPanic(false), newObj: func() client.Object { return &clusterv1.Cluster{} }},
-		{name: "mutate MachineDeployment", handler: (&admission.Webhook{Handler: stampMD}).WithRecoverPanic(false), newObj: history.MachineDeployment.New, mutating: true},
-		{name: "mutate KubeadmControlPlane", handler: (&admission.Webhook{Handler: stampKCP}).WithRecoverPanic(false), newObj: history.KubeadmControlPlane.New, mutating: true},
+		{name: "mutate MachineDeployment", handler: (&admission.Webhook{Handler: stampMD}).WithRecoverPanic(false), newObj: kinds.MachineDeployment.New, mutating: true},
+		{name: "mutate KubeadmControlPlane", handler: (&admission.Webhook{Handler: stampKCP}).WithRecoverPanic(false), newObj: kinds.KubeadmControlPlane.New, mutating: true},
 	}
 }
 

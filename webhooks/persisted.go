@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -65,7 +66,7 @@ type Persisted struct {
 // revision content and rollout-guard stamps. Otherwise it returns why not
 // (one of the unverified* reasons). An error means the API server could not
 // be read.
-func (p Persisted) Check(ctx context.Context, kind history.Kind, old client.Object, snap revisions.Snapshot) (string, error) {
+func (p Persisted) Check(ctx context.Context, kind kinds.Kind, old client.Object, snap revisions.Snapshot) (string, error) {
 	if p.Cache == nil || p.Live == nil {
 		return "", fmt.Errorf("no reader of the stored %s objects is configured", kind.GVK.Kind)
 	}
@@ -108,7 +109,7 @@ func (p Persisted) Check(ctx context.Context, kind history.Kind, old client.Obje
 // when old is what the API server stored; otherwise it counts and logs the
 // request (noteUnverified), naming what would have been recorded (what) and
 // the request's user, and returns false.
-func (p Persisted) Verified(ctx context.Context, kind history.Kind, old client.Object, snap revisions.Snapshot, what, user string) (bool, error) {
+func (p Persisted) Verified(ctx context.Context, kind kinds.Kind, old client.Object, snap revisions.Snapshot, what, user string) (bool, error) {
 	reason, err := p.Check(ctx, kind, old, snap)
 	if err != nil {
 		return false, err
@@ -131,7 +132,7 @@ func sameIdentity(stored, claimed client.Object) bool {
 // the guard's cache holds: the hash the cache noted for a kind it keeps
 // without all of its content, else the hash of the copy itself. ok is
 // false when the cache noted none (its content could not be taken).
-func cachedContentHash(kind history.Kind, cached client.Object) (string, bool) {
+func cachedContentHash(kind kinds.Kind, cached client.Object) (string, bool) {
 	if !RevisionContentCached(kind.GVK) {
 		hash, _ := history.CachedHash(cached)
 		return hash, hash != ""

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -185,7 +185,7 @@ func TestPersistedAnswersFromTheCache(t *testing.T) {
 	s := testScheme(t)
 	full := machineDeployment("tmpl-a", map[string]string{revisions.AnnotationRevision: "4"})
 	full.ResourceVersion = "17"
-	trimmed, err := TrimMachineDeployment(full.DeepCopy())
+	trimmed, err := CacheTransform(kinds.MachineDeployment)(full.DeepCopy())
 	require.NoError(t, err)
 	cache := fake.NewClientBuilder().WithScheme(s).WithObjects(trimmed.(client.Object)).Build()
 	reads := 0
@@ -204,9 +204,9 @@ func TestPersistedAnswersFromTheCache(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			claimed := machineDeployment(tt.infra, full.Annotations)
 			claimed.ResourceVersion = storedNow.ResourceVersion
-			snap, err := history.MachineDeployment.Snapshot(claimed)
+			snap, err := kinds.MachineDeployment.Snapshot(claimed)
 			require.NoError(t, err)
-			why, err := p.Check(context.Background(), history.MachineDeployment, claimed, snap)
+			why, err := p.Check(context.Background(), kinds.MachineDeployment, claimed, snap)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, why)
 		})

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -59,7 +60,7 @@ func TestStampOfARevertForgetsTheBump(t *testing.T) {
 			s := testScheme(t)
 			require.NoError(t, appsv1.AddToScheme(s))
 			c := fake.NewClientBuilder().WithScheme(s).Build()
-			st := &Stamper{Kind: history.KubeadmControlPlane, Recorder: &history.Recorder{Client: c, Reader: c}, Stored: Persisted{Cache: c, Live: c},
+			st := &Stamper{Kind: kinds.KubeadmControlPlane, Recorder: &history.Recorder{Client: c, Reader: c}, Stored: Persisted{Cache: c, Live: c},
 				Policy: testFacts(t, tt.machines...), Decoder: newLeanDecoder(s)}
 			req := updateRequest(t, bumped, kcp("v1.35.2"), "alice", false)
 			ann := applyResponse(t, req, st.Handle(context.Background(), req))

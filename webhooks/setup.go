@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 )
 
@@ -122,10 +123,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
 		mgr.GetWebhookServer().Register(MutateContractControlPlanePath(gk), &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
-	for path, kind := range map[string]history.Kind{
-		MutateMachineDeploymentPath:   history.MachineDeployment,
-		MutateMachinePoolPath:         history.MachinePool,
-		MutateKubeadmControlPlanePath: history.KubeadmControlPlane,
+	for path, kind := range map[string]kinds.Kind{
+		MutateMachineDeploymentPath:   kinds.MachineDeployment,
+		MutateMachinePoolPath:         kinds.MachinePool,
+		MutateKubeadmControlPlanePath: kinds.KubeadmControlPlane,
 	} {
 		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
 		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
@@ -137,12 +138,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 // --control-plane-kinds to its history kind, at the version the API server
 // serves; a kind not served is an error naming it, as the guard cannot
 // police it.
-func ContractHistoryKind(mgr ctrl.Manager, gk schema.GroupKind) (history.Kind, error) {
+func ContractHistoryKind(mgr ctrl.Manager, gk schema.GroupKind) (kinds.Kind, error) {
 	mapping, err := mgr.GetRESTMapper().RESTMapping(gk)
 	if err != nil {
-		return history.Kind{}, fmt.Errorf("control-plane kind %s.%s (--control-plane-kinds) is not served by the API server; install its provider's CRD first, or take it off the list: %w", gk.Kind, gk.Group, err)
+		return kinds.Kind{}, fmt.Errorf("control-plane kind %s.%s (--control-plane-kinds) is not served by the API server; install its provider's CRD first, or take it off the list: %w", gk.Kind, gk.Group, err)
 	}
-	return history.ContractKind(mapping.GroupVersionKind), nil
+	return kinds.Contract(mapping.GroupVersionKind), nil
 }
 
 // ValidateContractControlPlanePath is the path of the validating webhook of

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
@@ -35,7 +36,7 @@ import (
 // itself.
 type Stamper struct {
 	// Kind is the kind this instance stamps.
-	Kind history.Kind
+	Kind kinds.Kind
 	// Recorder writes the replaced revision.
 	Recorder *history.Recorder
 	// Stored tells whether a request's old object is what the API server
@@ -288,7 +289,7 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	case oldObj != nil && rec.Revision == policy.StampsOf(oldObj).Revision && oldAnn[revisions.AnnotationRestart] != "":
 		out[revisions.AnnotationRestart] = strPtr(oldAnn[revisions.AnnotationRestart])
 	}
-	if s.Kind.GVK.Kind == history.KubeadmControlPlane.GVK.Kind {
+	if s.Kind.GVK.Kind == kinds.KubeadmControlPlane.GVK.Kind {
 		oldKCP, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
 		var prev int64
 		highest := policy.HighestRunOf(oldKCP)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -41,7 +42,7 @@ func stamper(t testing.TB) (*Stamper, client.Client) {
 	require.NoError(t, appsv1.AddToScheme(s))
 	c := fake.NewClientBuilder().WithScheme(s).Build()
 	return &Stamper{
-		Kind:     history.MachineDeployment,
+		Kind:     kinds.MachineDeployment,
 		Recorder: &history.Recorder{Client: c, Reader: c},
 		Stored:   Persisted{Cache: c, Live: c},
 		Policy:   testFacts(t),

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/skew"
 
@@ -170,7 +171,7 @@ func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.
 	if v.Recording == nil || oldObj == nil || (req.DryRun != nil && *req.DryRun) {
 		return nil
 	}
-	kind, ok := history.KindOf(oldObj)
+	kind, ok := kinds.HistoryOf(oldObj)
 	if !ok {
 		log.FromContext(ctx).Info("refused override", "user", req.UserInfo.Username, "reason", reason, "rules", policy.RuleIDs(d))
 		return nil

@@ -29,6 +29,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/arming"
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/metricsauth"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -208,7 +209,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}); err != nil {
 		return err
 	}
-	historyKinds := []history.Kind{history.MachineDeployment, history.MachinePool, history.KubeadmControlPlane}
+	historyKinds := []kinds.Kind{kinds.MachineDeployment, kinds.MachinePool, kinds.KubeadmControlPlane}
 	for _, gk := range controlPlaneKinds {
 		kind, err := webhooks.ContractHistoryKind(mgr, gk)
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -46,8 +47,8 @@ func TestForgedRequestsStraightToTheGuardRecordNothing(t *testing.T) {
 	ctx := t.Context()
 	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	kcpRef := "kcp/" + w.KCP.Name
-	waitLiveRecorded(t, w.KCP, history.KubeadmControlPlane)
-	waitLiveRecorded(t, w.MD, history.MachineDeployment)
+	waitLiveRecorded(t, w.KCP, kinds.KubeadmControlPlane)
+	waitLiveRecorded(t, w.MD, kinds.MachineDeployment)
 
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(env.GuardCABundle()))
@@ -177,7 +178,7 @@ func TestForgedRequestsStraightToTheGuardRecordNothing(t *testing.T) {
 	// The same edit through the API server records the replaced revision,
 	// as before.
 	stamps := env.Stamps(t, w.KCP)
-	replaced, err := history.KubeadmControlPlane.Snapshot(w.KCP)
+	replaced, err := kinds.KubeadmControlPlane.Snapshot(w.KCP)
 	require.NoError(t, err)
 	require.NoError(t, edit(t, mergePatch, w.KCP, "v1.34.3", kcpVersion...))
 	revs, _, err := history.List(ctx, env.Client, w.Namespace, string(w.KCP.UID))
@@ -226,7 +227,7 @@ func unverifiedCounts(t *testing.T, token string) map[string]float64 {
 
 // waitLiveRecorded waits until the guard's reconciler has recorded the
 // live revision of obj, so that nothing more is written for it unasked.
-func waitLiveRecorded(t *testing.T, obj client.Object, kind history.Kind) {
+func waitLiveRecorded(t *testing.T, obj client.Object, kind kinds.Kind) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		live := kind.New()

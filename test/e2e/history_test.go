@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -68,14 +69,14 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 
 	objects := []struct {
 		obj      client.Object
-		kind     history.Kind
+		kind     kinds.Kind
 		infra    []string // path of the infrastructure reference
 		labels   []string // path of the template labels
 		annots   []string // path of the template annotations
 		infraKnd string
 	}{
-		{w.MD, history.MachineDeployment, []string{"spec", "template", "spec", "infrastructureRef"}, []string{"spec", "template", "metadata", "labels"}, []string{"spec", "template", "metadata", "annotations"}, "DevMachineTemplate"},
-		{w.KCP, history.KubeadmControlPlane, []string{"spec", "machineTemplate", "spec", "infrastructureRef"}, []string{"spec", "machineTemplate", "metadata", "labels"}, []string{"spec", "machineTemplate", "metadata", "annotations"}, "DevMachineTemplate"},
+		{w.MD, kinds.MachineDeployment, []string{"spec", "template", "spec", "infrastructureRef"}, []string{"spec", "template", "metadata", "labels"}, []string{"spec", "template", "metadata", "annotations"}, "DevMachineTemplate"},
+		{w.KCP, kinds.KubeadmControlPlane, []string{"spec", "machineTemplate", "spec", "infrastructureRef"}, []string{"spec", "machineTemplate", "metadata", "labels"}, []string{"spec", "machineTemplate", "metadata", "annotations"}, "DevMachineTemplate"},
 	}
 
 	// Watch every persisted version of both objects.
@@ -91,7 +92,7 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 		wi, err := watcher.Watch(watchCtx, list, client.InNamespace(w.Namespace), client.MatchingFields{"metadata.name": o.obj.GetName()})
 		require.NoError(t, err)
 		watchers.Add(1)
-		go func(kind history.Kind, wi watch.Interface) {
+		go func(kind kinds.Kind, wi watch.Interface) {
 			defer watchers.Done()
 			defer wi.Stop()
 			for {

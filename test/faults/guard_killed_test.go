@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
@@ -118,7 +119,7 @@ func TestGuardKilled(t *testing.T) {
 		slipped = edited
 		return true, ""
 	})
-	slippedSnap, err := history.MachineDeployment.Snapshot(slipped)
+	slippedSnap, err := kinds.MachineDeployment.Snapshot(slipped)
 	require.NoError(t, err)
 	stamped, err := revisions.RecordFromAnnotations(slipped.Annotations)
 	require.NoError(t, err)
@@ -161,7 +162,7 @@ func TestGuardKilled(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, highestBefore+2, rec.Revision, "the revision stamped after the missed one")
 	assert.Equal(t, "frank@example.com", rec.ChangedBy)
-	editedSnap, err := history.MachineDeployment.Snapshot(edited)
+	editedSnap, err := kinds.MachineDeployment.Snapshot(edited)
 	require.NoError(t, err)
 	framework.WaitFor(t, 60*time.Second, pollInterval, "the stamped revision recorded", func() (bool, string) {
 		after = historyOf(t, md.UID)

@@ -19,7 +19,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -105,7 +105,7 @@ func TestWritersRacing(t *testing.T) {
 	var seenMu sync.Mutex
 	seen := []persisted{}
 	noteVersion := func(md *clusterv1.MachineDeployment) {
-		snap, err := history.MachineDeployment.Snapshot(md)
+		snap, err := kinds.MachineDeployment.Snapshot(md)
 		assert.NoError(t, err)
 		rec, err := revisions.RecordFromAnnotations(md.Annotations)
 		assert.NoError(t, err)
@@ -195,7 +195,7 @@ func TestWritersRacing(t *testing.T) {
 
 	final := &clusterv1.MachineDeployment{}
 	require.NoError(t, sb.Client.Get(ctx, client.ObjectKeyFromObject(pool), final))
-	finalSnap, err := history.MachineDeployment.Snapshot(final)
+	finalSnap, err := kinds.MachineDeployment.Snapshot(final)
 	require.NoError(t, err)
 	finalRec, err := revisions.RecordFromAnnotations(final.Annotations)
 	require.NoError(t, err)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/builder"
@@ -45,7 +46,7 @@ type pruneCase struct {
 	name string
 	// resource is the object as the CLI names it, e.g. "md/prune".
 	resource string
-	kind     history.Kind
+	kind     kinds.Kind
 	create   func(namespace string) client.Object
 	// patches are JSON merge patches, each a new template: revision 2, 3, ...
 	patches []string
@@ -97,7 +98,7 @@ func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
 		{
 			name:     "MachineDeployment",
 			resource: "machinedeployment/prune",
-			kind:     history.MachineDeployment,
+			kind:     kinds.MachineDeployment,
 			create:   pruneMachineDeployment,
 			patches:  mdPatches,
 			want:     numbers(11, 30),
@@ -106,7 +107,7 @@ func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
 		{
 			name:     "KubeadmControlPlane",
 			resource: "kubeadmcontrolplane/prune",
-			kind:     history.KubeadmControlPlane,
+			kind:     kinds.KubeadmControlPlane,
 			create:   pruneKubeadmControlPlane,
 			patches:  kcpPatches,
 			want:     append([]int64{3, 4}, numbers(13, 30)...),

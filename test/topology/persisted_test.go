@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	revhistory "github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -163,7 +164,7 @@ func (p *poolWatch) gap() {
 
 // note records one persisted version.
 func (p *poolWatch) note(md *clusterv1.MachineDeployment) {
-	snap, err := revhistory.MachineDeployment.Snapshot(md)
+	snap, err := kinds.MachineDeployment.Snapshot(md)
 	var rec revisions.Record
 	if err == nil {
 		rec, err = revisions.RecordFromAnnotations(md.Annotations)

@@ -8,6 +8,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
@@ -30,7 +31,7 @@ func BenchmarkCacheMemory(b *testing.B) {
 	}{
 		{"Cluster", clusters, func(_ *testing.B, i int) client.Object {
 			return builder.Cluster(namespaceOf(i), clusterName(i)).WithControlPlane(kcpName(i)).WithInfrastructure(clusterName(i)).Build()
-		}, webhooks.TrimCluster},
+		}, webhooks.CacheTransform(kinds.Cluster)},
 		{"KubeadmControlPlane", clusters, func(b *testing.B, i int) client.Object {
 			kcp, err := worldKCP(i, true)
 			if err != nil {
@@ -39,14 +40,14 @@ func BenchmarkCacheMemory(b *testing.B) {
 			withStatus(b, kcp, kcpStatus(clusterName(i), cpMachines, cpVersion, 1))
 			kcp.SetAnnotations(record(revisionsPerObj).Annotations())
 			return kcp
-		}, webhooks.TrimKubeadmControlPlane},
+		}, webhooks.CacheTransform(kinds.KubeadmControlPlane)},
 		{"MachineDeployment", clusters * mdsPerCluster, func(b *testing.B, k int) client.Object {
 			i, j := k/mdsPerCluster, k%mdsPerCluster
 			md := worldMD(i, j)
 			withStatus(b, md, mdStatus(mdName(i, j), workerVersion, 2, 1))
 			md.SetAnnotations(record(revisionsPerObj).Annotations())
 			return md
-		}, webhooks.TrimMachineDeployment},
+		}, webhooks.CacheTransform(kinds.MachineDeployment)},
 		{"Machine", clusters * (cpMachines + workerMachines), func(b *testing.B, k int) client.Object {
 			i, m := k/(cpMachines+workerMachines), k%(cpMachines+workerMachines)
 			machine := worldMachine(i, m)

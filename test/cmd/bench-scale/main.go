@@ -58,7 +58,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
 	"github.com/rollout-guard/rollout-guard/test/builder"
@@ -593,7 +593,7 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 	if err != nil {
 		return err
 	}
-	if err := createWithHistory(ctx, c, kcp, history.KubeadmControlPlane, func(obj client.Object, k int) {
+	if err := createWithHistory(ctx, c, kcp, kinds.KubeadmControlPlane, func(obj client.Object, k int) {
 		obj.(*controlplanev1.KubeadmControlPlane).Spec.Version = fmt.Sprintf("v1.%d.0", 30+k)
 	}, n); err != nil {
 		return err
@@ -605,7 +605,7 @@ func createCluster(ctx context.Context, c client.Client, i int, n *counts, reali
 
 	for j := range mdsPerCluster {
 		md := worldMD(i, j)
-		if err := createWithHistory(ctx, c, md, history.MachineDeployment, func(obj client.Object, k int) {
+		if err := createWithHistory(ctx, c, md, kinds.MachineDeployment, func(obj client.Object, k int) {
 			obj.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version = fmt.Sprintf("v1.%d.0", 29+k)
 		}, n); err != nil {
 			return err
@@ -672,7 +672,7 @@ func worldMachine(i, m int) *clusterv1.Machine {
 // and its revisionsPerObj ControllerRevisions, as the guard would have
 // recorded them: revision k (1-based) differs from the live one by the
 // version older(obj, k) sets; the last is the live content.
-func createWithHistory(ctx context.Context, c client.Client, obj client.Object, kind history.Kind, older func(client.Object, int), n *counts) error {
+func createWithHistory(ctx context.Context, c client.Client, obj client.Object, kind kinds.Kind, older func(client.Object, int), n *counts) error {
 	obj.SetAnnotations(record(revisionsPerObj).Annotations())
 	if err := c.Create(ctx, obj); err != nil {
 		return fmt.Errorf("creating %s %s/%s: %w", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), err)

@@ -18,7 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -122,7 +122,7 @@ func (s *soak) noteSeen(obj client.Object) {
 	if !s.soaked(obj) {
 		return
 	}
-	kind, ok := history.KindOf(obj)
+	kind, ok := kinds.HistoryOf(obj)
 	if !ok {
 		return
 	}

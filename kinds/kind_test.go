@@ -1,4 +1,4 @@
-package history
+package kinds
 
 import (
 	"testing"
@@ -11,10 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// TestKindOf: every kind with a history is found from its object; an
+// TestHistoryOf: every kind with a history is found from its object; an
 // unstructured object is a control plane read through the contract; a
-// Cluster has no history of its own.
-func TestKindOf(t *testing.T) {
+// Cluster is policed but has no history of its own; other objects are
+// neither.
+func TestHistoryOf(t *testing.T) {
 	contract := &unstructured.Unstructured{}
 	contract.SetAPIVersion("controlplane.cluster.x-k8s.io/v1beta2")
 	contract.SetKind("KThreesControlPlane")
@@ -27,16 +28,24 @@ func TestKindOf(t *testing.T) {
 		{&controlplanev1.KubeadmControlPlane{}, "KubeadmControlPlane"},
 		{contract, "KThreesControlPlane"},
 	} {
-		k, ok := KindOf(tc.obj)
+		k, ok := HistoryOf(tc.obj)
 		if !ok || k.GVK.Kind != tc.kind {
-			t.Errorf("KindOf(%T) = %v, %v; want %s", tc.obj, k.GVK, ok, tc.kind)
+			t.Errorf("HistoryOf(%T) = %v, %v; want %s", tc.obj, k.GVK, ok, tc.kind)
 		}
 		if got := k.New(); got == nil {
 			t.Errorf("%s: New() = nil", tc.kind)
 		}
 	}
-	if _, ok := KindOf(&clusterv1.Cluster{}); ok {
-		t.Error("KindOf(Cluster): a Cluster has no history of its own")
+	if _, ok := HistoryOf(&clusterv1.Cluster{}); ok {
+		t.Error("HistoryOf(Cluster): a Cluster has no history of its own")
+	}
+	if k, ok := Of(&clusterv1.Cluster{}); !ok || k.GVK.Kind != "Cluster" {
+		t.Errorf("Of(Cluster) = %v, %v; want the policed kind Cluster", k.GVK, ok)
+	}
+	for _, obj := range []client.Object{&clusterv1.Machine{}, &clusterv1.ClusterClass{}} {
+		if _, ok := Of(obj); ok {
+			t.Errorf("Of(%T): the guard polices no such kind", obj)
+		}
 	}
 }
 
@@ -71,7 +80,7 @@ func TestClusterName(t *testing.T) {
 		{"an owner of another group is no Cluster", MachineDeployment, md("", "", owned("example.com/v1")), ""},
 		{"a pool's spec.clusterName", MachinePool, mp, "pool-cluster"},
 		{"a control plane's owner", KubeadmControlPlane, kcp, "owner"},
-		{"a contract control plane's label", ContractKind(contract.GroupVersionKind()), contract, "c3"},
+		{"a contract control plane's label", Contract(contract.GroupVersionKind()), contract, "c3"},
 	} {
 		if got := tc.kind.ClusterName(tc.obj); got != tc.want {
 			t.Errorf("%s: ClusterName = %q, want %q", tc.name, got, tc.want)
@@ -96,7 +105,7 @@ func TestRolloutAfter(t *testing.T) {
 		t.Errorf("KubeadmControlPlane: %q", got)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"rollout": map[string]any{"after": "2030-01-02T02:04:05Z"}}}}
-	if got := ContractKind(u.GroupVersionKind()).RolloutAfter(u); got != "2030-01-02T02:04:05Z" {
+	if got := Contract(u.GroupVersionKind()).RolloutAfter(u); got != "2030-01-02T02:04:05Z" {
 		t.Errorf("contract: %q", got)
 	}
 	if got := MachinePool.RolloutAfter(&clusterv1.MachinePool{}); got != "" {

@@ -1,0 +1,117 @@
+package kinds
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// Kind is one kind the guard polices, with what the rest of the product
+// needs to know about it. A field that does not apply to a kind is nil
+// (a Cluster has no revisions, so no Snapshot).
+type Kind struct {
+	// GVK is the kind's group, version and kind (v1beta2 for Cluster API's
+	// own kinds, the served version for a contract control plane).
+	GVK schema.GroupVersionKind
+	// New returns an empty object of the kind.
+	New func() client.Object
+	// Snapshot returns the revision content of an object of the kind; nil
+	// for a kind without revisions (Cluster).
+	Snapshot func(client.Object) (revisions.Snapshot, error)
+	// RolloutAfter returns the object's spec.rollout.after as RFC3339, ""
+	// when unset or when the kind has none (a MachinePool).
+	RolloutAfter func(client.Object) string
+	// ClusterName returns the name of the Cluster the object belongs to: its
+	// cluster-name label, a worker pool's spec.clusterName, or its owning
+	// Cluster (a Cluster's own name); "" when it names none.
+	ClusterName func(client.Object) string
+	// DecodeLean decodes an admission request's object of the kind into
+	// into (an object New made), leaving out what no reader of the guard
+	// reads: managed fields and status, but what the policy reads of it.
+	// It returns ErrNotLean when raw is not of the kind and version, so the
+	// caller decodes it whole. nil: the kind is decoded whole.
+	DecodeLean func(raw []byte, into client.Object) error
+	// Trim drops from a cached object's spec and status what no reader of
+	// the guard's cache reads; its metadata is trimmed by the cache, which
+	// keeps the owner references and labels of kinds with revisions. nil:
+	// the kind is cached whole (but its managed fields).
+	Trim func(client.Object)
+	// ContentCached says whether Trim keeps all of the revision content, so
+	// the history reconciler can take an object's live revision from the
+	// cache. When it does not, the cache notes the hash of the whole
+	// content on the cached copy before trimming it.
+	ContentCached bool
+}
+
+// HasRevisions says whether objects of the kind have revisions (history).
+func (k Kind) HasRevisions() bool { return k.Snapshot != nil }
+
+// Of returns the kind of obj, false for a kind the guard does not police.
+// An unstructured object is taken as a control plane read through the
+// contract (Contract).
+func Of(obj client.Object) (Kind, bool) {
+	switch obj.(type) {
+	case *unstructured.Unstructured:
+		return Contract(obj.GetObjectKind().GroupVersionKind()), true
+	case *clusterv1.MachineDeployment:
+		return MachineDeployment, true
+	case *clusterv1.MachinePool:
+		return MachinePool, true
+	case *controlplanev1.KubeadmControlPlane:
+		return KubeadmControlPlane, true
+	case *clusterv1.Cluster:
+		return Cluster, true
+	}
+	return Kind{}, false
+}
+
+// WithRevisions returns the kinds of Cluster API's own with revisions, in
+// the order the guard sets them up: MachineDeployment, MachinePool,
+// KubeadmControlPlane. Contract control planes are added per
+// --control-plane-kinds (Contract).
+func WithRevisions() []Kind {
+	return []Kind{MachineDeployment, MachinePool, KubeadmControlPlane}
+}
+
+// clusterName finds the Cluster an object belongs to: its cluster-name
+// label, else spec (a worker pool's spec.clusterName), else its owning
+// Cluster.
+func clusterName(obj client.Object, spec string) string {
+	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
+		return name
+	}
+	if spec != "" {
+		return spec
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == "Cluster" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
+// rolloutAfter formats a spec.rollout.after as the revisions record it.
+func rolloutAfter(after time.Time) string {
+	if after.IsZero() {
+		return ""
+	}
+	return after.UTC().Format(time.RFC3339)
+}
+
+// HistoryOf returns the kind of obj when objects of it have revisions
+// (a history), false otherwise: for a Cluster and for kinds the guard does
+// not police.
+func HistoryOf(obj client.Object) (Kind, bool) {
+	kind, ok := Of(obj)
+	if !ok || !kind.HasRevisions() {
+		return Kind{}, false
+	}
+	return kind, true
+}

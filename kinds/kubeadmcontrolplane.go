@@ -1,0 +1,72 @@
+package kinds
+
+import (
+	"fmt"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// KubeadmControlPlane is the kind of KubeadmControlPlanes: its revisions
+// are spec.version, spec.machineTemplate and spec.kubeadmConfigSpec, its
+// restarts spec.rollout.after. Decoded lean and cached, it keeps
+// status.version and status.versions (the versions its machines run, which
+// the policy reads); the cache drops its kubeadmConfigSpec but the etcd
+// image tag (the version etcd runs): files, commands and kubeadm's
+// configurations, most of a control plane's size, are read by no policy
+// rule, and the history reconciler reads them from the API server when
+// they are not recorded yet.
+var KubeadmControlPlane = Kind{
+	GVK: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"),
+	New: func() client.Object { return &controlplanev1.KubeadmControlPlane{} },
+	Snapshot: func(o client.Object) (revisions.Snapshot, error) {
+		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
+		if !ok {
+			return revisions.Snapshot{}, fmt.Errorf("expected a KubeadmControlPlane, got %T", o)
+		}
+		return revisions.ForKubeadmControlPlane(kcp)
+	},
+	RolloutAfter: func(o client.Object) string {
+		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
+		if !ok {
+			return ""
+		}
+		return rolloutAfter(kcp.Spec.Rollout.After.Time)
+	},
+	ClusterName: func(o client.Object) string { return clusterName(o, "") },
+	DecodeLean: func(raw []byte, into client.Object) error {
+		kcp, ok := into.(*controlplanev1.KubeadmControlPlane)
+		if !ok {
+			return fmt.Errorf("expected a KubeadmControlPlane, got %T", into)
+		}
+		return decodeLean(raw, controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"), into, func(l leanObject[controlplanev1.KubeadmControlPlaneSpec, kcpRunStatus]) {
+			*kcp = controlplanev1.KubeadmControlPlane{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
+			kcp.Status.Version = l.Status.Version //nolint:staticcheck // read by the policy on older controllers
+			kcp.Status.Versions = l.Status.Versions
+		})
+	},
+	Trim: func(o client.Object) {
+		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
+		if !ok {
+			return
+		}
+		etcdImageTag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag
+		kcp.Spec.KubeadmConfigSpec = bootstrapv1.KubeadmConfigSpec{}
+		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdImageTag
+		kcp.Status = controlplanev1.KubeadmControlPlaneStatus{
+			Version:  kcp.Status.Version, //nolint:staticcheck // read by the policy on older controllers
+			Versions: kcp.Status.Versions,
+		}
+	},
+}
+
+// kcpRunStatus is what the policy reads of a KubeadmControlPlane's status:
+// the versions its machines run.
+type kcpRunStatus struct {
+	Version  string                    `json:"version,omitempty"`
+	Versions []clusterv1.StatusVersion `json:"versions,omitempty"`
+}

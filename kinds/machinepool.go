@@ -1,0 +1,53 @@
+package kinds
+
+import (
+	"fmt"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// MachinePool is the kind of MachinePools: its revisions are its
+// spec.template. A MachinePool has no rollout.after (Cluster API gives it
+// none), so it is never restarted. The cache keeps spec.clusterName and
+// spec.template (its whole revision content) and no status, nor
+// spec.providerIDList, which holds one entry per instance (up to 10,000).
+var MachinePool = Kind{
+	GVK: clusterv1.GroupVersion.WithKind("MachinePool"),
+	New: func() client.Object { return &clusterv1.MachinePool{} },
+	Snapshot: func(o client.Object) (revisions.Snapshot, error) {
+		mp, ok := o.(*clusterv1.MachinePool)
+		if !ok {
+			return revisions.Snapshot{}, fmt.Errorf("expected a MachinePool, got %T", o)
+		}
+		return revisions.ForMachinePool(mp)
+	},
+	RolloutAfter: func(client.Object) string { return "" },
+	ClusterName: func(o client.Object) string {
+		mp, _ := o.(*clusterv1.MachinePool)
+		if mp == nil {
+			return clusterName(o, "")
+		}
+		return clusterName(o, mp.Spec.ClusterName)
+	},
+	DecodeLean: func(raw []byte, into client.Object) error {
+		mp, ok := into.(*clusterv1.MachinePool)
+		if !ok {
+			return fmt.Errorf("expected a MachinePool, got %T", into)
+		}
+		return decodeLean(raw, clusterv1.GroupVersion.WithKind("MachinePool"), into, func(l leanObject[clusterv1.MachinePoolSpec, skipped]) {
+			*mp = clusterv1.MachinePool{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
+		})
+	},
+	Trim: func(o client.Object) {
+		mp, ok := o.(*clusterv1.MachinePool)
+		if !ok {
+			return
+		}
+		mp.Spec = clusterv1.MachinePoolSpec{ClusterName: mp.Spec.ClusterName, Template: mp.Spec.Template}
+		mp.Status = clusterv1.MachinePoolStatus{}
+	},
+	ContentCached: true,
+}
