@@ -123,11 +123,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
 		mgr.GetWebhookServer().Register(MutateContractControlPlanePath(gk), &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
-	for path, kind := range map[string]kinds.Kind{
-		MutateMachineDeploymentPath:   kinds.MachineDeployment,
-		MutateMachinePoolPath:         kinds.MachinePool,
-		MutateKubeadmControlPlanePath: kinds.KubeadmControlPlane,
-	} {
+	for _, kind := range kinds.WithRevisions() {
+		path := mutatePath(kind.GVK)
 		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
 		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
@@ -158,6 +155,13 @@ func ValidateContractControlPlanePath(gk schema.GroupKind) string {
 // /mutate-controlplane-cluster-x-k8s-io-kthreescontrolplane.
 func MutateContractControlPlanePath(gk schema.GroupKind) string {
 	return "/mutate-" + contractPathSuffix(gk)
+}
+
+// mutatePath is the path of the revision stamper of one of Cluster API's
+// own kinds (gvk), named as controller-runtime's builder names a kind's
+// webhooks: the group with dots as dashes, the version, the lowercase kind.
+func mutatePath(gvk schema.GroupVersionKind) string {
+	return "/mutate-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
 }
 
 // contractPathSuffix names a kind in paths as controller-runtime names

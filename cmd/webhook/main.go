@@ -209,7 +209,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}); err != nil {
 		return err
 	}
-	historyKinds := []kinds.Kind{kinds.MachineDeployment, kinds.MachinePool, kinds.KubeadmControlPlane}
+	historyKinds := kinds.WithRevisions()
 	for _, gk := range controlPlaneKinds {
 		kind, err := webhooks.ContractHistoryKind(mgr, gk)
 		if err != nil {

@@ -1,0 +1,279 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/rollout-guard/rollout-guard/history"
+	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// change is one request's change of an object, as the stamper reads it.
+type change struct {
+	req admission.Request
+	// oldObj is nil on create.
+	oldObj, newObj client.Object
+	oldAnn, newAnn map[string]string
+	newSnap        revisions.Snapshot
+	// id names the object in messages: "Kind namespace/name".
+	id      string
+	user    string
+	manager string
+	// clientCause is the change cause the client set with this request, ""
+	// when it set none.
+	clientCause string
+	now         time.Time
+	dryRun      bool
+}
+
+// stamps returns the annotations the object must carry after this request:
+// nil values delete a key. It takes the revision (recording the one it
+// replaces), the break-glass override, the restart and, for a control
+// plane, what it has run.
+func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, newObj client.Object) (map[string]*string, error) {
+	c, err := s.readChange(req, oldObj, newObj)
+	if err != nil {
+		return nil, err
+	}
+	rec, restart, err := s.revision(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Override, err = s.override(ctx, c, rec); err != nil {
+		return nil, err
+	}
+	out, err := annotationsOf(c, rec, restart)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.stampHighestRun(ctx, c, rec, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readChange gathers what the stamps of one request are made of.
+func (s *Stamper) readChange(req admission.Request, oldObj, newObj client.Object) (change, error) {
+	c := change{
+		req: req, oldObj: oldObj, newObj: newObj,
+		id:      fmt.Sprintf("%s %s/%s", s.Kind.GVK.Kind, newObj.GetNamespace(), newObj.GetName()),
+		user:    req.UserInfo.Username,
+		manager: fieldManagerOf(req),
+		newAnn:  newObj.GetAnnotations(),
+		now:     s.now(),
+		dryRun:  req.DryRun != nil && *req.DryRun,
+	}
+	var err error
+	if c.newSnap, err = s.Kind.Snapshot(newObj); err != nil {
+		return change{}, fmt.Errorf("rollout-guard could not take the revision of %s: %w", c.id, err)
+	}
+	if oldObj != nil {
+		c.oldAnn = oldObj.GetAnnotations()
+	}
+	if cause := c.newAnn[revisions.AnnotationChangeCause]; cause != "" && cause != c.oldAnn[revisions.AnnotationChangeCause] {
+		c.clientCause = cause
+	}
+	return c, nil
+}
+
+// revision returns the revision stamps of the object after the request
+// and the restart it asks for (nil for none): revision 1 on create, the
+// stored stamps when the content is unchanged, else the next revision,
+// recording the one it replaces.
+func (s *Stamper) revision(ctx context.Context, c change) (revisions.Record, *revisions.Restart, error) {
+	if c.oldObj == nil {
+		if reason := createUnverified(c.newObj); reason != "" {
+			noteUnverified(ctx, s.Kind.GVK.Kind, reason, "nothing (a create)", c.newObj, c.user)
+		}
+		return revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: c.manager,
+			ChangeCause: firstNonEmpty(c.clientCause, "created"), ChangeType: revisions.ChangeCreated}, nil, nil
+	}
+	oldSnap, err := s.Kind.Snapshot(c.oldObj)
+	if err != nil {
+		return revisions.Record{}, nil, fmt.Errorf("rollout-guard could not take the previous revision of %s: %w", c.id, err)
+	}
+	oldRec, err := revisions.RecordFromAnnotations(c.oldAnn)
+	if err != nil {
+		log.FromContext(ctx).Info("ignoring malformed revision stamps on the stored object", "object", c.id, "error", err.Error())
+		oldRec = revisions.Record{}
+	}
+	if oldRec.Revision == 0 {
+		oldRec = history.Adopted(c.oldObj)
+	}
+	if oldSnap.Hash == c.newSnap.Hash {
+		restart, err := s.restart(ctx, c, oldSnap, oldRec)
+		return oldRec, restart, err
+	}
+	rec, err := s.nextRevision(ctx, c, oldSnap, oldRec)
+	return rec, nil, err
+}
+
+// restart returns the restart a request of unchanged content asks for (a
+// new rollout.after), nil for none. Not a new revision: the stored stamps
+// stay, whatever the client sent; the restart is stamped, and recorded
+// once the API server has stored it (revisions.AnnotationRestart).
+func (s *Stamper) restart(ctx context.Context, c change, oldSnap revisions.Snapshot, oldRec revisions.Record) (*revisions.Restart, error) {
+	after := s.Kind.RolloutAfter(c.newObj)
+	if after == "" || after == s.Kind.RolloutAfter(c.oldObj) {
+		return nil, nil
+	}
+	// This stamp replaces the stored one: make sure the restart stored is
+	// recorded, as the reconciler may not have seen it.
+	if !c.dryRun && c.oldAnn[revisions.AnnotationRestart] != "" {
+		if err := s.recordStored(ctx, c.oldObj, oldSnap, oldRec, "the restart before", c.user); err != nil {
+			return nil, fmt.Errorf("rollout-guard could not record the last restart of %s: %w", c.id, err)
+		}
+	}
+	return &revisions.Restart{At: c.now, By: c.user, FieldManager: c.manager, After: after, Cause: c.clientCause}, nil
+}
+
+// nextRevision records the revision a new content replaces, then returns
+// the stamps of the new one, numbered above every recorded revision (one
+// recorded for a change that slipped past the guard is above the stored
+// stamps).
+func (s *Stamper) nextRevision(ctx context.Context, c change, oldSnap revisions.Snapshot, oldRec revisions.Record) (revisions.Record, error) {
+	next := oldRec.Revision + 1
+	if !c.dryRun {
+		// Not stored: answered as it would be, recording nothing. A request
+		// of the API server's own carries the stored object (its retry, if
+		// this was one made with an old copy, records).
+		stored, err := s.Stored.Verified(ctx, s.Kind, c.oldObj, oldSnap, fmt.Sprintf("revision %d", oldRec.Revision), c.user)
+		if err != nil {
+			return revisions.Record{}, fmt.Errorf("rollout-guard could not check revision %d of %s against the API server: %w", oldRec.Revision, c.id, err)
+		}
+		if stored {
+			highest, err := s.Recorder.RecordReplaced(ctx, c.oldObj, s.Kind.GVK, oldSnap, oldRec)
+			if err != nil {
+				return revisions.Record{}, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, c.id, err)
+			}
+			next = max(next, highest+1)
+			revisionsRecordedTotal.WithLabelValues(s.Kind.GVK.Kind).Inc()
+		}
+	}
+	cause := c.clientCause
+	if cause == "" {
+		var err error
+		if cause, err = revisions.ChangeCause(oldSnap, c.newSnap); err != nil {
+			return revisions.Record{}, fmt.Errorf("rollout-guard could not describe the change of %s: %w", c.id, err)
+		}
+	}
+	changeType := revisions.ChangeRollout
+	if inPlace, err := revisions.IsInPlace(oldSnap, c.newSnap); err == nil && inPlace {
+		changeType = revisions.ChangeInPlace
+	}
+	return revisions.Record{Revision: next, History: []int64{next}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: c.manager,
+		ChangeCause: cause, ChangeType: changeType}, nil
+}
+
+// override returns the break-glass override of revision rec: a request
+// that sets the override annotation, from a member of an override group,
+// is recorded with the rules it overrides; a request that keeps the
+// revision keeps the override that made it, if any.
+func (s *Stamper) override(ctx context.Context, c change, rec revisions.Record) (*revisions.Override, error) {
+	if reason, requested := policy.OverrideRequested(c.oldObj, c.newObj); requested {
+		if !s.Overrides.Allows(c.req.UserInfo) {
+			return nil, nil
+		}
+		d, _, err := s.Policy.Decide(ctx, c.oldObj, c.newObj)
+		if err != nil {
+			return nil, err
+		}
+		if rules := policy.RuleIDs(d); len(rules) > 0 {
+			return &revisions.Override{By: c.user, Reason: reason, Rules: rules}, nil
+		}
+		return nil, nil
+	}
+	if c.oldObj != nil && rec.Revision == policy.StampsOf(c.oldObj).Revision {
+		return policy.StampsOf(c.oldObj).Override, nil
+	}
+	return nil, nil
+}
+
+// annotationsOf returns the project's annotations of the object after the
+// request: every stamp the client sent is forgotten, exactly the stamps of
+// rec and the latest restart are set.
+func annotationsOf(c change, rec revisions.Record, restart *revisions.Restart) (map[string]*string, error) {
+	out := map[string]*string{}
+	for k := range c.newAnn {
+		if strings.HasPrefix(k, revisions.Prefix) && k != revisions.AnnotationOverride {
+			out[k] = nil
+		}
+	}
+	// An override annotation carried over from the stored object is spent.
+	if c.oldObj != nil && c.newAnn[revisions.AnnotationOverride] != "" && c.newAnn[revisions.AnnotationOverride] == c.oldAnn[revisions.AnnotationOverride] {
+		out[revisions.AnnotationOverride] = nil
+	}
+	for k, v := range rec.Annotations() {
+		if v == "" {
+			out[k] = nil // an empty stamp says nothing; keep the object tidy
+			continue
+		}
+		out[k] = strPtr(v)
+	}
+	// The latest restart of the live revision: this request's, else the
+	// stored one while the revision stays; a new revision has none yet.
+	out[revisions.AnnotationRestart] = nil
+	switch {
+	case restart != nil:
+		stamp, err := revisions.RestartStamp(*restart)
+		if err != nil {
+			return nil, fmt.Errorf("rollout-guard could not stamp the restart of %s: %w", c.id, err)
+		}
+		out[revisions.AnnotationRestart] = strPtr(stamp)
+	case c.oldObj != nil && rec.Revision == policy.StampsOf(c.oldObj).Revision && c.oldAnn[revisions.AnnotationRestart] != "":
+		out[revisions.AnnotationRestart] = strPtr(c.oldAnn[revisions.AnnotationRestart])
+	}
+	return out, nil
+}
+
+// stampHighestRun sets, on a control plane, the highest versions it has
+// run (revisions.AnnotationHighestRun), raised by revision rec. Advance
+// keeps what ran before this revision, so that a bump can be reverted while
+// it has not rolled out (policy.RevertedRun); a revert of such a bump takes
+// the bump out of what the control plane has run. Worker pools keep none.
+func (s *Stamper) stampHighestRun(ctx context.Context, c change, rec revisions.Record, out map[string]*string) error {
+	var (
+		highest revisions.HighestRun
+		prev    int64
+	)
+	switch newCP := c.newObj.(type) {
+	case *controlplanev1.KubeadmControlPlane:
+		oldKCP, _ := c.oldObj.(*controlplanev1.KubeadmControlPlane)
+		highest = policy.HighestRunOf(oldKCP)
+		if oldKCP != nil {
+			prev = policy.StampsOf(oldKCP).Revision
+			if rec.Revision != prev {
+				before, err := s.Policy.RevertedRun(ctx, oldKCP, newCP)
+				if err != nil {
+					return fmt.Errorf("rollout-guard could not tell whether %s reverts a bump: %w", c.id, err)
+				}
+				if before != nil {
+					highest = *before
+				}
+			}
+		}
+	case *unstructured.Unstructured:
+		// A control plane of another provider: the highest Kubernetes
+		// version it has run, kept as for a KubeadmControlPlane (no etcd).
+		oldCP, _ := c.oldObj.(*unstructured.Unstructured)
+		highest = policy.HighestRunOfContract(oldCP)
+		if oldCP != nil {
+			prev = policy.StampsOf(oldCP).Revision
+			if before := policy.RevertedRunOfContract(oldCP, newCP); rec.Revision != prev && before != nil {
+				highest = *before
+			}
+		}
+	default:
+		return nil
+	}
+	return stampHighest(out, highest.Advance(c.newSnap, rec.Revision, prev), c.id)
+}
