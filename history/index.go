@@ -49,8 +49,8 @@ const ownerUIDIndex = "rollout-guard.io/owner-uid"
 // large management cluster, so each is kept as an indexEntry — the values
 // of its labels and annotations, shared strings where revisions repeat
 // them, beside keys that entries written alike share — rather than as an
-// ObjectMeta with two maps, which cost about two and a half times the
-// memory (BenchmarkIndexMemory).
+// ObjectMeta with two maps, which cost several times the memory
+// (BenchmarkIndexMemory, docs/benchmarks.md).
 type Index struct {
 	// entries holds the entries.
 	entries entryStore

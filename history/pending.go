@@ -11,9 +11,8 @@ import (
 
 // DefaultPendingCapacity is how many objects' content a Pending holds at
 // most: far more than are edited between an edit and its reconcile (the
-// reconciler records each within milliseconds), and a few hundred
-// kilobytes of canonical JSON at most (about 1 KB for a worker pool, 3 KB
-// for a control plane of Cluster API's quick start).
+// reconciler records each soon after), and small: it holds one canonical
+// JSON content per object.
 const DefaultPendingCapacity = 128
 
 // Pending holds, for a short while, the revision content the guard's cache

@@ -445,9 +445,9 @@ func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Objec
 
 // FromWatchCache lets the API server answer a List of ControllerRevisions
 // from its watch cache without first waiting for the cache to catch up with
-// etcd (resourceVersion "0"). A consistent List waits about 20 ms for that
-// under load (apiserver_watch_cache_read_wait_seconds in docs/benchmarks.md),
-// most of what numbering a revision costs inside an admission request. The
+// etcd (resourceVersion "0"). A consistent List waits for that under load
+// (apiserver_watch_cache_read_wait_seconds in docs/benchmarks.md), most of
+// what numbering a revision costs inside an admission request. The
 // answer may miss a record made in the last moments; numbering reads
 // records made at least one change earlier (the content a number was given
 // to, before the change that replaced it), and pruning keeps what it does

@@ -1,24 +1,28 @@
 // Package revisions defines what one revision of a rollout is made of for a
-// Cluster API MachineDeployment and KubeadmControlPlane, and how the guard
-// records it in apps/v1 ControllerRevisions so that `rollout history` and
-// `rollout undo` work whoever made the change.
+// Cluster API MachineDeployment, MachinePool, KubeadmControlPlane and a
+// control plane of another provider read through Cluster API's
+// control-plane contract, and how the guard records it in apps/v1
+// ControllerRevisions so that `rollout history` and `rollout undo` work
+// whoever made the change.
 //
 // A revision has two parts:
 //
 //   - a Snapshot: the content a rollout is made of, in a canonical JSON form
-//     with a short hash (MachineDeployment: spec.template; KubeadmControlPlane:
-//     spec.version, spec.machineTemplate and spec.kubeadmConfigSpec). Replicas,
-//     the rollout strategy, rollout.after, pausing, status, object metadata and
-//     the project's own rollout-guard.io/ annotations are not part of it;
+//     with a short hash (MachineDeployment and MachinePool: spec.template;
+//     KubeadmControlPlane: spec.version, spec.machineTemplate and
+//     spec.kubeadmConfigSpec; a contract control plane: spec.version and
+//     spec.machineTemplate). Replicas, the rollout strategy, rollout.after,
+//     pausing, status, object metadata and the project's own rollout-guard.io/
+//     annotations are not part of it;
 //   - a Record: who made that content live, when, through which field
 //     manager, why (the change-cause), how (a rollout or an in-place change),
 //     the restarts asked while it was live and any break-glass override used.
 //
-// The mutating webhook stamps a Record on every MachineDeployment and
-// KubeadmControlPlane change that alters its Snapshot (Record.Annotations),
-// stamps a restart with the rollout.after change it is (AnnotationRestart,
-// RestartStamp), and records the revision being replaced as a
-// ControllerRevision owned by the object (ControllerRevision, Merge); the CLI reads them back
+// The mutating webhook stamps a Record on every change of such an object
+// that alters its Snapshot (Record.Annotations), stamps a restart with the
+// rollout.after change it is (AnnotationRestart, RestartStamp), and records
+// the revision being replaced as a ControllerRevision owned by the object
+// (ControllerRevision, Merge); the CLI reads them back
 // (FromControllerRevision, Sort), shows what changed (Diff, ChangeCause,
 // IsInPlace) and undoes a change (RollbackPatch). A control plane's recorded
 // revisions also tell the policy in package skew the highest Kubernetes and

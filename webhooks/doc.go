@@ -16,4 +16,10 @@
 // What the handlers record — the revision a change replaces, a restart, a
 // refused override — they record only of an old object the API server stored
 // (Persisted), never from a request body alone.
+//
+// What differs between kinds (how to decode one lean, trim it for the
+// cache, take its revision) the handlers ask of package kinds. The package
+// also sets up the guard's cache (CacheOptions: what each kind keeps in
+// memory, the Machines as compact entries in MachineStore) and the watches
+// whose failure makes the policy read live (Watches).
 package webhooks

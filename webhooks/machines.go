@@ -32,12 +32,12 @@ const machinesByCluster = "namespace/cluster"
 // owns it — and answers the policy's cached Lists of a cluster's Machines
 // (Reader).
 //
-// Why: kept as a clusterv1.Machine, whose Go struct alone is 704 bytes
-// before any content, a Machine trimmed to what the guard reads still held
-// 1,340 bytes of live heap (BenchmarkCacheMemory in test/cmd/bench-scale),
-// the largest part of the guard's memory in a management cluster with
-// thousands of clusters. A machineEntry of the same facts, its strings
-// shared, holds under 400.
+// Why: kept as a clusterv1.Machine, whose Go struct is large before any
+// content, a Machine trimmed to what the guard reads was still the largest
+// part of the guard's memory in a management cluster with thousands of
+// clusters. A machineEntry of the same facts, its strings shared, holds a
+// fraction of it (BenchmarkCacheMemory in test/cmd/bench-scale,
+// docs/benchmarks.md).
 //
 // The entries live in the manager's cache: its Machine informer keeps them
 // (CacheOptions gives it CompactMachine as transform), so it fills with
