@@ -141,7 +141,7 @@ func FromControllerRevision(cr *appsv1.ControllerRevision) (Revision, error) {
 	}
 	name := cr.Namespace + "/" + cr.Name
 	kind := cr.Labels[LabelOwnerKind]
-	if !knownKind(kind) {
+	if _, ok := shapes[kind]; !ok {
 		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
 	}
 	want := cr.Labels[LabelHash]
@@ -208,7 +208,7 @@ func FromMetadata(meta metav1.Object) (Revision, error) {
 	name := meta.GetNamespace() + "/" + meta.GetName()
 	labels := meta.GetLabels()
 	kind := labels[LabelOwnerKind]
-	if !knownKind(kind) {
+	if _, ok := shapes[kind]; !ok {
 		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
 	}
 	hash := labels[LabelHash]

@@ -149,30 +149,11 @@ func IsInPlace(from, to Snapshot) (bool, error) {
 
 // rollsOut reports whether a change at data path raw replaces machines.
 func rollsOut(kind string, raw []string) bool {
-	has := func(p ...string) bool { return len(raw) >= len(p) && equalPath(raw[:len(p)], p) }
-	switch kind {
-	case KindMachineDeployment, KindMachinePool:
-		return has("spec", "version") || has("spec", "bootstrap") || has("spec", "infrastructureRef") || has("spec", "failureDomain")
-	case KindContractControlPlane:
-		// The contract has the provider propagate machineTemplate.metadata
-		// without a rollout; any other change of its fields is taken to
-		// replace machines.
-		return !has("machineTemplate", "metadata")
-	case KindKubeadmControlPlane:
-		switch {
-		case has("version"), has("machineTemplate", "spec", "infrastructureRef"):
-			return true
-		case has("kubeadmConfigSpec", "clusterConfiguration", "dns"),
-			has("kubeadmConfigSpec", "clusterConfiguration", "controlPlaneEndpoint"),
-			has("kubeadmConfigSpec", "joinConfiguration", "discovery"),
-			has("kubeadmConfigSpec", "initConfiguration", "timeouts", "controlPlaneComponentHealthCheckSeconds"),
-			has("kubeadmConfigSpec", "joinConfiguration", "timeouts", "controlPlaneComponentHealthCheckSeconds"):
-			return false
-		case has("kubeadmConfigSpec"):
-			return true
-		}
+	sh, ok := shapes[kind]
+	if !ok {
+		return false
 	}
-	return false
+	return sh.rollsOut(func(p ...string) bool { return len(raw) >= len(p) && equalPath(raw[:len(p)], p) })
 }
 
 // leaf is one compared value of a snapshot.
@@ -211,7 +192,7 @@ func leavesOfKind(kind string, s Snapshot) (map[string]leaf, error) {
 	if len(s.Data) == 0 {
 		return out, nil
 	}
-	if !knownKind(kind) {
+	if _, ok := shapes[kind]; !ok {
 		return nil, fmt.Errorf("kind %q has no revisions", kind)
 	}
 	v, err := decodeJSON(s.Data)
@@ -246,11 +227,14 @@ type walker struct {
 }
 
 func (w walker) isRef(raw []string) bool {
-	switch w.kind {
-	case KindMachineDeployment, KindMachinePool:
-		return equalPath(raw, []string{"spec", "infrastructureRef"}) || equalPath(raw, []string{"spec", "bootstrap", "configRef"})
-	case KindKubeadmControlPlane, KindContractControlPlane:
-		return equalPath(raw, []string{"machineTemplate", "spec", "infrastructureRef"})
+	sh, ok := shapes[w.kind]
+	if !ok {
+		return false
+	}
+	for _, ref := range sh.refs {
+		if equalPath(raw, ref) {
+			return true
+		}
 	}
 	return false
 }

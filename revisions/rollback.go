@@ -104,7 +104,7 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 		return nil, fmt.Errorf("rollback patch for %s: target content: %w", obj, err)
 	}
 
-	content := mergeDiff(rulesFor(kind), []string{}, liveMap, targetMap)
+	content := mergeDiff(shapes[kind].rules, []string{}, liveMap, targetMap)
 	patch := map[string]any{"metadata": map[string]any{"resourceVersion": rv}}
 	if len(content) > 0 {
 		if isTemplateKind(kind) {

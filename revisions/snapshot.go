@@ -104,25 +104,6 @@ func ForMachinePool(mp *clusterv1.MachinePool) (Snapshot, error) {
 	return s, nil
 }
 
-// isTemplateKind reports whether a revision of kind is a machine template
-// (spec.template), as MachineDeployments' and MachinePools' are.
-func isTemplateKind(kind string) bool {
-	return kind == KindMachineDeployment || kind == KindMachinePool
-}
-
-// knownKind reports whether kind has revisions.
-func knownKind(kind string) bool {
-	return isTemplateKind(kind) || kind == KindKubeadmControlPlane || kind == KindContractControlPlane
-}
-
-// isControlPlaneKind reports whether a revision of kind is a control
-// plane's spec (version and machineTemplate at the root of the content).
-func isControlPlaneKind(kind string) bool {
-	return kind == KindKubeadmControlPlane || kind == KindContractControlPlane
-}
-
-// knownKinds lists the kinds with revisions, for messages.
-const knownKinds = KindMachineDeployment + ", " + KindMachinePool + ", " + KindKubeadmControlPlane + " or " + KindContractControlPlane
 
 // ForContractControlPlane returns the Snapshot of a control plane of any
 // provider, read as an unstructured object at the fields of Cluster API's
@@ -179,7 +160,7 @@ func kcpContentOf(kcp *controlplanev1.KubeadmControlPlane) *kcpContent {
 // snapshotOf canonicalizes raw, the JSON of kind's revision content, and
 // hashes it. It is idempotent: the Data of a Snapshot gives the same Snapshot.
 func snapshotOf(kind string, raw []byte) (Snapshot, error) {
-	if !knownKind(kind) {
+	if _, ok := shapes[kind]; !ok {
 		return Snapshot{}, fmt.Errorf("kind %q has no revisions: want %s", kind, knownKinds)
 	}
 	v, err := decodeJSON(raw)
@@ -190,7 +171,7 @@ func snapshotOf(kind string, raw []byte) (Snapshot, error) {
 	if !ok {
 		return Snapshot{}, fmt.Errorf("revision content is not a JSON object")
 	}
-	c, _ := canonicalize(rulesFor(kind), []string{}, obj)
+	c, _ := canonicalize(shapes[kind].rules, []string{}, obj)
 	data, err := json.Marshal(c)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("encode revision content: %w", err)
@@ -259,15 +240,6 @@ var (
 	}
 )
 
-func rulesFor(kind string) *kindRules {
-	switch kind {
-	case KindKubeadmControlPlane:
-		return &kcpRules
-	case KindContractControlPlane:
-		return &contractRules
-	}
-	return &mdRules
-}
 
 // canonicalize returns v in canonical form and whether it is kept (false for
 // null, and for empty objects and lists outside keepEmpty paths). path is the
@@ -367,45 +339,15 @@ type Summary struct {
 
 // Summary returns the gist of s for history tables.
 func (s Snapshot) Summary() (Summary, error) {
-	switch s.Kind {
-	case KindMachineDeployment, KindMachinePool:
-		var t clusterv1.MachineTemplateSpec
-		if err := json.Unmarshal(s.Data, &t); err != nil {
-			return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)
-		}
-		sum := Summary{Version: t.Spec.Version, Infrastructure: refString(t.Spec.InfrastructureRef)}
-		switch {
-		case t.Spec.Bootstrap.ConfigRef.IsDefined():
-			sum.Bootstrap = refString(t.Spec.Bootstrap.ConfigRef)
-		case t.Spec.Bootstrap.DataSecretName != nil:
-			sum.Bootstrap = "secret:" + *t.Spec.Bootstrap.DataSecretName
-		}
-		return sum, nil
-	case KindContractControlPlane:
-		var c struct {
-			Version         string `json:"version"`
-			MachineTemplate struct {
-				Spec struct {
-					InfrastructureRef clusterv1.ContractVersionedObjectReference `json:"infrastructureRef"`
-				} `json:"spec"`
-			} `json:"machineTemplate"`
-		}
-		if err := json.Unmarshal(s.Data, &c); err != nil {
-			return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)
-		}
-		return Summary{Version: c.Version, Infrastructure: refString(c.MachineTemplate.Spec.InfrastructureRef)}, nil
-	case KindKubeadmControlPlane:
-		var c kcpContent
-		if err := json.Unmarshal(s.Data, &c); err != nil {
-			return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)
-		}
-		return Summary{
-			Version:        c.Version,
-			Infrastructure: refString(c.MachineTemplate.Spec.InfrastructureRef),
-			EtcdImageTag:   c.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag,
-		}, nil
+	sh, ok := shapes[s.Kind]
+	if !ok {
+		return Summary{}, fmt.Errorf("summary of revision %s: kind %q has no revisions", s.Hash, s.Kind)
 	}
-	return Summary{}, fmt.Errorf("summary of revision %s: kind %q has no revisions", s.Hash, s.Kind)
+	sum, err := sh.summary(s.Data)
+	if err != nil {
+		return Summary{}, fmt.Errorf("summary of %s revision %s: %w", s.Kind, s.Hash, err)
+	}
+	return sum, nil
 }
 
 func refString(r clusterv1.ContractVersionedObjectReference) string {
