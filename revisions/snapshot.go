@@ -104,7 +104,6 @@ func ForMachinePool(mp *clusterv1.MachinePool) (Snapshot, error) {
 	return s, nil
 }
 
-
 // ForContractControlPlane returns the Snapshot of a control plane of any
 // provider, read as an unstructured object at the fields of Cluster API's
 // control-plane contract: spec.version and spec.machineTemplate. What else
@@ -239,7 +238,6 @@ var (
 		annotations: []string{"machineTemplate", "metadata", "annotations"},
 	}
 )
-
 
 // canonicalize returns v in canonical form and whether it is kept (false for
 // null, and for empty objects and lists outside keepEmpty paths). path is the
