@@ -74,7 +74,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return err
 	}
 	cached := policy.Policy{Reader: machines.Reader(mgr.GetCache()), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds}
-	var judge Decider = cached
+	var judge policy.Decider = cached
 	if opts.Watches != nil {
 		judge = FreshPolicy{
 			Cached:  cached,

@@ -41,7 +41,7 @@ type Stamper struct {
 	Stored Persisted
 	// Policy judges a change when a client asks for an override, so the
 	// override's rules can be recorded.
-	Policy Decider
+	Policy policy.Decider
 	// Overrides says who may use the break-glass override.
 	Overrides policy.OverrideGroups
 	// Now is the clock (time.Now when nil).

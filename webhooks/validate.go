@@ -28,7 +28,7 @@ import (
 // member of an override group sets the break-glass annotation.
 type Validator[T client.Object] struct {
 	// Policy judges changes (a policy.Policy, or FreshPolicy in the guard).
-	Policy Decider
+	Policy policy.Decider
 	// Overrides says who may use the break-glass override.
 	Overrides policy.OverrideGroups
 	// GroupKind names the kind in refusals.
@@ -76,7 +76,7 @@ type Recording struct {
 }
 
 // NewValidators returns the validators of the three kinds the guard polices.
-func NewValidators(p Decider, overrides policy.OverrideGroups, recording *Recording) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
+func NewValidators(p policy.Decider, overrides policy.OverrideGroups, recording *Recording) (*Validator[*clusterv1.MachineDeployment], *Validator[*controlplanev1.KubeadmControlPlane], *Validator[*clusterv1.Cluster]) {
 	return &Validator[*clusterv1.MachineDeployment]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind()},
 		&Validator[*controlplanev1.KubeadmControlPlane]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind()},
 		&Validator[*clusterv1.Cluster]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: clusterv1.GroupVersion.WithKind("Cluster").GroupKind()}
@@ -84,7 +84,7 @@ func NewValidators(p Decider, overrides policy.OverrideGroups, recording *Record
 
 // NewMachinePoolValidator returns the validator of MachinePools: the worker
 // rules, as for MachineDeployments (policy.Policy judges both alike).
-func NewMachinePoolValidator(p Decider, overrides policy.OverrideGroups, recording *Recording) *Validator[*clusterv1.MachinePool] {
+func NewMachinePoolValidator(p policy.Decider, overrides policy.OverrideGroups, recording *Recording) *Validator[*clusterv1.MachinePool] {
 	return &Validator[*clusterv1.MachinePool]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: clusterv1.GroupVersion.WithKind("MachinePool").GroupKind()}
 }
 

@@ -151,12 +151,6 @@ func (b *watchBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// Decider judges a change: policy.Policy, or FreshPolicy in the guard.
-type Decider interface {
-	Decide(ctx context.Context, oldObj, newObj client.Object) (skew.Decision, []string, error)
-	RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (*revisions.HighestRun, error)
-}
-
 // FreshPolicy judges with Cached (the guard's informers) while every watch
 // is up, and with Live (direct reads from the API server) while one is
 // down, so a change the caches have not seen yet cannot make an unsafe edit
