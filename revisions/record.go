@@ -172,6 +172,17 @@ type Override struct {
 	Rules []string
 }
 
+// StampsOf returns the revision stamps obj carries (its annotations, read by
+// RecordFromAnnotations), treating malformed ones as absent: the zero
+// Record (the guard overwrites them on the next change).
+func StampsOf(obj interface{ GetAnnotations() map[string]string }) Record {
+	rec, err := RecordFromAnnotations(obj.GetAnnotations())
+	if err != nil {
+		return Record{}
+	}
+	return rec
+}
+
 // RecordFromAnnotations reads the stamps of an object or a ControllerRevision.
 // Missing or empty stamps give zero values; a malformed one gives an error
 // naming the annotation. History is returned ascending, without duplicates,

@@ -213,3 +213,24 @@ func TestMerge(t *testing.T) {
 		assert.Equal(t, int64(1), r1.History[0])
 	})
 }
+
+// TestStampsOf: an object's stamps are read from its annotations; none, or
+// malformed ones, read as the zero Record.
+func TestStampsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want int64
+	}{
+		{"stamped", map[string]string{AnnotationRevision: "4"}, 4},
+		{"not stamped", nil, 0},
+		{"malformed", map[string]string{AnnotationRevision: "four"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := StampsOf(&metav1.ObjectMeta{Annotations: tc.ann})
+			if got.Revision != tc.want {
+				t.Errorf("StampsOf(%v).Revision = %d, want %d", tc.ann, got.Revision, tc.want)
+			}
+		})
+	}
+}

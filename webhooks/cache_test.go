@@ -249,8 +249,8 @@ func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 				_, ok = pending.Take(obj.GetUID(), want.Hash)
 				assert.False(t, ok, "content kept aside again when transformed twice")
 			}
-			assert.Equal(t, policy.StampsOf(obj), policy.StampsOf(small[i]))
-			assert.NotZero(t, policy.StampsOf(small[i]).Revision)
+			assert.Equal(t, revisions.StampsOf(obj), revisions.StampsOf(small[i]))
+			assert.NotZero(t, revisions.StampsOf(small[i]).Revision)
 			assert.Equal(t, obj.GetUID(), small[i].GetUID())
 			assert.Equal(t, obj.GetOwnerReferences(), small[i].GetOwnerReferences())
 			assert.Equal(t, obj.GetCreationTimestamp(), small[i].GetCreationTimestamp())

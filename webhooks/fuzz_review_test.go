@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/rollout-guard/rollout-guard/kinds"
-	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -247,7 +246,7 @@ func checkStamps(t *testing.T, name string, req *admissionv1.AdmissionRequest, o
 	}
 	allowed := []string{req.UserInfo.Username}
 	if oldObj != nil {
-		allowed = append(allowed, policy.StampsOf(oldObj).ChangedBy)
+		allowed = append(allowed, revisions.StampsOf(oldObj).ChangedBy)
 	}
 	for _, a := range allowed {
 		if by == a {

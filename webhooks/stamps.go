@@ -192,8 +192,8 @@ func (s *Stamper) override(ctx context.Context, c change, rec revisions.Record) 
 		}
 		return nil, nil
 	}
-	if c.oldObj != nil && rec.Revision == policy.StampsOf(c.oldObj).Revision {
-		return policy.StampsOf(c.oldObj).Override, nil
+	if c.oldObj != nil && rec.Revision == revisions.StampsOf(c.oldObj).Revision {
+		return revisions.StampsOf(c.oldObj).Override, nil
 	}
 	return nil, nil
 }
@@ -229,7 +229,7 @@ func annotationsOf(c change, rec revisions.Record, restart *revisions.Restart) (
 			return nil, fmt.Errorf("rollout-guard could not stamp the restart of %s: %w", c.id, err)
 		}
 		out[revisions.AnnotationRestart] = strPtr(stamp)
-	case c.oldObj != nil && rec.Revision == policy.StampsOf(c.oldObj).Revision && c.oldAnn[revisions.AnnotationRestart] != "":
+	case c.oldObj != nil && rec.Revision == revisions.StampsOf(c.oldObj).Revision && c.oldAnn[revisions.AnnotationRestart] != "":
 		out[revisions.AnnotationRestart] = strPtr(c.oldAnn[revisions.AnnotationRestart])
 	}
 	return out, nil
@@ -250,7 +250,7 @@ func (s *Stamper) stampHighestRun(ctx context.Context, c change, rec revisions.R
 		oldKCP, _ := c.oldObj.(*controlplanev1.KubeadmControlPlane)
 		highest = policy.HighestRunOf(oldKCP)
 		if oldKCP != nil {
-			prev = policy.StampsOf(oldKCP).Revision
+			prev = revisions.StampsOf(oldKCP).Revision
 			if rec.Revision != prev {
 				before, err := s.Policy.RevertedRun(ctx, oldKCP, newCP)
 				if err != nil {
@@ -267,7 +267,7 @@ func (s *Stamper) stampHighestRun(ctx context.Context, c change, rec revisions.R
 		oldCP, _ := c.oldObj.(*unstructured.Unstructured)
 		highest = policy.HighestRunOfContract(oldCP)
 		if oldCP != nil {
-			prev = policy.StampsOf(oldCP).Revision
+			prev = revisions.StampsOf(oldCP).Revision
 			if before := policy.RevertedRunOfContract(oldCP, newCP); rec.Revision != prev && before != nil {
 				highest = *before
 			}

@@ -184,7 +184,7 @@ func (v *Validator[T]) recordRefusedOverride(ctx context.Context, req admission.
 	if err != nil || !stored {
 		return err
 	}
-	rec := policy.StampsOf(oldObj)
+	rec := revisions.StampsOf(oldObj)
 	if rec.Revision == 0 {
 		rec = history.Adopted(oldObj)
 	}
