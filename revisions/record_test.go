@@ -222,12 +222,12 @@ func TestStampsOf(t *testing.T) {
 		ann  map[string]string
 		want int64
 	}{
-		{"stamped", map[string]string{AnnotationRevision: "4"}, 4},
+		{"stamped", map[string]string{revisions.AnnotationRevision: "4"}, 4},
 		{"not stamped", nil, 0},
-		{"malformed", map[string]string{AnnotationRevision: "four"}, 0},
+		{"malformed", map[string]string{revisions.AnnotationRevision: "four"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := StampsOf(&metav1.ObjectMeta{Annotations: tc.ann})
+			got := revisions.StampsOf(&metav1.ObjectMeta{Annotations: tc.ann})
 			if got.Revision != tc.want {
 				t.Errorf("StampsOf(%v).Revision = %d, want %d", tc.ann, got.Revision, tc.want)
 			}
