@@ -112,13 +112,13 @@ func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *un
 	if oldCP != nil && contractVersion(oldCP) == newVersion {
 		return skew.Decision{}, nil, nil
 	}
-	change := skew.ParsedControlPlaneChange{
+	change := skew.ControlPlaneChange{
 		Kind:         kind,
 		Name:         newCP.GetName(),
 		VersionField: contractVersionField,
 		NoEtcd:       true,
 		NewVersion:   skew.ReadVersion(newVersion),
-		History:      HighestRunOfContract(oldCP).SkewHistory().Parse(),
+		History:      HighestRunOfContract(oldCP).SkewHistory(),
 	}
 	if oldCP != nil {
 		change.OldVersion = skew.ReadVersion(contractVersion(oldCP))
@@ -143,15 +143,15 @@ func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *un
 		}
 		change.Workers = workers
 	}
-	d := skew.EvaluateParsedControlPlane(change)
+	d := skew.EvaluateControlPlane(change)
 	if !refusesDowngrade(d) {
 		return d, warnings, nil
 	}
 	if before, ok := unrolledContractBump(oldCP, change.OldVersion, change.NewVersion, change.RunningVersions); ok {
 		// Going back from a bump no machine reports running: judged
 		// against what ran before it.
-		change.PreviousUnrolled, change.History = true, before.SkewHistory().Parse()
-		d = skew.EvaluateParsedControlPlane(change)
+		change.PreviousUnrolled, change.History = true, before.SkewHistory()
+		d = skew.EvaluateControlPlane(change)
 	}
 	return d, warnings, nil
 }

@@ -79,7 +79,7 @@ func (f factReader) getOptions() []client.GetOption {
 // plane following Cluster API's contract (spec.version, status.version) works;
 // KubeadmControlPlane also gives status.versions. It returns nil and a reason
 // when the control plane cannot be found.
-func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName string) (*skew.ParsedControlPlaneState, string, error) {
+func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName string) (*skew.ControlPlaneState, string, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: clusterName}, cluster, f.getOptions()...); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -99,7 +99,7 @@ func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName s
 			}
 			return nil, "", fmt.Errorf("reading KubeadmControlPlane %s/%s: %w", namespace, ref.Name, err)
 		}
-		return &skew.ParsedControlPlaneState{
+		return &skew.ControlPlaneState{
 			Kind:            "KubeadmControlPlane",
 			Name:            kcp.Name,
 			Version:         skew.ReadVersion(kcp.Spec.Version),
@@ -112,7 +112,7 @@ func (f factReader) controlPlaneOf(ctx context.Context, namespace, clusterName s
 // contractControlPlane reads a control plane of any provider through the
 // fields of Cluster API's control-plane contract: spec.version and
 // status.versions / status.version.
-func (f factReader) contractControlPlane(ctx context.Context, namespace string, ref clusterv1.ContractVersionedObjectReference) (*skew.ParsedControlPlaneState, string, error) {
+func (f factReader) contractControlPlane(ctx context.Context, namespace string, ref clusterv1.ContractVersionedObjectReference) (*skew.ControlPlaneState, string, error) {
 	id := fmt.Sprintf("%s %s/%s", ref.Kind, namespace, ref.Name)
 	if f.mapper == nil {
 		return nil, fmt.Sprintf("control plane %s cannot be read: no REST mapper", id), nil
@@ -140,7 +140,7 @@ func (f factReader) contractControlPlane(ctx context.Context, namespace string, 
 		}
 		return nil, "", fmt.Errorf("reading control plane %s: %w", id, err)
 	}
-	return &skew.ParsedControlPlaneState{
+	return &skew.ControlPlaneState{
 		Kind:            ref.Kind,
 		Name:            ref.Name,
 		Version:         skew.ReadVersion(contractVersion(u)),
@@ -167,7 +167,7 @@ type kcpRead struct {
 // (HighestRunOf), and that as the rules take it.
 type kcpRun struct {
 	highest revisions.HighestRun
-	history skew.ParsedHistory
+	history skew.History
 }
 
 // readKCP reads the versions of a stored KubeadmControlPlane.
@@ -184,7 +184,7 @@ func readKCP(kcp *controlplanev1.KubeadmControlPlane) *kcpRead {
 func (k *kcpRead) run() *kcpRun {
 	if k.ran == nil {
 		h := HighestRunOf(k.obj)
-		k.ran = &kcpRun{highest: h, history: h.SkewHistory().Parse()}
+		k.ran = &kcpRun{highest: h, history: h.SkewHistory()}
 	}
 	return k.ran
 }
@@ -220,13 +220,13 @@ func (w workerFilter) skips(labels map[string]string) bool {
 // control plane: MachineDeployments and MachinePools by their spec version,
 // and worker Machines by the kubelet version their node reports (else their
 // spec version).
-func (f factReader) workersOf(ctx context.Context, namespace, clusterName string, which workerFilter) ([]skew.ParsedWorker, error) {
+func (f factReader) workersOf(ctx context.Context, namespace, clusterName string, which workerFilter) ([]skew.Worker, error) {
 	inCluster := []client.ListOption{client.InNamespace(namespace)}
 	if f.indexed {
 		// Only read, never written: the cache's own objects need no copy.
 		inCluster = append(inCluster, client.MatchingFields{ClusterNameField: clusterName}, client.UnsafeDisableDeepCopy)
 	}
-	var workers []skew.ParsedWorker
+	var workers []skew.Worker
 
 	mds := &clusterv1.MachineDeploymentList{}
 	if err := f.reader.List(ctx, mds, inCluster...); err != nil {
@@ -237,7 +237,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if md.Spec.ClusterName != clusterName || which.skips(md.Labels) {
 			continue
 		}
-		workers = append(workers, skew.ParsedWorker{Kind: "MachineDeployment", Name: md.Name, Version: skew.ReadVersion(md.Spec.Template.Spec.Version)})
+		workers = append(workers, skew.Worker{Kind: "MachineDeployment", Name: md.Name, Version: skew.ReadVersion(md.Spec.Template.Spec.Version)})
 	}
 
 	mps := &clusterv1.MachinePoolList{}
@@ -256,7 +256,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if which.skips(mp.Labels) {
 			continue
 		}
-		workers = append(workers, skew.ParsedWorker{Kind: "MachinePool", Name: mp.Name, Version: skew.ReadVersion(mp.Spec.Template.Spec.Version)})
+		workers = append(workers, skew.Worker{Kind: "MachinePool", Name: mp.Name, Version: skew.ReadVersion(mp.Spec.Template.Spec.Version)})
 	}
 
 	machines := &clusterv1.MachineList{}
@@ -275,7 +275,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
 			version = m.Status.NodeInfo.KubeletVersion
 		}
-		w := skew.ParsedWorker{Kind: "Machine", Name: m.Name, Version: skew.ReadVersion(version)}
+		w := skew.Worker{Kind: "Machine", Name: m.Name, Version: skew.ReadVersion(version)}
 		w.PoolKind, w.PoolName = poolOf(m.Labels, poolByLabel)
 		workers = append(workers, w)
 	}

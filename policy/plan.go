@@ -134,9 +134,9 @@ func isDigits(s string) bool {
 // upgradePlanOf says how Cluster API carries out a change of a Cluster's
 // topology version under class: through the class's kubernetesVersions, by
 // its upgrade-plan extension, or (nil) one minor at a time.
-func upgradePlanOf(class *clusterv1.ClusterClass, desired, current skew.Version) (*skew.ParsedUpgradePlan, error) {
+func upgradePlanOf(class *clusterv1.ClusterClass, desired, current skew.Version) (*skew.UpgradePlan, error) {
 	if ext := class.Spec.Upgrade.External.GenerateUpgradePlanExtension; ext != "" {
-		return &skew.ParsedUpgradePlan{Source: "upgrade-plan extension " + ext + " of ClusterClass " + class.Name, Extension: ext}, nil
+		return &skew.UpgradePlan{Source: "upgrade-plan extension " + ext + " of ClusterClass " + class.Name, Extension: ext}, nil
 	}
 	if len(class.Spec.KubernetesVersions) == 0 {
 		return nil, nil
@@ -145,5 +145,5 @@ func upgradePlanOf(class *clusterv1.ClusterClass, desired, current skew.Version)
 	if err != nil {
 		return nil, fmt.Errorf("ClusterClass %s/%s: %w", class.Namespace, class.Name, err)
 	}
-	return &skew.ParsedUpgradePlan{Source: "ClusterClass " + class.Name + " spec.kubernetesVersions", Steps: steps}, nil
+	return &skew.UpgradePlan{Source: "ClusterClass " + class.Name + " spec.kubernetesVersions", Steps: steps}, nil
 }

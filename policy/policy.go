@@ -104,7 +104,7 @@ func (p Policy) decideWorkerPool(ctx context.Context, pool workerPool) (skew.Dec
 	if pool.hasOld && pool.oldVersion == pool.newVersion || pool.newVersion == "" {
 		return skew.Decision{}, nil, nil
 	}
-	change := skew.ParsedWorkerChange{
+	change := skew.WorkerChange{
 		Kind:         pool.kind,
 		Name:         pool.name,
 		VersionField: workerVersionField,
@@ -124,14 +124,14 @@ func (p Policy) decideWorkerPool(ctx context.Context, pool workerPool) (skew.Dec
 			[]string{fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.kind, pool.namespace, pool.name, reason)}, nil
 	}
 	change.ControlPlane = cp
-	return skew.EvaluateParsedWorker(change), nil, nil
+	return skew.EvaluateWorker(change), nil, nil
 }
 
 func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (skew.Decision, []string, error) {
 	if oldKCP != nil && oldKCP.Spec.Version == newKCP.Spec.Version && etcdImageTag(oldKCP) == etcdImageTag(newKCP) {
 		return skew.Decision{}, nil, nil
 	}
-	change := skew.ParsedControlPlaneChange{
+	change := skew.ControlPlaneChange{
 		Kind:            "KubeadmControlPlane",
 		Name:            newKCP.Name,
 		VersionField:    "spec.version",
@@ -168,7 +168,7 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 		}
 		change.Workers = workers
 	}
-	d := skew.EvaluateParsedControlPlane(change)
+	d := skew.EvaluateControlPlane(change)
 	if old != nil && refusesDowngrade(d) {
 		// Going back: allowed if what is taken back never rolled out.
 		bump := bumpOf(change.OldVersion, change.NewVersion)
@@ -178,7 +178,7 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 		}
 		if u != nil {
 			change.PreviousUnrolled, change.History, change.RunningVersions = true, u.history, u.running
-			d = skew.EvaluateParsedControlPlane(change)
+			d = skew.EvaluateControlPlane(change)
 		}
 	}
 	return d, warnings, nil
@@ -193,7 +193,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 	if oldVersion == newVersion || newVersion == "" {
 		return skew.Decision{}, nil, nil
 	}
-	change := skew.ParsedControlPlaneChange{
+	change := skew.ControlPlaneChange{
 		Kind:         "Cluster",
 		Name:         newCluster.Name,
 		VersionField: "spec.topology.version",
@@ -253,7 +253,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of Cluster %s/%s: %w", newCluster.Namespace, newCluster.Name, err)
 	}
 	change.Workers = workers
-	d := skew.EvaluateParsedControlPlane(change)
+	d := skew.EvaluateControlPlane(change)
 	if oldCluster != nil && kcp != nil && refusesDowngrade(d) {
 		// Going back: allowed if the bump never rolled out, whether the
 		// topology controller gave it to the control plane or not yet.
@@ -263,7 +263,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 		}
 		if u != nil {
 			change.PreviousUnrolled, change.History, change.RunningVersions = true, u.history, u.running
-			d = skew.EvaluateParsedControlPlane(change)
+			d = skew.EvaluateControlPlane(change)
 		}
 	}
 	return d, warnings, nil
@@ -274,7 +274,7 @@ func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clust
 // without a version list or extension), or with a warning when the class
 // cannot be read. The plan starts from the control plane's spec.version,
 // else from oldVersion.
-func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *kcpRead, oldVersion, newVersion skew.Version) (*skew.ParsedUpgradePlan, string, error) {
+func (p Policy) planOf(ctx context.Context, cluster *clusterv1.Cluster, kcp *kcpRead, oldVersion, newVersion skew.Version) (*skew.UpgradePlan, string, error) {
 	current := oldVersion
 	if kcp != nil && kcp.version.Text() != "" {
 		current = kcp.version

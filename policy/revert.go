@@ -32,7 +32,7 @@ type controlPlaneMachine struct {
 // unrolledBump is what a control plane ran before a bump that never rolled
 // out: its history before the bump and the versions its machines run.
 type unrolledBump struct {
-	history skew.ParsedHistory
+	history skew.History
 	running []skew.Version
 }
 
@@ -89,7 +89,7 @@ func unrolledSince(before revisions.HighestRun, changedAt time.Time, running []s
 			return nil
 		}
 	}
-	return unrolledIfNoneRuns(before.SkewHistory().Parse(), running, machines, bump)
+	return unrolledIfNoneRuns(before.SkewHistory(), running, machines, bump)
 }
 
 // unrolledTopologyBump reports whether a Cluster's topology version bump
@@ -115,7 +115,7 @@ func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, clus
 
 // unrolledIfNoneRuns returns the facts of an unrolled bump, or nil when a
 // running version or a machine has bump or newer, or is not a version.
-func unrolledIfNoneRuns(history skew.ParsedHistory, running []skew.Version, machines []controlPlaneMachine, bump skew.Version) *unrolledBump {
+func unrolledIfNoneRuns(history skew.History, running []skew.Version, machines []controlPlaneMachine, bump skew.Version) *unrolledBump {
 	all := append([]skew.Version(nil), running...)
 	for _, m := range machines {
 		all = append(all, m.versions...)

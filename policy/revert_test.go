@@ -231,7 +231,7 @@ func TestVersionsReadOnce(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				u := unrolledIfNoneRuns(skew.ParsedHistory{}, skew.ReadVersions(c.running), c.machines, c.bump)
+				u := unrolledIfNoneRuns(skew.History{}, skew.ReadVersions(c.running), c.machines, c.bump)
 				if c.wantRunning == nil {
 					assert.Nil(t, u)
 					return

@@ -133,10 +133,10 @@ func HighestOf(revs []Revision) HighestRun {
 	return h
 }
 
-// SkewHistory converts h to the input of package skew; sources read
-// "revision 4".
+// SkewHistory converts h to the input of package skew, each version read;
+// sources read "revision 4".
 func (h HighestRun) SkewHistory() skew.History {
-	out := skew.History{HighestKubernetes: h.Kubernetes, HighestEtcd: h.Etcd}
+	out := skew.History{HighestKubernetes: skew.ReadVersion(h.Kubernetes), HighestEtcd: skew.ReadEtcdVersion(h.Etcd)}
 	if h.Kubernetes != "" {
 		out.HighestKubernetesSource = revisionSource(h.KubernetesRevision)
 	}

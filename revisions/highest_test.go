@@ -104,10 +104,10 @@ func TestFoldHighest(t *testing.T) {
 func TestHighestRunSkewHistory(t *testing.T) {
 	h := revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 2, Etcd: "3.6.5", EtcdRevision: 4}
 	assert.Equal(t, skew.History{
-		HighestKubernetes: "v1.34.2", HighestKubernetesSource: "revision 2",
-		HighestEtcd: "3.6.5", HighestEtcdSource: "revision 4",
+		HighestKubernetes: skew.ReadVersion("v1.34.2"), HighestKubernetesSource: "revision 2",
+		HighestEtcd: skew.ReadEtcdVersion("3.6.5"), HighestEtcdSource: "revision 4",
 	}, h.SkewHistory())
-	assert.Equal(t, skew.History{}, revisions.HighestRun{}.SkewHistory())
+	assert.Equal(t, skew.History{HighestKubernetes: skew.ReadVersion(""), HighestEtcd: skew.ReadEtcdVersion("")}, revisions.HighestRun{}.SkewHistory())
 
 	// The annotation round-trips through JSON.
 	raw, err := json.Marshal(h)
@@ -120,9 +120,9 @@ func TestHighestFeedsSkew(t *testing.T) {
 	revs := []revisions.Revision{rev(1, cp(t, "v1.33.5", "")), rev(2, cp(t, "v1.34.2", "")), rev(3, cp(t, "v1.34.2", "3.6.5-0"))}
 	d := skew.EvaluateControlPlane(skew.ControlPlaneChange{
 		Kind: "KubeadmControlPlane", Name: "dev-control-plane",
-		OldVersion: "v1.34.2", OldEtcdImageTag: "3.6.5-0",
-		NewVersion: "v1.33.5",
-		History:    revisions.HighestOf(revs).SkewHistory(),
+		OldVersion: skew.ReadVersion("v1.34.2"), OldEtcdImageTag: skew.ReadEtcdVersion("3.6.5-0"),
+		NewVersion: skew.ReadVersion("v1.33.5"), NewEtcdImageTag: skew.ReadEtcdVersion(""),
+		History: revisions.HighestOf(revs).SkewHistory(),
 	})
 	require.False(t, d.Allowed())
 	var rules []skew.RuleID

@@ -5,7 +5,7 @@ import "testing"
 // classPlan is the plan Cluster API computes from a ClusterClass whose
 // spec.kubernetesVersions lists steps.
 func classPlan(steps ...string) *UpgradePlan {
-	return &UpgradePlan{Source: "ClusterClass demo-class spec.kubernetesVersions", Steps: steps}
+	return &UpgradePlan{Source: "ClusterClass demo-class spec.kubernetesVersions", Steps: ReadVersions(steps)}
 }
 
 func TestChainedTopologyUpgrade(t *testing.T) {
@@ -41,10 +41,10 @@ func TestChainedTopologyUpgrade(t *testing.T) {
 		{name: "an extension does not make a downgrade safe", cluster: true, old: "v1.35.2", new: "v1.33.5", plan: extension, want: []RuleID{down, etcd}},
 		// A plan never excuses a downgrade or an etcd downgrade.
 		{name: "a plan up toward the history narrows the gap", cluster: true, old: "v1.33.5", new: "v1.35.2",
-			hist: History{HighestKubernetes: "v1.36.1", HighestKubernetesSource: "revision 4"},
+			hist: History{HighestKubernetes: ReadVersion("v1.36.1"), HighestKubernetesSource: "revision 4"},
 			plan: classPlan("v1.34.3", "v1.35.2"), expect: expect{warnings: []string{"v1.35.2 stays below v1.36.1 (the highest version it has run, per revision 4)"}}},
 		{name: "a plan keeping a pinned etcd below what ran", cluster: true, old: "v1.33.5", new: "v1.35.2", oldTag: "3.5.24-0", newTag: "3.5.24-0",
-			hist: History{HighestEtcd: "3.6.5", HighestEtcdSource: "revision 2"},
+			hist: History{HighestEtcd: ReadEtcdVersion("3.6.5"), HighestEtcdSource: "revision 2"},
 			plan: classPlan("v1.34.3", "v1.35.2"), want: []RuleID{etcd}, expect: expect{
 				messages: []string{"Cluster demo: etcd downgrade from 3.6.5 (revision 2) to 3.5.24 (imageTag 3.5.24-0)"},
 			}},
@@ -55,22 +55,22 @@ func TestRevertOfAnUnrolledBump(t *testing.T) {
 	runCP(t, []cpCase{
 		// The bump never rolled out: going back is allowed, and said.
 		{name: "minor bump reverted", old: "v1.36.1", new: "v1.35.2", unrolled: true, running: []string{"v1.35.2"},
-			hist:   History{HighestKubernetes: "v1.35.2", HighestKubernetesSource: "revision 3", HighestEtcd: "3.6.6", HighestEtcdSource: "revision 3"},
+			hist:   History{HighestKubernetes: ReadVersion("v1.35.2"), HighestKubernetesSource: "revision 3", HighestEtcd: ReadEtcdVersion("3.6.6"), HighestEtcdSource: "revision 3"},
 			expect: expect{warnings: []string{"KubeadmControlPlane demo-control-plane: spec.version goes back from v1.36.1 to v1.35.2; allowed as a revert only because no control-plane machine was created with v1.36.1 or runs it"}}},
 		{name: "topology bump reverted", cluster: true, old: "v1.36.1", new: "v1.35.2", unrolled: true, running: []string{"v1.35.2"},
 			expect: expect{warnings: []string{"Cluster demo: spec.topology.version goes back from v1.36.1"}}},
 		{name: "etcd tag bump reverted", old: "v1.35.2", new: "v1.35.2", oldTag: "3.7.0-0", newTag: "", unrolled: true, running: []string{"v1.35.2"},
-			hist: History{HighestEtcd: "3.6.6", HighestEtcdSource: "revision 3"}},
+			hist: History{HighestEtcd: ReadEtcdVersion("3.6.6"), HighestEtcdSource: "revision 3"}},
 		// Its unsafe neighbours: what ran still counts.
 		{name: "the same revert once a machine ran the bump", old: "v1.36.1", new: "v1.35.2", running: []string{"v1.35.2", "v1.36.1"},
 			want: []RuleID{down}, expect: expect{messages: []string{"Kubernetes downgrade from v1.36.1 to v1.35.2"}}},
 		{name: "reverting below what the machines run", old: "v1.36.1", new: "v1.34.3", unrolled: true, running: []string{"v1.35.2"},
 			want: []RuleID{down}, expect: expect{messages: []string{"Kubernetes downgrade from v1.35.2 (run by a control-plane machine) to v1.34.3"}}},
 		{name: "reverting below what the history ran", old: "v1.36.1", new: "v1.34.3", unrolled: true,
-			hist: History{HighestKubernetes: "v1.35.2", HighestKubernetesSource: "revision 3"},
+			hist: History{HighestKubernetes: ReadVersion("v1.35.2"), HighestKubernetesSource: "revision 3"},
 			want: []RuleID{down}, expect: expect{messages: []string{"Kubernetes downgrade from v1.35.2 (the highest version it has run, per revision 3) to v1.34.3"}}},
 		{name: "etcd tag reverted below the history", old: "v1.35.2", new: "v1.35.2", oldTag: "3.7.0-0", newTag: "3.5.24-0", unrolled: true,
-			hist: History{HighestEtcd: "3.6.6", HighestEtcdSource: "revision 3"}, want: []RuleID{etcd},
+			hist: History{HighestEtcd: ReadEtcdVersion("3.6.6"), HighestEtcdSource: "revision 3"}, want: []RuleID{etcd},
 			expect: expect{messages: []string{"etcd downgrade from 3.6.6 (revision 3) to 3.5.24 (imageTag 3.5.24-0)"}}},
 	})
 }

@@ -8,8 +8,10 @@ import (
 	"github.com/blang/semver/v4"
 )
 
-// ParsedHistory is History with its versions read.
-type ParsedHistory struct {
+// History is what a control plane is known to have run, from its recorded
+// revisions: the highest Kubernetes and etcd versions, each with where it
+// came from.
+type History struct {
 	// HighestKubernetes is the highest Kubernetes version ever run; unset if
 	// unknown.
 	HighestKubernetes Version
@@ -21,9 +23,9 @@ type ParsedHistory struct {
 	HighestEtcdSource string
 }
 
-// ParsedWorker is Worker with its version read: a pool or a Machine whose
-// kubelet talks to the control plane.
-type ParsedWorker struct {
+// Worker is one worker whose kubelet talks to the control plane: a pool
+// (MachineDeployment, MachinePool) or a Machine.
+type Worker struct {
 	// Kind is "MachineDeployment", "MachinePool" or "Machine".
 	Kind string
 	// Name is the object's name.
@@ -31,26 +33,34 @@ type ParsedWorker struct {
 	// Version is the pool's spec version or the machine's kubelet version;
 	// unset means unknown: the worker is skipped with no warning.
 	Version Version
-	// PoolKind and PoolName name the pool a Machine belongs to, as in Worker.
+	// PoolKind and PoolName name the pool a Machine belongs to
+	// ("MachineDeployment" or "MachinePool"); both "" when it belongs to
+	// none or its pool is not known. A pool leaves them empty. Refusals
+	// name a pool's Machines together with it, in one line per rule.
 	PoolKind, PoolName string
 }
 
-// ParsedUpgradePlan is UpgradePlan with its steps read.
-type ParsedUpgradePlan struct {
-	// Source names where the steps come from, for messages.
+// UpgradePlan is how Cluster API's topology controller carries out one change
+// of spec.topology.version (a chained upgrade, Cluster API v1.12 and later).
+type UpgradePlan struct {
+	// Source names where the steps come from, for messages, e.g.
+	// "ClusterClass demo-class spec.kubernetesVersions".
 	Source string
 	// Steps are the versions the control plane goes through, in order; the
 	// last is the new version. Empty when Extension decides them.
 	Steps []Version
-	// Extension names the upgrade-plan extension that computes the steps.
+	// Extension names the upgrade-plan extension (ClusterClass
+	// spec.upgrade.external.generateUpgradePlanExtension) that computes the
+	// steps when the upgrade starts; only the target can be judged here.
 	Extension string
 }
 
-// ParsedControlPlaneChange is the facts of one change to a control plane's
-// version or etcd, every version read once, as the rules take them: a
-// KubeadmControlPlane update, or a Cluster topology version change. It is
-// ControlPlaneChange read; an unset Version or EtcdVersion stands for "".
-type ParsedControlPlaneChange struct {
+// ControlPlaneChange is the facts of one change to a control plane's
+// version or etcd, every version read once (ReadVersion, ReadEtcdVersion)
+// where the facts are gathered: a KubeadmControlPlane update, a Cluster
+// topology version change, or a change of a control plane read through
+// Cluster API's contract. An unset Version or EtcdVersion stands for "".
+type ControlPlaneChange struct {
 	// Kind and Name name the changed object in messages
 	// ("KubeadmControlPlane", "Cluster").
 	Kind, Name string
@@ -74,14 +84,14 @@ type ParsedControlPlaneChange struct {
 	// (KubeadmControlPlane status.versions[].version, status.version); may be empty.
 	RunningVersions []Version
 	// History is what the control plane is known to have run before.
-	History ParsedHistory
+	History History
 	// Workers are the workers whose kubelets talk to this control plane.
-	Workers []ParsedWorker
+	Workers []Worker
 	// Plan, when set, is how Cluster API carries out this change of a
 	// topology version: the versions the control plane goes through (a
 	// chained upgrade), or the upgrade-plan extension that will decide them.
 	// nil: the control plane goes straight to NewVersion.
-	Plan *ParsedUpgradePlan
+	Plan *UpgradePlan
 	// NoEtcd says the control plane runs no etcd the policy knows (a
 	// control plane other than kubeadm's, read through Cluster API's
 	// contract): rule EtcdDowngrade does not apply.
@@ -94,13 +104,13 @@ type ParsedControlPlaneChange struct {
 	PreviousUnrolled bool
 }
 
-// EvaluateParsedControlPlane judges one change to a control plane's
+// EvaluateControlPlane judges one change to a control plane's
 // Kubernetes version or etcd image tag against rules ControlPlaneDowngrade,
 // EtcdDowngrade, ControlPlaneMinorSkip, ControlPlaneLeavesWorkerNewer,
 // ControlPlaneLeavesWorkerTooOld and InvalidVersion: a new version or etcd
 // image tag that is not one is refused; any other fact that is not a version
 // is left out with a warning.
-func EvaluateParsedControlPlane(c ParsedControlPlaneChange) Decision {
+func EvaluateControlPlane(c ControlPlaneChange) Decision {
 	var r verdict
 	obj := object(c.Kind, c.Name)
 	versionField := orDefault(c.VersionField, kcpVersionField)
@@ -225,7 +235,7 @@ func checkDowngrade(r *verdict, obj, field string, newVersion Version, old known
 // checkSkip is rule ControlPlaneMinorSkip: the new minor must be at most one
 // above the lowest of the previous spec and the running machines; with an
 // upgrade plan, every step of it must be.
-func checkSkip(r *verdict, plan *ParsedUpgradePlan, obj, field string, newVersion Version, old known, oldKnown bool, running []known) {
+func checkSkip(r *verdict, plan *UpgradePlan, obj, field string, newVersion Version, old known, oldKnown bool, running []known) {
 	newV := newVersion.v
 	var all []known
 	if oldKnown {
@@ -272,7 +282,7 @@ func checkSkip(r *verdict, plan *ParsedUpgradePlan, obj, field string, newVersio
 // upgrade-plan extension decides its steps only when the upgrade starts, and
 // Cluster API refuses a plan that skips a minor, so the jump itself is allowed
 // with a warning saying so.
-func checkPlan(r *verdict, plan *ParsedUpgradePlan, obj, field string, newVersion Version, base known) {
+func checkPlan(r *verdict, plan *UpgradePlan, obj, field string, newVersion Version, base known) {
 	newV := newVersion.v
 	from := vs(base.v)
 	if base.src != "" {
@@ -320,7 +330,7 @@ func checkPlan(r *verdict, plan *ParsedUpgradePlan, obj, field string, newVersio
 // checkEtcdAlongPlan is rule EtcdDowngrade for a change that may go through
 // steps: the step whose etcd is lowest is judged (the new version itself
 // when there are no steps, or when it is that step).
-func checkEtcdAlongPlan(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdField string, old known, oldKnown bool, running []known) {
+func checkEtcdAlongPlan(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, old known, oldKnown bool, running []known) {
 	newV := c.NewVersion.v
 	at := newV
 	if c.Plan != nil {
@@ -340,7 +350,7 @@ func checkEtcdAlongPlan(r *verdict, c ParsedControlPlaneChange, obj, versionFiel
 // checkEtcd is rule EtcdDowngrade: the etcd minor the control plane would run
 // at version at (the new version, or a step on the way to it) must not be
 // below the highest etcd minor it has run.
-func checkEtcd(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdField string, newV, at semver.Version, old known, oldKnown bool, running []known) {
+func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV, at semver.Version, old known, oldKnown bool, running []known) {
 	noDefault := func(err error, what string) { r.warn(fmt.Sprintf("%s: %v; %s", obj, err, what)) }
 	newEtcd, newSrc, err := EtcdForTag(at, c.NewEtcdImageTag)
 	if err != nil {
@@ -431,7 +441,7 @@ func checkEtcd(r *verdict, c ParsedControlPlaneChange, obj, versionField, etcdFi
 // (refused) or leaves it as it was (a warning). ok is false when the worker
 // breaks neither, or its version is unknown or does not parse.
 // reportWorkersLeft words the findings, a line per group of workers.
-func checkWorkerLeft(r *verdict, obj string, newV semver.Version, old known, oldKnown bool, w ParsedWorker) (leftWorker, bool) {
+func checkWorkerLeft(r *verdict, obj string, newV semver.Version, old known, oldKnown bool, w Worker) (leftWorker, bool) {
 	if w.Version.text == "" || !other(r, obj+": "+object(w.Kind, w.Name), w.Version) {
 		return leftWorker{}, false
 	}

@@ -2,6 +2,7 @@ package skew
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,9 +27,9 @@ func (c cpCase) change() ControlPlaneChange {
 	ch := ControlPlaneChange{
 		Kind: "KubeadmControlPlane", Name: "demo-control-plane",
 		VersionField: "spec.version", EtcdField: etcdField,
-		OldVersion: c.old, NewVersion: c.new,
-		OldEtcdImageTag: c.oldTag, NewEtcdImageTag: c.newTag,
-		RunningVersions: c.running, History: c.hist, Workers: c.workers,
+		OldVersion: ReadVersion(c.old), NewVersion: ReadVersion(c.new),
+		OldEtcdImageTag: ReadEtcdVersion(c.oldTag), NewEtcdImageTag: ReadEtcdVersion(c.newTag),
+		RunningVersions: ReadVersions(c.running), History: c.hist, Workers: c.workers,
 		Plan: c.plan, PreviousUnrolled: c.unrolled,
 	}
 	if c.cluster {
@@ -49,7 +50,7 @@ func runCP(t *testing.T, cases []cpCase) {
 }
 
 func md(name, version string) Worker {
-	return Worker{Kind: "MachineDeployment", Name: name, Version: version}
+	return Worker{Kind: "MachineDeployment", Name: name, Version: ReadVersion(version)}
 }
 
 const (
@@ -82,17 +83,17 @@ func TestControlPlaneDowngrade(t *testing.T) {
 		{name: "build metadata down a minor", old: "v1.35.2+vmware.1", new: "v1.34.4+vmware.1", want: []RuleID{down}, expect: expect{messages: []string{"from v1.35.2+vmware.1 to v1.34.4+vmware.1"}}},
 		{name: "no v prefix", old: "1.35.2", new: "1.34.1", want: []RuleID{down}, expect: expect{value: str("1.34.1"), messages: []string{"from v1.35.2 to v1.34.1"}}},
 		{name: "history higher than old, change lowers", old: "v1.35.0", new: "v1.34.3",
-			hist: History{HighestKubernetes: "v1.36.1", HighestKubernetesSource: "revision 4"}, want: []RuleID{down},
+			hist: History{HighestKubernetes: ReadVersion("v1.36.1"), HighestKubernetesSource: "revision 4"}, want: []RuleID{down},
 			expect: expect{messages: []string{"Kubernetes downgrade from v1.36.1 (the highest version it has run, per revision 4) to v1.34.3", "keep spec.version at v1.36.x or later"}}},
 		{name: "history higher than old, patch change keeps the gap: refused, the control plane ran v1.35", old: "v1.34.3", new: "v1.34.4",
-			hist: History{HighestKubernetes: "v1.35.0", HighestKubernetesSource: "revision 4"}, want: []RuleID{down},
+			hist: History{HighestKubernetes: ReadVersion("v1.35.0"), HighestKubernetesSource: "revision 4"}, want: []RuleID{down},
 			expect: expect{messages: []string{"Kubernetes downgrade from v1.35.0 (the highest version it has run, per revision 4) to v1.34.4"}}},
 		{name: "history higher than old, change moves up toward it", old: "v1.33.3", new: "v1.34.4",
-			hist: History{HighestKubernetes: "v1.35.0", HighestKubernetesSource: "revision 2"}, expect: expect{warnings: []string{"stays below v1.35.0"}}},
-		{name: "history at same minor", old: "v1.35.0", new: "v1.35.1", hist: History{HighestKubernetes: "v1.35.3", HighestKubernetesSource: "revision 7"}, expect: expect{noWarn: true}},
-		{name: "history without source", old: "v1.35.0", new: "v1.34.0", hist: History{HighestKubernetes: "v1.36.0"}, want: []RuleID{down},
+			hist: History{HighestKubernetes: ReadVersion("v1.35.0"), HighestKubernetesSource: "revision 2"}, expect: expect{warnings: []string{"stays below v1.35.0"}}},
+		{name: "history at same minor", old: "v1.35.0", new: "v1.35.1", hist: History{HighestKubernetes: ReadVersion("v1.35.3"), HighestKubernetesSource: "revision 7"}, expect: expect{noWarn: true}},
+		{name: "history without source", old: "v1.35.0", new: "v1.34.0", hist: History{HighestKubernetes: ReadVersion("v1.36.0")}, want: []RuleID{down},
 			expect: expect{messages: []string{"(the highest version it has run, per its history)"}}},
-		{name: "history invalid is ignored with a warning", old: "v1.35.0", new: "v1.35.1", hist: History{HighestKubernetes: "banana", HighestKubernetesSource: "revision 1"},
+		{name: "history invalid is ignored with a warning", old: "v1.35.0", new: "v1.35.1", hist: History{HighestKubernetes: ReadVersion("banana"), HighestKubernetesSource: "revision 1"},
 			expect: expect{warnings: []string{`"banana"`}}},
 		{name: "running higher than the spec", old: "v1.35.2", new: "v1.34.3", running: []string{"v1.35.2", "v1.35.2", "v1.35.2"}, want: []RuleID{down}},
 		{name: "aborting an upgrade mid-rollout", old: "v1.35.0", new: "v1.34.3", running: []string{"v1.34.3", "v1.35.0"}, want: []RuleID{down},
@@ -159,15 +160,15 @@ func TestEtcdDowngrade(t *testing.T) {
 		{name: "drop a pin equal to the next default", old: "v1.33.5", new: "v1.34.3", oldTag: "3.6.5-0", expect: expect{noWarn: true}},
 		{name: "drop a pin above the default", old: "v1.33.5", new: "v1.33.6", oldTag: "3.6.5-0", want: []RuleID{etcd}, expect: expect{field: etcdField, value: str("")}},
 		{name: "keep a pin through an upgrade", old: "v1.34.3", new: "v1.35.4", oldTag: "3.5.24-0", newTag: "3.5.24-0", running: []string{"v1.34.3"}, expect: expect{noWarn: true}},
-		{name: "history higher, tag lowers", old: "v1.34.3", new: "v1.34.3", newTag: "3.5.24-0", hist: History{HighestEtcd: "3.6.8-0", HighestEtcdSource: "revision 4"},
+		{name: "history higher, tag lowers", old: "v1.34.3", new: "v1.34.3", newTag: "3.5.24-0", hist: History{HighestEtcd: ReadEtcdVersion("3.6.8-0"), HighestEtcdSource: "revision 4"},
 			want: []RuleID{etcd}, expect: expect{messages: []string{"etcd downgrade from 3.6.8 (revision 4) to 3.5.24 (imageTag 3.5.24-0)"}}},
-		{name: "history higher than old, not lowered further: refused, etcd ran 3.6", old: "v1.33.5", new: "v1.33.6", hist: History{HighestEtcd: "3.6.8-0", HighestEtcdSource: "revision 4"},
+		{name: "history higher than old, not lowered further: refused, etcd ran 3.6", old: "v1.33.5", new: "v1.33.6", hist: History{HighestEtcd: ReadEtcdVersion("3.6.8-0"), HighestEtcdSource: "revision 4"},
 			want: []RuleID{etcd}, expect: expect{messages: []string{"etcd downgrade from 3.6.8 (revision 4) to 3.5.24 (kubeadm's default for v1.33.6)"}}},
-		{name: "history higher than old, tag moves toward it", old: "v1.34.3", oldTag: "3.4.13-0", new: "v1.34.3", newTag: "3.5.24-0", hist: History{HighestEtcd: "3.6.8-0", HighestEtcdSource: "revision 4"},
+		{name: "history higher than old, tag moves toward it", old: "v1.34.3", oldTag: "3.4.13-0", new: "v1.34.3", newTag: "3.5.24-0", hist: History{HighestEtcd: ReadEtcdVersion("3.6.8-0"), HighestEtcdSource: "revision 4"},
 			expect: expect{warnings: []string{"stays below 3.6.8 (revision 4); allowed"}}},
-		{name: "history without source", old: "v1.34.3", new: "v1.34.3", newTag: "3.5.24-0", hist: History{HighestEtcd: "v3.7.0"},
+		{name: "history without source", old: "v1.34.3", new: "v1.34.3", newTag: "3.5.24-0", hist: History{HighestEtcd: ReadEtcdVersion("v3.7.0")},
 			want: []RuleID{etcd}, expect: expect{messages: []string{"from 3.7.0 (its history)"}}},
-		{name: "history invalid", old: "v1.34.3", new: "v1.34.4", hist: History{HighestEtcd: "three"}, expect: expect{warnings: []string{`"three"`}}},
+		{name: "history invalid", old: "v1.34.3", new: "v1.34.4", hist: History{HighestEtcd: ReadEtcdVersion("three")}, expect: expect{warnings: []string{`"three"`}}},
 		{name: "running default counts", old: "v1.37.0", new: "v1.37.0", newTag: "3.6.8-0", running: []string{"v1.36.3", "v1.37.0"}, want: []RuleID{etcd}},
 		{name: "running default counts when old is invalid", old: "1.3four", new: "v1.34.3", newTag: "3.5.24-0", running: []string{"v1.34.3"}, want: []RuleID{etcd},
 			expect: expect{messages: []string{"from 3.6.5 (kubeadm's default for v1.34.3)"}}},
@@ -247,18 +248,18 @@ func TestControlPlaneLeavesWorkers(t *testing.T) {
 			expect: expect{warnings: []string{"MachineDeployment md-0 runs v1.31.0, 4 minors older than v1.35.1, beyond the kubelet skew; allowed"}}},
 		{name: "already newer, patch change", old: "v1.34.0", new: "v1.34.1", workers: []Worker{md("md-0", "v1.35.0")},
 			expect: expect{warnings: []string{"MachineDeployment md-0 runs v1.35.0, newer than v1.34.1; allowed"}}},
-		{name: "already newer, upgrade closes the gap", old: "v1.34.0", new: "v1.35.0", workers: []Worker{{Kind: "Machine", Name: "m-1", Version: "v1.36.0"}},
+		{name: "already newer, upgrade closes the gap", old: "v1.34.0", new: "v1.35.0", workers: []Worker{{Kind: "Machine", Name: "m-1", Version: ReadVersion("v1.36.0")}},
 			expect: expect{warnings: []string{"Machine m-1 runs v1.36.0, newer than v1.35.0"}}},
 		{name: "unknown worker version skipped silently", old: "v1.35.0", new: "v1.36.0", workers: []Worker{md("md-0", "")}, expect: expect{noWarn: true}},
-		{name: "invalid worker version warns", old: "v1.35.0", new: "v1.36.0", workers: []Worker{{Kind: "MachinePool", Name: "mp-0", Version: "garbage"}},
+		{name: "invalid worker version warns", old: "v1.35.0", new: "v1.36.0", workers: []Worker{{Kind: "MachinePool", Name: "mp-0", Version: ReadVersion("garbage")}},
 			expect: expect{warnings: []string{`KubeadmControlPlane demo-control-plane: MachinePool mp-0: ignoring "garbage"`}}},
 		{name: "no old version: worker newer", old: "", new: "v1.34.0", workers: []Worker{md("md-0", "v1.35.0")}, want: []RuleID{newer}},
 		{name: "old invalid: worker too old", old: "bogus", new: "v1.36.0", workers: []Worker{md("md-0", "v1.32.0")}, want: []RuleID{tooOld}},
 		{name: "two offending workers, one fine", old: "v1.35.0", new: "v1.36.0",
-			workers: []Worker{md("md-a", "v1.32.4"), md("md-b", "v1.34.0"), {Kind: "Machine", Name: "m-9", Version: "v1.31.2"}}, want: []RuleID{tooOld, tooOld},
+			workers: []Worker{md("md-a", "v1.32.4"), md("md-b", "v1.34.0"), {Kind: "Machine", Name: "m-9", Version: ReadVersion("v1.31.2")}}, want: []RuleID{tooOld, tooOld},
 			expect: expect{messages: []string{"MachineDeployment md-a runs v1.32.4", "Machine m-9 runs v1.31.2, 5 minors older"}}},
 		{name: "machine pool newer after downgrade", old: "v1.36.0", new: "v1.35.0",
-			workers: []Worker{{Kind: "MachinePool", Name: "mp-1", Version: "v1.36.0"}}, want: []RuleID{down, newer}, expect: expect{messages: []string{"MachinePool mp-1 runs v1.36.0"}}},
+			workers: []Worker{{Kind: "MachinePool", Name: "mp-1", Version: ReadVersion("v1.36.0")}}, want: []RuleID{down, newer}, expect: expect{messages: []string{"MachinePool mp-1 runs v1.36.0"}}},
 		{name: "rc worker ahead of a downgrade", old: "v1.37.0", new: "v1.36.2", workers: []Worker{md("md-0", "v1.37.0-rc.0")}, want: []RuleID{down, etcd, newer}},
 		{name: "build metadata worker", old: "v1.35.0+vmware.1", new: "v1.36.0+vmware.1", workers: []Worker{md("md-0", "v1.33.0+vmware.2")}, expect: expect{noWarn: true}},
 	})
@@ -330,8 +331,25 @@ func TestSweepUpgradeLeavesWorkers(t *testing.T) {
 	}
 }
 
+// BenchmarkEvaluateControlPlane is the policy alone on a control-plane
+// upgrade (benchFacts): its facts read from their texts, as package policy
+// reads them from objects, and judged.
 func BenchmarkEvaluateControlPlane(b *testing.B) {
-	c := benchChange()
+	f := newBenchFacts()
+	b.ReportAllocs()
+	for b.Loop() {
+		d := EvaluateControlPlane(f.read())
+		if !d.Allowed() {
+			b.Fatal(d.Violations)
+		}
+	}
+}
+
+// BenchmarkControlPlaneRules is the rules alone on the change of
+// BenchmarkEvaluateControlPlane, its versions read beforehand, as package
+// policy hands them over.
+func BenchmarkControlPlaneRules(b *testing.B) {
+	c := newBenchFacts().read()
 	b.ReportAllocs()
 	for b.Loop() {
 		d := EvaluateControlPlane(c)
@@ -341,74 +359,102 @@ func BenchmarkEvaluateControlPlane(b *testing.B) {
 	}
 }
 
-// BenchmarkEvaluateParsedControlPlane is the rules alone on the change of
-// BenchmarkEvaluateControlPlane, its versions read beforehand, as package
-// policy hands them over.
-func BenchmarkEvaluateParsedControlPlane(b *testing.B) {
-	c := benchChange().Parse()
-	b.ReportAllocs()
-	for b.Loop() {
-		d := EvaluateParsedControlPlane(c)
-		if !d.Allowed() {
-			b.Fatal(d.Violations)
-		}
-	}
+// benchFacts is a control-plane upgrade with 3 running versions, 10
+// workers and a history, every version as written.
+type benchFacts struct {
+	running []string
+	// workers are the MachineDeployments' names, workerVersions their versions.
+	workers, workerVersions []string
 }
 
-// benchChange is a control-plane upgrade with 3 running versions, 10
-// workers and a history.
-func benchChange() ControlPlaneChange {
+func newBenchFacts() benchFacts {
+	f := benchFacts{running: []string{"v1.35.4", "v1.35.4", "v1.36.3"}}
+	for i := range 10 {
+		f.workers = append(f.workers, fmt.Sprintf("md-%d", i))
+		f.workerVersions = append(f.workerVersions, fmt.Sprintf("v1.%d.2", 33+i%3))
+	}
+	return f
+}
+
+// read reads every version of f, as the facts of a change are gathered.
+func (f benchFacts) read() ControlPlaneChange {
 	c := ControlPlaneChange{
 		Kind: "KubeadmControlPlane", Name: "prod-control-plane",
 		VersionField: "spec.version", EtcdField: etcdField,
-		OldVersion: "v1.35.4", NewVersion: "v1.36.3",
-		OldEtcdImageTag: "", NewEtcdImageTag: "",
-		RunningVersions: []string{"v1.35.4", "v1.35.4", "v1.36.3"},
-		History:         History{HighestKubernetes: "v1.35.4", HighestKubernetesSource: "revision 6", HighestEtcd: "3.6.6-0", HighestEtcdSource: "revision 6"},
+		OldVersion: ReadVersion("v1.35.4"), NewVersion: ReadVersion("v1.36.3"),
+		OldEtcdImageTag: ReadEtcdVersion(""), NewEtcdImageTag: ReadEtcdVersion(""),
+		RunningVersions: ReadVersions(f.running),
+		History:         History{HighestKubernetes: ReadVersion("v1.35.4"), HighestKubernetesSource: "revision 6", HighestEtcd: ReadEtcdVersion("3.6.6-0"), HighestEtcdSource: "revision 6"},
+		Workers:         make([]Worker, len(f.workers)),
 	}
-	for i := range 10 {
-		c.Workers = append(c.Workers, md(fmt.Sprintf("md-%d", i), fmt.Sprintf("v1.%d.2", 33+i%3)))
+	for i, name := range f.workers {
+		c.Workers[i] = md(name, f.workerVersions[i])
 	}
 	return c
 }
 
-// TestParsedFactsLeftUnset: a version or tag never read (the zero Version
+// TestFactsLeftUnset: a version or tag never read (the zero Version
 // or EtcdVersion) is judged as one written "": the rules read no text.
-func TestParsedFactsLeftUnset(t *testing.T) {
+func TestFactsLeftUnset(t *testing.T) {
 	cases := []struct {
 		name   string
 		change ControlPlaneChange
-		// unset clears, in the parsed change, the facts the change leaves "".
-		unset func(*ParsedControlPlaneChange)
+		// unset clears, in the change read, the facts the change leaves "".
+		unset func(*ControlPlaneChange)
 	}{
 		{
 			name:   "a create",
-			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", NewVersion: "v1.36.1"},
-			unset: func(p *ParsedControlPlaneChange) {
+			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", NewVersion: ReadVersion("v1.36.1")},
+			unset: func(p *ControlPlaneChange) {
 				p.OldVersion, p.OldEtcdImageTag, p.NewEtcdImageTag = Version{}, EtcdVersion{}, EtcdVersion{}
 				p.History.HighestKubernetes, p.History.HighestEtcd = Version{}, EtcdVersion{}
 			},
 		},
 		{
 			name: "a downgrade below its history, a worker of unknown version",
-			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", OldVersion: "v1.35.2", NewVersion: "v1.34.3",
-				History: History{HighestKubernetes: "v1.36.1"}, Workers: []Worker{md("md-0", ""), md("md-1", "v1.35.2")}},
-			unset: func(p *ParsedControlPlaneChange) {
+			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", OldVersion: ReadVersion("v1.35.2"), NewVersion: ReadVersion("v1.34.3"),
+				History: History{HighestKubernetes: ReadVersion("v1.36.1")}, Workers: []Worker{md("md-0", ""), md("md-1", "v1.35.2")}},
+			unset: func(p *ControlPlaneChange) {
 				p.OldEtcdImageTag, p.NewEtcdImageTag, p.History.HighestEtcd = EtcdVersion{}, EtcdVersion{}, EtcdVersion{}
 				p.Workers[0].Version = Version{}
 			},
 		},
 		{
 			name:   "no new version",
-			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", OldVersion: "v1.35.2"},
-			unset:  func(p *ParsedControlPlaneChange) { p.NewVersion = Version{} },
+			change: ControlPlaneChange{Kind: "KubeadmControlPlane", Name: "cp", OldVersion: ReadVersion("v1.35.2")},
+			unset:  func(p *ControlPlaneChange) { p.NewVersion = Version{} },
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := c.change.Parse()
+			p := readUnset(c.change)
 			c.unset(&p)
-			assert.Equal(t, EvaluateControlPlane(c.change), EvaluateParsedControlPlane(p))
+			assert.Equal(t, EvaluateControlPlane(readUnset(c.change)), EvaluateControlPlane(p))
 		})
 	}
+}
+
+// readUnset gives every fact c leaves unset what reading "" gives, as
+// gathering a change from an object's empty fields does.
+func readUnset(c ControlPlaneChange) ControlPlaneChange {
+	version := func(v Version) Version {
+		if v.Text() == "" {
+			return ReadVersion("")
+		}
+		return v
+	}
+	tag := func(v EtcdVersion) EtcdVersion {
+		if v.Text() == "" {
+			return ReadEtcdVersion("")
+		}
+		return v
+	}
+	c.OldVersion, c.NewVersion = version(c.OldVersion), version(c.NewVersion)
+	c.OldEtcdImageTag, c.NewEtcdImageTag = tag(c.OldEtcdImageTag), tag(c.NewEtcdImageTag)
+	c.History.HighestKubernetes, c.History.HighestEtcd = version(c.History.HighestKubernetes), tag(c.History.HighestEtcd)
+	c.Workers = slices.Clone(c.Workers)
+	for i := range c.Workers {
+		c.Workers[i].Version = version(c.Workers[i].Version)
+	}
+	return c
 }

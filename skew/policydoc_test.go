@@ -25,7 +25,7 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 		with(kcp("v1.35.0", "v1.35.0"), func(c *cpCase) { c.newTag = "latest" }),
 		kcp("v1.35.2", "v1.34.1"),
 		with(kcp("v1.35.0", "v1.34.3"), func(c *cpCase) {
-			c.hist = History{HighestKubernetes: "v1.36.1", HighestKubernetesSource: "revision 4"}
+			c.hist = History{HighestKubernetes: ReadVersion("v1.36.1"), HighestKubernetesSource: "revision 4"}
 		}),
 		with(kcp("v1.34.3", "v1.34.3"), func(c *cpCase) { c.newTag = "3.5.24-0" }),
 		with(kcp("v1.36.1", "v1.36.1"), func(c *cpCase) { c.oldTag = "3.7.0-0" }),
@@ -43,7 +43,7 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 			c.workers = workers([]Worker{md("md-0", "v1.32.4")}, docMachines("MachineDeployment", "md-0", "x7k2q", 3, "v1.31.9"))
 		}),
 		with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) {
-			c.workers = workers([]Worker{{Kind: "MachinePool", Name: "mp-0", Version: "v1.33.1"}}, docMachines("MachinePool", "mp-0", "", 4, "v1.32.4"))
+			c.workers = workers([]Worker{{Kind: "MachinePool", Name: "mp-0", Version: ReadVersion("v1.33.1")}}, docMachines("MachinePool", "mp-0", "", 4, "v1.32.4"))
 		}),
 		{cluster: true, old: "v1.34.3", new: "v1.33.5"},
 		{cluster: true, old: "v1.33.5", new: "v1.36.1"},
@@ -59,10 +59,10 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 		}
 	}
 	workers := []WorkerChange{
-		{NewVersion: "1.35.x", OldVersion: "v1.30.0", ControlPlane: kcpState("v1.35.0")},
-		{NewVersion: "v1.35.0", OldVersion: "v1.34.3", ControlPlane: kcpState("v1.35.0", "v1.34.3", "v1.35.0")},
-		{NewVersion: "v1.31.0", OldVersion: "v1.34.3", ControlPlane: kcpState("v1.35.0", "v1.34.3", "v1.35.0")},
-		{NewVersion: "v1.24.17", ControlPlane: kcpState("v1.27.0")},
+		{NewVersion: ReadVersion("1.35.x"), OldVersion: ReadVersion("v1.30.0"), ControlPlane: kcpState("v1.35.0")},
+		{NewVersion: ReadVersion("v1.35.0"), OldVersion: ReadVersion("v1.34.3"), ControlPlane: kcpState("v1.35.0", "v1.34.3", "v1.35.0")},
+		{NewVersion: ReadVersion("v1.31.0"), OldVersion: ReadVersion("v1.34.3"), ControlPlane: kcpState("v1.35.0", "v1.34.3", "v1.35.0")},
+		{NewVersion: ReadVersion("v1.24.17"), ControlPlane: kcpState("v1.27.0")},
 	}
 	for _, w := range workers {
 		w.Kind, w.Name, w.VersionField = "MachineDeployment", "md-0", "spec.template.spec.version"
@@ -76,9 +76,9 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 		EvaluateControlPlane(kcp("v1.39.0", "v1.40.0").change()),
 		EvaluateControlPlane(with(kcp("v1.36.1", "v1.37.0"), func(c *cpCase) { c.oldTag = "3.5.24-0" }).change()),
 		EvaluateControlPlane(with(kcp("v1.35.0", "v1.36.0"), func(c *cpCase) {
-			c.workers = []Worker{{Kind: "MachinePool", Name: "mp-0", Version: "garbage"}}
+			c.workers = []Worker{{Kind: "MachinePool", Name: "mp-0", Version: ReadVersion("garbage")}}
 		}).change()),
-		EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-0", OldVersion: "v1.30.0", NewVersion: "v1.31.0", ControlPlane: kcpState("v1.35.0")}),
+		EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-0", OldVersion: ReadVersion("v1.30.0"), NewVersion: ReadVersion("v1.31.0"), ControlPlane: kcpState("v1.35.0")}),
 		EvaluateControlPlane(cpCase{cluster: true, old: "v1.33.5", new: "v1.36.1", plan: classPlan("v1.34.3", "v1.35.2", "v1.36.1")}.change()),
 		EvaluateControlPlane(cpCase{cluster: true, old: "v1.32.4", new: "v1.36.1", plan: &UpgradePlan{Source: "upgrade-plan extension plan.demo", Extension: "plan.demo"}}.change()),
 		EvaluateControlPlane(cpCase{old: "v1.36.1", new: "v1.35.2", unrolled: true, running: []string{"v1.35.2"}}.change()),

@@ -249,7 +249,7 @@ func FuzzParseVersion(f *testing.F) {
 			require.Equal(t, 0, v.Compare(again))
 		}
 		// Any input, anywhere, must give a decision rather than a panic.
-		_ = EvaluateControlPlane(ControlPlaneChange{OldVersion: "v1.35.0", NewVersion: s, NewEtcdImageTag: s, RunningVersions: []string{s}, Workers: []Worker{{Kind: "Machine", Name: "m", Version: s}}})
-		_ = EvaluateWorker(WorkerChange{OldVersion: s, NewVersion: "v1.35.0", ControlPlane: &ControlPlaneState{Version: s}})
+		_ = EvaluateControlPlane(ControlPlaneChange{OldVersion: ReadVersion("v1.35.0"), NewVersion: ReadVersion(s), NewEtcdImageTag: ReadEtcdVersion(s), RunningVersions: ReadVersions([]string{s}), Workers: []Worker{{Kind: "Machine", Name: "m", Version: ReadVersion(s)}}})
+		_ = EvaluateWorker(WorkerChange{OldVersion: ReadVersion(s), NewVersion: ReadVersion("v1.35.0"), ControlPlane: &ControlPlaneState{Version: ReadVersion(s)}})
 	})
 }

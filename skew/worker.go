@@ -4,10 +4,10 @@ import (
 	"fmt"
 )
 
-// ParsedControlPlaneState is what a worker change is judged against, its
-// versions read: ControlPlaneState read. Any control plane that follows
-// Cluster API's contract (spec.version, status.version) fits.
-type ParsedControlPlaneState struct {
+// ControlPlaneState is what a worker change is judged against, its
+// versions read. Any control plane that follows Cluster API's contract
+// (spec.version, status.version) fits, not only KubeadmControlPlane.
+type ControlPlaneState struct {
 	// Kind and Name name the control plane in messages.
 	Kind, Name string
 	// Version is the control plane's spec.version; unset if not known.
@@ -19,10 +19,11 @@ type ParsedControlPlaneState struct {
 	RunningVersions []Version
 }
 
-// ParsedWorkerChange is the facts of one change (or create) of a worker
-// pool's version, its versions read: WorkerChange read.
-type ParsedWorkerChange struct {
-	// Kind and Name name the pool in messages ("MachineDeployment").
+// WorkerChange is the facts of one change (or create) of a worker pool's
+// version (a MachineDeployment or a MachinePool), its versions read.
+type WorkerChange struct {
+	// Kind and Name name the pool in messages ("MachineDeployment",
+	// "MachinePool").
 	Kind, Name string
 	// VersionField is the field path of the version; default
 	// "spec.template.spec.version".
@@ -33,15 +34,15 @@ type ParsedWorkerChange struct {
 	NewVersion Version
 	// ControlPlane is the cluster's control plane; nil when unknown, which
 	// gives a warning and no violation.
-	ControlPlane *ParsedControlPlaneState
+	ControlPlane *ControlPlaneState
 }
 
-// EvaluateParsedWorker judges one change (or create) of a worker pool's
+// EvaluateWorker judges one change (or create) of a worker pool's
 // version against rules WorkerNewerThanControlPlane, WorkerTooOld and
 // InvalidVersion. A pool that is already out of skew may still be edited as
 // long as the edit does not move it further out: that gives a warning, not
 // a refusal.
-func EvaluateParsedWorker(c ParsedWorkerChange) Decision {
+func EvaluateWorker(c WorkerChange) Decision {
 	var r verdict
 	obj := object(c.Kind, c.Name)
 	field := orDefault(c.VersionField, workerVersionField)

@@ -22,7 +22,7 @@ type workerCase struct {
 }
 
 func kcpState(version string, running ...string) *ControlPlaneState {
-	return &ControlPlaneState{Kind: "KubeadmControlPlane", Name: "demo-control-plane", Version: version, RunningVersions: running}
+	return &ControlPlaneState{Kind: "KubeadmControlPlane", Name: "demo-control-plane", Version: ReadVersion(version), RunningVersions: ReadVersions(running)}
 }
 
 func runWorker(t *testing.T, cases []workerCase) {
@@ -31,7 +31,7 @@ func runWorker(t *testing.T, cases []workerCase) {
 		t.Run(c.name, func(t *testing.T) {
 			d := EvaluateWorker(WorkerChange{
 				Kind: "MachineDeployment", Name: "md-0", VersionField: "spec.template.spec.version",
-				OldVersion: c.old, NewVersion: c.new, ControlPlane: c.cp,
+				OldVersion: ReadVersion(c.old), NewVersion: ReadVersion(c.new), ControlPlane: c.cp,
 			})
 			check(t, d, c.want, c.expect)
 		})
@@ -114,12 +114,12 @@ func TestWorkerFacts(t *testing.T) {
 		{name: "invalid running entry", old: "v1.34.0", new: "v1.35.0", cp: kcpState("v1.35.0", "?", "v1.35.0"), expect: expect{warnings: []string{`ignoring "?"`}}},
 		{name: "no valid control-plane version", old: "v1.34.0", new: "v1.38.0", cp: kcpState("", "x"), expect: expect{warnings: []string{"no version of control plane KubeadmControlPlane demo-control-plane known; version skew not checked"}}},
 		{name: "empty control plane", old: "v1.34.0", new: "v1.38.0", cp: &ControlPlaneState{}, expect: expect{warnings: []string{"version skew not checked"}}},
-		{name: "other control-plane kind", old: "v1.34.0", new: "v1.36.0", cp: &ControlPlaneState{Kind: "AWSManagedControlPlane", Name: "eks", Version: "v1.35.0"}, want: []RuleID{wNewer},
+		{name: "other control-plane kind", old: "v1.34.0", new: "v1.36.0", cp: &ControlPlaneState{Kind: "AWSManagedControlPlane", Name: "eks", Version: ReadVersion("v1.35.0")}, want: []RuleID{wNewer},
 			expect: expect{messages: []string{"control plane AWSManagedControlPlane eks"}}},
 	})
 
 	// The default field path.
-	d := EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-1", NewVersion: "v1.36.0", ControlPlane: kcpState("v1.35.0")})
+	d := EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-1", NewVersion: ReadVersion("v1.36.0"), ControlPlane: kcpState("v1.35.0")})
 	require.Len(t, d.Violations, 1)
 	assert.Equal(t, "spec.template.spec.version", d.Violations[0].Field)
 }
@@ -142,7 +142,7 @@ func TestSweepWorkers(t *testing.T) {
 				if c-w > allowedBehind {
 					want = append(want, wOld)
 				}
-				d := EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-0", NewVersion: worker, ControlPlane: kcpState(cp)})
+				d := EvaluateWorker(WorkerChange{Kind: "MachineDeployment", Name: "md-0", NewVersion: ReadVersion(worker), ControlPlane: kcpState(cp)})
 				require.Equal(t, sorted(want...), rules(d), "%v", d.Violations)
 				assert.Empty(t, d.Warnings)
 			})

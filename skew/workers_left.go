@@ -24,7 +24,7 @@ type leftWorker struct {
 	// refused says the change creates or widens the breach; false: it leaves
 	// it as it was, which is only a warning.
 	refused bool
-	worker  ParsedWorker
+	worker  Worker
 	v       semver.Version
 }
 

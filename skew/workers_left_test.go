@@ -11,7 +11,7 @@ import (
 
 // machineOf is a worker Machine of a pool; pool "" is a Machine of no known pool.
 func machineOf(poolKind, pool, name, version string) Worker {
-	return Worker{Kind: "Machine", Name: name, Version: version, PoolKind: poolKind, PoolName: pool}
+	return Worker{Kind: "Machine", Name: name, Version: ReadVersion(version), PoolKind: poolKind, PoolName: pool}
 }
 
 // mdMachines returns n Machines of MachineDeployment pool at version, named
@@ -91,7 +91,7 @@ func TestWorkersLeftAreGrouped(t *testing.T) {
 			workers: workers(
 				[]Worker{machineOf("", "", "loose-b", "v1.35.1"), machineOf("", "", "loose-a", "v1.35.2")},
 				mdMachines("md-1", 2, "v1.35.2"),
-				[]Worker{{Kind: "MachinePool", Name: "mp-0", Version: "v1.35.2"}, machineOf("MachinePool", "mp-0", "mp-0-x", "v1.35.2")},
+				[]Worker{{Kind: "MachinePool", Name: "mp-0", Version: ReadVersion("v1.35.2")}, machineOf("MachinePool", "mp-0", "mp-0-x", "v1.35.2")},
 				[]Worker{md("md-1", "v1.35.2"), md("md-0", "v1.35.0")},
 			),
 			want: []string{

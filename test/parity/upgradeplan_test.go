@@ -55,8 +55,8 @@ func TestClassUpgradePlanMatchesClusterAPI(t *testing.T) {
 				_, invalid := desiredstate.DefaultAndValidateUpgradePlans(to, from, "", want, nil)
 				d := skew.EvaluateControlPlane(skew.ControlPlaneChange{
 					Kind: "Cluster", Name: "demo", VersionField: "spec.topology.version",
-					OldVersion: from, NewVersion: to, RunningVersions: []string{from},
-					Plan: &skew.UpgradePlan{Source: "ClusterClass demo-class spec.kubernetesVersions", Steps: got},
+					OldVersion: skew.ReadVersion(from), NewVersion: skew.ReadVersion(to), RunningVersions: skew.ReadVersions([]string{from}),
+					Plan: &skew.UpgradePlan{Source: "ClusterClass demo-class spec.kubernetesVersions", Steps: skew.ReadVersions(got)},
 				})
 				refusedSkip := slices.ContainsFunc(d.Violations, func(v skew.Violation) bool { return v.Rule == skew.RuleControlPlaneMinorSkip })
 				assert.Equal(t, invalid != nil, refusedSkip, "%s: Cluster API's validation says %v; the guard's violations %v", label, invalid, d.Violations)
