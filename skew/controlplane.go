@@ -112,71 +112,85 @@ type ControlPlaneChange struct {
 // is left out with a warning.
 func EvaluateControlPlane(c ControlPlaneChange) Decision {
 	var r verdict
-	obj := object(c.Kind, c.Name)
-	versionField := orDefault(c.VersionField, kcpVersionField)
-	etcdField := orDefault(c.EtcdField, kcpEtcdField)
-
-	newV := c.NewVersion
-	if !newV.Valid() {
-		r.refuse(invalid(obj, versionField, newV.text, "Kubernetes", "a Kubernetes version such as v1.35.2"))
+	f := controlPlaneFacts{
+		c:            c,
+		obj:          object(c.Kind, c.Name),
+		versionField: orDefault(c.VersionField, kcpVersionField),
+		etcdField:    orDefault(c.EtcdField, kcpEtcdField),
+		newV:         c.NewVersion,
+	}
+	if !f.newV.Valid() {
+		r.refuse(invalid(f.obj, f.versionField, f.newV.text, "Kubernetes", "a Kubernetes version such as v1.35.2"))
 	}
 	newTagOK := true
 	if c.NewEtcdImageTag.text != "" && !c.NewEtcdImageTag.Valid() {
 		newTagOK = false
-		r.refuse(invalid(obj, etcdField, c.NewEtcdImageTag.text, "etcd", "an etcd image tag such as 3.6.5-0, or leave it empty for kubeadm's default"))
+		r.refuse(invalid(f.obj, f.etcdField, c.NewEtcdImageTag.text, "etcd", "an etcd image tag such as 3.6.5-0, or leave it empty for kubeadm's default"))
 	}
-	if !newV.Valid() {
+	if !f.newV.Valid() {
 		return r.d
 	}
 
 	// What is known of the control plane before the change.
-	var old known
-	oldKnown := false
 	if c.OldVersion.text != "" {
 		if c.OldVersion.Valid() {
-			old, oldKnown = known{v: c.OldVersion.v}, true
+			f.old, f.oldKnown = known{v: c.OldVersion.v}, true
 		} else {
-			r.warn(fmt.Sprintf("%s: the previous %s %q is not a Kubernetes version; the change is judged against the running versions and history only", obj, versionField, c.OldVersion.text))
+			r.warn(fmt.Sprintf("%s: the previous %s %q is not a Kubernetes version; the change is judged against the running versions and history only", f.obj, f.versionField, c.OldVersion.text))
 		}
 	}
-	var running []known
 	for _, v := range c.RunningVersions {
-		if other(&r, obj+": running control-plane version", v) {
-			running = append(running, known{v: v.v, src: "run by a control-plane machine"})
+		if other(&r, f.obj+": running control-plane version", v) {
+			f.running = append(f.running, known{v: v.v, src: "run by a control-plane machine"})
 		}
 	}
-	var hist []known
 	if h := c.History.HighestKubernetes; h.text != "" {
-		if other(&r, obj+": highest Kubernetes version in its history", h) {
-			hist = append(hist, known{v: h.v, src: "the highest version it has run, per " + orDefault(c.History.HighestKubernetesSource, "its history"), recorded: true})
+		if other(&r, f.obj+": highest Kubernetes version in its history", h) {
+			f.hist = append(f.hist, known{v: h.v, src: "the highest version it has run, per " + orDefault(c.History.HighestKubernetesSource, "its history"), recorded: true})
 		}
 	}
 
-	// A previous spec that never rolled out says nothing of what the control
-	// plane has run: only the running machines and the history do.
-	asRun, asRunKnown := old, oldKnown
-	if c.PreviousUnrolled {
-		asRunKnown = false
-		if oldKnown && MinorOf(newV.v).Less(MinorOf(old.v)) {
-			r.warn(fmt.Sprintf("%s: %s goes back from %s to %s; allowed as a revert only because no control-plane machine was created with %s or runs it", obj, versionField, vs(old.v), vs(newV.v), vs(old.v)))
-		}
+	if c.PreviousUnrolled && f.oldKnown && MinorOf(f.newV.v).Less(MinorOf(f.old.v)) {
+		r.warn(fmt.Sprintf("%s: %s goes back from %s to %s; allowed as a revert only because no control-plane machine was created with %s or runs it", f.obj, f.versionField, vs(f.old.v), vs(f.newV.v), vs(f.old.v)))
 	}
-	checkDowngrade(&r, obj, versionField, newV, asRun, asRunKnown, running, hist)
+	checkDowngrade(&r, f)
 	if newTagOK && !c.NoEtcd {
-		checkEtcdAlongPlan(&r, c, obj, versionField, etcdField, old, oldKnown, running)
+		checkEtcdAlongPlan(&r, f)
 	}
-	checkSkip(&r, c.Plan, obj, versionField, newV, old, oldKnown, running)
+	checkSkip(&r, f)
 	var left []leftWorker
 	for _, w := range c.Workers {
-		if l, ok := checkWorkerLeft(&r, obj, newV.v, old, oldKnown, w); ok {
+		if l, ok := checkWorkerLeft(&r, f, w); ok {
 			left = append(left, l)
 		}
 	}
-	reportWorkersLeft(&r, obj, versionField, newV, left)
+	reportWorkersLeft(&r, f, left)
 	if c.NoEtcd {
 		withoutKubeadm(&r.d)
 	}
 	return r.d
+}
+
+// controlPlaneFacts is what the rules of a control-plane change judge: the
+// change, how messages name it, and what is known of the control plane
+// before it, each version that is one read into a known.
+type controlPlaneFacts struct {
+	c ControlPlaneChange
+	// obj names the changed object in messages: "KubeadmControlPlane demo".
+	obj string
+	// versionField and etcdField are the field paths of its version and of
+	// its etcd image tag, defaults applied.
+	versionField, etcdField string
+	// newV is the new version; the rules see only a valid one.
+	newV Version
+	// old is the previous spec's version, when oldKnown (the change is an
+	// update, and the previous version is one).
+	old      known
+	oldKnown bool
+	// running are the versions the control-plane machines run.
+	running []known
+	// hist is the highest version of its history, when known.
+	hist []known
 }
 
 // kubeadmReasons are the reasons the rules give for a kubeadm control plane,
@@ -198,15 +212,19 @@ func withoutKubeadm(d *Decision) {
 }
 
 // checkDowngrade is rule ControlPlaneDowngrade: the new minor must not be
-// below the highest minor the control plane has run.
-func checkDowngrade(r *verdict, obj, field string, newVersion Version, old known, oldKnown bool, running, hist []known) {
+// below the highest minor the control plane has run. A previous spec that
+// never rolled out says nothing of what the control plane has run: only the
+// running machines and the history do.
+func checkDowngrade(r *verdict, f controlPlaneFacts) {
+	obj, field, newVersion := f.obj, f.versionField, f.newV
 	newV := newVersion.v
+	old, oldKnown := f.old, f.oldKnown && !f.c.PreviousUnrolled
 	var all []known
 	if oldKnown {
 		all = append(all, old)
 	}
-	all = append(all, running...)
-	all = append(all, hist...)
+	all = append(all, f.running...)
+	all = append(all, f.hist...)
 	top, ok := highest(all)
 	if !ok {
 		return
@@ -235,19 +253,20 @@ func checkDowngrade(r *verdict, obj, field string, newVersion Version, old known
 // checkSkip is rule ControlPlaneMinorSkip: the new minor must be at most one
 // above the lowest of the previous spec and the running machines; with an
 // upgrade plan, every step of it must be.
-func checkSkip(r *verdict, plan *UpgradePlan, obj, field string, newVersion Version, old known, oldKnown bool, running []known) {
-	newV := newVersion.v
+func checkSkip(r *verdict, f controlPlaneFacts) {
+	obj, field, newVersion := f.obj, f.versionField, f.newV
+	newV, old, oldKnown := newVersion.v, f.old, f.oldKnown
 	var all []known
 	if oldKnown {
 		all = append(all, old)
 	}
-	all = append(all, running...)
+	all = append(all, f.running...)
 	base, ok := lowest(all)
 	if !ok {
 		return
 	}
-	if plan != nil && MinorOf(newV).minorsAfter(MinorOf(base.v)) > 1 {
-		checkPlan(r, plan, obj, field, newVersion, base)
+	if f.c.Plan != nil && MinorOf(newV).minorsAfter(MinorOf(base.v)) > 1 {
+		checkPlan(r, f, base)
 		return
 	}
 	gap := MinorOf(newV).minorsAfter(MinorOf(base.v))
@@ -282,7 +301,8 @@ func checkSkip(r *verdict, plan *UpgradePlan, obj, field string, newVersion Vers
 // upgrade-plan extension decides its steps only when the upgrade starts, and
 // Cluster API refuses a plan that skips a minor, so the jump itself is allowed
 // with a warning saying so.
-func checkPlan(r *verdict, plan *UpgradePlan, obj, field string, newVersion Version, base known) {
+func checkPlan(r *verdict, f controlPlaneFacts, base known) {
+	plan, obj, field, newVersion := f.c.Plan, f.obj, f.versionField, f.newV
 	newV := newVersion.v
 	from := vs(base.v)
 	if base.src != "" {
@@ -330,8 +350,9 @@ func checkPlan(r *verdict, plan *UpgradePlan, obj, field string, newVersion Vers
 // checkEtcdAlongPlan is rule EtcdDowngrade for a change that may go through
 // steps: the step whose etcd is lowest is judged (the new version itself
 // when there are no steps, or when it is that step).
-func checkEtcdAlongPlan(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, old known, oldKnown bool, running []known) {
-	newV := c.NewVersion.v
+func checkEtcdAlongPlan(r *verdict, f controlPlaneFacts) {
+	c := f.c
+	newV := f.newV.v
 	at := newV
 	if c.Plan != nil {
 		lowestEtcd, _, lowestErr := EtcdForTag(newV, c.NewEtcdImageTag)
@@ -344,13 +365,15 @@ func checkEtcdAlongPlan(r *verdict, c ControlPlaneChange, obj, versionField, etc
 			}
 		}
 	}
-	checkEtcd(r, c, obj, versionField, etcdField, newV, at, old, oldKnown, running)
+	checkEtcd(r, f, at)
 }
 
 // checkEtcd is rule EtcdDowngrade: the etcd minor the control plane would run
 // at version at (the new version, or a step on the way to it) must not be
 // below the highest etcd minor it has run.
-func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField string, newV, at semver.Version, old known, oldKnown bool, running []known) {
+func checkEtcd(r *verdict, f controlPlaneFacts, at semver.Version) {
+	c, obj, versionField, etcdField := f.c, f.obj, f.versionField, f.etcdField
+	newV, old, oldKnown := f.newV.v, f.old, f.oldKnown
 	noDefault := func(err error, what string) { r.warn(fmt.Sprintf("%s: %v; %s", obj, err, what)) }
 	newEtcd, newSrc, err := EtcdForTag(at, c.NewEtcdImageTag)
 	if err != nil {
@@ -393,7 +416,7 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 		// Machines run kubeadm's default only when no tag was pinned; with a
 		// pinned tag they run that tag, counted above (or, when that tag never
 		// rolled out, the one before it, which History holds).
-		for _, k := range running {
+		for _, k := range f.running {
 			if v, src, err := EtcdForTag(k.v, EtcdVersion{}); err == nil {
 				seen = append(seen, known{v: v, src: src})
 			} else {
@@ -441,12 +464,13 @@ func checkEtcd(r *verdict, c ControlPlaneChange, obj, versionField, etcdField st
 // (refused) or leaves it as it was (a warning). ok is false when the worker
 // breaks neither, or its version is unknown or does not parse.
 // reportWorkersLeft words the findings, a line per group of workers.
-func checkWorkerLeft(r *verdict, obj string, newV semver.Version, old known, oldKnown bool, w Worker) (leftWorker, bool) {
-	if w.Version.text == "" || !other(r, obj+": "+object(w.Kind, w.Name), w.Version) {
+func checkWorkerLeft(r *verdict, f controlPlaneFacts, w Worker) (leftWorker, bool) {
+	if w.Version.text == "" || !other(r, f.obj+": "+object(w.Kind, w.Name), w.Version) {
 		return leftWorker{}, false
 	}
+	oldKnown := f.oldKnown
 	wv := w.Version.v
-	wm, cpNew, cpOld := MinorOf(wv), MinorOf(newV), MinorOf(old.v)
+	wm, cpNew, cpOld := MinorOf(wv), MinorOf(f.newV.v), MinorOf(f.old.v)
 
 	if bad := wm.minorsAfter(cpNew); bad > 0 {
 		return leftWorker{rule: RuleControlPlaneLeavesWorkerNewer, refused: worse(bad, oldKnown, wm.minorsAfter(cpOld)), worker: w, v: wv}, true

@@ -112,8 +112,9 @@ func groupWorkers(left []leftWorker) []*workerGroup {
 // reportWorkersLeft refuses, or warns about, the workers a control-plane
 // change leaves out of skew: one violation or warning per group of workers,
 // on the control plane's version field.
-func reportWorkersLeft(r *verdict, obj, field string, newVersion Version, left []leftWorker) {
-	newV, value := newVersion.v, newVersion.text
+func reportWorkersLeft(r *verdict, f controlPlaneFacts, left []leftWorker) {
+	obj, field := f.obj, f.versionField
+	newV, value := f.newV.v, f.newV.text
 	for _, g := range groupWorkers(left) {
 		who, runs := g.subject()
 		ref, refRuns := g.reference()
