@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -82,17 +81,18 @@ func HighestRunOfContract(u *unstructured.Unstructured) revisions.HighestRun {
 	if u == nil {
 		return revisions.HighestRun{}
 	}
-	var h revisions.HighestRun
-	if raw := u.GetAnnotations()[revisions.AnnotationHighestRun]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &h); err != nil {
-			h = revisions.HighestRun{}
-		}
-	}
+	return stampedHighest(u).Raise(contractRun(u), StampsOf(u).Revision)
+}
+
+// contractRun returns what a control plane read through the contract runs,
+// as its revision's content says; nothing when that cannot be read.
+func contractRun(u *unstructured.Unstructured) revisions.Run {
 	snap, err := revisions.ForContractControlPlane(u)
 	if err != nil {
-		return h
+		return revisions.Run{}
 	}
-	return revisions.FoldHighest(h, snap, StampsOf(u).Revision)
+	run, _ := revisions.RunOf(snap)
+	return run
 }
 
 // decideContractControlPlane judges a change of a control plane of another
@@ -118,11 +118,11 @@ func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *un
 		VersionField: contractVersionField,
 		NoEtcd:       true,
 		NewVersion:   skew.ReadVersion(newVersion),
-		History:      HighestRunOfContract(oldCP).SkewHistory(),
 	}
 	if oldCP != nil {
 		change.OldVersion = skew.ReadVersion(contractVersion(oldCP))
 		change.RunningVersions = contractRunningVersions(oldCP)
+		change.History = stampedHighest(oldCP).HistoryWith(contractRun(oldCP), StampsOf(oldCP).Revision)
 	}
 	clusterName := clusterNameOf(newCP)
 	if clusterName == "" && oldCP == nil {
@@ -150,7 +150,7 @@ func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *un
 	if before, ok := unrolledContractBump(oldCP, change.OldVersion, change.NewVersion, change.RunningVersions); ok {
 		// Going back from a bump no machine reports running: judged
 		// against what ran before it.
-		change.PreviousUnrolled, change.History = true, before.SkewHistory()
+		change.PreviousUnrolled, change.History = true, before.History()
 		d = skew.EvaluateControlPlane(change)
 	}
 	return d, warnings, nil
@@ -170,7 +170,7 @@ func unrolledContractBump(oldCP *unstructured.Unstructured, oldVersion, newVersi
 	if bump.Text() == "" {
 		return revisions.HighestRun{}, false
 	}
-	before, known := HighestRunOfContract(oldCP).BeforeOf(StampsOf(oldCP).Revision)
+	before, known := stampedHighest(oldCP).BeforeOf(StampsOf(oldCP).Revision)
 	if !known {
 		return revisions.HighestRun{}, false
 	}

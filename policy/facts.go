@@ -163,10 +163,11 @@ type kcpRead struct {
 	ran *kcpRun
 }
 
-// kcpRun is what a control plane has run: its stamp raised by its content
-// (HighestRunOf), and that as the rules take it.
+// kcpRun is what a control plane has run: its stamp, which also says what
+// ran before its latest revision, and the stamp raised by what the control
+// plane's spec runs (as HighestRunOf), as the rules take it.
 type kcpRun struct {
-	highest revisions.HighestRun
+	stamp   revisions.HighestRun
 	history skew.History
 }
 
@@ -183,10 +184,16 @@ func readKCP(kcp *controlplanev1.KubeadmControlPlane) *kcpRead {
 // run returns what the control plane has run, worked out on first use.
 func (k *kcpRead) run() *kcpRun {
 	if k.ran == nil {
-		h := HighestRunOf(k.obj)
-		k.ran = &kcpRun{highest: h, history: h.SkewHistory()}
+		stamp := stampedHighest(k.obj)
+		k.ran = &kcpRun{stamp: stamp, history: stamp.HistoryWith(k.runs(), StampsOf(k.obj).Revision)}
 	}
 	return k.ran
+}
+
+// runs returns what the control plane's spec runs.
+func (k *kcpRead) runs() revisions.Run {
+	run, _ := revisions.KubeadmRun(k.version, k.etcdTag)
+	return run
 }
 
 // kcpRunningVersions reads the versions a KubeadmControlPlane's machines run.

@@ -384,29 +384,27 @@ func versionOnly(obj, fieldPath string, version skew.Version) skew.Decision {
 }
 
 // HighestRunOf returns the highest versions a stored control plane is known
-// to have run: its stamp, raised by its own content (an object stamped before
-// the guard knew it, or not at all, still counts what it runs). nil gives
-// the zero value.
+// to have run: its stamp, raised by what its spec runs (an object stamped
+// before the guard knew it, or not at all, still counts what it runs). nil
+// gives the zero value.
 func HighestRunOf(kcp *controlplanev1.KubeadmControlPlane) revisions.HighestRun {
 	if kcp == nil {
 		return revisions.HighestRun{}
 	}
+	run, _ := revisions.KubeadmRun(skew.ReadVersion(kcp.Spec.Version), skew.ReadEtcdVersion(etcdImageTag(kcp)))
+	return stampedHighest(kcp).Raise(run, StampsOf(kcp).Revision)
+}
+
+// stampedHighest reads the highest-run stamp of an object, treating a
+// malformed one as absent (the guard overwrites it on the next change).
+func stampedHighest(obj client.Object) revisions.HighestRun {
 	var h revisions.HighestRun
-	if raw := kcp.GetAnnotations()[revisions.AnnotationHighestRun]; raw != "" {
+	if raw := obj.GetAnnotations()[revisions.AnnotationHighestRun]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &h); err != nil {
-			h = revisions.HighestRun{}
+			return revisions.HighestRun{}
 		}
 	}
-	// Only the version and the etcd image tag say what a control plane runs:
-	// fold a snapshot of just those, not of the whole (large) kubeadmConfigSpec.
-	runs := &controlplanev1.KubeadmControlPlane{}
-	runs.Spec.Version = kcp.Spec.Version
-	runs.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdImageTag(kcp)
-	snap, err := revisions.ForKubeadmControlPlane(runs)
-	if err != nil {
-		return h
-	}
-	return revisions.FoldHighest(h, snap, StampsOf(kcp).Revision)
+	return h
 }
 
 // StampsOf reads the revision stamps of an object, treating malformed ones

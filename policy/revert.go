@@ -67,7 +67,7 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, clusterNa
 // say.
 func (k *kcpRead) lastRevision() (revisions.HighestRun, time.Time, bool) {
 	stamp := StampsOf(k.obj)
-	before, known := k.run().highest.BeforeOf(stamp.Revision)
+	before, known := k.run().stamp.BeforeOf(stamp.Revision)
 	return before, stamp.ChangedAt, known && !stamp.ChangedAt.IsZero()
 }
 
@@ -89,7 +89,7 @@ func unrolledSince(before revisions.HighestRun, changedAt time.Time, running []s
 			return nil
 		}
 	}
-	return unrolledIfNoneRuns(before.SkewHistory(), running, machines, bump)
+	return unrolledIfNoneRuns(before.History(), running, machines, bump)
 }
 
 // unrolledTopologyBump reports whether a Cluster's topology version bump

@@ -46,10 +46,10 @@ func TestContractControlPlaneRevisions(t *testing.T) {
 	sum, err := snap.Summary()
 	require.NoError(t, err)
 	assert.Equal(t, Summary{Version: "v1.35.2", Infrastructure: "DevMachineTemplate/cp-a"}, sum)
-	k, e, err := RunOf(snap)
+	run, err := RunOf(snap)
 	require.NoError(t, err)
-	assert.Equal(t, "v1.35.2", k)
-	assert.Empty(t, e, "no etcd is known of another provider")
+	assert.Equal(t, "v1.35.2", run.Kubernetes.Text())
+	assert.Empty(t, run.Etcd.Text(), "no etcd is known of another provider")
 
 	gvk := schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KthreesControlPlane"}
 	cr := ControllerRevision(contractCP("v1.35.2", "cp-a"), gvk, snap, Record{Revision: 2, History: []int64{2}})

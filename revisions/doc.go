@@ -26,7 +26,7 @@
 // (FromControllerRevision, Sort), shows what changed (Diff, ChangeCause,
 // IsInPlace) and undoes a change (RollbackPatch). A control plane's recorded
 // revisions also tell the policy in package skew the highest Kubernetes and
-// etcd versions it has run (HighestOf, HighestRun.SkewHistory).
+// etcd versions it has run (HighestOf, HighestRun.History).
 //
 // The package is pure: no client, no I/O. The webhook and the CLI make the API
 // calls.

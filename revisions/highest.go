@@ -53,68 +53,131 @@ func (h HighestRun) BeforeOf(revision int64) (HighestRun, bool) {
 	return *h.Before, true
 }
 
-// RunOf returns what one control-plane revision runs: its Kubernetes
-// version, as written in spec.version, and its etcd version (e.g. "3.6.5"),
-// from skew.EtcdFor: the explicit etcd image tag, or kubeadm's default for the
-// Kubernetes version. When the etcd version cannot be known (an unparseable
-// version or image tag, a Kubernetes version no known kubeadm release covers)
-// it returns what it knows, with etcd "", and an error saying why. A
-// control plane read through the contract runs no etcd the product knows:
-// etcd is "" without an error.
-func RunOf(snap Snapshot) (kubernetes, etcd string, err error) {
+// Run is what one control-plane revision runs, each version read once: its
+// Kubernetes version, as written in spec.version, and its etcd version (e.g.
+// "3.6.5"), unset when not known.
+type Run struct {
+	Kubernetes skew.Version
+	Etcd       skew.EtcdVersion
+}
+
+// RunOf returns what one control-plane revision runs: for a
+// KubeadmControlPlane, KubeadmRun of its version and etcd image tag. When the
+// etcd version cannot be known it returns what it knows, with no etcd, and
+// an error saying why. A control plane read through the contract runs no
+// etcd the product knows: no etcd, without an error.
+func RunOf(snap Snapshot) (Run, error) {
 	switch snap.Kind {
-	case KindKubeadmControlPlane:
-	case KindContractControlPlane:
-		// Another provider's etcd (if any) is not known: only the
-		// Kubernetes version counts.
-		sum, err := snap.Summary()
-		if err != nil {
-			return "", "", fmt.Errorf("run of revision %s: %w", snap.Hash, err)
-		}
-		return sum.Version, "", nil
+	case KindKubeadmControlPlane, KindContractControlPlane:
 	default:
-		return "", "", fmt.Errorf("run of revision %s: a %q revision runs no control plane", snap.Hash, snap.Kind)
+		return Run{}, fmt.Errorf("run of revision %s: a %q revision runs no control plane", snap.Hash, snap.Kind)
 	}
 	sum, err := snap.Summary()
 	if err != nil {
-		return "", "", fmt.Errorf("run of revision %s: %w", snap.Hash, err)
+		return Run{}, fmt.Errorf("run of revision %s: %w", snap.Hash, err)
 	}
-	k, err := skew.ParseVersion(sum.Version)
+	k := skew.ReadVersion(sum.Version)
+	if snap.Kind == KindContractControlPlane {
+		// Another provider's etcd (if any) is not known: only the
+		// Kubernetes version counts.
+		return Run{Kubernetes: k}, nil
+	}
+	run, err := KubeadmRun(k, skew.ReadEtcdVersion(sum.EtcdImageTag))
 	if err != nil {
-		return sum.Version, "", fmt.Errorf("run of revision %s: %w", snap.Hash, err)
+		return run, fmt.Errorf("run of revision %s: %w", snap.Hash, err)
 	}
-	e, _, err := skew.EtcdFor(k, sum.EtcdImageTag)
+	return run, nil
+}
+
+// KubeadmRun returns what a KubeadmControlPlane at Kubernetes version k with
+// etcd image tag tag runs: its etcd from skew.EtcdForTag, the tag, or
+// kubeadm's default for k when the tag is unset. When the etcd version
+// cannot be known (k or the tag is not a version, or no known kubeadm
+// release covers k) the Run has no etcd, and the error says why.
+func KubeadmRun(k skew.Version, tag skew.EtcdVersion) (Run, error) {
+	run := Run{Kubernetes: k}
+	if !k.Valid() {
+		return run, k.Err()
+	}
+	e, _, err := skew.EtcdForTag(k.Semver(), tag)
 	if err != nil {
-		return sum.Version, "", fmt.Errorf("run of revision %s: etcd: %w", snap.Hash, err)
+		return run, fmt.Errorf("etcd: %w", err)
 	}
-	return sum.Version, e.String(), nil
+	run.Etcd = skew.ReadEtcdVersion(e.String())
+	return run, nil
 }
 
 // FoldHighest returns h raised by snap, the content of the given revision:
-// snap's Kubernetes version replaces h's when it is higher (a higher minor,
-// or a higher patch in the same minor), and likewise its etcd version.
-// Unparseable or unknown versions are skipped, as are snapshots that are not
-// of a control plane. On a tie the higher revision number is kept, so
-// the result does not depend on the order of folding.
+// h.Raise of RunOf(snap). A snapshot that is not of a control plane, or
+// whose content cannot be read, leaves h as it is.
 func FoldHighest(h HighestRun, snap Snapshot, revision int64) HighestRun {
-	k, e, _ := RunOf(snap)
-	if k != "" {
-		if nv, err := skew.ParseVersion(k); err == nil {
-			ov, oerr := skew.ParseVersion(h.Kubernetes)
-			if oerr != nil || raises(nv.Compare(ov), revision, h.KubernetesRevision) {
-				h.Kubernetes, h.KubernetesRevision = k, revision
-			}
-		}
-	}
-	if e != "" {
-		if nv, err := skew.ParseEtcdVersion(e); err == nil {
-			ov, oerr := skew.ParseEtcdVersion(h.Etcd)
-			if oerr != nil || raises(nv.Compare(ov), revision, h.EtcdRevision) {
-				h.Etcd, h.EtcdRevision = e, revision
-			}
-		}
-	}
+	run, _ := RunOf(snap)
+	return h.Raise(run, revision)
+}
+
+// Raise returns h raised by run, what the given revision runs: run's
+// Kubernetes version replaces h's when it is higher (a higher minor, or a
+// higher patch in the same minor), and likewise its etcd version. Versions
+// that are not versions, or unknown, are skipped. On a tie the higher
+// revision number is kept, so the result does not depend on the order of
+// raising.
+func (h HighestRun) Raise(run Run, revision int64) HighestRun {
+	r := h.read().raise(run, revision)
+	h.Kubernetes, h.KubernetesRevision = r.kubernetes.Text(), r.kubernetesRevision
+	h.Etcd, h.EtcdRevision = r.etcd.Text(), r.etcdRevision
 	return h
+}
+
+// History returns h as package skew takes it, each version read once;
+// sources read "revision 4".
+func (h HighestRun) History() skew.History {
+	return h.read().history()
+}
+
+// HistoryWith returns the History of h.Raise(run, revision), run's versions
+// taken as they were read.
+func (h HighestRun) HistoryWith(run Run, revision int64) skew.History {
+	return h.read().raise(run, revision).history()
+}
+
+// highestRead is a HighestRun (without Before), its versions read.
+type highestRead struct {
+	kubernetes         skew.Version
+	kubernetesRevision int64
+	etcd               skew.EtcdVersion
+	etcdRevision       int64
+}
+
+func (h HighestRun) read() highestRead {
+	return highestRead{
+		kubernetes:         skew.ReadVersion(h.Kubernetes),
+		kubernetesRevision: h.KubernetesRevision,
+		etcd:               skew.ReadEtcdVersion(h.Etcd),
+		etcdRevision:       h.EtcdRevision,
+	}
+}
+
+// raise is HighestRun.Raise of versions read.
+func (r highestRead) raise(run Run, revision int64) highestRead {
+	if k := run.Kubernetes; k.Valid() && (!r.kubernetes.Valid() || raises(k.Semver().Compare(r.kubernetes.Semver()), revision, r.kubernetesRevision)) {
+		r.kubernetes, r.kubernetesRevision = k, revision
+	}
+	if e := run.Etcd; e.Valid() && (!r.etcd.Valid() || raises(e.Semver().Compare(r.etcd.Semver()), revision, r.etcdRevision)) {
+		r.etcd, r.etcdRevision = e, revision
+	}
+	return r
+}
+
+// history is r as package skew takes it.
+func (r highestRead) history() skew.History {
+	out := skew.History{HighestKubernetes: r.kubernetes, HighestEtcd: r.etcd}
+	if r.kubernetes.Text() != "" {
+		out.HighestKubernetesSource = revisionSource(r.kubernetesRevision)
+	}
+	if r.etcd.Text() != "" {
+		out.HighestEtcdSource = revisionSource(r.etcdRevision)
+	}
+	return out
 }
 
 // raises reports whether a version comparing cmp to the current highest
@@ -131,19 +194,6 @@ func HighestOf(revs []Revision) HighestRun {
 		h = FoldHighest(h, r.Snapshot, r.Record.Revision)
 	}
 	return h
-}
-
-// SkewHistory converts h to the input of package skew, each version read;
-// sources read "revision 4".
-func (h HighestRun) SkewHistory() skew.History {
-	out := skew.History{HighestKubernetes: skew.ReadVersion(h.Kubernetes), HighestEtcd: skew.ReadEtcdVersion(h.Etcd)}
-	if h.Kubernetes != "" {
-		out.HighestKubernetesSource = revisionSource(h.KubernetesRevision)
-	}
-	if h.Etcd != "" {
-		out.HighestEtcdSource = revisionSource(h.EtcdRevision)
-	}
-	return out
 }
 
 func revisionSource(n int64) string {

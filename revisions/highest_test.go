@@ -42,9 +42,9 @@ func TestRunOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, e, err := revisions.RunOf(tt.snap)
-			assert.Equal(t, tt.wantK, k)
-			assert.Equal(t, tt.wantE, e)
+			run, err := revisions.RunOf(tt.snap)
+			assert.Equal(t, tt.wantK, run.Kubernetes.Text())
+			assert.Equal(t, tt.wantE, run.Etcd.Text())
 			if tt.wantErr {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErrString)
@@ -101,13 +101,13 @@ func TestFoldHighest(t *testing.T) {
 		revisions.FoldHighest(bad, cp(t, "v1.34.2", ""), 2))
 }
 
-func TestHighestRunSkewHistory(t *testing.T) {
+func TestHighestRunHistory(t *testing.T) {
 	h := revisions.HighestRun{Kubernetes: "v1.34.2", KubernetesRevision: 2, Etcd: "3.6.5", EtcdRevision: 4}
 	assert.Equal(t, skew.History{
 		HighestKubernetes: skew.ReadVersion("v1.34.2"), HighestKubernetesSource: "revision 2",
 		HighestEtcd: skew.ReadEtcdVersion("3.6.5"), HighestEtcdSource: "revision 4",
-	}, h.SkewHistory())
-	assert.Equal(t, skew.History{HighestKubernetes: skew.ReadVersion(""), HighestEtcd: skew.ReadEtcdVersion("")}, revisions.HighestRun{}.SkewHistory())
+	}, h.History())
+	assert.Equal(t, skew.History{HighestKubernetes: skew.ReadVersion(""), HighestEtcd: skew.ReadEtcdVersion("")}, revisions.HighestRun{}.History())
 
 	// The annotation round-trips through JSON.
 	raw, err := json.Marshal(h)
@@ -122,7 +122,7 @@ func TestHighestFeedsSkew(t *testing.T) {
 		Kind: "KubeadmControlPlane", Name: "dev-control-plane",
 		OldVersion: skew.ReadVersion("v1.34.2"), OldEtcdImageTag: skew.ReadEtcdVersion("3.6.5-0"),
 		NewVersion: skew.ReadVersion("v1.33.5"), NewEtcdImageTag: skew.ReadEtcdVersion(""),
-		History: revisions.HighestOf(revs).SkewHistory(),
+		History: revisions.HighestOf(revs).History(),
 	})
 	require.False(t, d.Allowed())
 	var rules []skew.RuleID
@@ -168,4 +168,30 @@ func TestAdvanceKeepsWhatRanBefore(t *testing.T) {
 	var back revisions.HighestRun
 	require.NoError(t, json.Unmarshal(raw, &back))
 	assert.Equal(t, h, back)
+}
+
+// TestHistoryWith: what a stamp and a revision have run together, as package
+// skew takes it, is the History of the stamp raised by that revision; a
+// KubeadmRun is RunOf a snapshot of the same version and etcd image tag.
+func TestHistoryWith(t *testing.T) {
+	stamps := []revisions.HighestRun{
+		{},
+		{Kubernetes: "v1.35.2", KubernetesRevision: 3, Etcd: "3.6.6", EtcdRevision: 3},
+		{Kubernetes: "v1.34.2", KubernetesRevision: 5, Etcd: "3.5.24", EtcdRevision: 2},
+		{Kubernetes: "banana", KubernetesRevision: 1, Etcd: "three", EtcdRevision: 1},
+	}
+	specs := [][2]string{{"v1.34.2", ""}, {"v1.35.2", ""}, {"v1.33.5", "3.6.8-0"}, {"latest", ""}, {"v1.40.0", ""}, {"v1.34.2", "stable"}, {"", ""}}
+	for _, h := range stamps {
+		for _, spec := range specs {
+			for _, revision := range []int64{0, 3, 4} {
+				run, kerr := revisions.KubeadmRun(skew.ReadVersion(spec[0]), skew.ReadEtcdVersion(spec[1]))
+				fromSnap, serr := revisions.RunOf(cp(t, spec[0], spec[1]))
+				assert.Equal(t, fromSnap.Kubernetes.Text(), run.Kubernetes.Text(), spec)
+				assert.Equal(t, fromSnap.Etcd.Text(), run.Etcd.Text(), spec)
+				assert.Equal(t, serr != nil, kerr != nil, spec)
+				assert.Equal(t, h.Raise(run, revision).History(), h.HistoryWith(run, revision), "%+v %v %d", h, spec, revision)
+				assert.Equal(t, revisions.FoldHighest(h, cp(t, spec[0], spec[1]), revision), h.Raise(run, revision), "%+v %v %d", h, spec, revision)
+			}
+		}
+	}
 }
