@@ -1,11 +1,21 @@
 // Package skew is the rollout policy of the guard: it parses Kubernetes and etcd
 // versions, knows which etcd kubeadm deploys for each Kubernetes version, and
-// decides whether one change to a control plane or a worker pool keeps a
-// Cluster API cluster inside the Kubernetes version-skew policy and never
-// downgrades etcd.
+// decides whether one change keeps a Cluster API cluster inside the
+// Kubernetes version-skew policy and never downgrades etcd.
 //
-// The package is pure: it takes the facts of one change and returns a
-// Decision. Gathering those facts (from an admission request, a cache or the
+// EvaluateControlPlane judges a change of a control plane's version or etcd
+// image tag: a KubeadmControlPlane's, a Cluster's topology version (through
+// the steps of its ClusterClass's upgrade plan, when it has one), or the
+// version of another provider's control plane read through Cluster API's
+// contract, which is judged without kubeadm's etcd rules. It weighs the change
+// against what the control plane runs and has run, and against its workers:
+// MachineDeployments, MachinePools and Machines. EvaluateWorker judges a
+// change of a worker pool's version (a MachineDeployment or a MachinePool)
+// against its control plane.
+//
+// The package is pure: it takes the facts of one change, every version read
+// once into a Version or EtcdVersion where the facts are gathered, and returns
+// a Decision. Gathering those facts (from an admission request, a cache or the
 // CLI's client) is the caller's job, so the guard and the CLI judge every
 // change with the same code.
 //
