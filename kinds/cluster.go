@@ -14,6 +14,7 @@ var Cluster = Kind{
 	New:          func() client.Object { return &clusterv1.Cluster{} },
 	RolloutAfter: func(client.Object) string { return "" },
 	ClusterName:  func(o client.Object) string { return o.GetName() },
+	Decide:       decideAs("Cluster", Judge.DecideCluster),
 	Trim: func(o client.Object) {
 		c, ok := o.(*clusterv1.Cluster)
 		if !ok {

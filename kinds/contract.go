@@ -40,6 +40,7 @@ func Contract(gvk schema.GroupVersionKind) Kind {
 			return after
 		},
 		ClusterName:   func(o client.Object) string { return clusterName(o, "") },
+		Decide:        decideAs(gvk.Kind, Judge.DecideContractControlPlane),
 		ContentCached: true,
 	}
 }

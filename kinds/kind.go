@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,6 +43,9 @@ type Kind struct {
 	// keeps the owner references and labels of kinds with revisions. nil:
 	// the kind is cached whole (but its managed fields).
 	Trim func(client.Object)
+	// Decide is how a change of the kind is judged: which of the policy's
+	// ways (Judge) decides it, with what of the object.
+	Decide Decision
 	// ContentCached says whether Trim keeps all of the revision content, so
 	// the history reconciler can take an object's live revision from the
 	// cache. When it does not, the cache notes the hash of the whole
@@ -114,4 +118,9 @@ func HistoryOf(obj client.Object) (Kind, bool) {
 		return Kind{}, false
 	}
 	return kind, true
+}
+
+// errWrongKind says that obj was handed to the entry of another kind.
+func errWrongKind(kind string, obj client.Object) error {
+	return fmt.Errorf("expected a %s, got %T", kind, obj)
 }

@@ -49,6 +49,7 @@ var KubeadmControlPlane = Kind{
 			kcp.Status.Versions = l.Status.Versions
 		})
 	},
+	Decide: decideAs("KubeadmControlPlane", Judge.DecideKubeadmControlPlane),
 	Trim: func(o client.Object) {
 		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
 		if !ok {

@@ -47,6 +47,13 @@ var MachineDeployment = Kind{
 			*md = clusterv1.MachineDeployment{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
 		})
 	},
+	Decide: decidePool("MachineDeployment", func(o client.Object) (string, string, bool) {
+		md, ok := o.(*clusterv1.MachineDeployment)
+		if !ok || md == nil {
+			return "", "", false
+		}
+		return md.Spec.ClusterName, md.Spec.Template.Spec.Version, true
+	}),
 	Trim: func(o client.Object) {
 		md, ok := o.(*clusterv1.MachineDeployment)
 		if !ok {

@@ -41,6 +41,15 @@ var MachinePool = Kind{
 			*mp = clusterv1.MachinePool{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
 		})
 	},
+	// Judged exactly as a MachineDeployment: both run kubelets of
+	// spec.template.spec.version against their Cluster's control plane.
+	Decide: decidePool("MachinePool", func(o client.Object) (string, string, bool) {
+		mp, ok := o.(*clusterv1.MachinePool)
+		if !ok || mp == nil {
+			return "", "", false
+		}
+		return mp.Spec.ClusterName, mp.Spec.Template.Spec.Version, true
+	}),
 	Trim: func(o client.Object) {
 		mp, ok := o.(*clusterv1.MachinePool)
 		if !ok {

@@ -95,12 +95,12 @@ func contractRun(u *unstructured.Unstructured) revisions.Run {
 	return run
 }
 
-// decideContractControlPlane judges a change of a control plane of another
+// DecideContractControlPlane judges a change of a control plane of another
 // provider, read through Cluster API's contract: the rules of every
 // Kubernetes control plane (no minor downgrade below what it has run, one
 // minor at a time, workers kept within skew), not the etcd rules, which need
 // kubeadm's etcd.
-func (p Policy) decideContractControlPlane(ctx context.Context, oldCP, newCP *unstructured.Unstructured) (skew.Decision, []string, error) {
+func (p Policy) DecideContractControlPlane(ctx context.Context, oldCP, newCP *unstructured.Unstructured) (skew.Decision, []string, error) {
 	kind := newCP.GetKind()
 	id := fmt.Sprintf("%s %s/%s", kind, newCP.GetNamespace(), newCP.GetName())
 	newVersion := contractVersion(newCP)

@@ -10,13 +10,13 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
@@ -46,88 +46,52 @@ func (p Policy) facts() factReader {
 	return factReader{reader: p.Reader, mapper: p.Mapper, indexed: p.Indexed, listed: p.ControlPlaneKinds}
 }
 
-// Decide judges the change of oldObj (nil on create) into newObj. Besides the
+// Decide judges the change of oldObj (nil on create) into newObj, as the
+// registry's entry for newObj's kind says (kinds.Kind.Decide). Besides the
 // decision it returns warnings of the guard's own (facts it could not find).
 func (p Policy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.Decision, []string, error) {
-	switch obj := newObj.(type) {
-	case *clusterv1.MachineDeployment:
-		old, _ := oldObj.(*clusterv1.MachineDeployment)
-		return p.decideMachineDeployment(ctx, old, obj)
-	case *clusterv1.MachinePool:
-		old, _ := oldObj.(*clusterv1.MachinePool)
-		return p.decideMachinePool(ctx, old, obj)
-	case *controlplanev1.KubeadmControlPlane:
-		old, _ := oldObj.(*controlplanev1.KubeadmControlPlane)
-		return p.decideKubeadmControlPlane(ctx, old, obj)
-	case *clusterv1.Cluster:
-		old, _ := oldObj.(*clusterv1.Cluster)
-		return p.decideCluster(ctx, old, obj)
-	case *unstructured.Unstructured:
-		// A control plane of another provider, read through the contract.
-		old, _ := oldObj.(*unstructured.Unstructured)
-		return p.decideContractControlPlane(ctx, old, obj)
+	kind, ok := kinds.Of(newObj)
+	if !ok || kind.Decide == nil {
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard has no policy for %T", newObj)
 	}
-	return skew.Decision{}, nil, fmt.Errorf("rollout-guard has no policy for %T", newObj)
+	return kind.Decide(ctx, p, oldObj, newObj)
 }
 
-func (p Policy) decideMachineDeployment(ctx context.Context, oldMD, newMD *clusterv1.MachineDeployment) (skew.Decision, []string, error) {
-	pool := workerPool{kind: "MachineDeployment", namespace: newMD.Namespace, name: newMD.Name, clusterName: newMD.Spec.ClusterName, newVersion: newMD.Spec.Template.Spec.Version}
-	if oldMD != nil {
-		pool.oldVersion, pool.hasOld = oldMD.Spec.Template.Spec.Version, true
-	}
-	return p.decideWorkerPool(ctx, pool)
-}
+var _ kinds.Judge = Policy{}
 
-// decideMachinePool judges a MachinePool exactly as a MachineDeployment:
-// both run kubelets of spec.template.spec.version against their Cluster's
-// control plane.
-func (p Policy) decideMachinePool(ctx context.Context, oldMP, newMP *clusterv1.MachinePool) (skew.Decision, []string, error) {
-	pool := workerPool{kind: "MachinePool", namespace: newMP.Namespace, name: newMP.Name, clusterName: newMP.Spec.ClusterName, newVersion: newMP.Spec.Template.Spec.Version}
-	if oldMP != nil {
-		pool.oldVersion, pool.hasOld = oldMP.Spec.Template.Spec.Version, true
-	}
-	return p.decideWorkerPool(ctx, pool)
-}
-
-// workerPool is the part of a worker pool (MachineDeployment or
-// MachinePool) its version change is judged on.
-type workerPool struct {
-	kind, namespace, name, clusterName string
-	oldVersion, newVersion             string
-	// hasOld is false on create.
-	hasOld bool
-}
-
-// decideWorkerPool judges a worker pool's version change against its
+// DecideWorkerPool judges a worker pool's version change against its
 // Cluster's control plane: the one code path of every worker pool kind.
-func (p Policy) decideWorkerPool(ctx context.Context, pool workerPool) (skew.Decision, []string, error) {
-	if pool.hasOld && pool.oldVersion == pool.newVersion || pool.newVersion == "" {
+func (p Policy) DecideWorkerPool(ctx context.Context, pool kinds.PoolChange) (skew.Decision, []string, error) {
+	if pool.HasOld && pool.OldVersion == pool.NewVersion || pool.NewVersion == "" {
 		return skew.Decision{}, nil, nil
 	}
 	change := skew.WorkerChange{
-		Kind:         pool.kind,
-		Name:         pool.name,
+		Kind:         pool.Kind,
+		Name:         pool.Name,
 		VersionField: workerVersionField,
-		NewVersion:   skew.ReadVersion(pool.newVersion),
+		NewVersion:   skew.ReadVersion(pool.NewVersion),
 	}
-	if pool.hasOld {
-		change.OldVersion = skew.ReadVersion(pool.oldVersion)
+	if pool.HasOld {
+		change.OldVersion = skew.ReadVersion(pool.OldVersion)
 	}
-	cp, reason, err := p.facts().controlPlaneOf(ctx, pool.namespace, pool.clusterName)
+	cp, reason, err := p.facts().controlPlaneOf(ctx, pool.Namespace, pool.ClusterName)
 	if err != nil {
-		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of %s %s/%s: %w", pool.kind, pool.namespace, pool.name, err)
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of %s %s/%s: %w", pool.Kind, pool.Namespace, pool.Name, err)
 	}
 	if cp == nil {
 		// Without a control plane there is nothing to judge the skew against:
 		// refuse only what is wrong on its own, and say why the rest was not checked.
-		return versionOnly(pool.kind+" "+pool.name, workerVersionField, change.NewVersion),
-			[]string{fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.kind, pool.namespace, pool.name, reason)}, nil
+		return versionOnly(pool.Kind+" "+pool.Name, workerVersionField, change.NewVersion),
+			[]string{fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.Kind, pool.Namespace, pool.Name, reason)}, nil
 	}
 	change.ControlPlane = cp
 	return skew.EvaluateWorker(change), nil, nil
 }
 
-func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (skew.Decision, []string, error) {
+// DecideKubeadmControlPlane judges a KubeadmControlPlane's change (oldKCP
+// nil on create): its version against what it has run and its workers, its
+// etcd against what etcd has run.
+func (p Policy) DecideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (skew.Decision, []string, error) {
 	if oldKCP != nil && oldKCP.Spec.Version == newKCP.Spec.Version && etcdImageTag(oldKCP) == etcdImageTag(newKCP) {
 		return skew.Decision{}, nil, nil
 	}
@@ -184,7 +148,9 @@ func (p Policy) decideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 	return d, warnings, nil
 }
 
-func (p Policy) decideCluster(ctx context.Context, oldCluster, newCluster *clusterv1.Cluster) (skew.Decision, []string, error) {
+// DecideCluster judges a topology Cluster's version change (oldCluster nil
+// on create), as Cluster API's topology controller will carry it out.
+func (p Policy) DecideCluster(ctx context.Context, oldCluster, newCluster *clusterv1.Cluster) (skew.Decision, []string, error) {
 	var oldVersion string
 	if oldCluster != nil {
 		oldVersion = oldCluster.Spec.Topology.Version
