@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,19 @@ func TestRolloutAfter(t *testing.T) {
 	}
 	if got := MachinePool.RolloutAfter(&clusterv1.MachinePool{}); got != "" {
 		t.Errorf("MachinePool: %q", got)
+	}
+}
+
+// TestMachinePoolLabelValue holds the label value a MachinePool's Machines
+// carry equal to Cluster API's (format.MustFormatValue of Cluster API
+// v1.14.2): the name itself while it is a valid label value, else its hash.
+func TestMachinePoolLabelValue(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"mp-0", "mp-0"},
+		{"pool-" + strings.Repeat("x", 70), "hash_YSBc6g_z"},
+	} {
+		if got := MachinePoolLabelValue(tc.name); got != tc.want {
+			t.Errorf("MachinePoolLabelValue(%q) = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,8 +1,11 @@
 package kinds
 
 import (
+	"encoding/base64"
 	"fmt"
+	"hash/fnv"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,4 +62,20 @@ var MachinePool = Kind{
 		mp.Status = clusterv1.MachinePoolStatus{}
 	},
 	ContentCached: true,
+}
+
+// MachinePoolLabelValue is the value Cluster API writes into the
+// cluster.x-k8s.io/pool-name label of the Machines of the MachinePool named
+// name, so a client can select them: the name when it is a valid label
+// value, else "hash_" + the unpadded URL-safe base64 of its 32-bit FNV-1a
+// hash + "_z" (format.MustFormatValue of
+// sigs.k8s.io/cluster-api/util/labels/format, which the product does not
+// import: it lives in Cluster API's controller module).
+func MachinePoolLabelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name)) // never fails
+	return "hash_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil)) + "_z"
 }

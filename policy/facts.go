@@ -2,9 +2,7 @@ package policy
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"sort"
 	"strings"
@@ -15,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
@@ -259,7 +257,7 @@ func (f factReader) workersOf(ctx context.Context, namespace, clusterName string
 		if mp.Spec.ClusterName != clusterName {
 			continue
 		}
-		poolByLabel[poolLabelValue(mp.Name)] = mp.Name
+		poolByLabel[kinds.MachinePoolLabelValue(mp.Name)] = mp.Name
 		if which.skips(mp.Labels) {
 			continue
 		}
@@ -318,26 +316,6 @@ func poolOf(labels map[string]string, poolByLabel map[string]string) (kind, name
 		return "MachinePool", value
 	}
 	return "", ""
-}
-
-// MachinePoolLabelValue is the value of the cluster.x-k8s.io/pool-name
-// label Cluster API puts on the Machines of the MachinePool named name (see
-// poolLabelValue), so a client can select them.
-func MachinePoolLabelValue(name string) string { return poolLabelValue(name) }
-
-// poolLabelValue is the value Cluster API writes into a Machine's
-// cluster.x-k8s.io/pool-name label for a MachinePool name: the name when it
-// is a valid label value, else "hash_" + the unpadded URL-safe base64 of its
-// 32-bit FNV-1a hash + "_z" (format.MustFormatValue of
-// sigs.k8s.io/cluster-api/util/labels/format, which the product does not
-// import: it lives in Cluster API's controller module).
-func poolLabelValue(name string) string {
-	if len(validation.IsValidLabelValue(name)) == 0 {
-		return name
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(name)) // never fails
-	return "hash_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil)) + "_z"
 }
 
 // clusterNaming returns the name of the Cluster in namespace whose

@@ -157,17 +157,6 @@ func TestRefusalsGroupWorkersByPool(t *testing.T) {
 	}
 }
 
-// TestPoolLabelValue holds the label value a MachinePool's Machines carry
-// equal to Cluster API's (format.MustFormatValue of Cluster API v1.14.2).
-func TestPoolLabelValue(t *testing.T) {
-	for _, tc := range []struct{ name, want string }{
-		{"mp-0", "mp-0"},
-		{longPool, "hash_YSBc6g_z"},
-	} {
-		assert.Equal(t, tc.want, poolLabelValue(tc.name), tc.name)
-	}
-}
-
 // cpWorkerOf is a control-plane Machine of cluster c1.
 func cpWorkerOf(name, version string) *clusterv1.Machine {
 	return workerMachine(name, version, map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.ClusterNameLabel: "c1"})

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/rollout-guard/rollout-guard/kinds"
-	"github.com/rollout-guard/rollout-guard/policy"
 )
 
 // Kind is one kind of object the CLI works on, and everything its commands
@@ -136,7 +135,7 @@ var (
 		// instances is the infrastructure provider's business.
 		noRestart: "a MachinePool has no spec.rollout.after in Cluster API v1beta2, so there is nothing to ask a rollout with; roll its instances through its infrastructure provider (for example a new spec.template.spec.infrastructureRef), or use a MachineDeployment",
 		machines: func(o client.Object) client.MatchingLabels {
-			return client.MatchingLabels{clusterv1.MachinePoolNameLabel: policy.MachinePoolLabelValue(o.GetName())}
+			return client.MatchingLabels{clusterv1.MachinePoolNameLabel: kinds.MachinePoolLabelValue(o.GetName())}
 		},
 		machinesOptional: true,
 		counts:           machinePoolCounts,

@@ -12,7 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/kinds"
 )
 
 // The parts of a topology upgrade (UpgradeStep.Part).
@@ -237,7 +237,7 @@ func evaluateTopology(cluster *clusterv1.Cluster, objs TopologyObjects, now time
 	createdMPs := map[string]bool{}
 	for i := range mps {
 		mp := &mps[i]
-		own := machinesWithLabel(objs.Machines, clusterv1.MachinePoolNameLabel, policy.MachinePoolLabelValue(mp.Name))
+		own := machinesWithLabel(objs.Machines, clusterv1.MachinePoolNameLabel, kinds.MachinePoolLabelValue(mp.Name))
 		if pool(mp, mp.Spec.Template.Spec.Version, own, nil) {
 			createdMPs[topologyName(mp)] = true
 		}
