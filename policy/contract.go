@@ -81,7 +81,7 @@ func HighestRunOfContract(u *unstructured.Unstructured) revisions.HighestRun {
 	if u == nil {
 		return revisions.HighestRun{}
 	}
-	return stampedHighest(u).Raise(contractRun(u), StampsOf(u).Revision)
+	return stampedHighest(u).Raise(contractRun(u), revisions.StampsOf(u).Revision)
 }
 
 // contractRun returns what a control plane read through the contract runs,
@@ -122,7 +122,7 @@ func (p Policy) DecideContractControlPlane(ctx context.Context, oldCP, newCP *un
 	if oldCP != nil {
 		change.OldVersion = skew.ReadVersion(contractVersion(oldCP))
 		change.RunningVersions = contractRunningVersions(oldCP)
-		change.History = stampedHighest(oldCP).HistoryWith(contractRun(oldCP), StampsOf(oldCP).Revision)
+		change.History = stampedHighest(oldCP).HistoryWith(contractRun(oldCP), revisions.StampsOf(oldCP).Revision)
 	}
 	clusterName := clusterNameOf(newCP)
 	if clusterName == "" && oldCP == nil {
@@ -170,7 +170,7 @@ func unrolledContractBump(oldCP *unstructured.Unstructured, oldVersion, newVersi
 	if bump.Text() == "" {
 		return revisions.HighestRun{}, false
 	}
-	before, known := stampedHighest(oldCP).BeforeOf(StampsOf(oldCP).Revision)
+	before, known := stampedHighest(oldCP).BeforeOf(revisions.StampsOf(oldCP).Revision)
 	if !known {
 		return revisions.HighestRun{}, false
 	}

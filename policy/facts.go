@@ -183,7 +183,7 @@ func readKCP(kcp *controlplanev1.KubeadmControlPlane) *kcpRead {
 func (k *kcpRead) run() *kcpRun {
 	if k.ran == nil {
 		stamp := stampedHighest(k.obj)
-		k.ran = &kcpRun{stamp: stamp, history: stamp.HistoryWith(k.runs(), StampsOf(k.obj).Revision)}
+		k.ran = &kcpRun{stamp: stamp, history: stamp.HistoryWith(k.runs(), revisions.StampsOf(k.obj).Revision)}
 	}
 	return k.ran
 }

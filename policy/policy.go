@@ -358,7 +358,7 @@ func HighestRunOf(kcp *controlplanev1.KubeadmControlPlane) revisions.HighestRun 
 		return revisions.HighestRun{}
 	}
 	run, _ := revisions.KubeadmRun(skew.ReadVersion(kcp.Spec.Version), skew.ReadEtcdVersion(etcdImageTag(kcp)))
-	return stampedHighest(kcp).Raise(run, StampsOf(kcp).Revision)
+	return stampedHighest(kcp).Raise(run, revisions.StampsOf(kcp).Revision)
 }
 
 // stampedHighest reads the highest-run stamp of an object, treating a
@@ -371,16 +371,6 @@ func stampedHighest(obj client.Object) revisions.HighestRun {
 		}
 	}
 	return h
-}
-
-// StampsOf reads the revision stamps of an object, treating malformed ones
-// as absent (the guard overwrites them on the next change).
-func StampsOf(obj client.Object) revisions.Record {
-	rec, err := revisions.RecordFromAnnotations(obj.GetAnnotations())
-	if err != nil {
-		return revisions.Record{}
-	}
-	return rec
 }
 
 // RuleIDs lists the ids of the rules a decision breaks, once each.

@@ -66,7 +66,7 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, clusterNa
 // revision and when that revision was made; false when its stamp does not
 // say.
 func (k *kcpRead) lastRevision() (revisions.HighestRun, time.Time, bool) {
-	stamp := StampsOf(k.obj)
+	stamp := revisions.StampsOf(k.obj)
 	before, known := k.run().stamp.BeforeOf(stamp.Revision)
 	return before, stamp.ChangedAt, known && !stamp.ChangedAt.IsZero()
 }

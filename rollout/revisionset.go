@@ -12,7 +12,6 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/kinds"
-	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -54,7 +53,7 @@ func (c *cli) loadHistory(ctx context.Context, cl *clients, obj client.Object, p
 			namespace: obj.GetNamespace(), purpose: purpose}.explain(err)
 	}
 	s := &revisionSet{obj: obj, kind: kindOf(obj), live: live, revs: revs, bad: bad}
-	if rec := policy.StampsOf(obj); rec.Revision > 0 {
+	if rec := revisions.StampsOf(obj); rec.Revision > 0 {
 		if other, ok := s.find(rec.Revision); ok && other.Snapshot.Hash != live.Hash {
 			// Stamps left over from before a change the guard did not
 			// admit: they name other content's revision, and crediting

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -200,7 +199,7 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 			return err
 		}
 		obj = fresh
-		rec := policy.StampsOf(fresh)
+		rec := revisions.StampsOf(fresh)
 		freshHash, err := snapshotHash(fresh)
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
@@ -352,7 +351,7 @@ func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, 
 	op := fmt.Sprintf("rolled back to revision %d", want)
 	if o.dry == dryRunServer {
 		op += " (server dry run)"
-	} else if n := policy.StampsOf(obj).Revision; n > 0 {
+	} else if n := revisions.StampsOf(obj).Revision; n > 0 {
 		op += fmt.Sprintf(" (now revision %d)", n)
 	}
 	return o.print(obj, op)
