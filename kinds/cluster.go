@@ -15,13 +15,9 @@ var Cluster = Kind{
 	RolloutAfter: func(client.Object) string { return "" },
 	ClusterName:  func(o client.Object) string { return o.GetName() },
 	Decide:       decideAs("Cluster", Judge.DecideCluster),
-	Trim: func(o client.Object) {
-		c, ok := o.(*clusterv1.Cluster)
-		if !ok {
-			return
-		}
+	Trim: trimAs(func(c *clusterv1.Cluster) {
 		c.Spec = clusterv1.ClusterSpec{ControlPlaneRef: c.Spec.ControlPlaneRef}
 		c.Status = clusterv1.ClusterStatus{}
-	},
+	}),
 	ContentCached: true,
 }

@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -51,23 +52,32 @@ type PoolChange struct {
 	HasOld bool
 }
 
-// decidePool returns the Decision of a worker-pool kind whose
-// spec.clusterName and template version read returns (ok false for an
-// object of another kind, or none).
-func decidePool(kind string, read func(client.Object) (clusterName, version string, ok bool)) Decision {
+// decidePool returns the Decision of a worker-pool kind of Go type T whose
+// spec.clusterName and template version read returns.
+func decidePool[T client.Object](kind string, read func(T) (clusterName, version string)) Decision {
 	return func(ctx context.Context, j Judge, oldObj, newObj client.Object) (skew.Decision, []string, error) {
-		clusterName, version, ok := read(newObj)
-		if !ok {
+		obj, ok := newObj.(T)
+		if !ok || isNil(obj) {
 			return skew.Decision{}, nil, errWrongKind(kind, newObj)
 		}
-		change := PoolChange{Kind: kind, Namespace: newObj.GetNamespace(), Name: newObj.GetName(), ClusterName: clusterName, NewVersion: version}
-		if oldObj != nil {
-			if _, old, ok := read(oldObj); ok {
-				change.OldVersion, change.HasOld = old, true
-			}
+		clusterName, version := read(obj)
+		change := PoolChange{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), ClusterName: clusterName, NewVersion: version}
+		if old, ok := oldObj.(T); ok && !isNil(old) {
+			_, change.OldVersion = read(old)
+			change.HasOld = true
 		}
 		return j.DecideWorkerPool(ctx, change)
 	}
+}
+
+// isNil says whether obj is nil or a nil pointer in an interface, as a
+// create's old object may be.
+func isNil(obj client.Object) bool {
+	if obj == nil {
+		return true
+	}
+	v := reflect.ValueOf(obj)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // decideAs returns the Decision of a kind of Go type T, handed to decide (a

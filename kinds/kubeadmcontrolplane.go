@@ -1,8 +1,6 @@
 package kinds
 
 import (
-	"fmt"
-
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -10,6 +8,8 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
+
+var kubeadmControlPlaneGVK = controlplanev1.GroupVersion.WithKind("KubeadmControlPlane")
 
 // KubeadmControlPlane is the kind of KubeadmControlPlanes: its revisions
 // are spec.version, spec.machineTemplate and spec.kubeadmConfigSpec, its
@@ -21,40 +21,20 @@ import (
 // rule, and the history reconciler reads them from the API server when
 // they are not recorded yet.
 var KubeadmControlPlane = Kind{
-	GVK: controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"),
-	New: func() client.Object { return &controlplanev1.KubeadmControlPlane{} },
-	Snapshot: func(o client.Object) (revisions.Snapshot, error) {
-		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
-		if !ok {
-			return revisions.Snapshot{}, fmt.Errorf("expected a KubeadmControlPlane, got %T", o)
-		}
-		return revisions.ForKubeadmControlPlane(kcp)
-	},
-	RolloutAfter: func(o client.Object) string {
-		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
-		if !ok {
-			return ""
-		}
+	GVK:      kubeadmControlPlaneGVK,
+	New:      func() client.Object { return &controlplanev1.KubeadmControlPlane{} },
+	Snapshot: snapshotAs("KubeadmControlPlane", revisions.ForKubeadmControlPlane),
+	RolloutAfter: readAs(func(kcp *controlplanev1.KubeadmControlPlane) string {
 		return rolloutAfter(kcp.Spec.Rollout.After.Time)
-	},
+	}),
 	ClusterName: func(o client.Object) string { return clusterName(o, "") },
-	DecodeLean: func(raw []byte, into client.Object) error {
-		kcp, ok := into.(*controlplanev1.KubeadmControlPlane)
-		if !ok {
-			return fmt.Errorf("expected a KubeadmControlPlane, got %T", into)
-		}
-		return decodeLean(raw, controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"), into, func(l leanObject[controlplanev1.KubeadmControlPlaneSpec, kcpRunStatus]) {
-			*kcp = controlplanev1.KubeadmControlPlane{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
-			kcp.Status.Version = l.Status.Version //nolint:staticcheck // read by the policy on older controllers
-			kcp.Status.Versions = l.Status.Versions
-		})
-	},
+	DecodeLean: decodeLeanAs(kubeadmControlPlaneGVK, func(l leanObject[controlplanev1.KubeadmControlPlaneSpec, kcpRunStatus], kcp *controlplanev1.KubeadmControlPlane) {
+		*kcp = controlplanev1.KubeadmControlPlane{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
+		kcp.Status.Version = l.Status.Version //nolint:staticcheck // read by the policy on older controllers
+		kcp.Status.Versions = l.Status.Versions
+	}),
 	Decide: decideAs("KubeadmControlPlane", Judge.DecideKubeadmControlPlane),
-	Trim: func(o client.Object) {
-		kcp, ok := o.(*controlplanev1.KubeadmControlPlane)
-		if !ok {
-			return
-		}
+	Trim: trimAs(func(kcp *controlplanev1.KubeadmControlPlane) {
 		etcdImageTag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag
 		kcp.Spec.KubeadmConfigSpec = bootstrapv1.KubeadmConfigSpec{}
 		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdImageTag
@@ -62,7 +42,7 @@ var KubeadmControlPlane = Kind{
 			Version:  kcp.Status.Version, //nolint:staticcheck // read by the policy on older controllers
 			Versions: kcp.Status.Versions,
 		}
-	},
+	}),
 }
 
 // kcpRunStatus is what the policy reads of a KubeadmControlPlane's status:

@@ -2,7 +2,6 @@ package kinds
 
 import (
 	"encoding/base64"
-	"fmt"
 	"hash/fnv"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -12,55 +11,33 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
+var machinePoolGVK = clusterv1.GroupVersion.WithKind("MachinePool")
+
 // MachinePool is the kind of MachinePools: its revisions are its
 // spec.template. A MachinePool has no rollout.after (Cluster API gives it
 // none), so it is never restarted. The cache keeps spec.clusterName and
 // spec.template (its whole revision content) and no status, nor
 // spec.providerIDList, which holds one entry per instance (up to 10,000).
 var MachinePool = Kind{
-	GVK: clusterv1.GroupVersion.WithKind("MachinePool"),
-	New: func() client.Object { return &clusterv1.MachinePool{} },
-	Snapshot: func(o client.Object) (revisions.Snapshot, error) {
-		mp, ok := o.(*clusterv1.MachinePool)
-		if !ok {
-			return revisions.Snapshot{}, fmt.Errorf("expected a MachinePool, got %T", o)
-		}
-		return revisions.ForMachinePool(mp)
-	},
+	GVK:          machinePoolGVK,
+	New:          func() client.Object { return &clusterv1.MachinePool{} },
+	Snapshot:     snapshotAs("MachinePool", revisions.ForMachinePool),
 	RolloutAfter: func(client.Object) string { return "" },
-	ClusterName: func(o client.Object) string {
-		mp, _ := o.(*clusterv1.MachinePool)
-		if mp == nil {
-			return clusterName(o, "")
-		}
-		return clusterName(o, mp.Spec.ClusterName)
-	},
-	DecodeLean: func(raw []byte, into client.Object) error {
-		mp, ok := into.(*clusterv1.MachinePool)
-		if !ok {
-			return fmt.Errorf("expected a MachinePool, got %T", into)
-		}
-		return decodeLean(raw, clusterv1.GroupVersion.WithKind("MachinePool"), into, func(l leanObject[clusterv1.MachinePoolSpec, skipped]) {
-			*mp = clusterv1.MachinePool{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
-		})
-	},
+	ClusterName: readAs(func(mp *clusterv1.MachinePool) string {
+		return clusterName(mp, mp.Spec.ClusterName)
+	}),
+	DecodeLean: decodeLeanAs(machinePoolGVK, func(l leanObject[clusterv1.MachinePoolSpec, skipped], mp *clusterv1.MachinePool) {
+		*mp = clusterv1.MachinePool{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
+	}),
 	// Judged exactly as a MachineDeployment: both run kubelets of
 	// spec.template.spec.version against their Cluster's control plane.
-	Decide: decidePool("MachinePool", func(o client.Object) (string, string, bool) {
-		mp, ok := o.(*clusterv1.MachinePool)
-		if !ok || mp == nil {
-			return "", "", false
-		}
-		return mp.Spec.ClusterName, mp.Spec.Template.Spec.Version, true
+	Decide: decidePool("MachinePool", func(mp *clusterv1.MachinePool) (string, string) {
+		return mp.Spec.ClusterName, mp.Spec.Template.Spec.Version
 	}),
-	Trim: func(o client.Object) {
-		mp, ok := o.(*clusterv1.MachinePool)
-		if !ok {
-			return
-		}
+	Trim: trimAs(func(mp *clusterv1.MachinePool) {
 		mp.Spec = clusterv1.MachinePoolSpec{ClusterName: mp.Spec.ClusterName, Template: mp.Spec.Template}
 		mp.Status = clusterv1.MachinePoolStatus{}
-	},
+	}),
 	ContentCached: true,
 }
 
