@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -3,12 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
-	"io"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -256,58 +255,6 @@ func age(now, t time.Time) string {
 	return duration.HumanDuration(now.Sub(t))
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "<unknown>"
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// oneLine keeps a table cell on one line, with every character visible:
-// each run of white space (a carriage return too, which would let later
-// text hide earlier text) reads as one space, and every other character a
-// terminal would not show as itself is escaped (visible).
-func oneLine(s string) string {
-	return visible(strings.Join(strings.Fields(s), " "))
-}
-
-// visible writes each character of s a terminal would not show as itself —
-// a control character (a tab, a carriage return, an escape sequence, a
-// backspace), a bidirectional override, a zero-width space — as its Go
-// escape: \t, \r, \x1b, \b, \u202e. Spaces stay as they are.
-func visible(s string) string {
-	if strings.IndexFunc(s, hidden) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if !hidden(r) {
-			b.WriteRune(r)
-			continue
-		}
-		q := strconv.QuoteRune(r)
-		b.WriteString(q[1 : len(q)-1])
-	}
-	return b.String()
-}
-
-// hidden reports whether a terminal would not show r as itself.
-func hidden(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }
-
 // revision prints one revision in full.
 func (o *HistoryOptions) revision(set *revisionSet) error {
 	r, ok := set.find(o.Revision)
@@ -368,27 +315,6 @@ func (o *HistoryOptions) diff(set *revisionSet) error {
 		return fmt.Errorf("%s has no earlier revision to compare with the live one; recorded revisions: %s", describe(set.obj, set.kind), set.numbers())
 	}
 	return printDiff(o.c.IOStreams.Out, set, r, "")
-}
-
-// printDiff prints the fields in which revision r differs from the live
-// object, live first.
-func printDiff(out io.Writer, set *revisionSet, r revisions.Revision, title string) error {
-	changes, _, err := fieldChanges(set.live, r.Snapshot)
-	if err != nil {
-		return fmt.Errorf("comparing %s with the live object: %w", label(r), err)
-	}
-	liveCol := "LIVE"
-	if n := set.liveNumber(); n > 0 {
-		liveCol = fmt.Sprintf("LIVE (REVISION %d)", n)
-	}
-	if title != "" {
-		fmt.Fprintln(out, title)
-	}
-	if len(changes) == 0 {
-		_, err := fmt.Fprintf(out, "%s: %s matches the live object\n", describe(set.obj, set.kind), label(r))
-		return err
-	}
-	return writeFieldTable(out, "", liveCol, fmt.Sprintf("REVISION %d", r.Record.Revision), changes)
 }
 
 // printData prints the history as data: -o json|yaml, or the

@@ -3,8 +3,9 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"time"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

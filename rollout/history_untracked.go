@@ -3,10 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -22,7 +23,7 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisi
 	var sets []v1alpha1.MachineSetRevision
 	if set.kind.machineSets != nil {
 		var err error
-		if sets, err = o.c.machineSetRevisions(ctx, cl, set); err != nil {
+		if sets, err = machineSetRevisions(ctx, o.c, cl, set); err != nil {
 			return err
 		}
 	}
@@ -62,7 +63,7 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *clients, set *revisi
 
 // machineSetRevisions lists the MachineSets of set's object (a
 // MachineDeployment) with their revision annotations, oldest revision first.
-func (c *cli) machineSetRevisions(ctx context.Context, cl *clients, set *revisionSet) ([]v1alpha1.MachineSetRevision, error) {
+func machineSetRevisions(ctx context.Context, c *cli, cl *clients, set *revisionSet) ([]v1alpha1.MachineSetRevision, error) {
 	md := set.obj
 	list := &clusterv1.MachineSetList{}
 	if err := cl.client.List(ctx, list, client.InNamespace(md.GetNamespace()), set.kind.machineSets(md)); err != nil {

@@ -81,10 +81,9 @@ type Kind struct {
 	noSwitch  string
 	// revision is where a revision's content sits in the object.
 	revision revisionPlace
-	// planner plans a change's machines, strategy, steps and holds; nil
-	// when plan cannot foresee how the kind rolls out, and refusePlan then
-	// says why.
-	planner    machinePlanner
+	// refusePlan says why plan cannot foresee how an object of the kind
+	// rolls out; nil for the kinds plan works on (package plan holds a
+	// machine planner for each of those, by kind).
 	refusePlan func(Ref) error
 	// fromV1beta1 converts a v1beta1 manifest of the kind into out, its
 	// v1beta2 type (plan -f); nil when plan -f does not read the kind.
@@ -119,7 +118,6 @@ var (
 			version:        []string{"template", "spec", "version"},
 		},
 		revision:    revisionPlace{path: "template", fields: "spec.template"},
-		planner:     machineDeploymentPlanner{},
 		fromV1beta1: machineDeploymentFromV1beta1,
 	}
 	// MachinePool is a Cluster API worker pool whose machines the
@@ -170,7 +168,6 @@ var (
 			noBootstrap:    "a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec",
 		},
 		revision:    revisionPlace{fields: "spec.version, spec.machineTemplate and spec.kubeadmConfigSpec", inlineBootstrap: true},
-		planner:     controlPlanePlanner{},
 		fromV1beta1: kubeadmControlPlaneFromV1beta1,
 	}
 	// Cluster is a Cluster API cluster: restart, status and history work

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -244,3 +245,6 @@ func extract(list client.ObjectList) ([]client.Object, error) {
 	}
 	return out, nil
 }
+
+// rolloutAfter is the object's spec.rollout.after, zero when unset.
+func rolloutAfter(obj client.Object) time.Time { return kindOf(obj).rolloutAfter(obj) }

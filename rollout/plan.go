@@ -3,9 +3,10 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"time"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,9 +32,14 @@ const planExitCodesHelp = `Exit status:
      webhooks, or the API server's validation); the plan shows who refused and why
   7  with --fail-on-replace: the change would be admitted and would replace machines`
 
+// planSession is the invocation's session as plan uses it: the clients,
+// streams and checks every command shares, and plan's own readings of the
+// API server (its dry runs and the facts a plan is made from).
+type planSession struct{ *cli }
+
 // PlanOptions are the options of `rollout plan`.
 type PlanOptions struct {
-	c *cli
+	c planSession
 	// Output is -o: "" (a report for people), json or yaml (a RolloutPlan).
 	Output string
 	// Template is --template KIND/NAME: the infrastructure machine template.
@@ -62,7 +68,7 @@ type PlanOptions struct {
 }
 
 func newPlanCommand(c *cli) *cobra.Command {
-	o := &PlanOptions{c: c, printFlags: NewPrintFlags()}
+	o := &PlanOptions{c: planSession{c}, printFlags: NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "plan (KIND/NAME (--template KIND/NAME | --bootstrap-template KIND/NAME | --version V | --to-revision N | --restart) | -f FILE)",
 		Short: "Show what a change would do, before making it: verdict, steps, machines replaced, holds",

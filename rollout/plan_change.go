@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"regexp"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,7 +83,7 @@ func verdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
 // dryRun sends one patch of obj as a server-side dry run and returns the
 // verdict and the object as the API server would store it (nil when
 // refused), with the warnings it returned.
-func (c *cli) dryRun(ctx context.Context, cl *clients, obj client.Object, pt types.PatchType, data []byte, purpose string) (v1alpha1.PlanVerdict, client.Object, error) {
+func (c planSession) dryRun(ctx context.Context, cl *clients, obj client.Object, pt types.PatchType, data []byte, purpose string) (v1alpha1.PlanVerdict, client.Object, error) {
 	answer := obj.DeepCopyObject().(client.Object)
 	warnings, err := c.collectWarnings(func() error {
 		return c.send(ctx, cl, answer, pt, data, dryRunServer, purpose)
@@ -187,7 +190,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *clients, obj cli
 // MachineDeployment or KubeadmControlPlane: its changes, machines, steps,
 // strategy, holds and duration (everything but the verdict). restartAt is
 // a planned spec.rollout.after, zero when unchanged.
-func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.Object, restartAt time.Time) (v1alpha1.ObjectPlan, error) {
+func (c planSession) objectPlan(ctx context.Context, cl *clients, live, planned client.Object, restartAt time.Time) (v1alpha1.ObjectPlan, error) {
 	kind := kindOf(live)
 	id := describe(live, kind)
 	purpose := "plan a change of " + id
@@ -245,7 +248,7 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 	if err != nil {
 		return op, err
 	}
-	if planner := kind.planner; planner != nil {
+	if planner := planners[kind.GVK.GroupKind()]; planner != nil {
 		in := machinePlanInput{live: live, planned: planned, change: ch, machines: machines, facts: facts, purpose: purpose}
 		if err := planner.planMachines(ctx, c, cl, in, &op); err != nil {
 			return op, err
@@ -260,12 +263,18 @@ func (c *cli) objectPlan(ctx context.Context, cl *clients, live, planned client.
 
 // machinePlanner plans what a change does to the machines of one kind of
 // object: which it replaces, with what strategy, in which version step, and
-// what would hold it. The registry (Kind.planner) holds one per kind plan
-// can foresee. It is an interface rather than a func field because its
-// implementations ask the registry themselves (kindOf, describe), which a
-// func value in the registry's own initializer cannot.
+// what would hold it. planners holds one per kind plan can foresee.
 type machinePlanner interface {
-	planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error
+	planMachines(ctx context.Context, c planSession, cl *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error
+}
+
+// planners are the machine planners of the kinds plan can foresee, by group
+// and kind: a MachineDeployment and a KubeadmControlPlane. A Cluster is
+// planned through its topology; the other kinds refuse a plan
+// (Kind.refusePlan).
+var planners = map[schema.GroupKind]machinePlanner{
+	MachineDeployment.GVK.GroupKind():   machineDeploymentPlanner{},
+	KubeadmControlPlane.GVK.GroupKind(): controlPlanePlanner{},
 }
 
 // machinePlanInput is what a machinePlanner plans from.
@@ -287,7 +296,7 @@ type machinePlanInput struct {
 // workers step when its version changes.
 type machineDeploymentPlanner struct{}
 
-func (machineDeploymentPlanner) planMachines(ctx context.Context, c *cli, cl *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
+func (machineDeploymentPlanner) planMachines(ctx context.Context, c planSession, cl *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
 	p := in.planned.(*clusterv1.MachineDeployment)
 	sets, err := c.listPlanMachineSets(ctx, cl, in.live, in.purpose)
 	if err != nil {
@@ -316,7 +325,7 @@ func (machineDeploymentPlanner) planMachines(ctx context.Context, c *cli, cl *cl
 // (with its etcd) when its version changes.
 type controlPlanePlanner struct{}
 
-func (controlPlanePlanner) planMachines(_ context.Context, _ *cli, _ *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
+func (controlPlanePlanner) planMachines(_ context.Context, _ planSession, _ *clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
 	p := in.planned.(*controlplanev1.KubeadmControlPlane)
 	op.Machines = planControlPlaneMachines(p, in.change, in.machines)
 	op.Counts = countMachines(op.Machines)
@@ -361,7 +370,7 @@ func etcdImageTagOf(kcp *controlplanev1.KubeadmControlPlane) string {
 
 // listPlanMachines reads the Machines of a MachineDeployment or
 // KubeadmControlPlane.
-func (c *cli) listPlanMachines(ctx context.Context, cl *clients, obj client.Object, purpose string) ([]clusterv1.Machine, error) {
+func (c planSession) listPlanMachines(ctx context.Context, cl *clients, obj client.Object, purpose string) ([]clusterv1.Machine, error) {
 	list := &clusterv1.MachineList{}
 	if err := cl.client.List(ctx, list, client.InNamespace(obj.GetNamespace()), machineLabels(obj)); err != nil {
 		return nil, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machines").GroupResource(), kind: "Machine", namespace: obj.GetNamespace(), purpose: purpose}.explain(err)
@@ -370,7 +379,7 @@ func (c *cli) listPlanMachines(ctx context.Context, cl *clients, obj client.Obje
 }
 
 // listPlanMachineSets reads the MachineSets of a MachineDeployment.
-func (c *cli) listPlanMachineSets(ctx context.Context, cl *clients, obj client.Object, purpose string) ([]clusterv1.MachineSet, error) {
+func (c planSession) listPlanMachineSets(ctx context.Context, cl *clients, obj client.Object, purpose string) ([]clusterv1.MachineSet, error) {
 	list := &clusterv1.MachineSetList{}
 	if err := cl.client.List(ctx, list, client.InNamespace(obj.GetNamespace()), machineSetLabels(obj)); err != nil {
 		return nil, call{verb: "list", gr: clusterv1.GroupVersion.WithResource("machinesets").GroupResource(), kind: "MachineSet", namespace: obj.GetNamespace(), purpose: purpose}.explain(err)
@@ -382,7 +391,7 @@ func (c *cli) listPlanMachineSets(ctx context.Context, cl *clients, obj client.O
 // Cluster and the Cluster's KubeadmControlPlane. A Cluster or control
 // plane that cannot be found leaves them out (the holds they would show are
 // then not checked); other errors are returned.
-func (c *cli) holdFactsOf(ctx context.Context, cl *clients, obj client.Object, purpose string) (holdFacts, error) {
+func (c planSession) holdFactsOf(ctx context.Context, cl *clients, obj client.Object, purpose string) (holdFacts, error) {
 	f := holdFacts{cli: c.name()}
 	name := clusterNameOf(obj)
 	if name == "" {
@@ -418,7 +427,7 @@ func (c *cli) holdFactsOf(ctx context.Context, cl *clients, obj client.Object, p
 
 // templateAnnotation reads one annotation of a referenced template, ""
 // when it cannot be read.
-func (c *cli) templateAnnotation(ctx context.Context, cl *clients, namespace string, ref clusterv1.ContractVersionedObjectReference, key string) string {
+func (c planSession) templateAnnotation(ctx context.Context, cl *clients, namespace string, ref clusterv1.ContractVersionedObjectReference, key string) string {
 	mapping, err := cl.mapper.RESTMapping(ref.GroupKind())
 	if err != nil {
 		return ""
@@ -434,7 +443,7 @@ func (c *cli) templateAnnotation(ctx context.Context, cl *clients, namespace str
 // durationOf estimates how long replacing n machines of obj takes, from its
 // recorded history (see estimateDuration). A history that cannot be read
 // leaves it unknown, saying why.
-func (c *cli) durationOf(ctx context.Context, cl *clients, obj client.Object, machines []clusterv1.Machine, n int) v1alpha1.PlanDuration {
+func (c planSession) durationOf(ctx context.Context, cl *clients, obj client.Object, machines []clusterv1.Machine, n int) v1alpha1.PlanDuration {
 	if n == 0 {
 		return v1alpha1.PlanDuration{Basis: "no machine is replaced"}
 	}

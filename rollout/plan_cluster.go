@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"time"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +72,7 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *clients, cluster *
 // topology controller takes the control plane and the worker pools
 // through, the etcd version at each control-plane step, the machines each
 // part replaces, and what would hold it.
-func (c *cli) topologyPlan(ctx context.Context, cl *clients, live, planned *clusterv1.Cluster) (v1alpha1.ObjectPlan, error) {
+func (c planSession) topologyPlan(ctx context.Context, cl *clients, live, planned *clusterv1.Cluster) (v1alpha1.ObjectPlan, error) {
 	id := "Cluster " + live.Namespace + "/" + live.Name
 	purpose := "plan the upgrade of " + id
 	from, to := live.Spec.Topology.Version, planned.Spec.Topology.Version
@@ -194,7 +195,7 @@ func countReplaced(ms []v1alpha1.PlanMachine, object string) int {
 // upgradeDuration estimates a topology upgrade from the control plane's
 // last recorded rollout: its time per machine times every machine every
 // step replaces.
-func (c *cli) upgradeDuration(ctx context.Context, cl *clients, kcp *controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine, steps []v1alpha1.PlanStep) v1alpha1.PlanDuration {
+func (c planSession) upgradeDuration(ctx context.Context, cl *clients, kcp *controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine, steps []v1alpha1.PlanStep) v1alpha1.PlanDuration {
 	total := 0
 	for _, st := range steps {
 		total += st.Machines
@@ -306,7 +307,7 @@ func (o *PlanOptions) restartPlan(ctx context.Context, cl *clients, obj client.O
 
 // dryRunTopologyRestart sends a topology restart (rollout.after in the
 // Cluster's topology) as a server-side dry run.
-func (c *cli) dryRunTopologyRestart(ctx context.Context, cl *clients, namespace string, r topologyRestart, at time.Time, purpose string) (v1alpha1.PlanVerdict, error) {
+func (c planSession) dryRunTopologyRestart(ctx context.Context, cl *clients, namespace string, r topologyRestart, at time.Time, purpose string) (v1alpha1.PlanVerdict, error) {
 	var v v1alpha1.PlanVerdict
 	err, _ := retryConflicts(func() error {
 		u := &unstructured.Unstructured{}

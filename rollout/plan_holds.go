@@ -2,8 +2,9 @@ package rollout
 
 import (
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -2,9 +2,10 @@ package rollout
 
 import (
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"io"
 	"strings"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"k8s.io/cli-runtime/pkg/printers"
 )

@@ -3,11 +3,12 @@ package rollout
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -155,7 +156,7 @@ func inlineRefs(t *testing.T, v any, defs map[string]any, depth int) any {
 func TestPlanJSONMatchesSchema(t *testing.T) {
 	v := planSchema(t)
 	for name, p := range goldenPlans() {
-		o := &PlanOptions{printFlags: NewPrintFlags(), c: &cli{}}
+		o := &PlanOptions{printFlags: NewPrintFlags(), c: planSession{&cli{}}}
 		o.printFlags.Output = "json"
 		var out bytes.Buffer
 		o.c.IOStreams.Out = &out
@@ -178,7 +179,7 @@ func TestPlanJSONMatchesSchema(t *testing.T) {
 
 // TestPlanYAML: -o yaml prints the same RolloutPlan.
 func TestPlanYAML(t *testing.T) {
-	o := &PlanOptions{printFlags: NewPrintFlags(), c: &cli{}}
+	o := &PlanOptions{printFlags: NewPrintFlags(), c: planSession{&cli{}}}
 	o.printFlags.Output = "yaml"
 	var out bytes.Buffer
 	o.c.IOStreams.Out = &out

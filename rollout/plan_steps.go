@@ -2,8 +2,9 @@ package rollout
 
 import (
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"slices"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"github.com/blang/semver/v4"
 

@@ -3,10 +3,11 @@ package rollout
 import (
 	"errors"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -294,6 +294,3 @@ func (o *RestartOptions) checkRolloutAfter(ctx context.Context, cl *clients, obj
 	}
 	return nil
 }
-
-// rolloutAfter is the object's spec.rollout.after, zero when unset.
-func rolloutAfter(obj client.Object) time.Time { return kindOf(obj).rolloutAfter(obj) }

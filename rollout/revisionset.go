@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -165,4 +166,25 @@ func label(r revisions.Revision) string {
 		s += " (also " + strings.Join(others, ", ") + ")"
 	}
 	return s
+}
+
+// printDiff prints the fields in which revision r differs from the live
+// object, live first.
+func printDiff(out io.Writer, set *revisionSet, r revisions.Revision, title string) error {
+	changes, _, err := fieldChanges(set.live, r.Snapshot)
+	if err != nil {
+		return fmt.Errorf("comparing %s with the live object: %w", label(r), err)
+	}
+	liveCol := "LIVE"
+	if n := set.liveNumber(); n > 0 {
+		liveCol = fmt.Sprintf("LIVE (REVISION %d)", n)
+	}
+	if title != "" {
+		fmt.Fprintln(out, title)
+	}
+	if len(changes) == 0 {
+		_, err := fmt.Fprintf(out, "%s: %s matches the live object\n", describe(set.obj, set.kind), label(r))
+		return err
+	}
+	return writeFieldTable(out, "", liveCol, fmt.Sprintf("REVISION %d", r.Record.Revision), changes)
 }

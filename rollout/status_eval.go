@@ -216,26 +216,6 @@ func evaluateStatus(obj client.Object, machines []clusterv1.Machine, machineSets
 	return s
 }
 
-// conditionLine joins a multi-line condition message into one line.
-func conditionLine(msg string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(strings.TrimSpace(msg), "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			if strings.HasSuffix(b.String(), ":") {
-				b.WriteString(" ")
-			} else {
-				b.WriteString("; ")
-			}
-		}
-		b.WriteString(l)
-	}
-	return b.String()
-}
-
 // Summary is the state on one line, without the object's name, e.g. "1 of
 // 3 machines up to date, 2 available (2 old machines pending deletion)".
 func (s StatusReport) Summary() string {
@@ -281,13 +261,6 @@ func (s StatusReport) Summary() string {
 		line += " (" + strings.Join(extra, ", ") + ")"
 	}
 	return line
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // StatusVerdict is what a StatusTracker concludes from a state.

@@ -15,14 +15,6 @@ import (
 	"github.com/rollout-guard/rollout-guard/policy"
 )
 
-// The parts of a topology upgrade (UpgradeStep.Part).
-const (
-	// PartControlPlane is the Cluster's control plane.
-	PartControlPlane = "controlPlane"
-	// PartWorkers are the topology's MachineDeployments and MachinePools.
-	PartWorkers = "workers"
-)
-
 // The states of an upgrade step (UpgradeStep.State).
 const (
 	// StepRolledOut: every object of the part has the step's version (or a
@@ -296,17 +288,6 @@ func evaluateTopology(cluster *clusterv1.Cluster, objs TopologyObjects, now time
 	s.Complete = complete
 	r.Cluster = s
 	return r
-}
-
-// machinesWithLabel returns the machines whose label key is value.
-func machinesWithLabel(machines []clusterv1.Machine, key, value string) []clusterv1.Machine {
-	var out []clusterv1.Machine
-	for _, m := range machines {
-		if m.Labels[key] == value {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // machineVersions lists the spec.version of each machine.

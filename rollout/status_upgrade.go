@@ -161,14 +161,6 @@ func versionSequence(lists ...[]string) []string {
 	return out
 }
 
-// partName names a part in messages.
-func partName(part string) string {
-	if part == PartControlPlane {
-		return "control plane"
-	}
-	return "workers"
-}
-
 // current is the current step, false when every step is rolled out.
 func (u UpgradeStatus) current() (UpgradeStep, int, bool) {
 	for i, st := range u.Steps {

@@ -189,3 +189,30 @@ func topologyError(verb string, obj client.Object, instead string) error {
 // topologyPath names a topology-managed object's place in its Cluster's
 // topology, for messages.
 func topologyPath(obj client.Object) string { return kindOf(obj).topology.path(obj) }
+
+// The parts of a topology upgrade (UpgradeStep.Part).
+const (
+	// PartControlPlane is the Cluster's control plane.
+	PartControlPlane = "controlPlane"
+	// PartWorkers are the topology's MachineDeployments and MachinePools.
+	PartWorkers = "workers"
+)
+
+// machinesWithLabel returns the machines whose label key is value.
+func machinesWithLabel(machines []clusterv1.Machine, key, value string) []clusterv1.Machine {
+	var out []clusterv1.Machine
+	for _, m := range machines {
+		if m.Labels[key] == value {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// partName names a part in messages.
+func partName(part string) string {
+	if part == PartControlPlane {
+		return "control plane"
+	}
+	return "workers"
+}
