@@ -11,14 +11,19 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/klog/v2"
+
+	"github.com/rollout-guard/rollout-guard/rollout/history"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/plan"
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
 
 // NewCommand returns the `rollout` command tree. Execute runs it.
-func NewCommand(o Options) *cobra.Command {
-	return newRoot(&cli{Options: o})
+func NewCommand(o core.Options) *cobra.Command {
+	return newRoot(&core.Session{Options: o})
 }
 
-func newRoot(c *cli) *cobra.Command {
+func newRoot(c *core.Session) *cobra.Command {
 	if c.ConfigFlags == nil {
 		c.ConfigFlags = genericclioptions.NewConfigFlags(true)
 	}
@@ -44,10 +49,10 @@ func newRoot(c *cli) *cobra.Command {
 		newRestartCommand(c),
 		newPauseCommand(c),
 		newResumeCommand(c),
-		newHistoryCommand(c),
+		history.NewCommand(c),
 		newUndoCommand(c),
-		newStatusCommand(c),
-		newPlanCommand(c),
+		status.NewCommand(c),
+		plan.NewCommand(c),
 		newVersionCommand(c),
 	)
 	if c.DisplayName != "" {
@@ -103,18 +108,18 @@ func (e usageError) Unwrap() error { return e.err }
 
 // Execute runs the command line args (without the program name) and returns
 // the exit code; errors are printed to o.IOStreams.ErrOut as "error: ...".
-func Execute(ctx context.Context, o Options, args []string) int {
+func Execute(ctx context.Context, o core.Options, args []string) int {
 	// client-go logs some failures through klog as well as returning them;
 	// the CLI reports every error itself, once.
 	klog.SetLogger(logr.Discard())
-	c := &cli{Options: o, args: args}
+	c := &core.Session{Options: o, Args: args}
 	root := newRoot(c)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		fmt.Fprintf(c.IOStreams.ErrOut, "error: %v\n", err)
 	}
-	return ExitCode(err)
+	return core.ExitCode(err)
 }
 
 // PluginDisplayName returns the name a kubectl plugin is invoked by, from
@@ -134,7 +139,7 @@ func PluginDisplayName(executable string) string {
 	return "kubectl " + strings.Join(words, " ")
 }
 
-func newVersionCommand(c *cli) *cobra.Command {
+func newVersionCommand(c *core.Session) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of the rollout CLI",

@@ -8,14 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/plan"
 )
 
 // goldenPlans are plans as the sandbox shows them, for the printer and the
@@ -51,7 +53,7 @@ func goldenPlans() map[string]*v1alpha1.RolloutPlan {
 				"spec.version: Forbidden: KubeadmControlPlane demo-control-plane: etcd downgrade from 3.6.5 to 3.5.24 is not supported [rule EtcdDowngrade]",
 			}},
 		Changes: []v1alpha1.PlanFieldChange{{Path: "version", From: "v1.34.3", To: "v1.33.5", RollsOut: true}},
-		Steps: []v1alpha1.PlanStep{{Part: PartControlPlane, Version: "v1.33.5", Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
+		Steps: []v1alpha1.PlanStep{{Part: core.PartControlPlane, Version: "v1.33.5", Etcd: "3.5.24", EtcdSource: "kubeadm's default for v1.33.5",
 			Objects: []string{"kubeadmcontrolplane/demo-control-plane"}, Machines: 1}},
 		Strategy: &v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", DeletionOrder: "Oldest",
 			Description: "RollingUpdate, maxSurge 1: one machine at a time, a new one created and joined before the oldest is deleted"},
@@ -68,10 +70,10 @@ func goldenPlans() map[string]*v1alpha1.RolloutPlan {
 		Changes:   []v1alpha1.PlanFieldChange{{Path: "spec.topology.version", From: "v1.33.5", To: "v1.36.1", RollsOut: true}},
 		StepsFrom: "ClusterClass demo-class spec.kubernetesVersions",
 		Steps: []v1alpha1.PlanStep{
-			{Part: PartControlPlane, Version: "v1.34.3", Etcd: "3.6.5", EtcdSource: "kubeadm's default for v1.34.3", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
-			{Part: PartControlPlane, Version: "v1.35.2", Etcd: "3.6.6", EtcdSource: "kubeadm's default for v1.35.2", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
-			{Part: PartControlPlane, Version: "v1.36.1", Etcd: "3.6.8", EtcdSource: "kubeadm's default for v1.36.1", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
-			{Part: PartWorkers, Version: "v1.36.1", Objects: []string{"machinedeployment/demo-cc-md-0"}, Machines: 1},
+			{Part: core.PartControlPlane, Version: "v1.34.3", Etcd: "3.6.5", EtcdSource: "kubeadm's default for v1.34.3", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
+			{Part: core.PartControlPlane, Version: "v1.35.2", Etcd: "3.6.6", EtcdSource: "kubeadm's default for v1.35.2", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
+			{Part: core.PartControlPlane, Version: "v1.36.1", Etcd: "3.6.8", EtcdSource: "kubeadm's default for v1.36.1", Objects: []string{"kubeadmcontrolplane/demo-cc-control-plane"}, Machines: 1},
+			{Part: core.PartWorkers, Version: "v1.36.1", Objects: []string{"machinedeployment/demo-cc-md-0"}, Machines: 1},
 		},
 		Strategy: &v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", DeletionOrder: "Oldest",
 			Description: "RollingUpdate, maxSurge 1: one machine at a time, a new one created and joined before the oldest is deleted"},
@@ -85,9 +87,9 @@ func goldenPlans() map[string]*v1alpha1.RolloutPlan {
 		Duration: v1alpha1.PlanDuration{Basis: "unknown: the history of kubeadmcontrolplane/demo-cc-control-plane records no rollout or restart to learn from"},
 	}
 	return map[string]*v1alpha1.RolloutPlan{
-		"plan-md-template.txt":   newRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []v1alpha1.ObjectPlan{md}),
-		"plan-kcp-refused.txt":   newRolloutPlan("rollout plan kcp/demo-control-plane --to-revision 1", []v1alpha1.ObjectPlan{kcp}),
-		"plan-cluster-chain.txt": newRolloutPlan("rollout plan cluster/demo-cc --version v1.36.1", []v1alpha1.ObjectPlan{cc}),
+		"plan-md-template.txt":   plan.NewRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []v1alpha1.ObjectPlan{md}),
+		"plan-kcp-refused.txt":   plan.NewRolloutPlan("rollout plan kcp/demo-control-plane --to-revision 1", []v1alpha1.ObjectPlan{kcp}),
+		"plan-cluster-chain.txt": plan.NewRolloutPlan("rollout plan cluster/demo-cc --version v1.36.1", []v1alpha1.ObjectPlan{cc}),
 	}
 }
 
@@ -96,7 +98,7 @@ func TestPlanReport(t *testing.T) {
 	for name, p := range goldenPlans() {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, writePlan(&out, p))
+			require.NoError(t, plan.WritePlan(&out, p))
 			golden(t, name, out.String())
 		})
 	}
@@ -156,11 +158,11 @@ func inlineRefs(t *testing.T, v any, defs map[string]any, depth int) any {
 func TestPlanJSONMatchesSchema(t *testing.T) {
 	v := planSchema(t)
 	for name, p := range goldenPlans() {
-		o := &PlanOptions{printFlags: NewPrintFlags(), c: planSession{&cli{}}}
-		o.printFlags.Output = "json"
+		o := &plan.PlanOptions{PrintFlags: core.NewPrintFlags(), Session: plan.PlanSession{Session: &core.Session{}}}
+		o.PrintFlags.Output = "json"
 		var out bytes.Buffer
-		o.c.IOStreams.Out = &out
-		require.NoError(t, o.print(p))
+		o.Session.IOStreams.Out = &out
+		require.NoError(t, o.Print(p))
 		var doc any
 		require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
 		res := v.Validate(doc)
@@ -179,12 +181,12 @@ func TestPlanJSONMatchesSchema(t *testing.T) {
 
 // TestPlanYAML: -o yaml prints the same RolloutPlan.
 func TestPlanYAML(t *testing.T) {
-	o := &PlanOptions{printFlags: NewPrintFlags(), c: planSession{&cli{}}}
-	o.printFlags.Output = "yaml"
+	o := &plan.PlanOptions{PrintFlags: core.NewPrintFlags(), Session: plan.PlanSession{Session: &core.Session{}}}
+	o.PrintFlags.Output = "yaml"
 	var out bytes.Buffer
-	o.c.IOStreams.Out = &out
+	o.Session.IOStreams.Out = &out
 	p := goldenPlans()["plan-kcp-refused.txt"]
-	require.NoError(t, o.print(p))
+	require.NoError(t, o.Print(p))
 	assert.Contains(t, out.String(), "apiVersion: rollout.rollout-guard.io/v1alpha1\n")
 	assert.Contains(t, out.String(), "kind: RolloutPlan\n")
 	assert.Equal(t, metav1.TypeMeta{APIVersion: v1alpha1.PlanAPIVersion, Kind: v1alpha1.PlanKind}, p.TypeMeta)

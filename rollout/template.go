@@ -11,14 +11,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // SwitchOptions are the options of `rollout KIND/NAME --template ...`: the
 // template switch, and with no flag a restart.
 type SwitchOptions struct {
-	c *cli
+	Session *core.Session
 	// PrintFlags is -o/--output.
-	PrintFlags *PrintFlags
+	PrintFlags *core.PrintFlags
 	// Template is --template KIND/NAME: the infrastructure machine template.
 	Template string
 	// BootstrapTemplate is --bootstrap-template KIND/NAME (MachineDeployment).
@@ -36,15 +37,15 @@ type SwitchOptions struct {
 	// Git instead of changing the object.
 	Emit string
 
-	ref      Ref
-	dry      dryRun
-	emit     emitFormat
+	ref      core.Ref
+	dry      core.DryRun
+	emit     core.EmitFormat
 	cause    string
 	causeSet bool
 }
 
-func newSwitchCommand(c *cli) *cobra.Command {
-	o := &SwitchOptions{c: c, PrintFlags: NewPrintFlags()}
+func newSwitchCommand(c *core.Session) *cobra.Command {
+	o := &SwitchOptions{Session: c, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "rollout KIND/NAME [--template KIND/NAME] [--bootstrap-template KIND/NAME] [--version vX.Y.Z]",
 		Short: "Safe, recorded rollouts of Cluster API worker pools and control planes",
@@ -72,7 +73,7 @@ rollout KIND/NAME with none of these flags rolls the object out now, like restar
 
 Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 
-` + exitCodesHelp,
+` + core.ExitCodesHelp,
 		Example: `  # Roll a worker pool out to a new machine template
   rollout machinedeployment/md-0 --template devmachinetemplate/md-0-rev-1
 
@@ -105,9 +106,9 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "The bootstrap config template to roll out to, KIND/NAME (e.g. kubeadmconfigtemplate/md-0-rev-1); MachineDeployment only.")
 	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2.")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll out; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
-	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(core.DryRunClient)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Change the object even if a GitOps controller (Argo CD, Flux) manages it, which reverts the change at its next sync unless Git has it too.")
-	cmd.Flags().StringVar(&o.Emit, "emit", "", emitHelp)
+	cmd.Flags().StringVar(&o.Emit, "emit", "", core.EmitHelp)
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -116,25 +117,25 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 // Complete reads the argument and flags.
 func (o *SwitchOptions) Complete(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 && !strings.Contains(args[0], "/") {
-		if _, err := ParseKind(args[0]); err != nil {
+		if _, err := core.ParseKind(args[0]); err != nil {
 			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 				return fmt.Errorf("unknown command %q for %q; did you mean %q?", args[0], cmd.CommandPath(), s[0])
 			}
-			return fmt.Errorf("unknown command or resource %q: commands are %s; resources are KIND/NAME (%s)", args[0], subcommandNames(cmd), kindsHelp)
+			return fmt.Errorf("unknown command or resource %q: commands are %s; resources are KIND/NAME (%s)", args[0], subcommandNames(cmd), core.KindsHelp)
 		}
 	}
-	ref, err := parseOne(o.c.name(), args)
+	ref, err := core.ParseOne(o.Session.Name(), args)
 	if err != nil {
 		return err
 	}
 	o.ref = ref
-	if o.dry, err = parseDryRun(o.DryRun); err != nil {
+	if o.dry, err = core.ParseDryRun(o.DryRun); err != nil {
 		return err
 	}
-	if o.emit, err = parseEmit(o.Emit); err != nil {
+	if o.emit, err = core.ParseEmit(o.Emit); err != nil {
 		return err
 	}
-	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	o.cause = o.Session.ChangeCause(cmd, o.ChangeCause)
 	o.causeSet = cmd.Flags().Changed("change-cause")
 	return nil
 }
@@ -152,19 +153,19 @@ func subcommandNames(cmd *cobra.Command) string {
 // Validate checks the flags.
 func (o *SwitchOptions) Validate() error {
 	switching := o.Template != "" || o.BootstrapTemplate != "" || o.Version != ""
-	if kind := o.ref.Kind; switching && kind.switching == nil {
-		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s%s", o.ref, kind.noSwitch)
+	if kind := o.ref.Kind; switching && kind.Switching == nil {
+		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s%s", o.ref, kind.NoSwitch)
 	}
-	if err := o.ref.Kind.refuseBootstrap(o.BootstrapTemplate); err != nil {
+	if err := o.ref.Kind.RefuseBootstrap(o.BootstrapTemplate); err != nil {
 		return err
 	}
-	if !switching && o.dry != dryRunNone {
+	if !switching && o.dry != core.DryRunNone {
 		return fmt.Errorf("--dry-run goes with --template, --bootstrap-template or --version")
 	}
-	if !switching && (o.emit != emitNone || o.Force) {
+	if !switching && (o.emit != core.EmitNone || o.Force) {
 		return fmt.Errorf("--emit and --force go with --template, --bootstrap-template or --version")
 	}
-	if err := validateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, o.Force); err != nil {
+	if err := core.ValidateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, o.Force); err != nil {
 		return err
 	}
 	return o.PrintFlags.Validate()
@@ -172,115 +173,115 @@ func (o *SwitchOptions) Validate() error {
 
 // restart is `rollout KIND/NAME` with no flag: a restart now.
 func (o *SwitchOptions) restart(cmd *cobra.Command) error {
-	r := &RestartOptions{c: o.c, PrintFlags: o.PrintFlags, targets: Targets{Refs: []Ref{o.ref}}, cause: o.cause}
+	r := &RestartOptions{Session: o.Session, PrintFlags: o.PrintFlags, targets: core.Targets{Refs: []core.Ref{o.ref}}, cause: o.cause}
 	return r.Run(cmd.Context())
 }
 
 // Run switches the templates and version.
 func (o *SwitchOptions) Run(ctx context.Context) error {
-	cl, err := o.c.clients()
+	cl, err := o.Session.Clients()
 	if err != nil {
 		return err
 	}
 	purpose := "roll out " + o.ref.String()
-	obj, err := o.c.get(ctx, cl, o.ref, purpose)
+	obj, err := o.Session.Get(ctx, cl, o.ref, purpose)
 	if err != nil {
 		return err
 	}
 	var infra, bootstrap *clusterv1.ContractVersionedObjectReference
 	if o.Template != "" {
-		if infra, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, infrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
+		if infra, err = o.Session.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, core.InfrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
 			return err
 		}
 	}
 	if o.BootstrapTemplate != "" {
-		if bootstrap, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, bootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
+		if bootstrap, err = o.Session.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, core.BootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
 			return err
 		}
 	}
-	err, exhausted := retryConflicts(func() error { return o.switchOnce(ctx, cl, obj, infra, bootstrap) }, func() (err error) {
-		o.c.notef("conflict: %s changed after it was read; reading it again and checking again", describe(obj, o.ref.Kind))
-		obj, err = o.c.reread(ctx, cl, obj, purpose)
+	err, exhausted := core.RetryConflicts(func() error { return o.switchOnce(ctx, cl, obj, infra, bootstrap) }, func() (err error) {
+		o.Session.Notef("conflict: %s changed after it was read; reading it again and checking again", core.Describe(obj, o.ref.Kind))
+		obj, err = o.Session.Reread(ctx, cl, obj, purpose)
 		return err
 	})
 	if exhausted {
-		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was changed: %w", purpose, maxAttempts, err)
+		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was changed: %w", purpose, core.MaxAttempts, err)
 	}
 	return err
 }
 
 // switchOnce makes one attempt on obj as read; a conflict is returned as is.
-func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference) error {
-	id := describe(obj, o.ref.Kind)
+func (o *SwitchOptions) switchOnce(ctx context.Context, cl *core.Clients, obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference) error {
+	id := core.Describe(obj, o.ref.Kind)
 	purpose := "roll out " + id
-	spec, err := switchSpec(obj, infra, bootstrap, o.Version)
+	spec, err := core.SwitchSpec(obj, infra, bootstrap, o.Version)
 	if err != nil {
 		return err
 	}
-	patch, err := patchOf(obj.GetResourceVersion(), causeAnnotations(o.cause), spec)
+	patch, err := core.PatchOf(obj.GetResourceVersion(), core.CauseAnnotations(o.cause), spec)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	newObj, err := applyMergePatch(obj, patch)
+	newObj, err := core.ApplyMergePatch(obj, patch)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	oldSnap, newSnap, err := snapshots(obj, newObj)
+	oldSnap, newSnap, err := core.Snapshots(obj, newObj)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	if oldSnap.Hash == newSnap.Hash {
-		if o.emit != emitNone {
-			o.c.notef("%s already uses these templates and version: nothing to change; printing it as it is live", id)
-			return emit(o.c.IOStreams.Out, o.emit, obj, obj, patch)
+		if o.emit != core.EmitNone {
+			o.Session.Notef("%s already uses these templates and version: nothing to change; printing it as it is live", id)
+			return core.Emit(o.Session.IOStreams.Out, o.emit, obj, obj, patch)
 		}
 		return o.print(obj, "unchanged: it already uses these templates and version")
 	}
-	if o.emit == emitNone && o.dry == dryRunNone {
-		if err := o.c.checkGitOps("roll out", obj, o.Force, o.inGit(obj)); err != nil {
+	if o.emit == core.EmitNone && o.dry == core.DryRunNone {
+		if err := o.Session.CheckGitOps("roll out", obj, o.Force, o.inGit(obj)); err != nil {
 			return err
 		}
 	}
-	if how := pausedBy(obj); how != "" && o.emit == emitNone {
-		o.c.warnf("%s is paused (%s): the change is stored now and rolls out when it is resumed", id, how)
+	if how := core.PausedBy(obj); how != "" && o.emit == core.EmitNone {
+		o.Session.Warnf("%s is paused (%s): the change is stored now and rolls out when it is resumed", id, how)
 	}
-	if o.dry == dryRunClient && !o.PrintFlags.Data() {
-		changes, _, err := fieldChanges(oldSnap, newSnap)
+	if o.dry == core.DryRunClient && !o.PrintFlags.Data() {
+		changes, _, err := core.FieldChanges(oldSnap, newSnap)
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
-		fmt.Fprintf(o.c.IOStreams.Out, "%s: would roll out (dry run: nothing sent)\n", id)
-		if err := writeFieldTable(o.c.IOStreams.Out, "", "LIVE", "AFTER", changes); err != nil {
+		fmt.Fprintf(o.Session.IOStreams.Out, "%s: would roll out (dry run: nothing sent)\n", id)
+		if err := core.WriteFieldTable(o.Session.IOStreams.Out, "", "LIVE", "AFTER", changes); err != nil {
 			return err
 		}
 	}
-	if o.dry != dryRunServer {
+	if o.dry != core.DryRunServer {
 		hint := "To ask the guard itself, add --dry-run=server."
-		if o.emit != emitNone {
+		if o.emit != core.EmitNone {
 			hint = "The guard refuses it the same way when a GitOps controller applies it. To ask the guard itself, run the command with --dry-run=server instead of --emit."
 		}
-		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, hint, o.dry == dryRunClient || o.emit != emitNone); refusal != nil {
+		if refusal := o.Session.CheckPolicy(ctx, cl, obj, newObj, hint, o.dry == core.DryRunClient || o.emit != core.EmitNone); refusal != nil {
 			return refusal
 		}
 	}
-	if o.emit != emitNone {
-		return emit(o.c.IOStreams.Out, o.emit, obj, newObj, patch)
+	if o.emit != core.EmitNone {
+		return core.Emit(o.Session.IOStreams.Out, o.emit, obj, newObj, patch)
 	}
 	cause, err := revisions.ChangeCause(oldSnap, newSnap)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	if o.dry == dryRunClient {
+	if o.dry == core.DryRunClient {
 		if o.PrintFlags.Data() {
 			return o.print(newObj, "")
 		}
 		return o.print(obj, "rolling out (dry run): "+cause)
 	}
-	if err := o.c.send(ctx, cl, obj, types.MergePatchType, patch, o.dry, purpose); err != nil {
+	if err := o.Session.Send(ctx, cl, obj, types.MergePatchType, patch, o.dry, purpose); err != nil {
 		return err
 	}
 	op := "rolling out: " + cause
-	if o.dry == dryRunServer {
+	if o.dry == core.DryRunServer {
 		op = "rolling out (server dry run): " + cause
 	}
 	return o.print(obj, op)
@@ -288,10 +289,10 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.
 
 // inGit is the command that prints this switch for Git.
 func (o *SwitchOptions) inGit(obj client.Object) string {
-	words := []string{o.c.name(), o.ref.String()}
+	words := []string{o.Session.Name(), o.ref.String()}
 	for _, f := range []struct{ flag, value string }{{"--template", o.Template}, {"--bootstrap-template", o.BootstrapTemplate}, {"--version", o.Version}} {
 		if f.value != "" {
-			words = append(words, f.flag, quote(f.value))
+			words = append(words, f.flag, core.Quote(f.value))
 		}
 	}
 	return strings.Join(append(words, "-n", obj.GetNamespace(), "--emit", "yaml"), " ")
@@ -302,5 +303,5 @@ func (o *SwitchOptions) print(obj client.Object, op string) error {
 	if err != nil {
 		return err
 	}
-	return p.PrintObj(obj, o.c.IOStreams.Out)
+	return p.PrintObj(obj, o.Session.IOStreams.Out)
 }
