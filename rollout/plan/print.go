@@ -54,8 +54,22 @@ func countsText(c v1alpha1.PlanCounts) string {
 	return fmt.Sprintf("%d %s replaced, %d in place, %d untouched", c.Replace, core.Plural(c.Replace, "machine", "machines"), c.InPlace, c.Untouched)
 }
 
-// writeObjectPlan prints the plan of one object.
+// writeObjectPlan prints the plan of one object, part by part: its head,
+// verdict, changes, steps, machines, holds and duration.
 func writeObjectPlan(out io.Writer, op v1alpha1.ObjectPlan) error {
+	for _, write := range []func(io.Writer, v1alpha1.ObjectPlan) error{
+		writePlanHead, writeVerdict, writeChanges, writeSteps, writeMachines, writeHolds, writeDuration,
+	} {
+		if err := write(out, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePlanHead writes the object, its effect and summary, and the object
+// a change is edited through.
+func writePlanHead(out io.Writer, op v1alpha1.ObjectPlan) error {
 	head := fmt.Sprintf("%s (namespace %s): %s", op.Object, op.Object.Namespace, op.Effect)
 	if op.Summary != "" {
 		head += " — " + op.Summary
@@ -64,7 +78,12 @@ func writeObjectPlan(out io.Writer, op v1alpha1.ObjectPlan) error {
 	if t := op.EditedThrough; t != nil {
 		fmt.Fprintf(out, "  Edited through: %s (the topology controller passes the change on)\n", t)
 	}
+	return nil
+}
 
+// writeVerdict writes the dry run's verdict: admitted, or who refused and
+// why; then the API server's warnings.
+func writeVerdict(out io.Writer, op v1alpha1.ObjectPlan) error {
 	v := op.Verdict
 	if v.Admitted {
 		fmt.Fprintln(out, "  Verdict:  admitted by the API server, rollout-guard and Cluster API's webhooks (server-side dry run)")
@@ -92,74 +111,90 @@ func writeObjectPlan(out io.Writer, op v1alpha1.ObjectPlan) error {
 	for _, w := range v.Warnings {
 		fmt.Fprintf(out, "  Warning:  %s\n", w)
 	}
+	return nil
+}
 
-	if len(op.Changes) > 0 {
-		fmt.Fprintln(out, "  Changes:")
-		if err := core.WriteFieldTable(out, "    ", "LIVE", "PLANNED", op.Changes); err != nil {
-			return err
-		}
+// writeChanges writes the fields the change changes, live and planned.
+func writeChanges(out io.Writer, op v1alpha1.ObjectPlan) error {
+	if len(op.Changes) == 0 {
+		return nil
 	}
+	fmt.Fprintln(out, "  Changes:")
+	return core.WriteFieldTable(out, "    ", "LIVE", "PLANNED", op.Changes)
+}
 
-	if len(op.Steps) > 0 {
-		from := ""
-		if op.StepsFrom != "" {
-			from = " (from " + op.StepsFrom + ")"
-		}
-		fmt.Fprintf(out, "  Steps%s:\n", from)
-		w := printers.GetNewTabWriter(out)
-		fmt.Fprintln(w, "    STEP\tPART\tVERSION\tMACHINES\tETCD")
-		for i, st := range op.Steps {
-			etcd := "-"
-			if st.Part == core.PartControlPlane {
-				etcd = "unknown"
-				if st.Etcd != "" {
-					etcd = st.Etcd + " (" + st.EtcdSource + ")"
-				}
+// writeSteps writes the version steps of an upgrade, with the etcd
+// version of each control-plane step.
+func writeSteps(out io.Writer, op v1alpha1.ObjectPlan) error {
+	if len(op.Steps) == 0 {
+		return nil
+	}
+	from := ""
+	if op.StepsFrom != "" {
+		from = " (from " + op.StepsFrom + ")"
+	}
+	fmt.Fprintf(out, "  Steps%s:\n", from)
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "    STEP\tPART\tVERSION\tMACHINES\tETCD")
+	for i, st := range op.Steps {
+		etcd := "-"
+		if st.Part == core.PartControlPlane {
+			etcd = "unknown"
+			if st.Etcd != "" {
+				etcd = st.Etcd + " (" + st.EtcdSource + ")"
 			}
-			fmt.Fprintf(w, "    %d\t%s\t%s\t%d\t%s\n", i+1, core.PartName(st.Part), st.Version, st.Machines, etcd)
 		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
+		fmt.Fprintf(w, "    %d\t%s\t%s\t%d\t%s\n", i+1, core.PartName(st.Part), st.Version, st.Machines, etcd)
 	}
+	return w.Flush()
+}
 
+// writeMachines writes the rollout strategy, the machine counts and what
+// the change does to each machine.
+func writeMachines(out io.Writer, op v1alpha1.ObjectPlan) error {
 	if op.Strategy != nil {
 		fmt.Fprintf(out, "  Strategy: %s\n", op.Strategy.Description)
 	}
-
 	fmt.Fprintf(out, "  Machines: %s\n", countsText(op.Counts))
-	if len(op.Machines) > 0 {
-		w := printers.GetNewTabWriter(out)
-		fmt.Fprintln(w, "    MACHINE\tOWNER\tVERSION\tACTION\tREASON")
-		for _, m := range op.Machines {
-			owner := m.Object
-			if m.MachineSet != "" {
-				owner = "machineset/" + m.MachineSet
-			}
-			row := fmt.Sprintf("    %s\t%s\t%s\t%s", m.Name, owner, core.OrNone(m.Version), m.Action)
-			if m.Reason != "" {
-				row += "\t" + m.Reason
-			}
-			fmt.Fprintln(w, row)
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
+	if len(op.Machines) == 0 {
+		return nil
 	}
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "    MACHINE\tOWNER\tVERSION\tACTION\tREASON")
+	for _, m := range op.Machines {
+		owner := m.Object
+		if m.MachineSet != "" {
+			owner = "machineset/" + m.MachineSet
+		}
+		row := fmt.Sprintf("    %s\t%s\t%s\t%s", m.Name, owner, core.OrNone(m.Version), m.Action)
+		if m.Reason != "" {
+			row += "\t" + m.Reason
+		}
+		fmt.Fprintln(w, row)
+	}
+	return w.Flush()
+}
 
+// writeHolds writes what would hold the change, or "none".
+func writeHolds(out io.Writer, op v1alpha1.ObjectPlan) error {
 	if len(op.Holds) == 0 {
 		fmt.Fprintln(out, "  Holds:    none")
-	} else {
-		fmt.Fprintln(out, "  Holds:")
-		for _, h := range op.Holds {
-			what := h.Kind
-			if h.Check != "" {
-				what += " " + h.Check
-			}
-			fmt.Fprintf(out, "    - [%s] %s: %s\n", what, h.Object, h.Message)
-		}
+		return nil
 	}
+	fmt.Fprintln(out, "  Holds:")
+	for _, h := range op.Holds {
+		what := h.Kind
+		if h.Check != "" {
+			what += " " + h.Check
+		}
+		fmt.Fprintf(out, "    - [%s] %s: %s\n", what, h.Object, h.Message)
+	}
+	return nil
+}
 
+// writeDuration writes how long the rollout would take, or why that is
+// not known.
+func writeDuration(out io.Writer, op v1alpha1.ObjectPlan) error {
 	d := op.Duration
 	if d.Known {
 		_, err := fmt.Fprintf(out, "  Duration: about %s (%s per machine: %s)\n", d.Estimate, d.PerMachine, d.Basis)

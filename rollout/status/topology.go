@@ -181,37 +181,60 @@ func EvaluateTopology(cluster *clusterv1.Cluster, objs TopologyObjects) ClusterR
 // EvaluateTopologyAt is EvaluateTopology at the local time now.
 func EvaluateTopologyAt(cluster *clusterv1.Cluster, objs TopologyObjects, now time.Time) ClusterReport {
 	r := ClusterReport{}
-	var (
-		cpFacts *PartFacts
-		pools   []PartFacts
-	)
+	var cpFacts *PartFacts
 	if cp := objs.ControlPlane; cp != nil {
-		own := core.MachinesWithLabel(objs.Machines, clusterv1.MachineControlPlaneNameLabel, cp.Name)
-		s := EvaluateStatusAt(cp, own, nil, now)
+		var s StatusReport
+		s, cpFacts = evaluateControlPlane(cp, objs.Machines, now)
 		r.Objects = append(r.Objects, s)
-		cpFacts = &PartFacts{Object: s.Object, Version: cp.Spec.Version, Machines: machineVersions(own), Complete: s.Complete}
 	}
-	// pool adds a worker pool's report, and its facts when the topology
-	// owns it (one added by hand, or one the topology removed, counts for
-	// done, not for the upgrade); it returns whether it did.
-	pool := func(obj client.Object, version string, own []clusterv1.Machine, sets []clusterv1.MachineSet) bool {
-		s := EvaluateStatusAt(obj, own, sets, now)
-		deleting := !obj.GetDeletionTimestamp().IsZero()
-		if deleting {
-			// The topology removed it (or someone deletes it): the cluster
-			// is not rolled out until it is gone.
-			s.deleting, s.Complete = true, false
-		}
-		r.Objects = append(r.Objects, s)
-		if !core.TopologyOwned(obj) || deleting {
-			return false
-		}
-		pools = append(pools, PartFacts{Object: s.Object, Topology: core.TopologyName(obj), Version: version, Machines: machineVersions(own), Complete: s.Complete})
-		return true
+	mdReports, mdFacts, createdMDs := evaluateMachineDeployments(objs, now)
+	mpReports, mpFacts, createdMPs := evaluateMachinePools(objs, now)
+	r.Objects = append(append(r.Objects, mdReports...), mpReports...)
+	pools := append(mdFacts, mpFacts...)
+	workers := cluster.Spec.Topology.Workers
+	missing := missingWorkers(workers.MachineDeployments, func(t clusterv1.MachineDeploymentTopology) string { return t.Name }, createdMDs)
+	missingMPs := missingWorkers(workers.MachinePools, func(t clusterv1.MachinePoolTopology) string { return t.Name }, createdMPs)
+	cpPlan, workersPlan := upgradePlans(cluster)
+	u := UpgradeOf(cluster.Spec.Topology.Version, cpPlan, workersPlan, cpFacts, pools, missing, missingMPs)
+	u.TopologyReconciled = topologyReconciled(cluster)
+	r.Cluster = clusterStatus(cluster, r.Objects, &u)
+	return r
+}
+
+// evaluateControlPlane reports on a topology's control plane, and gives
+// its facts for the upgrade steps.
+func evaluateControlPlane(cp *controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine, now time.Time) (StatusReport, *PartFacts) {
+	own := core.MachinesWithLabel(machines, clusterv1.MachineControlPlaneNameLabel, cp.Name)
+	s := EvaluateStatusAt(cp, own, nil, now)
+	return s, &PartFacts{Object: s.Object, Version: cp.Spec.Version, Machines: machineVersions(own), Complete: s.Complete}
+}
+
+// evaluatePool reports on one worker pool, and gives its facts when the
+// topology owns it (one added by hand, or one the topology removed, counts
+// for done, not for the upgrade); nil facts otherwise.
+func evaluatePool(obj client.Object, version string, own []clusterv1.Machine, sets []clusterv1.MachineSet, now time.Time) (StatusReport, *PartFacts) {
+	s := EvaluateStatusAt(obj, own, sets, now)
+	deleting := !obj.GetDeletionTimestamp().IsZero()
+	if deleting {
+		// The topology removed it (or someone deletes it): the cluster
+		// is not rolled out until it is gone.
+		s.deleting, s.Complete = true, false
 	}
+	if !core.TopologyOwned(obj) || deleting {
+		return s, nil
+	}
+	return s, &PartFacts{Object: s.Object, Topology: core.TopologyName(obj), Version: version, Machines: machineVersions(own), Complete: s.Complete}
+}
+
+// evaluateMachineDeployments reports on the topology's MachineDeployments
+// by name, gives the facts of those the topology owns, and the topology
+// names it has created.
+func evaluateMachineDeployments(objs TopologyObjects, now time.Time) ([]StatusReport, []PartFacts, map[string]bool) {
 	mds := append([]clusterv1.MachineDeployment(nil), objs.MachineDeployments...)
 	sort.Slice(mds, func(i, j int) bool { return mds[i].Name < mds[j].Name })
-	createdMDs := map[string]bool{}
+	var reports []StatusReport
+	var facts []PartFacts
+	created := map[string]bool{}
 	for i := range mds {
 		md := &mds[i]
 		var ownSets []clusterv1.MachineSet
@@ -221,32 +244,52 @@ func EvaluateTopologyAt(cluster *clusterv1.Cluster, objs TopologyObjects, now ti
 			}
 		}
 		own := core.MachinesWithLabel(objs.Machines, clusterv1.MachineDeploymentNameLabel, md.Name)
-		if pool(md, md.Spec.Template.Spec.Version, own, ownSets) {
-			createdMDs[core.TopologyName(md)] = true
+		s, f := evaluatePool(md, md.Spec.Template.Spec.Version, own, ownSets, now)
+		reports = append(reports, s)
+		if f != nil {
+			facts = append(facts, *f)
+			created[core.TopologyName(md)] = true
 		}
 	}
+	return reports, facts, created
+}
+
+// evaluateMachinePools is evaluateMachineDeployments for the topology's
+// MachinePools.
+func evaluateMachinePools(objs TopologyObjects, now time.Time) ([]StatusReport, []PartFacts, map[string]bool) {
 	mps := append([]clusterv1.MachinePool(nil), objs.MachinePools...)
 	sort.Slice(mps, func(i, j int) bool { return mps[i].Name < mps[j].Name })
-	createdMPs := map[string]bool{}
+	var reports []StatusReport
+	var facts []PartFacts
+	created := map[string]bool{}
 	for i := range mps {
 		mp := &mps[i]
 		own := core.MachinesWithLabel(objs.Machines, clusterv1.MachinePoolNameLabel, policy.MachinePoolLabelValue(mp.Name))
-		if pool(mp, mp.Spec.Template.Spec.Version, own, nil) {
-			createdMPs[core.TopologyName(mp)] = true
+		s, f := evaluatePool(mp, mp.Spec.Template.Spec.Version, own, nil, now)
+		reports = append(reports, s)
+		if f != nil {
+			facts = append(facts, *f)
+			created[core.TopologyName(mp)] = true
 		}
 	}
-	var missing, missingMPs []string
-	for _, t := range cluster.Spec.Topology.Workers.MachineDeployments {
-		if !createdMDs[t.Name] {
-			missing = append(missing, t.Name)
+	return reports, facts, created
+}
+
+// missingWorkers are the names of the topology's worker entries (name
+// reads one) that have no pool created yet.
+func missingWorkers[T any](entries []T, name func(T) string, created map[string]bool) []string {
+	var missing []string
+	for _, t := range entries {
+		if n := name(t); !created[n] {
+			missing = append(missing, n)
 		}
 	}
-	for _, t := range cluster.Spec.Topology.Workers.MachinePools {
-		if !createdMPs[t.Name] {
-			missingMPs = append(missingMPs, t.Name)
-		}
-	}
-	var cpPlan, workersPlan []string
+	return missing
+}
+
+// upgradePlans are the versions Cluster API plans the control plane and
+// the workers through (the Cluster's status).
+func upgradePlans(cluster *clusterv1.Cluster) (cpPlan, workersPlan []string) {
 	if st := cluster.Status.ControlPlane; st != nil {
 		for _, v := range st.UpgradePlan {
 			cpPlan = append(cpPlan, v.Version)
@@ -257,16 +300,28 @@ func EvaluateTopologyAt(cluster *clusterv1.Cluster, objs TopologyObjects, now ti
 			workersPlan = append(workersPlan, v.Version)
 		}
 	}
-	u := UpgradeOf(cluster.Spec.Topology.Version, cpPlan, workersPlan, cpFacts, pools, missing, missingMPs)
-	if c := apimeta.FindStatusCondition(cluster.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition); c != nil && c.Status != metav1.ConditionTrue {
-		u.TopologyReconciled = strings.TrimSuffix(c.Reason+": "+core.ConditionLine(c.Message), ": ")
-	}
+	return cpPlan, workersPlan
+}
 
-	s := StatusReport{Object: core.Cluster.Singular() + "/" + cluster.Name, Generation: cluster.Generation, Observed: true, Upgrade: &u, Machines: []MachineStatus{}}
+// topologyReconciled is the reason and message of the Cluster's
+// TopologyReconciled condition when it is not true, else "".
+func topologyReconciled(cluster *clusterv1.Cluster) string {
+	c := apimeta.FindStatusCondition(cluster.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
+	if c == nil || c.Status == metav1.ConditionTrue {
+		return ""
+	}
+	return strings.TrimSuffix(c.Reason+": "+core.ConditionLine(c.Message), ": ")
+}
+
+// clusterStatus is the Cluster's own report: its objects' counts summed,
+// paused when one of them is, complete when the upgrade u reached its
+// version, every step and every object rolled out.
+func clusterStatus(cluster *clusterv1.Cluster, objects []StatusReport, u *UpgradeStatus) StatusReport {
+	s := StatusReport{Object: core.Cluster.Singular() + "/" + cluster.Name, Generation: cluster.Generation, Observed: true, Upgrade: u, Machines: []MachineStatus{}}
 	s.Paused = core.PausedBy(cluster)
 	complete := u.Reached
 	var key strings.Builder
-	for _, o := range r.Objects {
+	for _, o := range objects {
 		s.Replicas += o.Replicas
 		s.Current += o.Current
 		s.UpToDate += o.UpToDate
@@ -287,8 +342,7 @@ func EvaluateTopologyAt(cluster *clusterv1.Cluster, objs TopologyObjects, now ti
 	fmt.Fprintf(&key, "%s %v %v", u.Version, u.Missing, u.MissingMachinePools)
 	s.progress = key.String()
 	s.Complete = complete
-	r.Cluster = s
-	return r
+	return s
 }
 
 // machineVersions lists the spec.version of each machine.
