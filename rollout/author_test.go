@@ -208,6 +208,9 @@ func TestUndoUnknownAuthor(t *testing.T) {
 		stdout  string // exact, when set
 		stderr  string // exact
 		written bool
+		// serverDryRun: what is written is a server dry run (DryRun
+		// ["All"]); any other write must be stored.
+		serverDryRun bool
 	}{
 		{name: "named", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2"}, code: core.ExitError, stderr: refusal},
 		{name: "the previous revision", args: []string{"undo", "kcp/c1-control-plane"}, code: core.ExitError, stderr: refusal},
@@ -219,7 +222,7 @@ func TestUndoUnknownAuthor(t *testing.T) {
 		{name: "forced", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force"}, code: core.ExitOK, stderr: warning, written: true,
 			stdout: "KubeadmControlPlane demo/c1-control-plane: rolling back from revision 3 to revision 2\n" + unknownAuthorDiff +
 				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (now revision 3)\n"},
-		{name: "forced, server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=server"}, code: core.ExitOK, stderr: warning, written: true,
+		{name: "forced, server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=server"}, code: core.ExitOK, stderr: warning, written: true, serverDryRun: true,
 			stdout: "KubeadmControlPlane demo/c1-control-plane: would roll back from revision 3 to revision 2 (server dry run: nothing stored)\n" + unknownAuthorDiff +
 				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (server dry run)\n"},
 		{name: "forced, client dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=client"}, code: core.ExitOK, stderr: warning,
@@ -258,6 +261,13 @@ func TestUndoUnknownAuthor(t *testing.T) {
 			}
 			if tc.written {
 				assert.NotEmpty(t, w.all(), "a change is sent")
+				want := []string(nil)
+				if tc.serverDryRun {
+					want = []string{metav1.DryRunAll}
+				}
+				for i, dryRun := range w.dryRun() {
+					assert.Equal(t, want, dryRun, "the dry-run option of %s", w.all()[i])
+				}
 			} else {
 				assert.Empty(t, w.all(), "nothing is sent")
 			}

@@ -94,16 +94,27 @@ func TestVia(t *testing.T) {
 // gitOpsNow is the clock of these tests.
 var gitOpsNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-// writes records the writes a fake client receives.
+// writes records the writes a fake client receives, and the dry-run
+// option each carried.
 type writes struct {
-	mu   sync.Mutex
-	list []string
+	mu      sync.Mutex
+	list    []string
+	dryRuns [][]string
 }
 
-func (w *writes) add(verb string, obj client.Object) {
+func (w *writes) add(verb string, obj client.Object, dryRun []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.list = append(w.list, fmt.Sprintf("%s %T %s", verb, obj, obj.GetName()))
+	w.dryRuns = append(w.dryRuns, dryRun)
+}
+
+// dryRun is the dry-run option of each write, in order (nil for a write
+// that is stored).
+func (w *writes) dryRun() [][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([][]string(nil), w.dryRuns...)
 }
 
 func (w *writes) all() []string {
@@ -118,19 +129,19 @@ func newWriteRecordingClient(objs ...client.Object) (client.WithWatch, *writes) 
 	w := &writes{}
 	cl := fake.NewClientBuilder().WithScheme(core.Scheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			w.add("create", obj)
+			w.add("create", obj, (&client.CreateOptions{}).ApplyOptions(opts).DryRun)
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			w.add("update", obj)
+			w.add("update", obj, (&client.UpdateOptions{}).ApplyOptions(opts).DryRun)
 			return c.Update(ctx, obj, opts...)
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			w.add("patch", obj)
+			w.add("patch", obj, (&client.PatchOptions{}).ApplyOptions(opts).DryRun)
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			w.add("delete", obj)
+			w.add("delete", obj, (&client.DeleteOptions{}).ApplyOptions(opts).DryRun)
 			return c.Delete(ctx, obj, opts...)
 		},
 	}).Build()
