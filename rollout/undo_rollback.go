@@ -228,7 +228,7 @@ func (o *UndoOptions) rollBack(ctx context.Context, cl *core.Clients, rb *rollba
 }
 
 // checkAuthor refuses a rollback to a revision of unknown author without
-// --force (unknownAuthorError, with what it would change), and warns when
+// --force (core.UnknownAuthorError, with what it would change), and warns when
 // --force lets it through.
 func (o *UndoOptions) checkAuthor(set *core.RevisionSet, target revisions.Revision, id string) error {
 	why := core.AuthorUnknownOf(target.Record)

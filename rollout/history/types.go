@@ -13,7 +13,7 @@ import (
 )
 
 // What `rollout history -o json|yaml` prints, and how it is built from a
-// revisionSet.
+// RevisionSet.
 
 // newRolloutHistory is the data output of one object's history.
 func newRolloutHistory(set *core.RevisionSet) *v1alpha1.RolloutHistory {

@@ -88,7 +88,7 @@ func (c PlanSession) templateAnnotation(ctx context.Context, cl *core.Clients, n
 }
 
 // durationOf estimates how long replacing n machines of obj takes, from its
-// recorded history (see estimateDuration). A history that cannot be read
+// recorded history (see EstimateDuration). A history that cannot be read
 // leaves it unknown, saying why.
 func (c PlanSession) durationOf(ctx context.Context, cl *core.Clients, obj client.Object, machines []clusterv1.Machine, n int) v1alpha1.PlanDuration {
 	if n == 0 {

@@ -23,7 +23,7 @@ type machinePlanner interface {
 // planners are the machine planners of the kinds plan can foresee, by group
 // and kind: a MachineDeployment and a KubeadmControlPlane. A Cluster is
 // planned through its topology; the other kinds refuse a plan
-// (Kind.refusePlan).
+// (Kind.RefusePlan).
 var planners = map[schema.GroupKind]machinePlanner{
 	core.MachineDeployment.GVK.GroupKind():   machineDeploymentPlanner{},
 	core.KubeadmControlPlane.GVK.GroupKind(): controlPlanePlanner{},

@@ -9,7 +9,7 @@ import (
 )
 
 // How rollout status prints: a line per change for people (and, on a
-// terminal, the live view of status_live.go), or with -o json one JSON
+// terminal, the live view of live.go), or with -o json one JSON
 // object per change.
 
 // Line is the machine's line: "machine NAME: PHASE, not ready: Reason: message",

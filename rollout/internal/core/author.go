@@ -37,7 +37,7 @@ func AuthorUnknownOf(rec revisions.Record) string {
 }
 
 // AuthorUnknownReason says in words why a revision has no author, for
-// messages: why is an authorUnknownOf value.
+// messages: why is an AuthorUnknownOf value.
 func AuthorUnknownReason(why string) string {
 	switch why {
 	case v1alpha1.AuthorUnadmitted:
@@ -102,7 +102,7 @@ type UnknownAuthorError struct {
 	ID string
 	// Target is the revision undo would roll back to.
 	Target revisions.Revision
-	// Diff is what the rollback would change (printDiff).
+	// Diff is what the rollback would change (PrintDiff).
 	Diff string
 	// Show is the command that prints the revision in full.
 	Show string

@@ -12,7 +12,7 @@ import (
 const MaxAttempts = 3
 
 // conflictBackoff paces the attempts of a write that met a conflict: at
-// most maxAttempts in all, about 10 ms apart (client-go's
+// most MaxAttempts in all, about 10 ms apart (client-go's
 // retry.DefaultRetry pace).
 var conflictBackoff = wait.Backoff{Steps: MaxAttempts, Duration: 10 * time.Millisecond, Factor: 1, Jitter: 0.1}
 
@@ -24,7 +24,7 @@ type stopRetry struct{ err error }
 func (s stopRetry) Error() string { return s.err.Error() }
 
 // RetryConflicts runs try until it returns anything but a conflict, at most
-// maxAttempts times, with client-go's retry.RetryOnConflict. Before each
+// MaxAttempts times, with client-go's retry.RetryOnConflict. Before each
 // attempt after the first it calls again, which reads the object again
 // (and says so, or decides that trying again makes no sense: its error
 // ends the retries and is returned). It returns the last error, and

@@ -20,7 +20,7 @@ import (
 
 // Kind is one kind of object the CLI works on, and everything its commands
 // need to know about it: the kind registry, in the manner of kubectl's
-// polymorphichelpers. The commands ask their object's Kind (kindOf) how to
+// polymorphichelpers. The commands ask their object's Kind (KindOf) how to
 // read, list, pause, restart, switch, plan or judge it, and never switch
 // over kinds themselves. What the guard needs too (an empty object, the
 // revision content, spec.rollout.after, the Cluster) is the kind's entry in
@@ -58,7 +58,7 @@ type Kind struct {
 	PauseWarning string
 	// NoRestart says why the kind cannot be restarted; "" when it can.
 	NoRestart string
-	// Machines selects the kind's Machines; machineSets its MachineSets,
+	// Machines selects the kind's Machines; MachineSets its MachineSets,
 	// nil for a kind without.
 	Machines, MachineSets func(client.Object) client.MatchingLabels
 	// MachinesOptional: the kind's status counts alone tell whether it is
@@ -74,7 +74,7 @@ type Kind struct {
 	// templates lists the templates an object references.
 	templates func(client.Object) []templateRef
 	// Switching is where the template switch writes; nil when the kind has
-	// no template switch, and noSwitch then says why (after "not KIND/NAME").
+	// no template switch, and NoSwitch then says why (after "not KIND/NAME").
 	Switching *switchFields
 	NoSwitch  string
 	// Revision is where a revision's content sits in the object.

@@ -134,7 +134,7 @@ type clusterMembers struct {
 	// MachineDeployments are its MachineDeployments, by name.
 	MachineDeployments []*clusterv1.MachineDeployment
 	// machinePools are its MachinePools, by name; read only for what
-	// shows them (clusterPools).
+	// shows them (ClusterPools).
 	machinePools []*clusterv1.MachinePool
 }
 

@@ -31,7 +31,7 @@ func (e *PolicyRefusal) Error() string {
 
 // CheckPolicy judges the change of oldObj into newObj with the guard's own
 // policy, reading the cluster through the CLI's live client. A refusal is a
-// *policyRefusal with the guard's exact text; when the facts cannot be read
+// *PolicyRefusal with the guard's exact text; when the facts cannot be read
 // (no permission to list the cluster's workers, a kind not served) it warns
 // and lets the guard decide. Warnings of the decision are printed only when
 // verbose (a client dry-run): otherwise the guard returns them itself.

@@ -34,7 +34,7 @@ type RevisionSet struct {
 	// record holds other content: the object changed since they were
 	// written, without rollout-guard admitting it, and the guard's
 	// reconciler has not recorded the live content yet. The stamps are
-	// then not the live content's (see loadHistory).
+	// then not the live content's (see LoadHistory).
 	stale int64
 }
 

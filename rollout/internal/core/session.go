@@ -73,7 +73,7 @@ type Session struct {
 	// change-cause.
 	Args []string
 
-	// Connect makes the API clients (see clients); nil connects through
+	// Connect makes the API clients (see Clients); nil connects through
 	// the kubeconfig flags.
 	Connect func() (*Clients, error)
 	once    sync.Once

@@ -23,7 +23,7 @@ type TopologyRestart struct {
 	// ControlPlane restarts spec.topology.controlPlane.
 	ControlPlane bool
 	// workers are names in spec.topology.workers.machineDeployments; nil
-	// with allWorkers restarts every one.
+	// with AllWorkers restarts every one.
 	workers    []string
 	AllWorkers bool
 }

@@ -70,7 +70,7 @@ func CauseAnnotations(cause string) map[string]any {
 }
 
 // Send sends one patch of obj (which receives the API server's answer),
-// with the CLI's field manager; server dry-run when dry is dryRunServer.
+// with the CLI's field manager; server dry-run when dry is DryRunServer.
 func (c *Session) Send(ctx context.Context, cl *Clients, obj client.Object, pt types.PatchType, data []byte, dry DryRun, purpose string) error {
 	if c.BeforeWrite != nil {
 		if err := c.BeforeWrite(ctx, obj.DeepCopyObject().(client.Object)); err != nil {
