@@ -14,6 +14,7 @@ import (
 
 // PauseOptions are the options of `rollout pause` and `rollout resume`.
 type PauseOptions struct {
+	// Session is the invocation: its clients, streams and checks.
 	Session *core.Session
 	// PrintFlags is -o/--output.
 	PrintFlags *core.PrintFlags

@@ -18,6 +18,7 @@ import (
 
 // RestartOptions are the options of `rollout restart`.
 type RestartOptions struct {
+	// Session is the invocation: its clients, streams and checks.
 	Session *core.Session
 	// PrintFlags is -o/--output.
 	PrintFlags *core.PrintFlags

@@ -17,6 +17,7 @@ import (
 // SwitchOptions are the options of `rollout KIND/NAME --template ...`: the
 // template switch, and with no flag a restart.
 type SwitchOptions struct {
+	// Session is the invocation: its clients, streams and checks.
 	Session *core.Session
 	// PrintFlags is -o/--output.
 	PrintFlags *core.PrintFlags

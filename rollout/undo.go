@@ -14,6 +14,7 @@ import (
 
 // UndoOptions are the options of `rollout undo`.
 type UndoOptions struct {
+	// Session is the invocation: its clients, streams and checks.
 	Session *core.Session
 	// PrintFlags is -o/--output.
 	PrintFlags *core.PrintFlags

@@ -20,6 +20,7 @@ import (
 
 // HistoryOptions are the options of `rollout history`.
 type HistoryOptions struct {
+	// Session is the invocation: its clients, streams and checks.
 	Session *core.Session
 	// PrintFlags is -o/--output.
 	PrintFlags *core.PrintFlags
@@ -31,6 +32,7 @@ type HistoryOptions struct {
 	ref core.Ref
 }
 
+// NewCommand returns the `rollout history` command of the invocation c.
 func NewCommand(c *core.Session) *cobra.Command {
 	o := &HistoryOptions{Session: c, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{

@@ -40,6 +40,7 @@ type PlanSession struct{ *core.Session }
 
 // PlanOptions are the options of `rollout plan`.
 type PlanOptions struct {
+	// Session is the invocation: its clients, streams and checks.
 	Session PlanSession
 	// Output is -o: "" (a report for people), json or yaml (a RolloutPlan).
 	Output string
@@ -62,12 +63,14 @@ type PlanOptions struct {
 	// change would replace machines.
 	FailOnReplace bool
 
-	ref        core.Ref
-	undo       bool
-	change     string
+	ref    core.Ref
+	undo   bool
+	change string
+	// PrintFlags are -o's.
 	PrintFlags *core.PrintFlags
 }
 
+// NewCommand returns the `rollout plan` command of the invocation c.
 func NewCommand(c *core.Session) *cobra.Command {
 	o := &PlanOptions{Session: PlanSession{c}, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{

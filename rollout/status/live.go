@@ -219,6 +219,8 @@ func truncate(s string, width int) string {
 
 // LiveTerminal redraws the live view in place on a terminal.
 type LiveTerminal struct {
+	// Out is the terminal, FD its file descriptor (for its width), Start
+	// when status started (the elapsed time shown).
 	Out   io.Writer
 	FD    int
 	Start time.Time

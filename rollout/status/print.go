@@ -60,6 +60,7 @@ func blocking(s StatusReport) string {
 // StatusPrinter prints the states of rollouts, each line only when it
 // changed.
 type StatusPrinter struct {
+	// Out is where it prints; JSON prints one JSON event a line (-o json).
 	Out  io.Writer
 	JSON bool
 	// Last is the last line printed per key (the object's summary, each

@@ -41,6 +41,7 @@ const statusExitCodesHelp = `Exit status:
 
 // StatusOptions are the options of `rollout status`.
 type StatusOptions struct {
+	// Session is the invocation: its clients, streams and checks.
 	Session *core.Session
 	// Output is -o: "" (lines for people) or "json" (one JSON object per change).
 	Output string
@@ -60,6 +61,7 @@ type StatusOptions struct {
 	ref core.Ref
 }
 
+// NewCommand returns the `rollout status` command of the invocation c.
 func NewCommand(c *core.Session) *cobra.Command {
 	o := &StatusOptions{Session: c, Watch: true, ProgressDeadline: 10 * time.Minute}
 	cmd := &cobra.Command{

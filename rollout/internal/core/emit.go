@@ -31,6 +31,7 @@ const (
 // EmitHelp is the help of --emit.
 const EmitHelp = `Change nothing; print the change for Git instead: "yaml" prints the manifest (the live object with the change applied, without what the API server and controllers fill in: status, managedFields, resourceVersion, uid, creationTimestamp, generation, ownerReferences, finalizers, rollout-guard's stamps), "patch" the JSON merge patch. Checked against rollout-guard's policy as the change itself.`
 
+// ParseEmit reads --emit: "" (none), yaml or patch, case-insensitively.
 func ParseEmit(s string) (EmitFormat, error) {
 	switch f := EmitFormat(strings.ToLower(s)); f {
 	case EmitNone, emitYAML, emitPatch:

@@ -148,6 +148,7 @@ func IsTransient(err error) bool {
 
 // StatusError is a verdict other than done, with its exit code.
 type StatusError struct {
+	// Code is the exit code; Msg says why.
 	Code int
 	Msg  string
 }

@@ -28,6 +28,8 @@ func clusterPaused(o client.Object) bool {
 // the status counts (nil when absent), the generation the controller
 // observed and the object's conditions.
 type rolloutCounts struct {
+	// Desired, Current, UpToDate, Available and Ready are the replica
+	// counts; Observed the observed generation; Conditions the object's.
 	Desired, Current, UpToDate, Available, Ready *int32
 	Observed                                     int64
 	Conditions                                   []metav1.Condition

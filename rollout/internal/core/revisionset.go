@@ -21,6 +21,7 @@ import (
 // reconciler records the live one shortly after a change, so the live
 // object's own stamps may be newer than the records.
 type RevisionSet struct {
+	// Obj is the object as read, Kind its kind.
 	Obj  client.Object
 	Kind Kind
 	// Live is the live content.

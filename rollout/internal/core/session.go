@@ -91,6 +91,7 @@ type Session struct {
 // warningHandler prints the API server's warnings on stderr, as kubectl
 // does, or captures them while the CLI collects them.
 type warningHandler struct {
+	// Session captures the warnings while it collects them.
 	Session *Session
 	print   rest.WarningHandler
 }
@@ -189,6 +190,8 @@ func (c *Session) Notef(format string, args ...any) {
 	fmt.Fprintf(c.IOStreams.ErrOut, format+"\n", args...)
 }
 
+// Name is the command's name in help and messages: Options.DisplayName,
+// else "rollout".
 func (c *Session) Name() string {
 	if c.DisplayName != "" {
 		return c.DisplayName

@@ -6,6 +6,7 @@ import (
 	"unicode"
 )
 
+// OrNone is s, or "<none>" when s is empty.
 func OrNone(s string) string {
 	if s == "" {
 		return "<none>"
@@ -13,6 +14,7 @@ func OrNone(s string) string {
 	return s
 }
 
+// OrUnknown is s, or "<unknown>" when s is empty.
 func OrUnknown(s string) string {
 	if s == "" {
 		return "<unknown>"
@@ -20,6 +22,7 @@ func OrUnknown(s string) string {
 	return s
 }
 
+// OrDash is s, or "-" when s is empty.
 func OrDash(s string) string {
 	if s == "" {
 		return "-"
@@ -75,6 +78,7 @@ func ConditionLine(msg string) string {
 	return b.String()
 }
 
+// Plural is one when n is 1, else many.
 func Plural(n int, one, many string) string {
 	if n == 1 {
 		return one

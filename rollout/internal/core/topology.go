@@ -132,6 +132,7 @@ func pointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
+// Contains reports whether list holds s.
 func Contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

@@ -27,6 +27,7 @@ const (
 	DryRunServer DryRun = "server"
 )
 
+// ParseDryRun reads --dry-run: none, client or server ("" is none).
 func ParseDryRun(s string) (DryRun, error) {
 	switch DryRun(s) {
 	case DryRunNone, DryRunClient, DryRunServer:
