@@ -187,13 +187,12 @@ func EvaluateTopologyAt(cluster *clusterv1.Cluster, objs TopologyObjects, now ti
 		s, cpFacts = evaluateControlPlane(cp, objs.Machines, now)
 		r.Objects = append(r.Objects, s)
 	}
-	mdReports, mdFacts, createdMDs := evaluateMachineDeployments(objs, now)
-	mpReports, mpFacts, createdMPs := evaluateMachinePools(objs, now)
-	r.Objects = append(append(r.Objects, mdReports...), mpReports...)
-	pools := append(mdFacts, mpFacts...)
+	mds, mps := evaluateMachineDeployments(objs, now), evaluateMachinePools(objs, now)
+	r.Objects = append(append(r.Objects, mds.reports...), mps.reports...)
+	pools := append(mds.facts, mps.facts...)
 	workers := cluster.Spec.Topology.Workers
-	missing := missingWorkers(workers.MachineDeployments, func(t clusterv1.MachineDeploymentTopology) string { return t.Name }, createdMDs)
-	missingMPs := missingWorkers(workers.MachinePools, func(t clusterv1.MachinePoolTopology) string { return t.Name }, createdMPs)
+	missing := missingWorkers(workers.MachineDeployments, func(t clusterv1.MachineDeploymentTopology) string { return t.Name }, mds.created)
+	missingMPs := missingWorkers(workers.MachinePools, func(t clusterv1.MachinePoolTopology) string { return t.Name }, mps.created)
 	cpPlan, workersPlan := upgradePlans(cluster)
 	u := UpgradeOf(cluster.Spec.Topology.Version, cpPlan, workersPlan, cpFacts, pools, missing, missingMPs)
 	u.TopologyReconciled = topologyReconciled(cluster)
@@ -226,15 +225,31 @@ func evaluatePool(obj client.Object, version string, own []clusterv1.Machine, se
 	return s, &PartFacts{Object: s.Object, Topology: core.TopologyName(obj), Version: version, Machines: machineVersions(own), Complete: s.Complete}
 }
 
-// evaluateMachineDeployments reports on the topology's MachineDeployments
-// by name, gives the facts of those the topology owns, and the topology
-// names it has created.
-func evaluateMachineDeployments(objs TopologyObjects, now time.Time) ([]StatusReport, []PartFacts, map[string]bool) {
+// poolReports gather a topology's worker pools of one kind: the report of
+// each, the facts of those the topology owns, and the topology names of
+// those it has created.
+type poolReports struct {
+	reports []StatusReport
+	facts   []PartFacts
+	created map[string]bool
+}
+
+// add evaluates one pool (evaluatePool) into p.
+func (p *poolReports) add(obj client.Object, version string, own []clusterv1.Machine, sets []clusterv1.MachineSet, now time.Time) {
+	s, f := evaluatePool(obj, version, own, sets, now)
+	p.reports = append(p.reports, s)
+	if f != nil {
+		p.facts = append(p.facts, *f)
+		p.created[core.TopologyName(obj)] = true
+	}
+}
+
+// evaluateMachineDeployments evaluates the topology's MachineDeployments,
+// by name.
+func evaluateMachineDeployments(objs TopologyObjects, now time.Time) poolReports {
 	mds := append([]clusterv1.MachineDeployment(nil), objs.MachineDeployments...)
 	sort.Slice(mds, func(i, j int) bool { return mds[i].Name < mds[j].Name })
-	var reports []StatusReport
-	var facts []PartFacts
-	created := map[string]bool{}
+	p := poolReports{created: map[string]bool{}}
 	for i := range mds {
 		md := &mds[i]
 		var ownSets []clusterv1.MachineSet
@@ -244,35 +259,22 @@ func evaluateMachineDeployments(objs TopologyObjects, now time.Time) ([]StatusRe
 			}
 		}
 		own := core.MachinesWithLabel(objs.Machines, clusterv1.MachineDeploymentNameLabel, md.Name)
-		s, f := evaluatePool(md, md.Spec.Template.Spec.Version, own, ownSets, now)
-		reports = append(reports, s)
-		if f != nil {
-			facts = append(facts, *f)
-			created[core.TopologyName(md)] = true
-		}
+		p.add(md, md.Spec.Template.Spec.Version, own, ownSets, now)
 	}
-	return reports, facts, created
+	return p
 }
 
-// evaluateMachinePools is evaluateMachineDeployments for the topology's
-// MachinePools.
-func evaluateMachinePools(objs TopologyObjects, now time.Time) ([]StatusReport, []PartFacts, map[string]bool) {
+// evaluateMachinePools evaluates the topology's MachinePools, by name.
+func evaluateMachinePools(objs TopologyObjects, now time.Time) poolReports {
 	mps := append([]clusterv1.MachinePool(nil), objs.MachinePools...)
 	sort.Slice(mps, func(i, j int) bool { return mps[i].Name < mps[j].Name })
-	var reports []StatusReport
-	var facts []PartFacts
-	created := map[string]bool{}
+	p := poolReports{created: map[string]bool{}}
 	for i := range mps {
 		mp := &mps[i]
 		own := core.MachinesWithLabel(objs.Machines, clusterv1.MachinePoolNameLabel, policy.MachinePoolLabelValue(mp.Name))
-		s, f := evaluatePool(mp, mp.Spec.Template.Spec.Version, own, nil, now)
-		reports = append(reports, s)
-		if f != nil {
-			facts = append(facts, *f)
-			created[core.TopologyName(mp)] = true
-		}
+		p.add(mp, mp.Spec.Template.Spec.Version, own, nil, now)
 	}
-	return reports, facts, created
+	return p
 }
 
 // missingWorkers are the names of the topology's worker entries (name
