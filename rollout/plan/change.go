@@ -28,11 +28,11 @@ var deniedBy = regexp.MustCompile(`admission webhook "([^"]+)" denied the reques
 // ruleIDs finds rollout-guard's rule ids in a refusal: "[rule EtcdDowngrade]".
 var ruleIDs = regexp.MustCompile(`\[rule ([A-Za-z]+)\]`)
 
-// VerdictOf turns the answer to a server-side dry run into a verdict. An
+// verdictOf turns the answer to a server-side dry run into a verdict. An
 // error that is not the API server refusing the change (the guard
 // unreachable, a permission denied, a conflict, the API server unreachable)
 // is returned as an error: there is no verdict then.
-func VerdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
+func verdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
 	v := v1alpha1.PlanVerdict{Admitted: err == nil, Warnings: warnings}
 	if err == nil {
 		return v, nil
@@ -81,12 +81,12 @@ func VerdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
 // dryRun sends one patch of obj as a server-side dry run and returns the
 // verdict and the object as the API server would store it (nil when
 // refused), with the warnings it returned.
-func (c PlanSession) dryRun(ctx context.Context, cl *core.Clients, obj client.Object, pt types.PatchType, data []byte, purpose string) (v1alpha1.PlanVerdict, client.Object, error) {
+func (c planSession) dryRun(ctx context.Context, cl *core.Clients, obj client.Object, pt types.PatchType, data []byte, purpose string) (v1alpha1.PlanVerdict, client.Object, error) {
 	answer := obj.DeepCopyObject().(client.Object)
 	warnings, err := c.CollectWarnings(func() error {
 		return c.Send(ctx, cl, answer, pt, data, core.DryRunServer, purpose)
 	})
-	v, verr := VerdictOf(err, warnings)
+	v, verr := verdictOf(err, warnings)
 	if verr != nil {
 		return v, nil, verr
 	}
@@ -122,7 +122,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 		if core.TopologyOwned(obj) {
 			return v1alpha1.ObjectPlan{}, core.TopologyError("plan an undo of", obj, "plan the change of Cluster CLUSTER instead, e.g. rollout plan cluster/CLUSTER --version V")
 		}
-		set, err := o.Session.LoadHistory(ctx, cl, obj, purpose)
+		set, err := o.c.LoadHistory(ctx, cl, obj, purpose)
 		if err != nil {
 			return v1alpha1.ObjectPlan{}, err
 		}
@@ -130,7 +130,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 		var ok bool
 		if o.ToRevision > 0 {
 			if target, ok = set.Find(o.ToRevision); !ok {
-				return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: it has no revision %d; recorded revisions: %s (see %s history %s)", purpose, o.ToRevision, set.Numbers(), o.Session.Name(), o.ref)
+				return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: it has no revision %d; recorded revisions: %s (see %s history %s)", purpose, o.ToRevision, set.Numbers(), o.c.Name(), o.ref)
 			}
 		} else if target, ok = set.Previous(); !ok {
 			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: it has no earlier revision to roll back to; recorded revisions: %s", purpose, set.Numbers())
@@ -145,12 +145,12 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 	default:
 		var infra, bootstrap *clusterv1.ContractVersionedObjectReference
 		if o.Template != "" {
-			if infra, err = o.Session.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, core.InfrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
+			if infra, err = o.c.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, core.InfrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
 				return v1alpha1.ObjectPlan{}, err
 			}
 		}
 		if o.BootstrapTemplate != "" {
-			if bootstrap, err = o.Session.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, core.BootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
+			if bootstrap, err = o.c.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, core.BootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
 				return v1alpha1.ObjectPlan{}, err
 			}
 		}
@@ -162,7 +162,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	}
-	verdict, answer, err := o.Session.dryRun(ctx, cl, obj, types.MergePatchType, patch, purpose)
+	verdict, answer, err := o.c.dryRun(ctx, cl, obj, types.MergePatchType, patch, purpose)
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, err
 	}
@@ -173,7 +173,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	}
-	op, err := o.Session.objectPlan(ctx, cl, obj, planned, restart)
+	op, err := o.c.objectPlan(ctx, cl, obj, planned, restart)
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, err
 	}
@@ -188,7 +188,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 // MachineDeployment or KubeadmControlPlane: its changes, machines, steps,
 // strategy, holds and duration (everything but the verdict). restartAt is
 // a planned spec.rollout.after, zero when unchanged.
-func (c PlanSession) objectPlan(ctx context.Context, cl *core.Clients, live, planned client.Object, restartAt time.Time) (v1alpha1.ObjectPlan, error) {
+func (c planSession) objectPlan(ctx context.Context, cl *core.Clients, live, planned client.Object, restartAt time.Time) (v1alpha1.ObjectPlan, error) {
 	kind := core.KindOf(live)
 	id := core.Describe(live, kind)
 	purpose := "plan a change of " + id
@@ -237,7 +237,7 @@ func (c PlanSession) objectPlan(ctx context.Context, cl *core.Clients, live, pla
 		op.Summary = "no change to what its machines are made of"
 	}
 
-	ch := MachineChange{Rollout: rollout, InPlace: inPlace, RestartAt: restartAt}
+	ch := machineChange{rollout: rollout, inPlace: inPlace, restartAt: restartAt}
 	machines, err := c.listPlanMachines(ctx, cl, live, purpose)
 	if err != nil {
 		return op, err
@@ -278,8 +278,8 @@ func orText(s, none string) string {
 	return s
 }
 
-// EtcdImageTagOf is a KubeadmControlPlane's pinned etcd image tag, "" when
+// etcdImageTagOf is a KubeadmControlPlane's pinned etcd image tag, "" when
 // kubeadm picks it.
-func EtcdImageTagOf(kcp *controlplanev1.KubeadmControlPlane) string {
+func etcdImageTagOf(kcp *controlplanev1.KubeadmControlPlane) string {
 	return kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag
 }

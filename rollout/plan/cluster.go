@@ -31,7 +31,7 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *core.Clients, clus
 	purpose := "plan the upgrade of " + id
 	if !cluster.Spec.Topology.IsDefined() {
 		return nil, fmt.Errorf("cannot %s: --version on a cluster changes its spec.topology.version, and %s has no topology (it is not a ClusterClass cluster); plan its control plane and worker pools one by one: %s plan kcp/%s --version %s, then %s plan md/NAME --version %s",
-			purpose, id, o.Session.Name(), orText(cluster.Spec.ControlPlaneRef.Name, "NAME"), o.Version, o.Session.Name(), o.Version)
+			purpose, id, o.c.Name(), orText(cluster.Spec.ControlPlaneRef.Name, "NAME"), o.Version, o.c.Name(), o.Version)
 	}
 	var verdict v1alpha1.PlanVerdict
 	var answer client.Object
@@ -40,11 +40,11 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *core.Clients, clus
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
-		verdict, answer, err = o.Session.dryRun(ctx, cl, cluster, types.MergePatchType, patch, purpose)
+		verdict, answer, err = o.c.dryRun(ctx, cl, cluster, types.MergePatchType, patch, purpose)
 		return err
 	}, func() error {
-		o.Session.Notef("conflict: %s changed after it was read; reading it again", id)
-		obj, err := o.Session.Reread(ctx, cl, cluster, purpose)
+		o.c.Notef("conflict: %s changed after it was read; reading it again", id)
+		obj, err := o.c.Reread(ctx, cl, cluster, purpose)
 		if err != nil {
 			return err
 		}
@@ -59,7 +59,7 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *core.Clients, clus
 		planned = cluster.DeepCopy()
 		planned.Spec.Topology.Version = o.Version
 	}
-	op, err := o.Session.topologyPlan(ctx, cl, cluster, planned)
+	op, err := o.c.topologyPlan(ctx, cl, cluster, planned)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *core.Clients, clus
 // topology controller takes the control plane and the worker pools
 // through, the etcd version at each control-plane step, the machines each
 // part replaces, and what would hold it.
-func (c PlanSession) topologyPlan(ctx context.Context, cl *core.Clients, live, planned *clusterv1.Cluster) (v1alpha1.ObjectPlan, error) {
+func (c planSession) topologyPlan(ctx context.Context, cl *core.Clients, live, planned *clusterv1.Cluster) (v1alpha1.ObjectPlan, error) {
 	id := "Cluster " + live.Namespace + "/" + live.Name
 	purpose := "plan the upgrade of " + id
 	from, to := live.Spec.Topology.Version, planned.Spec.Topology.Version
@@ -140,7 +140,7 @@ func (c PlanSession) topologyPlan(ctx context.Context, cl *core.Clients, live, p
 		}
 		workerMachines = append(workerMachines, machines...)
 	}
-	workersPlan, err := WorkersUpgradePlan(to, cpVersion, minVersion(workerVersions), cpPlan)
+	workersPlan, err := workersUpgradePlan(to, cpVersion, minVersion(workerVersions), cpPlan)
 	if err != nil {
 		return op, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
@@ -158,18 +158,18 @@ func (c PlanSession) topologyPlan(ctx context.Context, cl *core.Clients, live, p
 		own := core.MachinesWithLabel(workerMachines, clusterv1.MachineDeploymentNameLabel, md.Name)
 		op.Machines = append(op.Machines, planUpgradeMachines(objectName(md), to, own, wStep)...)
 	}
-	op.Counts = CountMachines(op.Machines)
+	op.Counts = countMachines(op.Machines)
 	nCP, nW := countReplaced(op.Machines, objectName(kcp)), op.Counts.Replace-countReplaced(op.Machines, objectName(kcp))
 	if len(cpPlan) > 0 && nCP == 0 {
 		nCP = len(cpMachines)
 	}
-	op.Steps = UpgradeSteps(cpVersion, cpPlan, workersPlan, EtcdImageTagOf(kcp), objectName(kcp), workerObjects, nCP, nW)
+	op.Steps = upgradeSteps(cpVersion, cpPlan, workersPlan, etcdImageTagOf(kcp), objectName(kcp), workerObjects, nCP, nW)
 	if nCP > 0 {
-		op.Strategy = ControlPlaneStrategy(kcp)
+		op.Strategy = controlPlaneStrategy(kcp)
 	}
 
-	f := HoldFacts{CommandName: c.Name(), Cluster: live, ControlPlane: kcp, CPMachines: cpMachines}
-	op.Holds = append(op.Holds, TopologyUpgradeHolds(live, f)...)
+	f := holdFacts{cli: c.Name(), cluster: live, controlPlane: kcp, cpMachines: cpMachines}
+	op.Holds = append(op.Holds, topologyUpgradeHolds(live, f)...)
 	op.Duration = c.upgradeDuration(ctx, cl, kcp, cpMachines, op.Steps)
 	return op, nil
 }
@@ -195,7 +195,7 @@ func countReplaced(ms []v1alpha1.PlanMachine, object string) int {
 // upgradeDuration estimates a topology upgrade from the control plane's
 // last recorded rollout: its time per machine times every machine every
 // step replaces.
-func (c PlanSession) upgradeDuration(ctx context.Context, cl *core.Clients, kcp *controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine, steps []v1alpha1.PlanStep) v1alpha1.PlanDuration {
+func (c planSession) upgradeDuration(ctx context.Context, cl *core.Clients, kcp *controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine, steps []v1alpha1.PlanStep) v1alpha1.PlanDuration {
 	total := 0
 	for _, st := range steps {
 		total += st.Machines
@@ -213,17 +213,17 @@ func (c PlanSession) upgradeDuration(ctx context.Context, cl *core.Clients, kcp 
 func (o *PlanOptions) planClusterRestart(ctx context.Context, cl *core.Clients, cluster *clusterv1.Cluster) ([]v1alpha1.ObjectPlan, error) {
 	id := "Cluster " + cluster.Namespace + "/" + cluster.Name
 	purpose := "plan the restart of " + id
-	m, err := o.Session.ClusterMembers(ctx, cl, cluster, purpose)
+	m, err := o.c.ClusterMembers(ctx, cl, cluster, purpose)
 	if err != nil {
 		return nil, err
 	}
 	if m.Other != nil {
-		o.Session.Warnf("the control plane of %s is a %s.%s; rollout plans KubeadmControlPlanes only, so it is left out", id, m.Other.Kind, m.Other.APIGroup)
+		o.c.Warnf("the control plane of %s is a %s.%s; rollout plans KubeadmControlPlanes only, so it is left out", id, m.Other.Kind, m.Other.APIGroup)
 	}
 	var out []v1alpha1.ObjectPlan
 	at := o.now()
 	if cluster.Spec.Topology.IsDefined() {
-		verdict, err := o.Session.dryRunTopologyRestart(ctx, cl, cluster.Namespace, core.TopologyRestart{Cluster: cluster.Name, ControlPlane: true, AllWorkers: true}, at, purpose)
+		verdict, err := o.c.dryRunTopologyRestart(ctx, cl, cluster.Namespace, core.TopologyRestart{Cluster: cluster.Name, ControlPlane: true, AllWorkers: true}, at, purpose)
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +262,7 @@ func (o *PlanOptions) planTopologyRestart(ctx context.Context, cl *core.Clients,
 	}
 	id, cluster := core.Describe(obj, core.KindOf(obj)), r.Cluster
 	at := o.now()
-	verdict, err := o.Session.dryRunTopologyRestart(ctx, cl, obj.GetNamespace(), r, at, "plan the restart of "+id)
+	verdict, err := o.c.dryRunTopologyRestart(ctx, cl, obj.GetNamespace(), r, at, "plan the restart of "+id)
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, err
 	}
@@ -286,7 +286,7 @@ func (o *PlanOptions) restartPlan(ctx context.Context, cl *core.Clients, obj cli
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot plan the restart of %s: %w", core.Describe(obj, core.KindOf(obj)), err)
 	}
-	op, err := o.Session.objectPlan(ctx, cl, obj, planned, at)
+	op, err := o.c.objectPlan(ctx, cl, obj, planned, at)
 	if err != nil {
 		return op, err
 	}
@@ -307,7 +307,7 @@ func (o *PlanOptions) restartPlan(ctx context.Context, cl *core.Clients, obj cli
 
 // dryRunTopologyRestart sends a topology restart (rollout.after in the
 // Cluster's topology) as a server-side dry run.
-func (c PlanSession) dryRunTopologyRestart(ctx context.Context, cl *core.Clients, namespace string, r core.TopologyRestart, at time.Time, purpose string) (v1alpha1.PlanVerdict, error) {
+func (c planSession) dryRunTopologyRestart(ctx context.Context, cl *core.Clients, namespace string, r core.TopologyRestart, at time.Time, purpose string) (v1alpha1.PlanVerdict, error) {
 	var v v1alpha1.PlanVerdict
 	err, _ := core.RetryConflicts(func() error {
 		u := &unstructured.Unstructured{}

@@ -14,7 +14,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
-// EstimateDuration learns how long one machine takes from the object's last
+// estimateDuration learns how long one machine takes from the object's last
 // recorded rollout and multiplies it by the machines the change replaces.
 //
 // The guard records when each revision was made live (and when each
@@ -29,7 +29,7 @@ import (
 // time per machine. Unknown when no recorded revision rolled out and
 // nothing was restarted, or when no running machine was created by that
 // rollout.
-func EstimateDuration(object string, records []revisions.Record, machines []clusterv1.Machine, replaced int) v1alpha1.PlanDuration {
+func estimateDuration(object string, records []revisions.Record, machines []clusterv1.Machine, replaced int) v1alpha1.PlanDuration {
 	start, what := time.Time{}, ""
 	for _, rec := range records {
 		if rec.ChangeType == revisions.ChangeRollout && rec.ChangedAt.After(start) {

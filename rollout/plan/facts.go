@@ -17,7 +17,7 @@ import (
 
 // listPlanMachines reads the Machines of a MachineDeployment or
 // KubeadmControlPlane.
-func (c PlanSession) listPlanMachines(ctx context.Context, cl *core.Clients, obj client.Object, purpose string) ([]clusterv1.Machine, error) {
+func (c planSession) listPlanMachines(ctx context.Context, cl *core.Clients, obj client.Object, purpose string) ([]clusterv1.Machine, error) {
 	list := &clusterv1.MachineList{}
 	if err := cl.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), core.MachineLabels(obj)); err != nil {
 		return nil, core.Call{Verb: "list", GR: clusterv1.GroupVersion.WithResource("machines").GroupResource(), Kind: "Machine", Namespace: obj.GetNamespace(), Purpose: purpose}.Explain(err)
@@ -26,7 +26,7 @@ func (c PlanSession) listPlanMachines(ctx context.Context, cl *core.Clients, obj
 }
 
 // listPlanMachineSets reads the MachineSets of a MachineDeployment.
-func (c PlanSession) listPlanMachineSets(ctx context.Context, cl *core.Clients, obj client.Object, purpose string) ([]clusterv1.MachineSet, error) {
+func (c planSession) listPlanMachineSets(ctx context.Context, cl *core.Clients, obj client.Object, purpose string) ([]clusterv1.MachineSet, error) {
 	list := &clusterv1.MachineSetList{}
 	if err := cl.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), core.MachineSetLabels(obj)); err != nil {
 		return nil, core.Call{Verb: "list", GR: clusterv1.GroupVersion.WithResource("machinesets").GroupResource(), Kind: "MachineSet", Namespace: obj.GetNamespace(), Purpose: purpose}.Explain(err)
@@ -38,8 +38,8 @@ func (c PlanSession) listPlanMachineSets(ctx context.Context, cl *core.Clients, 
 // Cluster and the Cluster's KubeadmControlPlane. A Cluster or control
 // plane that cannot be found leaves them out (the holds they would show are
 // then not checked); other errors are returned.
-func (c PlanSession) holdFactsOf(ctx context.Context, cl *core.Clients, obj client.Object, purpose string) (HoldFacts, error) {
-	f := HoldFacts{CommandName: c.Name()}
+func (c planSession) holdFactsOf(ctx context.Context, cl *core.Clients, obj client.Object, purpose string) (holdFacts, error) {
+	f := holdFacts{cli: c.Name()}
 	name := core.ClusterNameOf(obj)
 	if name == "" {
 		return f, nil
@@ -52,9 +52,9 @@ func (c PlanSession) holdFactsOf(ctx context.Context, cl *core.Clients, obj clie
 		}
 		return f, core.Call{Verb: "get", GR: core.Cluster.GroupResource(), Kind: "Cluster", Namespace: obj.GetNamespace(), Name: name, Purpose: purpose}.Explain(err)
 	}
-	f.Cluster = cluster
+	f.cluster = cluster
 	if kcp, ok := obj.(*controlplanev1.KubeadmControlPlane); ok {
-		f.ControlPlane = kcp
+		f.controlPlane = kcp
 		return f, nil
 	}
 	ref := cluster.Spec.ControlPlaneRef
@@ -68,13 +68,13 @@ func (c PlanSession) holdFactsOf(ctx context.Context, cl *core.Clients, obj clie
 		}
 		return f, core.Call{Verb: "get", GR: core.KubeadmControlPlane.GroupResource(), Kind: "KubeadmControlPlane", Namespace: cluster.Namespace, Name: ref.Name, Purpose: purpose}.Explain(err)
 	}
-	f.ControlPlane = kcp
+	f.controlPlane = kcp
 	return f, nil
 }
 
 // templateAnnotation reads one annotation of a referenced template, ""
 // when it cannot be read.
-func (c PlanSession) templateAnnotation(ctx context.Context, cl *core.Clients, namespace string, ref clusterv1.ContractVersionedObjectReference, key string) string {
+func (c planSession) templateAnnotation(ctx context.Context, cl *core.Clients, namespace string, ref clusterv1.ContractVersionedObjectReference, key string) string {
 	mapping, err := cl.Mapper.RESTMapping(ref.GroupKind())
 	if err != nil {
 		return ""
@@ -90,7 +90,7 @@ func (c PlanSession) templateAnnotation(ctx context.Context, cl *core.Clients, n
 // durationOf estimates how long replacing n machines of obj takes, from its
 // recorded history (see EstimateDuration). A history that cannot be read
 // leaves it unknown, saying why.
-func (c PlanSession) durationOf(ctx context.Context, cl *core.Clients, obj client.Object, machines []clusterv1.Machine, n int) v1alpha1.PlanDuration {
+func (c planSession) durationOf(ctx context.Context, cl *core.Clients, obj client.Object, machines []clusterv1.Machine, n int) v1alpha1.PlanDuration {
 	if n == 0 {
 		return v1alpha1.PlanDuration{Basis: "no machine is replaced"}
 	}
@@ -105,5 +105,5 @@ func (c PlanSession) durationOf(ctx context.Context, cl *core.Clients, obj clien
 	for _, r := range set.Revs {
 		records = append(records, r.Record)
 	}
-	return EstimateDuration(objectName(obj), records, machines, n)
+	return estimateDuration(objectName(obj), records, machines, n)
 }

@@ -21,10 +21,10 @@ import (
 // runs (nothing is stored under it).
 const PlanFieldManager = "rollout-plan"
 
-// ReadManifests reads the objects of -f: files, directories (-R: and their
+// readManifests reads the objects of -f: files, directories (-R: and their
 // subdirectories), URLs, or - for stdin, with YAML or JSON documents and
 // lists, through cli-runtime's resource builder as kubectl reads them.
-func (o *PlanOptions) ReadManifests() ([]*unstructured.Unstructured, error) {
+func (o *PlanOptions) readManifests() ([]*unstructured.Unstructured, error) {
 	r := resource.NewLocalBuilder().
 		Unstructured().
 		FilenameParam(false, &resource.FilenameOptions{Filenames: o.Filenames, Recursive: o.Recursive}).
@@ -55,16 +55,16 @@ func (o *PlanOptions) ReadManifests() ([]*unstructured.Unstructured, error) {
 // of the manifests, each as server-side apply would change it, against the
 // live cluster; other objects are skipped with a warning.
 func (o *PlanOptions) planFiles(ctx context.Context, cl *core.Clients) ([]v1alpha1.ObjectPlan, error) {
-	objs, err := o.ReadManifests()
+	objs, err := o.readManifests()
 	if err != nil {
 		return nil, err
 	}
 	var out []v1alpha1.ObjectPlan
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
-		kind, ok := PlanKindOf(gvk)
+		kind, ok := planKindOf(gvk)
 		if !ok {
-			o.Session.Warnf("skipping %s %s: rollout plan previews MachineDeployments, KubeadmControlPlanes and Clusters", gvk.Kind, u.GetName())
+			o.c.Warnf("skipping %s %s: rollout plan previews MachineDeployments, KubeadmControlPlanes and Clusters", gvk.Kind, u.GetName())
 			continue
 		}
 		if u.GetNamespace() == "" {
@@ -82,9 +82,9 @@ func (o *PlanOptions) planFiles(ctx context.Context, cl *core.Clients) ([]v1alph
 	return out, nil
 }
 
-// PlanKindOf is the CLI kind of a manifest's group and kind, in any served
+// planKindOf is the CLI kind of a manifest's group and kind, in any served
 // version, among the kinds plan -f reads.
-func PlanKindOf(gvk schema.GroupVersionKind) (core.Kind, bool) {
+func planKindOf(gvk schema.GroupVersionKind) (core.Kind, bool) {
 	for _, k := range core.Kinds {
 		if k.GVK.GroupKind() == gvk.GroupKind() && k.FromV1beta1 != nil {
 			return k, true
@@ -110,10 +110,10 @@ func (o *PlanOptions) planManifest(ctx context.Context, cl *core.Clients, kind c
 	if err != nil && !apierrors.IsNotFound(err) {
 		return v1alpha1.ObjectPlan{}, core.Call{Verb: "get", GR: kind.GroupResource(), Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Purpose: purpose}.Explain(err)
 	}
-	warnings, err := o.Session.CollectWarnings(func() error {
+	warnings, err := o.c.CollectWarnings(func() error {
 		return cl.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.DryRunAll, client.ForceOwnership, client.FieldOwner(PlanFieldManager))
 	})
-	verdict, err := VerdictOf(core.Call{Verb: "patch", GR: kind.GroupResource(), Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Purpose: purpose}.Explain(err), warnings)
+	verdict, err := verdictOf(core.Call{Verb: "patch", GR: kind.GroupResource(), Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Purpose: purpose}.Explain(err), warnings)
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, err
 	}
@@ -125,15 +125,15 @@ func (o *PlanOptions) planManifest(ctx context.Context, cl *core.Clients, kind c
 	}
 	// The object as it would be: the dry run's answer (decoded into
 	// applied), or when refused the manifest itself.
-	planned, err := TypedOf(kind, applied)
+	planned, err := typedOf(kind, applied)
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	var op v1alpha1.ObjectPlan
 	if cluster, ok := live.(*clusterv1.Cluster); ok {
-		op, err = o.Session.topologyPlan(ctx, cl, cluster, planned.(*clusterv1.Cluster))
+		op, err = o.c.topologyPlan(ctx, cl, cluster, planned.(*clusterv1.Cluster))
 	} else {
-		op, err = o.Session.objectPlan(ctx, cl, live, planned, rolloutAfterChange(live, planned))
+		op, err = o.c.objectPlan(ctx, cl, live, planned, rolloutAfterChange(live, planned))
 	}
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, err
@@ -152,9 +152,9 @@ func rolloutAfterChange(live, planned client.Object) time.Time {
 	return time.Time{}
 }
 
-// TypedOf converts a manifest (or the dry run's answer to it) into the
+// typedOf converts a manifest (or the dry run's answer to it) into the
 // kind's v1beta2 type, the version the CLI works in.
-func TypedOf(kind core.Kind, u *unstructured.Unstructured) (client.Object, error) {
+func typedOf(kind core.Kind, u *unstructured.Unstructured) (client.Object, error) {
 	gv := u.GroupVersionKind().GroupVersion()
 	out := kind.New()
 	if gv == kind.GVK.GroupVersion() {

@@ -15,32 +15,32 @@ import (
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
-// HoldFacts are what the holds of one object's change are decided from.
-type HoldFacts struct {
-	// Cluster is the object's Cluster, nil when unknown.
-	Cluster *clusterv1.Cluster
-	// ControlPlane is the Cluster's KubeadmControlPlane as it is now, nil
+// holdFacts are what the holds of one object's change are decided from.
+type holdFacts struct {
+	// cluster is the object's Cluster, nil when unknown.
+	cluster *clusterv1.Cluster
+	// controlPlane is the Cluster's KubeadmControlPlane as it is now, nil
 	// when unknown or not a KubeadmControlPlane.
-	ControlPlane *controlplanev1.KubeadmControlPlane
-	// CPMachines are the control plane's machines (for its own checks).
-	CPMachines []clusterv1.Machine
-	// BootstrapSkip is the skip-preflight-checks annotation of a
+	controlPlane *controlplanev1.KubeadmControlPlane
+	// cpMachines are the control plane's machines (for its own checks).
+	cpMachines []clusterv1.Machine
+	// bootstrapSkip is the skip-preflight-checks annotation of a
 	// MachineDeployment's bootstrap config template (Cluster API's
 	// fallback when the MachineSet has none).
-	BootstrapSkip string
-	// CommandName names the command in ways out ("rollout").
-	CommandName string
+	bootstrapSkip string
+	// cli names the command in ways out ("rollout").
+	cli string
 }
 
 // clusterHolds are the holds of any change of a cluster's objects: the
 // Cluster paused.
-func clusterHolds(f HoldFacts) []v1alpha1.PlanHold {
-	if f.Cluster == nil {
+func clusterHolds(f holdFacts) []v1alpha1.PlanHold {
+	if f.cluster == nil {
 		return nil
 	}
-	if how := core.PausedBy(f.Cluster); how != "" {
-		return []v1alpha1.PlanHold{{Kind: v1alpha1.HoldPaused, Check: pausedCheck(how), Object: core.Cluster.Singular() + "/" + f.Cluster.Name,
-			Message: fmt.Sprintf("Cluster %s is paused (%s): Cluster API reconciles none of its objects until it is resumed; the change is stored and rolls out then", f.Cluster.Name, how)}}
+	if how := core.PausedBy(f.cluster); how != "" {
+		return []v1alpha1.PlanHold{{Kind: v1alpha1.HoldPaused, Check: pausedCheck(how), Object: core.Cluster.Singular() + "/" + f.cluster.Name,
+			Message: fmt.Sprintf("Cluster %s is paused (%s): Cluster API reconciles none of its objects until it is resumed; the change is stored and rolls out then", f.cluster.Name, how)}}
 	}
 	return nil
 }
@@ -63,17 +63,17 @@ func objectPausedHold(obj interface {
 		Message: fmt.Sprintf("%s %s is paused (%s): the change is stored and rolls out when it is resumed: %s resume %s/%s", kind.GVK.Kind, obj.GetName(), how, cli, kind.Singular(), obj.GetName())}
 }
 
-// MachineDeploymentHolds are what would hold the rollout of newMD (as
+// machineDeploymentHolds are what would hold the rollout of newMD (as
 // planned) once admitted: it or its Cluster paused, the OnDelete strategy,
 // and, when it creates machines, Cluster API's MachineSet preflight checks
 // against the control plane as it is now (Cluster API v1.14
 // core/reconcilers/machineset machineset_preflight.go), honouring the
 // skip-preflight-checks annotation.
-func MachineDeploymentHolds(newMD *clusterv1.MachineDeployment, createsMachines bool, f HoldFacts) []v1alpha1.PlanHold {
+func machineDeploymentHolds(newMD *clusterv1.MachineDeployment, createsMachines bool, f holdFacts) []v1alpha1.PlanHold {
 	holds := clusterHolds(f)
 	object := core.MachineDeployment.Singular() + "/" + newMD.Name
 	if how := core.PausedBy(newMD); how != "" {
-		holds = append(holds, objectPausedHold(newMD, core.MachineDeployment, how, f.CommandName))
+		holds = append(holds, objectPausedHold(newMD, core.MachineDeployment, how, f.cli))
 	}
 	if !createsMachines {
 		return holds
@@ -82,18 +82,18 @@ func MachineDeploymentHolds(newMD *clusterv1.MachineDeployment, createsMachines 
 		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldOnDelete, Check: "spec.rollout.strategy.type", Object: object,
 			Message: fmt.Sprintf("MachineDeployment %s rolls out OnDelete: each old machine is replaced only when you delete it (kubectl delete machine NAME)", newMD.Name)})
 	}
-	return append(holds, PreflightHolds(newMD, f)...)
+	return append(holds, preflightHolds(newMD, f)...)
 }
 
-// PreflightHolds are the MachineSet preflight checks that would fail for
+// preflightHolds are the MachineSet preflight checks that would fail for
 // the MachineSet of newMD's template.
-func PreflightHolds(newMD *clusterv1.MachineDeployment, f HoldFacts) []v1alpha1.PlanHold {
-	if f.ControlPlane == nil || f.ControlPlane.Spec.Version == "" {
+func preflightHolds(newMD *clusterv1.MachineDeployment, f holdFacts) []v1alpha1.PlanHold {
+	if f.controlPlane == nil || f.controlPlane.Spec.Version == "" {
 		return nil // Cluster API checks nothing without a control-plane version.
 	}
 	skip := newMD.Annotations[clusterv1.MachineSetSkipPreflightChecksAnnotation]
 	if skip == "" {
-		skip = f.BootstrapSkip
+		skip = f.bootstrapSkip
 	}
 	skipped := map[string]bool{}
 	for _, s := range strings.Split(skip, ",") {
@@ -102,7 +102,7 @@ func PreflightHolds(newMD *clusterv1.MachineDeployment, f HoldFacts) []v1alpha1.
 	if skipped[string(clusterv1.MachineSetPreflightCheckAll)] {
 		return nil
 	}
-	cp := f.ControlPlane
+	cp := f.controlPlane
 	cpRef := core.KubeadmControlPlane.Singular() + "/" + cp.Name
 	object := core.MachineDeployment.Singular() + "/" + newMD.Name
 	var holds []v1alpha1.PlanHold
@@ -115,11 +115,11 @@ func PreflightHolds(newMD *clusterv1.MachineDeployment, f HoldFacts) []v1alpha1.
 	}
 
 	// ControlPlaneIsStable.
-	topology := f.Cluster != nil && f.Cluster.Spec.Topology.IsDefined()
+	topology := f.cluster != nil && f.cluster.Spec.Topology.IsDefined()
 	if topology {
-		step := f.Cluster.Annotations[clusterv1.ClusterTopologyUpgradeStepAnnotation]
-		if f.Cluster.Spec.Topology.Version != cp.Spec.Version && (step == "" || step != cp.Spec.Version) {
-			v := f.Cluster.Spec.Topology.Version
+		step := f.cluster.Annotations[clusterv1.ClusterTopologyUpgradeStepAnnotation]
+		if f.cluster.Spec.Topology.Version != cp.Spec.Version && (step == "" || step != cp.Spec.Version) {
+			v := f.cluster.Spec.Topology.Version
 			if step != "" {
 				v = step
 			}
@@ -206,25 +206,25 @@ func statusVersionsText(vs []clusterv1.StatusVersion) string {
 	return strings.Join(parts, ", ")
 }
 
-// ControlPlaneHolds are what would hold the rollout of a
+// controlPlaneHolds are what would hold the rollout of a
 // KubeadmControlPlane once admitted: it or its Cluster paused, a rollout
 // still running, and its own checks before it adds or removes a machine
 // (Cluster API v1.14 controlplane/kubeadm preflight.go): machines being
 // deleted, control-plane components or etcd members not healthy, a topology
 // version not yet passed on.
-func ControlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines bool, f HoldFacts) []v1alpha1.PlanHold {
+func controlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines bool, f holdFacts) []v1alpha1.PlanHold {
 	holds := clusterHolds(f)
 	object := core.KubeadmControlPlane.Singular() + "/" + kcp.Name
 	if how := core.PausedBy(kcp); how != "" {
-		holds = append(holds, objectPausedHold(kcp, core.KubeadmControlPlane, how, f.CommandName))
+		holds = append(holds, objectPausedHold(kcp, core.KubeadmControlPlane, how, f.cli))
 	}
 	if !createsMachines {
 		return holds
 	}
-	if cp := f.ControlPlane; cp != nil {
+	if cp := f.controlPlane; cp != nil {
 		if controlPlaneUpgrading(cp) {
 			holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldUpgradeInProgress, Check: "status.versions", Object: object,
-				Message: fmt.Sprintf("KubeadmControlPlane %s is still rolling out %s (its machines run %s): the change replaces that rollout's machines too; watch it with %s status %s", cp.Name, cp.Spec.Version, statusVersionsText(cp.Status.Versions), f.CommandName, object)})
+				Message: fmt.Sprintf("KubeadmControlPlane %s is still rolling out %s (its machines run %s): the change replaces that rollout's machines too; watch it with %s status %s", cp.Name, cp.Spec.Version, statusVersionsText(cp.Status.Versions), f.cli, object)})
 		}
 		for _, c := range []string{controlplanev1.KubeadmControlPlaneControlPlaneComponentsHealthyCondition, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition} {
 			if cond := apimeta.FindStatusCondition(cp.Status.Conditions, c); cond != nil && cond.Status == metav1.ConditionFalse {
@@ -234,7 +234,7 @@ func ControlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines 
 		}
 	}
 	var deleting []string
-	for _, m := range f.CPMachines {
+	for _, m := range f.cpMachines {
 		if !m.DeletionTimestamp.IsZero() {
 			deleting = append(deleting, m.Name)
 		}
@@ -246,10 +246,10 @@ func ControlPlaneHolds(kcp *controlplanev1.KubeadmControlPlane, createsMachines 
 	return holds
 }
 
-// TopologyUpgradeHolds are what would hold a topology upgrade of cluster
+// topologyUpgradeHolds are what would hold a topology upgrade of cluster
 // once admitted: the Cluster paused, an upgrade still in progress, and the
 // defer-upgrade and hold-upgrade-sequence annotations of its worker pools.
-func TopologyUpgradeHolds(cluster *clusterv1.Cluster, f HoldFacts) []v1alpha1.PlanHold {
+func topologyUpgradeHolds(cluster *clusterv1.Cluster, f holdFacts) []v1alpha1.PlanHold {
 	holds := clusterHolds(f)
 	object := core.Cluster.Singular() + "/" + cluster.Name
 	if st := cluster.Status.ControlPlane; st != nil && len(st.UpgradePlan) > 0 {
@@ -258,10 +258,10 @@ func TopologyUpgradeHolds(cluster *clusterv1.Cluster, f HoldFacts) []v1alpha1.Pl
 			vs = append(vs, v.Version)
 		}
 		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldUpgradeInProgress, Check: "status.controlPlane.upgradePlan", Object: object,
-			Message: fmt.Sprintf("Cluster %s is still upgrading its control plane (steps left: %s); Cluster API refuses a new version until the upgrade is done: %s status %s", cluster.Name, strings.Join(vs, ", "), f.CommandName, object)})
-	} else if cp := f.ControlPlane; cp != nil && controlPlaneUpgrading(cp) {
+			Message: fmt.Sprintf("Cluster %s is still upgrading its control plane (steps left: %s); Cluster API refuses a new version until the upgrade is done: %s status %s", cluster.Name, strings.Join(vs, ", "), f.cli, object)})
+	} else if cp := f.controlPlane; cp != nil && controlPlaneUpgrading(cp) {
 		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldUpgradeInProgress, Check: "status.versions", Object: core.KubeadmControlPlane.Singular() + "/" + cp.Name,
-			Message: fmt.Sprintf("KubeadmControlPlane %s is still rolling out %s (its machines run %s); Cluster API refuses a new version until it is done: %s status %s", cp.Name, cp.Spec.Version, statusVersionsText(cp.Status.Versions), f.CommandName, object)})
+			Message: fmt.Sprintf("KubeadmControlPlane %s is still rolling out %s (its machines run %s); Cluster API refuses a new version until it is done: %s status %s", cp.Name, cp.Spec.Version, statusVersionsText(cp.Status.Versions), f.cli, object)})
 	}
 	for _, md := range cluster.Spec.Topology.Workers.MachineDeployments {
 		for _, a := range []string{clusterv1.ClusterTopologyDeferUpgradeAnnotation, clusterv1.ClusterTopologyHoldUpgradeSequenceAnnotation} {

@@ -15,16 +15,16 @@ import (
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
-// MachineChange is what a change does to the content of one object, the
+// machineChange is what a change does to the content of one object, the
 // input of the machine planners.
-type MachineChange struct {
-	// Rollout are the differences that replace machines (revisions.RolloutChanges).
-	Rollout []revisions.Change
-	// InPlace is true when the change is applied to the machines in place.
-	InPlace bool
-	// RestartAt is the planned spec.rollout.after; zero when it does not
+type machineChange struct {
+	// rollout are the differences that replace machines (revisions.RolloutChanges).
+	rollout []revisions.Change
+	// inPlace is true when the change is applied to the machines in place.
+	inPlace bool
+	// restartAt is the planned spec.rollout.after; zero when it does not
 	// change.
-	RestartAt time.Time
+	restartAt time.Time
 }
 
 // changeText is a list of changes on one line: "version v1.34.3 →
@@ -37,7 +37,7 @@ func changeText(changes []revisions.Change) string {
 	return strings.Join(parts, "; ")
 }
 
-// PlanMachineDeploymentMachines decides what the change of a
+// planMachineDeploymentMachines decides what the change of a
 // MachineDeployment into newMD does to each of its machines, as Cluster
 // API's MachineDeployment controller does: a machine whose MachineSet's
 // template differs from the new template in a field that rolls out
@@ -46,7 +46,7 @@ func changeText(changes []revisions.Change) string {
 // in-place change updates it in place, and it is untouched when nothing it
 // is made of changes. Machines being deleted are left out. The result is
 // sorted by MachineSet and name.
-func PlanMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch MachineChange, machines []clusterv1.Machine, sets []clusterv1.MachineSet) ([]v1alpha1.PlanMachine, error) {
+func planMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch machineChange, machines []clusterv1.Machine, sets []clusterv1.MachineSet) ([]v1alpha1.PlanMachine, error) {
 	newSnap, err := revisions.ForMachineDeployment(newMD)
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func PlanMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch Machin
 			}
 		} else {
 			// A machine of no MachineSet still known: judge it by the change.
-			rollout = ch.Rollout
+			rollout = ch.rollout
 		}
 		pm.Action, pm.Reason = ch.decide(m, rollout)
 		out = append(out, pm)
@@ -87,13 +87,13 @@ func PlanMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch Machin
 // decide says what the change does to machine m, given the fields that
 // roll it out (rollout): replaced for those, or for a restart asked after it
 // was created; updated in place; or untouched.
-func (ch MachineChange) decide(m clusterv1.Machine, rollout []revisions.Change) (string, string) {
+func (ch machineChange) decide(m clusterv1.Machine, rollout []revisions.Change) (string, string) {
 	switch {
 	case len(rollout) > 0:
 		return v1alpha1.ActionReplace, changeText(rollout)
-	case !ch.RestartAt.IsZero() && m.CreationTimestamp.Time.Before(ch.RestartAt):
-		return v1alpha1.ActionReplace, "created before spec.rollout.after " + ch.RestartAt.UTC().Format(time.RFC3339)
-	case ch.InPlace:
+	case !ch.restartAt.IsZero() && m.CreationTimestamp.Time.Before(ch.restartAt):
+		return v1alpha1.ActionReplace, "created before spec.rollout.after " + ch.restartAt.UTC().Format(time.RFC3339)
+	case ch.inPlace:
 		return v1alpha1.ActionInPlace, "updated in place"
 	}
 	return v1alpha1.ActionUntouched, ""
@@ -113,23 +113,23 @@ func machineSetOf(m clusterv1.Machine) string {
 	return ""
 }
 
-// PlanControlPlaneMachines decides what the change of a
+// planControlPlaneMachines decides what the change of a
 // KubeadmControlPlane into newKCP does to each of its machines: when the
 // change rolls out, every machine is replaced, except that a change of
 // spec.version alone leaves a machine that already runs the new version
 // (one created for it before a revert); a machine created before a new
 // spec.rollout.after is replaced; an in-place change updates every machine
 // in place. Machines being deleted are left out.
-func PlanControlPlaneMachines(newKCP *controlplanev1.KubeadmControlPlane, ch MachineChange, machines []clusterv1.Machine) []v1alpha1.PlanMachine {
+func planControlPlaneMachines(newKCP *controlplanev1.KubeadmControlPlane, ch machineChange, machines []clusterv1.Machine) []v1alpha1.PlanMachine {
 	object := core.KubeadmControlPlane.Singular() + "/" + newKCP.Name
-	versionOnly := len(ch.Rollout) == 1 && ch.Rollout[0].Path == "version"
+	versionOnly := len(ch.rollout) == 1 && ch.rollout[0].Path == "version"
 	var out []v1alpha1.PlanMachine
 	for _, m := range machines {
 		if !m.DeletionTimestamp.IsZero() {
 			continue
 		}
 		pm := v1alpha1.PlanMachine{Name: m.Name, Object: object, Version: m.Spec.Version}
-		rollout := ch.Rollout
+		rollout := ch.rollout
 		if versionOnly && m.Spec.Version == newKCP.Spec.Version {
 			rollout = nil // already runs the new version
 		}
@@ -171,8 +171,8 @@ func sortMachines(ms []v1alpha1.PlanMachine) {
 	})
 }
 
-// CountMachines sums machines by action.
-func CountMachines(ms []v1alpha1.PlanMachine) v1alpha1.PlanCounts {
+// countMachines sums machines by action.
+func countMachines(ms []v1alpha1.PlanMachine) v1alpha1.PlanCounts {
 	var c v1alpha1.PlanCounts
 	for _, m := range ms {
 		switch m.Action {
@@ -187,10 +187,10 @@ func CountMachines(ms []v1alpha1.PlanMachine) v1alpha1.PlanCounts {
 	return c
 }
 
-// MachineDeploymentStrategy is the rollout strategy of a MachineDeployment,
+// machineDeploymentStrategy is the rollout strategy of a MachineDeployment,
 // with Cluster API's defaults (RollingUpdate, maxSurge 1, maxUnavailable 0,
 // deletion order Random).
-func MachineDeploymentStrategy(md *clusterv1.MachineDeployment) *v1alpha1.PlanStrategy {
+func machineDeploymentStrategy(md *clusterv1.MachineDeployment) *v1alpha1.PlanStrategy {
 	s := md.Spec.Rollout.Strategy
 	st := &v1alpha1.PlanStrategy{Type: string(s.Type), MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: string(md.Spec.Deletion.Order)}
 	if st.Type == "" {
@@ -227,10 +227,10 @@ func ptrIntOrString(s string) *intstr.IntOrString {
 	return &v
 }
 
-// ControlPlaneStrategy is the rollout strategy of a KubeadmControlPlane:
+// controlPlaneStrategy is the rollout strategy of a KubeadmControlPlane:
 // maxSurge 1 (the default) creates a new machine before deleting an old
 // one, 0 deletes first; the oldest machine goes first.
-func ControlPlaneStrategy(kcp *controlplanev1.KubeadmControlPlane) *v1alpha1.PlanStrategy {
+func controlPlaneStrategy(kcp *controlplanev1.KubeadmControlPlane) *v1alpha1.PlanStrategy {
 	st := &v1alpha1.PlanStrategy{Type: string(controlplanev1.RollingUpdateStrategyType), MaxSurge: "1", DeletionOrder: "Oldest"}
 	if v := kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; v != nil {
 		st.MaxSurge = v.String()

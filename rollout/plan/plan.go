@@ -33,15 +33,15 @@ const planExitCodesHelp = `Exit status:
      webhooks, or the API server's validation); the plan shows who refused and why
   7  with --fail-on-replace: the change would be admitted and would replace machines`
 
-// PlanSession is the invocation's session as plan uses it: the clients,
+// planSession is the invocation's session as plan uses it: the clients,
 // streams and checks every command shares, and plan's own readings of the
 // API server (its dry runs and the facts a plan is made from).
-type PlanSession struct{ *core.Session }
+type planSession struct{ *core.Session }
 
 // PlanOptions are the options of `rollout plan`.
 type PlanOptions struct {
-	// Session is the invocation: its clients, streams and checks.
-	Session PlanSession
+	// c is the invocation: its clients, streams and checks.
+	c planSession
 	// Output is -o: "" (a report for people), json or yaml (a RolloutPlan).
 	Output string
 	// Template is --template KIND/NAME: the infrastructure machine template.
@@ -66,13 +66,13 @@ type PlanOptions struct {
 	ref    core.Ref
 	undo   bool
 	change string
-	// PrintFlags are -o's.
-	PrintFlags *core.PrintFlags
+	// printFlags are -o's.
+	printFlags *core.PrintFlags
 }
 
 // NewCommand returns the `rollout plan` command of the invocation c.
 func NewCommand(c *core.Session) *cobra.Command {
-	o := &PlanOptions{Session: PlanSession{c}, PrintFlags: core.NewPrintFlags()}
+	o := &PlanOptions{c: planSession{c}, printFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "plan (KIND/NAME (--template KIND/NAME | --bootstrap-template KIND/NAME | --version V | --to-revision N | --restart) | -f FILE)",
 		Short: "Show what a change would do, before making it: verdict, steps, machines replaced, holds",
@@ -148,7 +148,7 @@ run rollout plan -f on the changed manifests and gate on the exit status.
 // Complete reads the argument and flags.
 func (o *PlanOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.undo = cmd.Flags().Changed("to-revision")
-	o.change = o.Session.ChangeCause(cmd, "")
+	o.change = o.c.ChangeCause(cmd, "")
 	if len(o.Filenames) > 0 {
 		if len(args) > 0 {
 			return fmt.Errorf("plan -f FILE takes no resource argument (the objects are in the file), got %s", strings.Join(args, " "))
@@ -206,13 +206,13 @@ func (o *PlanOptions) Validate() error {
 	default:
 		return fmt.Errorf("unknown output format %q: use -o json or -o yaml", o.Output)
 	}
-	o.PrintFlags.Output = strings.ToLower(o.Output)
+	o.printFlags.Output = strings.ToLower(o.Output)
 	return nil
 }
 
 // Run computes the plan, prints it, and returns the verdict as the error.
 func (o *PlanOptions) Run(ctx context.Context) error {
-	cl, err := o.Session.Clients()
+	cl, err := o.c.Clients()
 	if err != nil {
 		return err
 	}
@@ -226,15 +226,15 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	plan := NewRolloutPlan(o.change, objs)
-	if err := o.Print(plan); err != nil {
+	plan := newRolloutPlan(o.change, objs)
+	if err := o.print(plan); err != nil {
 		return err
 	}
-	return PlanVerdictError(plan, o.FailOnReplace)
+	return planVerdictError(plan, o.FailOnReplace)
 }
 
-// NewRolloutPlan sums up the plans of the objects.
-func NewRolloutPlan(change string, objs []v1alpha1.ObjectPlan) *v1alpha1.RolloutPlan {
+// newRolloutPlan sums up the plans of the objects.
+func newRolloutPlan(change string, objs []v1alpha1.ObjectPlan) *v1alpha1.RolloutPlan {
 	p := &v1alpha1.RolloutPlan{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.PlanAPIVersion, Kind: v1alpha1.PlanKind}, Change: change, Admitted: true, Objects: objs}
 	if p.Objects == nil {
 		p.Objects = []v1alpha1.ObjectPlan{}
@@ -246,9 +246,9 @@ func NewRolloutPlan(change string, objs []v1alpha1.ObjectPlan) *v1alpha1.Rollout
 	return p
 }
 
-// PlanVerdictError is the exit status of a plan as an error: nil when
+// planVerdictError is the exit status of a plan as an error: nil when
 // admitted (and, with failOnReplace, replacing nothing).
-func PlanVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
+func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	var refused []string
 	replaced := 0
 	for _, op := range p.Objects {
@@ -270,22 +270,22 @@ func PlanVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	return nil
 }
 
-// Print writes the plan as a report, or as data with -o.
-func (o *PlanOptions) Print(p *v1alpha1.RolloutPlan) error {
-	if o.PrintFlags.Data() {
-		pr, err := o.PrintFlags.ToPrinter("")
+// print writes the plan as a report, or as data with -o.
+func (o *PlanOptions) print(p *v1alpha1.RolloutPlan) error {
+	if o.printFlags.Data() {
+		pr, err := o.printFlags.ToPrinter("")
 		if err != nil {
 			return err
 		}
-		return pr.PrintObj(p, o.Session.IOStreams.Out)
+		return pr.PrintObj(p, o.c.IOStreams.Out)
 	}
-	return WritePlan(o.Session.IOStreams.Out, p)
+	return writePlan(o.c.IOStreams.Out, p)
 }
 
 // planRef plans a change of one named object.
 func (o *PlanOptions) planRef(ctx context.Context, cl *core.Clients) ([]v1alpha1.ObjectPlan, error) {
 	purpose := "plan " + o.ref.String()
-	obj, err := o.Session.Get(ctx, cl, o.ref, purpose)
+	obj, err := o.c.Get(ctx, cl, o.ref, purpose)
 	if err != nil {
 		return nil, err
 	}
@@ -297,8 +297,8 @@ func (o *PlanOptions) planRef(ctx context.Context, cl *core.Clients) ([]v1alpha1
 		op, err = o.planObjectChange(ctx, cl, obj)
 		return err
 	}, func() (err error) {
-		o.Session.Notef("conflict: %s changed after it was read; reading it again", core.Describe(obj, o.ref.Kind))
-		obj, err = o.Session.Reread(ctx, cl, obj, purpose)
+		o.c.Notef("conflict: %s changed after it was read; reading it again", core.Describe(obj, o.ref.Kind))
+		obj, err = o.c.Reread(ctx, cl, obj, purpose)
 		return err
 	})
 	if exhausted {
@@ -312,7 +312,7 @@ func (o *PlanOptions) planRef(ctx context.Context, cl *core.Clients) ([]v1alpha1
 
 // now is the plan's clock, truncated as restart truncates it.
 func (o *PlanOptions) now() time.Time {
-	return o.Session.Now().UTC().Truncate(time.Second)
+	return o.c.Now().UTC().Truncate(time.Second)
 }
 
 // objectName is "kind/name" for messages and PlanMachine.Object.

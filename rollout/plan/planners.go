@@ -17,7 +17,7 @@ import (
 // object: which it replaces, with what strategy, in which version step, and
 // what would hold it. planners holds one per kind plan can foresee.
 type machinePlanner interface {
-	planMachines(ctx context.Context, c PlanSession, cl *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error
+	planMachines(ctx context.Context, c planSession, cl *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error
 }
 
 // planners are the machine planners of the kinds plan can foresee, by group
@@ -34,11 +34,11 @@ type machinePlanInput struct {
 	// live and planned are the object before and after the change.
 	live, planned client.Object
 	// change is what the change does to the machines' content.
-	change MachineChange
+	change machineChange
 	// machines are the object's Machines.
 	machines []clusterv1.Machine
 	// facts are what the holds are decided from.
-	facts HoldFacts
+	facts holdFacts
 	// purpose names the plan in errors.
 	purpose string
 }
@@ -48,24 +48,24 @@ type machinePlanInput struct {
 // workers step when its version changes.
 type machineDeploymentPlanner struct{}
 
-func (machineDeploymentPlanner) planMachines(ctx context.Context, c PlanSession, cl *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
+func (machineDeploymentPlanner) planMachines(ctx context.Context, c planSession, cl *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
 	p := in.planned.(*clusterv1.MachineDeployment)
 	sets, err := c.listPlanMachineSets(ctx, cl, in.live, in.purpose)
 	if err != nil {
 		return err
 	}
-	if op.Machines, err = PlanMachineDeploymentMachines(p, in.change, in.machines, sets); err != nil {
+	if op.Machines, err = planMachineDeploymentMachines(p, in.change, in.machines, sets); err != nil {
 		return fmt.Errorf("cannot %s: %w", in.purpose, err)
 	}
-	op.Counts = CountMachines(op.Machines)
+	op.Counts = countMachines(op.Machines)
 	if op.Counts.Replace > 0 {
-		op.Strategy = MachineDeploymentStrategy(p)
+		op.Strategy = machineDeploymentStrategy(p)
 	}
 	facts := in.facts
 	if ref := p.Spec.Template.Spec.Bootstrap.ConfigRef; ref.IsDefined() && op.Counts.Replace > 0 {
-		facts.BootstrapSkip = c.templateAnnotation(ctx, cl, p.Namespace, ref, clusterv1.MachineSetSkipPreflightChecksAnnotation)
+		facts.bootstrapSkip = c.templateAnnotation(ctx, cl, p.Namespace, ref, clusterv1.MachineSetSkipPreflightChecksAnnotation)
 	}
-	op.Holds = append(op.Holds, MachineDeploymentHolds(p, op.Counts.Replace > 0, facts)...)
+	op.Holds = append(op.Holds, machineDeploymentHolds(p, op.Counts.Replace > 0, facts)...)
 	if old := in.live.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version; old != p.Spec.Template.Spec.Version {
 		op.Steps = []v1alpha1.PlanStep{{Part: core.PartWorkers, Version: p.Spec.Template.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}}
 	}
@@ -77,19 +77,19 @@ func (machineDeploymentPlanner) planMachines(ctx context.Context, c PlanSession,
 // (with its etcd) when its version changes.
 type controlPlanePlanner struct{}
 
-func (controlPlanePlanner) planMachines(_ context.Context, _ PlanSession, _ *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
+func (controlPlanePlanner) planMachines(_ context.Context, _ planSession, _ *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
 	p := in.planned.(*controlplanev1.KubeadmControlPlane)
-	op.Machines = PlanControlPlaneMachines(p, in.change, in.machines)
-	op.Counts = CountMachines(op.Machines)
+	op.Machines = planControlPlaneMachines(p, in.change, in.machines)
+	op.Counts = countMachines(op.Machines)
 	if op.Counts.Replace > 0 {
-		op.Strategy = ControlPlaneStrategy(p)
+		op.Strategy = controlPlaneStrategy(p)
 	}
 	facts := in.facts
-	facts.CPMachines = in.machines
-	op.Holds = append(op.Holds, ControlPlaneHolds(p, op.Counts.Replace > 0, facts)...)
+	facts.cpMachines = in.machines
+	op.Holds = append(op.Holds, controlPlaneHolds(p, op.Counts.Replace > 0, facts)...)
 	if old := in.live.(*controlplanev1.KubeadmControlPlane).Spec.Version; old != p.Spec.Version {
 		st := v1alpha1.PlanStep{Part: core.PartControlPlane, Version: p.Spec.Version, Objects: []string{objectName(in.live)}, Machines: op.Counts.Replace}
-		st.Etcd, st.EtcdSource = etcdAt(p.Spec.Version, EtcdImageTagOf(p))
+		st.Etcd, st.EtcdSource = etcdAt(p.Spec.Version, etcdImageTagOf(p))
 		op.Steps = []v1alpha1.PlanStep{st}
 	}
 	return nil

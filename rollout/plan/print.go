@@ -11,10 +11,10 @@ import (
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
-// WritePlan prints a plan for people: per object its verdict, changes,
+// writePlan prints a plan for people: per object its verdict, changes,
 // steps, strategy, machines, holds and duration, then one line of
 // conclusion.
-func WritePlan(out io.Writer, p *v1alpha1.RolloutPlan) error {
+func writePlan(out io.Writer, p *v1alpha1.RolloutPlan) error {
 	for i, op := range p.Objects {
 		if i > 0 {
 			fmt.Fprintln(out)

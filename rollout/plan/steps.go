@@ -11,7 +11,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
-// WorkersUpgradePlan returns the versions Cluster API's topology controller
+// workersUpgradePlan returns the versions Cluster API's topology controller
 // takes the workers through on an upgrade to desired, when neither the
 // ClusterClass nor an extension says: the fewest steps that keep every
 // kubelet within 3 minors of the control plane, ending at desired (Cluster
@@ -21,7 +21,7 @@ import (
 // worker pool's version, "" when there is none; cpVersion is the control
 // plane's version now and cpPlan the versions it goes through. nil when the
 // workers are already at desired or there are none.
-func WorkersUpgradePlan(desired, cpVersion, minWorkers string, cpPlan []string) ([]string, error) {
+func workersUpgradePlan(desired, cpVersion, minWorkers string, cpPlan []string) ([]string, error) {
 	if minWorkers == "" {
 		return nil, nil
 	}
@@ -60,7 +60,7 @@ func WorkersUpgradePlan(desired, cpVersion, minWorkers string, cpPlan []string) 
 	return plan, nil
 }
 
-// UpgradeSteps orders the steps of a topology upgrade as Cluster API runs
+// upgradeSteps orders the steps of a topology upgrade as Cluster API runs
 // them: the workers first where they must catch up with the control
 // plane's current version, then each control-plane step, each followed by
 // the workers' step at the same version when there is one (the control
@@ -69,7 +69,7 @@ func WorkersUpgradePlan(desired, cpVersion, minWorkers string, cpPlan []string) 
 // "" for kubeadm's default; cpObject and workerObjects name the objects
 // each part's steps change, and cpMachines and workerMachines how many
 // machines each part's step replaces.
-func UpgradeSteps(cpVersion string, cpPlan, workersPlan []string, etcdTag, cpObject string, workerObjects []string, cpMachines, workerMachines int) []v1alpha1.PlanStep {
+func upgradeSteps(cpVersion string, cpPlan, workersPlan []string, etcdTag, cpObject string, workerObjects []string, cpMachines, workerMachines int) []v1alpha1.PlanStep {
 	var steps []v1alpha1.PlanStep
 	workers := func(v string) v1alpha1.PlanStep {
 		return v1alpha1.PlanStep{Part: core.PartWorkers, Version: v, Objects: slices.Clone(workerObjects), Machines: workerMachines}

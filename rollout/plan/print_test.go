@@ -1,4 +1,4 @@
-package rollout
+package plan
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
-	"github.com/rollout-guard/rollout-guard/rollout/plan"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/golden"
 )
 
 // goldenPlans are plans as the sandbox shows them, for the printer and the
@@ -87,9 +87,9 @@ func goldenPlans() map[string]*v1alpha1.RolloutPlan {
 		Duration: v1alpha1.PlanDuration{Basis: "unknown: the history of kubeadmcontrolplane/demo-cc-control-plane records no rollout or restart to learn from"},
 	}
 	return map[string]*v1alpha1.RolloutPlan{
-		"plan-md-template.txt":   plan.NewRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []v1alpha1.ObjectPlan{md}),
-		"plan-kcp-refused.txt":   plan.NewRolloutPlan("rollout plan kcp/demo-control-plane --to-revision 1", []v1alpha1.ObjectPlan{kcp}),
-		"plan-cluster-chain.txt": plan.NewRolloutPlan("rollout plan cluster/demo-cc --version v1.36.1", []v1alpha1.ObjectPlan{cc}),
+		"plan-md-template.txt":   newRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []v1alpha1.ObjectPlan{md}),
+		"plan-kcp-refused.txt":   newRolloutPlan("rollout plan kcp/demo-control-plane --to-revision 1", []v1alpha1.ObjectPlan{kcp}),
+		"plan-cluster-chain.txt": newRolloutPlan("rollout plan cluster/demo-cc --version v1.36.1", []v1alpha1.ObjectPlan{cc}),
 	}
 }
 
@@ -98,8 +98,8 @@ func TestPlanReport(t *testing.T) {
 	for name, p := range goldenPlans() {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, plan.WritePlan(&out, p))
-			golden(t, name, out.String())
+			require.NoError(t, writePlan(&out, p))
+			golden.Check(t, filepath.Join("..", "testdata", name), out.String())
 		})
 	}
 }
@@ -107,7 +107,7 @@ func TestPlanReport(t *testing.T) {
 // planSchema loads plan.schema.json, the documented schema of -o json.
 func planSchema(t *testing.T) *validate.SchemaValidator {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("api", "v1alpha1", "plan.schema.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "api", "v1alpha1", "plan.schema.json"))
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(raw, &doc))
@@ -158,11 +158,11 @@ func inlineRefs(t *testing.T, v any, defs map[string]any, depth int) any {
 func TestPlanJSONMatchesSchema(t *testing.T) {
 	v := planSchema(t)
 	for name, p := range goldenPlans() {
-		o := &plan.PlanOptions{PrintFlags: core.NewPrintFlags(), Session: plan.PlanSession{Session: &core.Session{}}}
-		o.PrintFlags.Output = "json"
+		o := &PlanOptions{printFlags: core.NewPrintFlags(), c: planSession{Session: &core.Session{}}}
+		o.printFlags.Output = "json"
 		var out bytes.Buffer
-		o.Session.IOStreams.Out = &out
-		require.NoError(t, o.Print(p))
+		o.c.IOStreams.Out = &out
+		require.NoError(t, o.print(p))
 		var doc any
 		require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
 		res := v.Validate(doc)
@@ -181,12 +181,12 @@ func TestPlanJSONMatchesSchema(t *testing.T) {
 
 // TestPlanYAML: -o yaml prints the same RolloutPlan.
 func TestPlanYAML(t *testing.T) {
-	o := &plan.PlanOptions{PrintFlags: core.NewPrintFlags(), Session: plan.PlanSession{Session: &core.Session{}}}
-	o.PrintFlags.Output = "yaml"
+	o := &PlanOptions{printFlags: core.NewPrintFlags(), c: planSession{Session: &core.Session{}}}
+	o.printFlags.Output = "yaml"
 	var out bytes.Buffer
-	o.Session.IOStreams.Out = &out
+	o.c.IOStreams.Out = &out
 	p := goldenPlans()["plan-kcp-refused.txt"]
-	require.NoError(t, o.Print(p))
+	require.NoError(t, o.print(p))
 	assert.Contains(t, out.String(), "apiVersion: rollout.rollout-guard.io/v1alpha1\n")
 	assert.Contains(t, out.String(), "kind: RolloutPlan\n")
 	assert.Equal(t, metav1.TypeMeta{APIVersion: v1alpha1.PlanAPIVersion, Kind: v1alpha1.PlanKind}, p.TypeMeta)

@@ -1,4 +1,4 @@
-package rollout
+package plan
 
 import (
 	"errors"
@@ -22,7 +22,6 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
-	"github.com/rollout-guard/rollout-guard/rollout/plan"
 )
 
 // planEpoch is the clock of the plan fixtures.
@@ -88,7 +87,7 @@ func names(ms []v1alpha1.PlanMachine, action string) []string {
 	return out
 }
 
-func mdChange(t *testing.T, live, planned *clusterv1.MachineDeployment, restartAt time.Time) plan.MachineChange {
+func mdChange(t *testing.T, live, planned *clusterv1.MachineDeployment, restartAt time.Time) machineChange {
 	t.Helper()
 	a, err := revisions.ForMachineDeployment(live)
 	require.NoError(t, err)
@@ -98,7 +97,7 @@ func mdChange(t *testing.T, live, planned *clusterv1.MachineDeployment, restartA
 	require.NoError(t, err)
 	inPlace, err := revisions.IsInPlace(a, b)
 	require.NoError(t, err)
-	return plan.MachineChange{Rollout: rollout, InPlace: inPlace, RestartAt: restartAt}
+	return machineChange{rollout: rollout, inPlace: inPlace, restartAt: restartAt}
 }
 
 // TestPlanMachineDeploymentMachines: which worker machines a change
@@ -165,7 +164,7 @@ func TestPlanMachineDeploymentMachines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := plan.PlanMachineDeploymentMachines(tt.planned, mdChange(t, live, tt.planned, tt.restart), tt.machines, tt.sets)
+			got, err := planMachineDeploymentMachines(tt.planned, mdChange(t, live, tt.planned, tt.restart), tt.machines, tt.sets)
 			require.NoError(t, err)
 			assert.Equal(t, tt.replace, names(got, v1alpha1.ActionReplace), "replaced")
 			assert.Equal(t, tt.inPlace, names(got, v1alpha1.ActionInPlace), "in place")
@@ -194,7 +193,7 @@ func planKCP(version string) *controlplanev1.KubeadmControlPlane {
 	}
 }
 
-func kcpChange(t *testing.T, live, planned *controlplanev1.KubeadmControlPlane) plan.MachineChange {
+func kcpChange(t *testing.T, live, planned *controlplanev1.KubeadmControlPlane) machineChange {
 	t.Helper()
 	a, err := revisions.ForKubeadmControlPlane(live)
 	require.NoError(t, err)
@@ -204,7 +203,7 @@ func kcpChange(t *testing.T, live, planned *controlplanev1.KubeadmControlPlane) 
 	require.NoError(t, err)
 	inPlace, err := revisions.IsInPlace(a, b)
 	require.NoError(t, err)
-	return plan.MachineChange{Rollout: rollout, InPlace: inPlace}
+	return machineChange{rollout: rollout, inPlace: inPlace}
 }
 
 // TestPlanControlPlaneMachines: a version bump replaces every
@@ -218,21 +217,21 @@ func TestPlanControlPlaneMachines(t *testing.T) {
 		planMachine("cp-c", "", "c1-control-plane", "v1.35.2", time.Minute),
 	}
 	bump := planKCP("v1.35.2")
-	got := plan.PlanControlPlaneMachines(bump, kcpChange(t, live, bump), ms)
+	got := planControlPlaneMachines(bump, kcpChange(t, live, bump), ms)
 	assert.Equal(t, []string{"cp-a", "cp-b"}, names(got, v1alpha1.ActionReplace), "a machine created for v1.35.2 already runs it")
 	assert.Equal(t, []string{"cp-c"}, names(got, v1alpha1.ActionUntouched))
 	assert.Equal(t, "version v1.34.3 → v1.35.2", got[0].Reason)
 
 	infra := planKCP("v1.35.2")
 	infra.Spec.MachineTemplate.Spec.InfrastructureRef.Name = "cp-v2"
-	got = plan.PlanControlPlaneMachines(infra, kcpChange(t, live, infra), ms)
+	got = planControlPlaneMachines(infra, kcpChange(t, live, infra), ms)
 	assert.Equal(t, []string{"cp-a", "cp-b", "cp-c"}, names(got, v1alpha1.ActionReplace), "a new template replaces every one")
 
 	labels := live.DeepCopy()
 	labels.Spec.MachineTemplate.ObjectMeta.Labels = map[string]string{"team": "b"}
-	got = plan.PlanControlPlaneMachines(labels, kcpChange(t, live, labels), ms)
+	got = planControlPlaneMachines(labels, kcpChange(t, live, labels), ms)
 	assert.Equal(t, []string{"cp-a", "cp-b", "cp-c"}, names(got, v1alpha1.ActionInPlace))
-	assert.Equal(t, v1alpha1.PlanCounts{InPlace: 3}, plan.CountMachines(got))
+	assert.Equal(t, v1alpha1.PlanCounts{InPlace: 3}, countMachines(got))
 }
 
 // TestWorkersUpgradePlan: the workers' steps Cluster API computes when no
@@ -253,19 +252,19 @@ func TestWorkersUpgradePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := plan.WorkersUpgradePlan(tt.desired, tt.cp, tt.minWorkers, tt.cpPlan)
+			got, err := workersUpgradePlan(tt.desired, tt.cp, tt.minWorkers, tt.cpPlan)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
 	}
-	_, err := plan.WorkersUpgradePlan("v1.36.1", "v1.32.4", "v1.32.4", []string{"v1.36.1"})
+	_, err := workersUpgradePlan("v1.36.1", "v1.32.4", "v1.32.4", []string{"v1.36.1"})
 	require.Error(t, err, "a plan that skips the minor the workers must stop at")
 }
 
 // TestUpgradeSteps: the steps in the order Cluster API runs them, with the
 // etcd version at each control-plane step.
 func TestUpgradeSteps(t *testing.T) {
-	steps := plan.UpgradeSteps("v1.33.5", []string{"v1.34.3", "v1.35.2", "v1.36.1"}, []string{"v1.36.1"}, "", "kubeadmcontrolplane/cp", []string{"machinedeployment/md-0"}, 1, 2)
+	steps := upgradeSteps("v1.33.5", []string{"v1.34.3", "v1.35.2", "v1.36.1"}, []string{"v1.36.1"}, "", "kubeadmcontrolplane/cp", []string{"machinedeployment/md-0"}, 1, 2)
 	var got []string
 	for _, st := range steps {
 		got = append(got, fmt.Sprintf("%s %s %d %s (%s)", st.Part, st.Version, st.Machines, st.Etcd, st.EtcdSource))
@@ -277,7 +276,7 @@ func TestUpgradeSteps(t *testing.T) {
 		"workers v1.36.1 2  ()",
 	}, got)
 
-	steps = plan.UpgradeSteps("v1.30.2", []string{"v1.31.1", "v1.32.4", "v1.33.5", "v1.34.3"}, []string{"v1.30.2", "v1.33.5", "v1.34.3"}, "3.5.24-0", "kubeadmcontrolplane/cp", []string{"machinedeployment/md-0"}, 3, 3)
+	steps = upgradeSteps("v1.30.2", []string{"v1.31.1", "v1.32.4", "v1.33.5", "v1.34.3"}, []string{"v1.30.2", "v1.33.5", "v1.34.3"}, "3.5.24-0", "kubeadmcontrolplane/cp", []string{"machinedeployment/md-0"}, 3, 3)
 	got = nil
 	for _, st := range steps {
 		got = append(got, st.Part+" "+st.Version+" "+st.Etcd)
@@ -324,7 +323,7 @@ func TestPreflightHolds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			holds := plan.PreflightHolds(tt.md, plan.HoldFacts{Cluster: tt.cluster, ControlPlane: tt.cp, BootstrapSkip: tt.bootstrapSkip, CommandName: "rollout"})
+			holds := preflightHolds(tt.md, holdFacts{cluster: tt.cluster, controlPlane: tt.cp, bootstrapSkip: tt.bootstrapSkip, cli: "rollout"})
 			var got []string
 			for _, h := range holds {
 				assert.Equal(t, v1alpha1.HoldPreflightCheck, h.Kind)
@@ -335,7 +334,7 @@ func TestPreflightHolds(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
-	holds := plan.PreflightHolds(planMD("v1.33.5", "md-0"), plan.HoldFacts{Cluster: cluster, ControlPlane: planKCP("v1.34.3")})
+	holds := preflightHolds(planMD("v1.33.5", "md-0"), holdFacts{cluster: cluster, controlPlane: planKCP("v1.34.3")})
 	require.Len(t, holds, 1)
 	assert.Equal(t, "new machines of machinedeployment/md-0 at v1.33.5 would join KubeadmControlPlane c1-control-plane at v1.34.3 with kubeadm, which joins only machines of the control plane's minor: none is created until machinedeployment/md-0 is at v1.34 (Cluster API's KubeadmVersionSkew preflight check); to skip it, annotate MachineDeployment md-0 with machineset.cluster.x-k8s.io/skip-preflight-checks=KubeadmVersionSkew", holds[0].Message)
 }
@@ -347,13 +346,13 @@ func TestHolds(t *testing.T) {
 	md := planMD("v1.34.3", "md-0")
 	md.Spec.Paused = ptr.To(true)
 	md.Spec.Rollout.Strategy.Type = clusterv1.OnDeleteMachineDeploymentStrategyType
-	f := plan.HoldFacts{Cluster: paused, ControlPlane: planKCP("v1.34.3"), CommandName: "rollout"}
-	holds := plan.MachineDeploymentHolds(md, true, f)
+	f := holdFacts{cluster: paused, controlPlane: planKCP("v1.34.3"), cli: "rollout"}
+	holds := machineDeploymentHolds(md, true, f)
 	require.Len(t, holds, 3)
 	assert.Equal(t, v1alpha1.PlanHold{Kind: v1alpha1.HoldPaused, Check: "spec.paused", Object: "cluster/c1", Message: "Cluster c1 is paused (spec.paused is true): Cluster API reconciles none of its objects until it is resumed; the change is stored and rolls out then"}, holds[0])
 	assert.Equal(t, v1alpha1.PlanHold{Kind: v1alpha1.HoldPaused, Check: "spec.paused", Object: "machinedeployment/md-0", Message: "MachineDeployment md-0 is paused (spec.paused is true): the change is stored and rolls out when it is resumed: rollout resume machinedeployment/md-0"}, holds[1])
 	assert.Equal(t, v1alpha1.HoldOnDelete, holds[2].Kind)
-	assert.Len(t, plan.MachineDeploymentHolds(md, false, f), 2, "without new machines only the pauses hold")
+	assert.Len(t, machineDeploymentHolds(md, false, f), 2, "without new machines only the pauses hold")
 
 	kcp := planKCP("v1.35.2")
 	kcp.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
@@ -361,7 +360,7 @@ func TestHolds(t *testing.T) {
 	kcp.Status.Conditions = []metav1.Condition{{Type: controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition, Status: metav1.ConditionFalse, Reason: "NotHealthy", Message: "member cp-a is a learner"}}
 	gone := planMachine("cp-a", "", kcp.Name, "v1.34.3", time.Hour)
 	gone.DeletionTimestamp = ptr.To(metav1.NewTime(planEpoch))
-	holds = plan.ControlPlaneHolds(kcp, true, plan.HoldFacts{ControlPlane: kcp, CPMachines: []clusterv1.Machine{gone}, CommandName: "rollout"})
+	holds = controlPlaneHolds(kcp, true, holdFacts{controlPlane: kcp, cpMachines: []clusterv1.Machine{gone}, cli: "rollout"})
 	var kinds []string
 	for _, h := range holds {
 		kinds = append(kinds, h.Kind+" "+h.Check)
@@ -374,7 +373,7 @@ func TestHolds(t *testing.T) {
 		Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Name: "md-0", Class: "w",
 			Metadata: clusterv1.ObjectMeta{Annotations: map[string]string{clusterv1.ClusterTopologyDeferUpgradeAnnotation: ""}}}}}}},
 		Status: clusterv1.ClusterStatus{ControlPlane: &clusterv1.ClusterControlPlaneStatus{UpgradePlan: []clusterv1.StatusUpgradePlanVersion{{Version: "v1.35.2"}}}}}
-	holds = plan.TopologyUpgradeHolds(topo, plan.HoldFacts{Cluster: topo, CommandName: "rollout"})
+	holds = topologyUpgradeHolds(topo, holdFacts{cluster: topo, cli: "rollout"})
 	kinds = nil
 	for _, h := range holds {
 		kinds = append(kinds, h.Kind+" "+h.Check)
@@ -420,7 +419,7 @@ func TestEstimateDuration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, plan.EstimateDuration("machinedeployment/md-0", tt.records, tt.machines, 3))
+			assert.Equal(t, tt.want, estimateDuration("machinedeployment/md-0", tt.records, tt.machines, 3))
 		})
 	}
 }
@@ -432,7 +431,7 @@ func TestVerdictOf(t *testing.T) {
 	gk := schema.GroupKind{Group: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane"}
 	guard := fmt.Errorf("admission webhook %q denied the request: %w", "validate.kubeadmcontrolplane.rollout-guard.io",
 		apierrors.NewInvalid(gk, "cp", field.ErrorList{field.Forbidden(field.NewPath("spec", "version"), "downgrade [rule ControlPlaneDowngrade]; etcd [rule EtcdDowngrade]")}))
-	v, err := plan.VerdictOf(core.GuardError{Err: apierrors.NewForbidden(schema.GroupResource{}, "", errors.New(guard.Error()))}, []string{"w"})
+	v, err := verdictOf(core.GuardError{Err: apierrors.NewForbidden(schema.GroupResource{}, "", errors.New(guard.Error()))}, []string{"w"})
 	require.NoError(t, err)
 	assert.False(t, v.Admitted)
 	assert.Equal(t, "rollout-guard", v.RefusedBy)
@@ -442,29 +441,29 @@ func TestVerdictOf(t *testing.T) {
 	assert.Equal(t, []string{"w"}, v.Warnings)
 	assert.Empty(t, v.Causes, "a message without details")
 
-	v, err = plan.VerdictOf(fmt.Errorf("cannot undo: %w", &apierrors.StatusError{ErrStatus: metav1.Status{Message: guard.Error(), Reason: metav1.StatusReasonInvalid, Code: 422,
+	v, err = verdictOf(fmt.Errorf("cannot undo: %w", &apierrors.StatusError{ErrStatus: metav1.Status{Message: guard.Error(), Reason: metav1.StatusReasonInvalid, Code: 422,
 		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Field: "spec.version", Message: "Forbidden: downgrade [rule ControlPlaneDowngrade]"}, {Field: "spec.version", Message: "Forbidden: etcd [rule EtcdDowngrade]"}}}}}), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"spec.version: Forbidden: downgrade [rule ControlPlaneDowngrade]", "spec.version: Forbidden: etcd [rule EtcdDowngrade]"}, v.Causes)
 	assert.Equal(t, "rollout-guard", v.RefusedBy)
 
 	capi := errors.New(`admission webhook "validation.cluster.cluster.x-k8s.io" denied the request: Cluster.cluster.x-k8s.io "c1" is invalid: spec.topology.version: Invalid value: "v1.30.0": version cannot be decreased`)
-	v, err = plan.VerdictOf(capi, nil)
+	v, err = verdictOf(capi, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "Cluster API", v.RefusedBy)
 	assert.Empty(t, v.Rules)
 
-	v, err = plan.VerdictOf(apierrors.NewInvalid(gk, "cp", field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), 2, "must be odd")}), nil)
+	v, err = verdictOf(apierrors.NewInvalid(gk, "cp", field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), 2, "must be odd")}), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "API server", v.RefusedBy)
 
-	v, err = plan.VerdictOf(nil, []string{"steps"})
+	v, err = verdictOf(nil, []string{"steps"})
 	require.NoError(t, err)
 	assert.Equal(t, v1alpha1.PlanVerdict{Admitted: true, Warnings: []string{"steps"}}, v)
 
-	_, err = plan.VerdictOf(apierrors.NewForbidden(schema.GroupResource{Resource: "kubeadmcontrolplanes"}, "cp", errors.New("no")), nil)
+	_, err = verdictOf(apierrors.NewForbidden(schema.GroupResource{Resource: "kubeadmcontrolplanes"}, "cp", errors.New("no")), nil)
 	require.Error(t, err, "a denied permission is no verdict")
-	_, err = plan.VerdictOf(errors.New(`Internal error occurred: failed calling webhook "stamp.kubeadmcontrolplane.rollout-guard.io": connection refused`), nil)
+	_, err = verdictOf(errors.New(`Internal error occurred: failed calling webhook "stamp.kubeadmcontrolplane.rollout-guard.io": connection refused`), nil)
 	require.Error(t, err, "an unreachable guard is no verdict")
 }
 
@@ -473,14 +472,14 @@ func TestVerdictOf(t *testing.T) {
 func TestPlanExitStatus(t *testing.T) {
 	admitted := v1alpha1.ObjectPlan{Object: v1alpha1.PlanObjectRef{Kind: "MachineDeployment", Name: "md-0"}, Verdict: v1alpha1.PlanVerdict{Admitted: true}, Counts: v1alpha1.PlanCounts{Replace: 3}}
 	refused := v1alpha1.ObjectPlan{Object: v1alpha1.PlanObjectRef{Kind: "KubeadmControlPlane", Name: "cp"}, Verdict: v1alpha1.PlanVerdict{RefusedBy: "rollout-guard", Rules: []string{"EtcdDowngrade"}}}
-	assert.Equal(t, core.ExitOK, core.ExitCode(plan.PlanVerdictError(plan.NewRolloutPlan("c", []v1alpha1.ObjectPlan{admitted}), false)))
-	err := plan.PlanVerdictError(plan.NewRolloutPlan("c", []v1alpha1.ObjectPlan{admitted}), true)
-	assert.Equal(t, plan.ExitWouldReplace, core.ExitCode(err))
+	assert.Equal(t, core.ExitOK, core.ExitCode(planVerdictError(newRolloutPlan("c", []v1alpha1.ObjectPlan{admitted}), false)))
+	err := planVerdictError(newRolloutPlan("c", []v1alpha1.ObjectPlan{admitted}), true)
+	assert.Equal(t, ExitWouldReplace, core.ExitCode(err))
 	assert.EqualError(t, err, "the change would replace 3 machines (--fail-on-replace); nothing was changed")
-	err = plan.PlanVerdictError(plan.NewRolloutPlan("c", []v1alpha1.ObjectPlan{admitted, refused}), true)
-	assert.Equal(t, plan.ExitRefused, core.ExitCode(err))
+	err = planVerdictError(newRolloutPlan("c", []v1alpha1.ObjectPlan{admitted, refused}), true)
+	assert.Equal(t, ExitRefused, core.ExitCode(err))
 	assert.EqualError(t, err, "the change would be refused: kubeadmcontrolplane/cp by rollout-guard (EtcdDowngrade); nothing was changed")
-	p := plan.NewRolloutPlan("c", nil)
+	p := newRolloutPlan("c", nil)
 	assert.True(t, p.Admitted)
 	assert.NotNil(t, p.Objects)
 }
@@ -489,45 +488,15 @@ func TestPlanExitStatus(t *testing.T) {
 func TestPlanStrategy(t *testing.T) {
 	md := planMD("v1.34.3", "md-0")
 	assert.Equal(t, &v1alpha1.PlanStrategy{Type: "RollingUpdate", MaxSurge: "1", MaxUnavailable: "0", DeletionOrder: "Random",
-		Description: "RollingUpdate: up to 1 new machine above the 3 wanted, at most 0 unavailable; old machines deleted in Random order once new ones are available"}, plan.MachineDeploymentStrategy(md))
+		Description: "RollingUpdate: up to 1 new machine above the 3 wanted, at most 0 unavailable; old machines deleted in Random order once new ones are available"}, machineDeploymentStrategy(md))
 	md.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("50%"))
 	md.Spec.Deletion.Order = clusterv1.OldestMachineSetDeletionOrder
-	assert.Equal(t, "RollingUpdate: up to 2 new machines above the 3 wanted, at most 0 unavailable; old machines deleted in Oldest order once new ones are available", plan.MachineDeploymentStrategy(md).Description)
+	assert.Equal(t, "RollingUpdate: up to 2 new machines above the 3 wanted, at most 0 unavailable; old machines deleted in Oldest order once new ones are available", machineDeploymentStrategy(md).Description)
 	md.Spec.Rollout.Strategy.Type = clusterv1.OnDeleteMachineDeploymentStrategyType
-	assert.Equal(t, "OnDelete", plan.MachineDeploymentStrategy(md).Type)
+	assert.Equal(t, "OnDelete", machineDeploymentStrategy(md).Type)
 
 	kcp := planKCP("v1.34.3")
-	assert.Equal(t, "RollingUpdate, maxSurge 1: one machine at a time, a new one created and joined before the oldest is deleted", plan.ControlPlaneStrategy(kcp).Description)
+	assert.Equal(t, "RollingUpdate, maxSurge 1: one machine at a time, a new one created and joined before the oldest is deleted", controlPlaneStrategy(kcp).Description)
 	kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
-	assert.Contains(t, plan.ControlPlaneStrategy(kcp).Description, "maxSurge 0")
-}
-
-// TestPlanFlags: one change at a time, fitting the kind, each mistake named
-// with the way out (exit 1, before anything is read).
-func TestPlanFlags(t *testing.T) {
-	cl := newFakeClient()
-	tests := []struct {
-		args []string
-		want string
-	}{
-		{[]string{"plan"}, "plan needs a change: write plan KIND/NAME with --template, --version, --to-revision or --restart, or plan -f FILE (use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io)"},
-		{[]string{"plan", "md/md-0"}, "plan needs a change to preview: --template KIND/NAME, --bootstrap-template KIND/NAME, --version V, --to-revision N or --restart (or -f FILE)"},
-		{[]string{"plan", "md/md-0", "--version", "v1.35.2", "--restart"}, "plan previews one change at a time: use either --template/--bootstrap-template/--version, or --to-revision, or --restart, or -f"},
-		{[]string{"plan", "cluster/c1", "--template", "devmachinetemplate/x"}, "--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects, not cluster/c1: a ClusterClass cluster's templates are in its ClusterClass"},
-		{[]string{"plan", "cluster/c1", "--to-revision", "2"}, "--to-revision works on machinedeployment and kubeadmcontrolplane objects, not cluster/c1: plan the undo of its control plane or of one of its worker pools"},
-		{[]string{"plan", "kcp/cp", "--bootstrap-template", "kubeadmconfigtemplate/x"}, "--bootstrap-template works on machinedeployments only: a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec"},
-		{[]string{"plan", "md/md-0", "--to-revision", "-1"}, "--to-revision -1: revision numbers start at 1 (0 is the previous revision)"},
-		{[]string{"plan", "md/md-0", "--restart", "-R"}, "-R/--recursive goes with -f DIR"},
-		{[]string{"plan", "md/md-0", "-f", "x.yaml"}, "plan -f FILE takes no resource argument (the objects are in the file), got md/md-0"},
-		{[]string{"plan", "md/md-0", "--restart", "-o", "name"}, `unknown output format "name": use -o json or -o yaml`},
-		{[]string{"plan", "md/a", "md/b", "--restart"}, "plan works on one object at a time; got 2"},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			out, errOut, code := runFake(t, cl, planEpoch, tt.args...)
-			assert.Equal(t, core.ExitError, code)
-			assert.Empty(t, out)
-			assert.Equal(t, "error: "+tt.want+"\n", errOut)
-		})
-	}
+	assert.Contains(t, controlPlaneStrategy(kcp).Description, "maxSurge 0")
 }

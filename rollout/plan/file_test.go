@@ -1,4 +1,4 @@
-package rollout
+package plan
 
 import (
 	"os"
@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
-	"github.com/rollout-guard/rollout-guard/rollout/plan"
 )
 
 const v1beta1Manifests = `apiVersion: cluster.x-k8s.io/v1beta1
@@ -81,12 +80,12 @@ spec:
 func TestReadManifests(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "edited.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(v1beta1Manifests), 0o600))
-	o := &plan.PlanOptions{Filenames: []string{path}}
-	objs, err := o.ReadManifests()
+	o := &PlanOptions{Filenames: []string{path}}
+	objs, err := o.readManifests()
 	require.NoError(t, err)
 	var kinds []string
 	for _, u := range objs {
-		k, ok := plan.PlanKindOf(u.GroupVersionKind())
+		k, ok := planKindOf(u.GroupVersionKind())
 		if ok {
 			kinds = append(kinds, k.GVK.Kind)
 		} else {
@@ -95,7 +94,7 @@ func TestReadManifests(t *testing.T) {
 	}
 	assert.Equal(t, []string{"MachineDeployment", "skip ConfigMap", "KubeadmControlPlane"}, kinds)
 
-	_, err = (&plan.PlanOptions{Filenames: []string{filepath.Join(t.TempDir(), "missing.yaml")}}).ReadManifests()
+	_, err = (&PlanOptions{Filenames: []string{filepath.Join(t.TempDir(), "missing.yaml")}}).readManifests()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "missing.yaml")
 }
@@ -104,7 +103,7 @@ func TestReadManifests(t *testing.T) {
 // works with it; a v1beta1 one through Cluster API's generated conversion.
 func TestTypedOf(t *testing.T) {
 	docs := splitDocs(t, v1beta1Manifests)
-	md, err := plan.TypedOf(core.MachineDeployment, docs[0])
+	md, err := typedOf(core.MachineDeployment, docs[0])
 	require.NoError(t, err)
 	got := md.(*clusterv1.MachineDeployment)
 	assert.Equal(t, "v1.35.2", got.Spec.Template.Spec.Version)
@@ -112,19 +111,19 @@ func TestTypedOf(t *testing.T) {
 	assert.Equal(t, "md-0", got.Spec.Template.Spec.Bootstrap.ConfigRef.Name)
 	assert.Equal(t, intstr.FromInt32(2), *got.Spec.Rollout.Strategy.RollingUpdate.MaxSurge)
 
-	kcp, err := plan.TypedOf(core.KubeadmControlPlane, docs[2])
+	kcp, err := typedOf(core.KubeadmControlPlane, docs[2])
 	require.NoError(t, err)
-	assert.Equal(t, "3.6.5-0", plan.EtcdImageTagOf(kcp.(*controlplanev1.KubeadmControlPlane)))
+	assert.Equal(t, "3.6.5-0", etcdImageTagOf(kcp.(*controlplanev1.KubeadmControlPlane)))
 	assert.Equal(t, "cp", kcp.(*controlplanev1.KubeadmControlPlane).Spec.MachineTemplate.Spec.InfrastructureRef.Name)
 
 	v2 := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
 		"metadata": map[string]any{"name": "md-0"}, "spec": map[string]any{"template": map[string]any{"spec": map[string]any{"version": "v1.36.1"}}}}}
-	md, err = plan.TypedOf(core.MachineDeployment, v2)
+	md, err = typedOf(core.MachineDeployment, v2)
 	require.NoError(t, err)
 	assert.Equal(t, "v1.36.1", md.(*clusterv1.MachineDeployment).Spec.Template.Spec.Version)
 
 	v2.SetAPIVersion("cluster.x-k8s.io/v1alpha4")
-	_, err = plan.TypedOf(core.MachineDeployment, v2)
+	_, err = typedOf(core.MachineDeployment, v2)
 	assert.EqualError(t, err, "MachineDeployment md-0 is cluster.x-k8s.io/v1alpha4: rollout plan -f reads v1beta2 and v1beta1 manifests")
 }
 
