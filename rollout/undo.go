@@ -1,14 +1,11 @@
 package rollout
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollout-guard/rollout-guard/policy"
-	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
@@ -169,56 +166,4 @@ func (o *UndoOptions) Validate() error {
 		return err
 	}
 	return o.PrintFlags.Validate()
-}
-
-// undoState is what one undo decided on its first read.
-type undoState struct {
-	// target is the revision rolled back to.
-	target *revisions.Revision
-	// readHash is the live content's hash when the target was chosen.
-	readHash string
-}
-
-// Run rolls back, deciding anew after every conflict.
-func (o *UndoOptions) Run(ctx context.Context) error {
-	cl, err := o.Session.Clients()
-	if err != nil {
-		return err
-	}
-	purpose := "undo " + o.ref.String()
-	obj, err := o.Session.Get(ctx, cl, o.ref, purpose)
-	if err != nil {
-		return err
-	}
-	purpose = "undo " + core.Describe(obj, o.ref.Kind)
-	st := &undoState{}
-	err, exhausted := core.RetryConflicts(func() error { return o.undo(ctx, cl, obj, st) }, func() error {
-		fresh, err := o.Session.Reread(ctx, cl, obj, purpose)
-		if err != nil {
-			return err
-		}
-		obj = fresh
-		rec := policy.StampsOf(fresh)
-		freshHash, err := snapshotHash(fresh)
-		if err != nil {
-			return fmt.Errorf("cannot %s: %w", purpose, err)
-		}
-		what := fmt.Sprintf("%s changed after it was read", core.Describe(fresh, o.ref.Kind))
-		switch {
-		case freshHash == st.readHash:
-			o.Session.Notef("conflict: %s (not its revision: still revision %d); reading it again and checking again", what, rec.Revision)
-		case freshHash == st.target.Snapshot.Hash:
-			o.Session.Notef("conflict: %s: it is now at revision %d, made by %s via %s; reading it again", what, rec.Revision, core.OrUnknown(rec.ChangedBy), core.OrDash(rec.FieldManager))
-		case o.ToRevision == 0:
-			return fmt.Errorf("cannot %s: it changed while this command ran: it is now at revision %d, made by %s via %s (%s); \"the previous revision\" no longer means %s, so nothing was rolled back: run %s undo again to decide on the new state, or name the revision with --to-revision",
-				purpose, rec.Revision, core.OrUnknown(rec.ChangedBy), core.OrDash(rec.FieldManager), core.OrNone(rec.ChangeCause), core.Label(*st.target), o.Session.Name())
-		default:
-			o.Session.Notef("conflict: %s: it is now at revision %d, made by %s via %s; checking revision %d against it again", what, rec.Revision, core.OrUnknown(rec.ChangedBy), core.OrDash(rec.FieldManager), o.ToRevision)
-		}
-		return nil
-	})
-	if exhausted {
-		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was rolled back: %w", purpose, core.MaxAttempts, err)
-	}
-	return err
 }

@@ -15,8 +15,61 @@ import (
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
-// undo makes one attempt on obj as read; a conflict is returned as is.
-func (o *UndoOptions) undo(ctx context.Context, cl *core.Clients, obj client.Object, st *undoState) error {
+// undoState is what one undo decided on its first read.
+type undoState struct {
+	// target is the revision rolled back to.
+	target *revisions.Revision
+	// readHash is the live content's hash when the target was chosen.
+	readHash string
+}
+
+// Run rolls back, deciding anew after every conflict.
+func (o *UndoOptions) Run(ctx context.Context) error {
+	cl, err := o.Session.Clients()
+	if err != nil {
+		return err
+	}
+	purpose := "undo " + o.ref.String()
+	obj, err := o.Session.Get(ctx, cl, o.ref, purpose)
+	if err != nil {
+		return err
+	}
+	purpose = "undo " + core.Describe(obj, o.ref.Kind)
+	st := &undoState{}
+	err, exhausted := core.RetryConflicts(func() error { return o.attempt(ctx, cl, obj, st) }, func() error {
+		fresh, err := o.Session.Reread(ctx, cl, obj, purpose)
+		if err != nil {
+			return err
+		}
+		obj = fresh
+		rec := policy.StampsOf(fresh)
+		freshHash, err := snapshotHash(fresh)
+		if err != nil {
+			return fmt.Errorf("cannot %s: %w", purpose, err)
+		}
+		what := fmt.Sprintf("%s changed after it was read", core.Describe(fresh, o.ref.Kind))
+		switch {
+		case freshHash == st.readHash:
+			o.Session.Notef("conflict: %s (not its revision: still revision %d); reading it again and checking again", what, rec.Revision)
+		case freshHash == st.target.Snapshot.Hash:
+			o.Session.Notef("conflict: %s: it is now at revision %d, made by %s via %s; reading it again", what, rec.Revision, core.OrUnknown(rec.ChangedBy), core.OrDash(rec.FieldManager))
+		case o.ToRevision == 0:
+			return fmt.Errorf("cannot %s: it changed while this command ran: it is now at revision %d, made by %s via %s (%s); \"the previous revision\" no longer means %s, so nothing was rolled back: run %s undo again to decide on the new state, or name the revision with --to-revision",
+				purpose, rec.Revision, core.OrUnknown(rec.ChangedBy), core.OrDash(rec.FieldManager), core.OrNone(rec.ChangeCause), core.Label(*st.target), o.Session.Name())
+		default:
+			o.Session.Notef("conflict: %s: it is now at revision %d, made by %s via %s; checking revision %d against it again", what, rec.Revision, core.OrUnknown(rec.ChangedBy), core.OrDash(rec.FieldManager), o.ToRevision)
+		}
+		return nil
+	})
+	if exhausted {
+		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was rolled back: %w", purpose, core.MaxAttempts, err)
+	}
+	return err
+}
+
+// attempt makes one attempt at the undo on obj as read; a conflict is
+// returned as is.
+func (o *UndoOptions) attempt(ctx context.Context, cl *core.Clients, obj client.Object, st *undoState) error {
 	kind := core.KindOf(obj)
 	id := core.Describe(obj, kind)
 	purpose := "undo " + id
@@ -30,14 +83,14 @@ func (o *UndoOptions) undo(ctx context.Context, cl *core.Clients, obj client.Obj
 	if err := o.chooseTarget(set, st, purpose); err != nil {
 		return err
 	}
-	rb := &rollback{obj: obj, set: set, target: *st.target, want: o.ToRevision, id: id, purpose: purpose}
+	rb := &plannedRollback{obj: obj, set: set, target: *st.target, want: o.ToRevision, id: id, purpose: purpose}
 	if rb.want == 0 {
 		rb.want = rb.target.Record.Revision
 	}
 	if set.Live.Hash == rb.target.Snapshot.Hash {
 		return o.alreadyThere(rb)
 	}
-	if rb.patch, err = o.patch(obj, rb.target); err != nil {
+	if rb.patch, err = o.rollbackPatch(obj, rb.target); err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	if rb.newObj, err = core.ApplyMergePatch(obj, rb.patch); err != nil {
@@ -49,8 +102,8 @@ func (o *UndoOptions) undo(ctx context.Context, cl *core.Clients, obj client.Obj
 	return o.rollBack(ctx, cl, rb)
 }
 
-// rollback is one attempt's rollback as decided on its read.
-type rollback struct {
+// plannedRollback is one attempt's rollback as decided on its read.
+type plannedRollback struct {
 	// obj is the object as read; newObj is it rolled back (nil while the
 	// patch is not made).
 	obj, newObj client.Object
@@ -126,17 +179,17 @@ func (o *UndoOptions) chooseTarget(set *core.RevisionSet, st *undoState, purpose
 
 // alreadyThere answers an undo to the content that is live: nothing to
 // change, said as such, or with --emit the manifest as it is live.
-func (o *UndoOptions) alreadyThere(rb *rollback) error {
+func (o *UndoOptions) alreadyThere(rb *plannedRollback) error {
 	op := fmt.Sprintf("skipped rollback: already at revision %d", rb.want)
 	if n := rb.set.LiveNumber(); n != rb.want && n > 0 {
 		op += fmt.Sprintf(" (its content is live as revision %d)", n)
 	}
 	if o.emit == core.EmitNone {
-		return o.print(rb.obj, op)
+		return o.printObject(rb.obj, op)
 	}
 	// Git may still hold something else: the manifest is worth having.
 	o.Session.Notef("%s is already at revision %d: nothing to change; printing it as it is live", rb.id, rb.want)
-	patch, err := o.patch(rb.obj, rb.target)
+	patch, err := o.rollbackPatch(rb.obj, rb.target)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", rb.purpose, err)
 	}
@@ -147,7 +200,7 @@ func (o *UndoOptions) alreadyThere(rb *rollback) error {
 // target's author, a GitOps controller's ownership (a live change only),
 // the templates the target references, and the guard's policy; a client
 // dry run shows what would change before its local verdict.
-func (o *UndoOptions) checkRollback(ctx context.Context, cl *core.Clients, rb *rollback) error {
+func (o *UndoOptions) checkRollback(ctx context.Context, cl *core.Clients, rb *plannedRollback) error {
 	if err := o.checkAuthor(rb.set, rb.target, rb.id); err != nil {
 		return err
 	}
@@ -177,7 +230,7 @@ func (o *UndoOptions) checkRollback(ctx context.Context, cl *core.Clients, rb *r
 // checkPolicy judges the rollback with the guard's policy before it is
 // sent: a refusal stops it, unless --force with --reason sends it with the
 // override for the guard to decide.
-func (o *UndoOptions) checkPolicy(ctx context.Context, cl *core.Clients, rb *rollback) error {
+func (o *UndoOptions) checkPolicy(ctx context.Context, cl *core.Clients, rb *plannedRollback) error {
 	hint := "To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT."
 	switch {
 	case o.emit != core.EmitNone:
@@ -199,7 +252,7 @@ func (o *UndoOptions) checkPolicy(ctx context.Context, cl *core.Clients, rb *rol
 // rollBack does what was asked with a rollback that passed every check:
 // shows what it changes, then prints it for Git (--emit), prints it as a
 // client dry run, or sends it (a server dry run, or the real write).
-func (o *UndoOptions) rollBack(ctx context.Context, cl *core.Clients, rb *rollback) error {
+func (o *UndoOptions) rollBack(ctx context.Context, cl *core.Clients, rb *plannedRollback) error {
 	if o.dry != core.DryRunClient {
 		// Every check passed: what is about to be sent (or printed for Git).
 		if err := o.showChanges(rb.set, rb.target, rb.id); err != nil {
@@ -211,9 +264,9 @@ func (o *UndoOptions) rollBack(ctx context.Context, cl *core.Clients, rb *rollba
 	}
 	if o.dry == core.DryRunClient {
 		if o.PrintFlags.Data() {
-			return o.print(rb.newObj, "")
+			return o.printObject(rb.newObj, "")
 		}
-		return o.print(rb.obj, fmt.Sprintf("rolled back to revision %d (dry run)", rb.want))
+		return o.printObject(rb.obj, fmt.Sprintf("rolled back to revision %d (dry run)", rb.want))
 	}
 	if err := o.Session.Send(ctx, cl, rb.obj, types.MergePatchType, rb.patch, o.dry, rb.purpose); err != nil {
 		return err
@@ -224,7 +277,7 @@ func (o *UndoOptions) rollBack(ctx context.Context, cl *core.Clients, rb *rollba
 	} else if n := policy.StampsOf(rb.obj).Revision; n > 0 {
 		op += fmt.Sprintf(" (now revision %d)", n)
 	}
-	return o.print(rb.obj, op)
+	return o.printObject(rb.obj, op)
 }
 
 // checkAuthor refuses a rollback to a revision of unknown author without
@@ -270,10 +323,10 @@ func (o *UndoOptions) showChanges(set *core.RevisionSet, target revisions.Revisi
 	return core.PrintDiff(out, set, target, title)
 }
 
-// patch is the rollback: revisions.RollbackPatch (the content and the
+// rollbackPatch is the rollback: revisions.RollbackPatch (the content and the
 // resourceVersion precondition) with the change-cause and, with --force,
 // the override annotation, in one merge patch.
-func (o *UndoOptions) patch(obj client.Object, target revisions.Revision) ([]byte, error) {
+func (o *UndoOptions) rollbackPatch(obj client.Object, target revisions.Revision) ([]byte, error) {
 	raw, err := revisions.RollbackPatch(obj, target.Snapshot)
 	if err != nil {
 		return nil, err
@@ -307,7 +360,8 @@ func (o *UndoOptions) patch(obj client.Object, target revisions.Revision) ([]byt
 	return out, nil
 }
 
-func (o *UndoOptions) print(obj client.Object, op string) error {
+// printObject prints obj as -o asks, or for people as "KIND/NAME op".
+func (o *UndoOptions) printObject(obj client.Object, op string) error {
 	p, err := o.PrintFlags.ToPrinter(op)
 	if err != nil {
 		return err
