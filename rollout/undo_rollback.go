@@ -360,7 +360,8 @@ func (o *UndoOptions) rollbackPatch(obj client.Object, target revisions.Revision
 	return out, nil
 }
 
-// printObject prints obj as -o asks, or for people as "KIND/NAME op".
+// printObject prints obj as -o asks, or for people as "RESOURCE.GROUP/NAME
+// op".
 func (o *UndoOptions) printObject(obj client.Object, op string) error {
 	p, err := o.PrintFlags.ToPrinter(op)
 	if err != nil {
