@@ -18,6 +18,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // TestAuthorUnknownOf: a revision has no author exactly when its record
@@ -42,11 +43,11 @@ func TestAuthorUnknownOf(t *testing.T) {
 		{"unadmitted content made live again by someone", unadmittedThenAdmitted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, authorUnknownOf(tc.rec))
+			assert.Equal(t, tc.want, core.AuthorUnknownOf(tc.rec))
 			if tc.want == "" {
-				assert.Equal(t, tc.rec.ChangedBy, changedByCell(tc.rec))
+				assert.Equal(t, tc.rec.ChangedBy, core.ChangedByCell(tc.rec))
 			} else {
-				assert.Equal(t, "unknown (*)", changedByCell(tc.rec))
+				assert.Equal(t, "unknown (*)", core.ChangedByCell(tc.rec))
 			}
 		})
 	}
@@ -95,9 +96,9 @@ func unknownAuthorWorld(t *testing.T, adopted bool) []client.Object {
 	live := revisions.Record{Revision: 3, History: []int64{3}, ChangedBy: "admin", ChangedAt: at(10 * time.Hour), FieldManager: "kubectl-edit",
 		ChangeCause: "kubeadmConfigSpec.files, kubeadmConfigSpec.preKubeadmCommands; machineTemplate.metadata.labels[tier] old → new", ChangeType: revisions.ChangeRollout}
 	objs := []client.Object{
-		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, content("old", false), first),
-		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, content("old", true), history.Unadmitted(2, at(20*time.Hour))),
-		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, content("new", false), live),
+		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, content("old", false), first),
+		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, content("old", true), history.Unadmitted(2, at(20*time.Hour))),
+		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, content("new", false), live),
 	}
 	kcp.Spec.MachineTemplate.ObjectMeta.Labels = map[string]string{"tier": "new"}
 	kcp.Annotations = map[string]string{}
@@ -147,23 +148,23 @@ func TestHistoryMarksUnknownAuthors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := newFakeClient(unknownAuthorWorld(t, tc.adopted)...)
 			out, errOut, code := runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane")
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			assert.Equal(t, tc.table, out)
 
 			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "--revision", "2")
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			assert.True(t, strings.HasPrefix(out, "# KubeadmControlPlane demo/c1-control-plane, revision 2\n"+
 				"# author unknown: changed while rollout-guard was not admitting changes (its webhooks were not called), recorded afterwards by its reconciler; nothing says its content was meant: read it all before rolling back to it (rollout undo to it needs --force)\n"), out)
 			assert.Contains(t, out, "\nauthorUnknown: Unadmitted\n")
 			assert.Contains(t, out, "    preKubeadmCommands:\n    - "+attackerCommand+"\n", "the content, in full")
 
 			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "--revision", "3")
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			assert.NotContains(t, out, "author unknown")
 			assert.NotContains(t, out, "authorUnknown")
 
 			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "-o", "json")
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			var h v1alpha1.RolloutHistory
 			require.NoError(t, json.Unmarshal([]byte(out), &h), out)
 			require.Len(t, h.Revisions, 3)
@@ -176,7 +177,7 @@ func TestHistoryMarksUnknownAuthors(t *testing.T) {
 			}
 
 			out, errOut, code = runFake(t, cl, gitOpsNow, "history", "cluster/c1")
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			assert.Contains(t, out, "kcp/c1-control-plane   2          v1.34.2   unknown (*)   -")
 			assert.Contains(t, out, " with rollout history OBJECT --revision N before rolling back to it (rollout undo to it needs --force):\n")
 			assert.Contains(t, out, "\n    kcp/c1-control-plane revision 2: changed while rollout-guard was not admitting changes")
@@ -185,7 +186,7 @@ func TestHistoryMarksUnknownAuthors(t *testing.T) {
 
 	// Every revision with an author: no note.
 	out, errOut, code := runFake(t, newFakeClient(gitOpsWorld(t, nil)...), gitOpsNow, "history", "md/c1-md-0")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.NotContains(t, out, "(*)")
 }
 
@@ -207,33 +208,36 @@ func TestUndoUnknownAuthor(t *testing.T) {
 		stdout  string // exact, when set
 		stderr  string // exact
 		written bool
+		// serverDryRun: what is written is a server dry run (DryRun
+		// ["All"]); any other write must be stored.
+		serverDryRun bool
 	}{
-		{name: "named", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2"}, code: ExitError, stderr: refusal},
-		{name: "the previous revision", args: []string{"undo", "kcp/c1-control-plane"}, code: ExitError, stderr: refusal},
-		{name: "client dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--dry-run=client"}, code: ExitError, stderr: refusal},
-		{name: "server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--dry-run=server"}, code: ExitError, stderr: refusal},
-		{name: "emit", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--emit", "yaml"}, code: ExitError, stderr: refusal},
-		{name: "no revision with an author", adopted: true, args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2"}, code: ExitError,
+		{name: "named", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2"}, code: core.ExitError, stderr: refusal},
+		{name: "the previous revision", args: []string{"undo", "kcp/c1-control-plane"}, code: core.ExitError, stderr: refusal},
+		{name: "client dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--dry-run=client"}, code: core.ExitError, stderr: refusal},
+		{name: "server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--dry-run=server"}, code: core.ExitError, stderr: refusal},
+		{name: "emit", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--emit", "yaml"}, code: core.ExitError, stderr: refusal},
+		{name: "no revision with an author", adopted: true, args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2"}, code: core.ExitError,
 			stderr: strings.Replace(refusal, "; or roll back to a revision whose author is known with --to-revision N (revision 1 has one)", "", 1)},
-		{name: "forced", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force"}, code: ExitOK, stderr: warning, written: true,
+		{name: "forced", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force"}, code: core.ExitOK, stderr: warning, written: true,
 			stdout: "KubeadmControlPlane demo/c1-control-plane: rolling back from revision 3 to revision 2\n" + unknownAuthorDiff +
 				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (now revision 3)\n"},
-		{name: "forced, server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=server"}, code: ExitOK, stderr: warning, written: true,
+		{name: "forced, server dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=server"}, code: core.ExitOK, stderr: warning, written: true, serverDryRun: true,
 			stdout: "KubeadmControlPlane demo/c1-control-plane: would roll back from revision 3 to revision 2 (server dry run: nothing stored)\n" + unknownAuthorDiff +
 				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (server dry run)\n"},
-		{name: "forced, client dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=client"}, code: ExitOK, stderr: warning,
+		{name: "forced, client dry run", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--dry-run=client"}, code: core.ExitOK, stderr: warning,
 			stdout: "KubeadmControlPlane demo/c1-control-plane: would roll back from revision 3 to revision 2 (dry run: nothing sent)\n" + unknownAuthorDiff +
 				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 2 (dry run)\n"},
-		{name: "forced, as data", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "-o", "json"}, code: ExitOK, written: true,
+		{name: "forced, as data", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "-o", "json"}, code: core.ExitOK, written: true,
 			stderr: warning + "KubeadmControlPlane demo/c1-control-plane: rolling back from revision 3 to revision 2\n" + unknownAuthorDiff},
-		{name: "forced, for Git", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--emit", "yaml"}, code: ExitOK,
+		{name: "forced, for Git", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "2", "--force", "--emit", "yaml"}, code: core.ExitOK,
 			stderr: warning + "KubeadmControlPlane demo/c1-control-plane: printing the rollback from revision 3 to revision 2 for Git (nothing sent)\n" + unknownAuthorDiff},
-		{name: "a revision with an author", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "1"}, code: ExitOK, written: true,
+		{name: "a revision with an author", args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "1"}, code: core.ExitOK, written: true,
 			stdout: "KubeadmControlPlane demo/c1-control-plane: rolling back from revision 3 to revision 1\n" +
 				"FIELD                  LIVE (REVISION 3)   REVISION 1\n" +
 				"metadata.labels.tier   new                 old\n" +
 				"kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane rolled back to revision 1 (now revision 3)\n"},
-		{name: "a revision adopted from before the guard", adopted: true, args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "1"}, code: ExitError,
+		{name: "a revision adopted from before the guard", adopted: true, args: []string{"undo", "kcp/c1-control-plane", "--to-revision", "1"}, code: core.ExitError,
 			stderr: "error: cannot undo KubeadmControlPlane demo/c1-control-plane to revision 1: its author is unknown (live before rollout-guard saw the object (made before the guard was installed, or created while it was down), adopted by its reconciler), so nothing says its content was meant, and the rollback would apply it to every machine; nothing was changed. It would change:\n" +
 				"FIELD                  LIVE (REVISION 3)   REVISION 1\n" +
 				"metadata.labels.tier   new                 old\n" +
@@ -247,16 +251,23 @@ func TestUndoUnknownAuthor(t *testing.T) {
 			if tc.stdout != "" {
 				assert.Equal(t, tc.stdout, out)
 			}
-			if tc.code != ExitOK {
+			if tc.code != core.ExitOK {
 				assert.Empty(t, out)
 			}
-			if contains(tc.args, "-o") {
+			if core.Contains(tc.args, "-o") {
 				var obj controlplanev1.KubeadmControlPlane
 				require.NoError(t, json.Unmarshal([]byte(out), &obj), "stdout stays JSON: %s", out)
 				assert.Equal(t, []string{attackerCommand}, obj.Spec.KubeadmConfigSpec.PreKubeadmCommands)
 			}
 			if tc.written {
 				assert.NotEmpty(t, w.all(), "a change is sent")
+				want := []string(nil)
+				if tc.serverDryRun {
+					want = []string{metav1.DryRunAll}
+				}
+				for i, dryRun := range w.dryRun() {
+					assert.Equal(t, want, dryRun, "the dry-run option of %s", w.all()[i])
+				}
 			} else {
 				assert.Empty(t, w.all(), "nothing is sent")
 			}
@@ -291,7 +302,7 @@ func TestStaleStamps(t *testing.T) {
 	}
 
 	out, errOut, code := runFake(t, newFakeClient(world(false)...), gitOpsNow, "history", "kcp/c1-control-plane")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "Warning: the live content of KubeadmControlPlane demo/c1-control-plane is not recorded yet: it changed after rollout-guard stamped revision 3, without the guard admitting the change (its author is unknown); the guard's reconciler records it shortly, and until then it is not among the revisions shown\n", errOut)
 	assert.Equal(t, `REVISION   VERSION   INFRASTRUCTURE   BOOTSTRAP   CHANGED-BY   VIA              AGE   CHANGE-CAUSE
 1          v1.34.2   <none>           inline      admin        kubectl-create   3d    created
@@ -299,7 +310,7 @@ func TestStaleStamps(t *testing.T) {
 `, out, "revision 3 is not the live content, and the live content is not credited to admin")
 
 	out, errOut, code = runFake(t, newFakeClient(world(true)...), gitOpsNow, "history", "kcp/c1-control-plane", "-o", "json")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Empty(t, errOut)
 	var h v1alpha1.RolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(out), &h), out)

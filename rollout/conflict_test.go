@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // TestRetryConflicts: a write is tried again only after a conflict, on the
@@ -27,7 +29,7 @@ func TestRetryConflicts(t *testing.T) {
 	}{
 		{name: "success at once", answers: []error{nil}, wantTries: 1},
 		{name: "a conflict, then success", answers: []error{conflict, nil}, wantTries: 2, wantAgain: 1},
-		{name: "conflicts until the attempts run out", answers: []error{conflict, conflict, conflict, nil}, wantErr: conflict, wantExhausted: true, wantTries: maxAttempts, wantAgain: maxAttempts - 1},
+		{name: "conflicts until the attempts run out", answers: []error{conflict, conflict, conflict, nil}, wantErr: conflict, wantExhausted: true, wantTries: core.MaxAttempts, wantAgain: core.MaxAttempts - 1},
 		{name: "a refusal is not tried again", answers: []error{refused, nil}, wantErr: refused, wantTries: 1},
 		{name: "a conflict, then a refusal", answers: []error{conflict, refused}, wantErr: refused, wantTries: 2, wantAgain: 1},
 		{name: "reading again fails", answers: []error{conflict, nil}, againErr: rereadFailed, wantErr: rereadFailed, wantTries: 1, wantAgain: 1},
@@ -35,7 +37,7 @@ func TestRetryConflicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tries, again := 0, 0
-			err, exhausted := retryConflicts(func() error {
+			err, exhausted := core.RetryConflicts(func() error {
 				tries++
 				return tc.answers[tries-1]
 			}, func() error {

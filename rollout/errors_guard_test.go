@@ -11,6 +11,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
 
 // TestExplainGuardUnavailable: when the API server could not call one of
@@ -18,8 +21,8 @@ import (
 // changed and how to check, keeping the API server's message; other
 // webhooks' failures and the guard's refusals are passed on as they are.
 func TestExplainGuardUnavailable(t *testing.T) {
-	c := call{verb: "patch", gr: schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machinedeployments"}, kind: "MachineDeployment",
-		namespace: "ns", name: "md", purpose: "restart MachineDeployment ns/md"}
+	c := core.Call{Verb: "patch", GR: schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machinedeployments"}, Kind: "MachineDeployment",
+		Namespace: "ns", Name: "md", Purpose: "restart MachineDeployment ns/md"}
 	const refused = `Internal error occurred: failed calling webhook "stamp.machinedeployment.rollout-guard.io": failed to call webhook: Post "https://rollout-guard-webhook.rollout-guard-system.svc:443/mutate": dial tcp 10.0.0.1:443: connect: connection refused`
 	for _, tc := range []struct {
 		name  string
@@ -36,8 +39,8 @@ func TestExplainGuardUnavailable(t *testing.T) {
 		{name: "guard refusal", err: `admission webhook "validate.machinedeployment.rollout-guard.io" denied the request: [rule X]`, same: true, guard: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := c.explain(errors.New(tc.err))
-			var ge guardError
+			got := c.Explain(errors.New(tc.err))
+			var ge core.GuardError
 			if errors.As(got, &ge) != tc.guard {
 				t.Fatalf("explain(%q) = %T; an answer about the guard: %v", tc.err, got, tc.guard)
 			}
@@ -74,7 +77,7 @@ func TestIsTransient(t *testing.T) {
 		{"other", errors.New("decoding failed"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isTransient(tc.err); got != tc.want {
+			if got := core.IsTransient(tc.err); got != tc.want {
 				t.Errorf("isTransient(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
@@ -90,10 +93,10 @@ func TestOutageNotedOnce(t *testing.T) {
 		return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443" + path, Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	}
 	unavailable := apierrors.NewServiceUnavailable("apiserver is shutting down")
-	var o outage
+	var o status.Outage
 	var notes []string
 	lose := func(source int, err error) {
-		if note, ok := o.lost(source, err); ok {
+		if note, ok := o.Lost(source, err); ok {
 			notes = append(notes, note)
 		}
 	}
@@ -105,13 +108,13 @@ func TestOutageNotedOnce(t *testing.T) {
 	if len(notes) != 2 || !strings.HasPrefix(notes[0], "lost the API server (Get \"https://127.0.0.1:6443/apis/cluster.x-k8s.io/v1beta2/namespaces/demo/machinedeployments\": dial: connect: connection refused); watching again") {
 		t.Fatalf("notes for two distinct failures of two sources, want 2:\n%s", strings.Join(notes, "\n"))
 	}
-	o.recovered(0)
+	o.Recovered(0)
 	lose(0, unavailable)
 	if len(notes) != 2 {
 		t.Errorf("source 1 still fails: the outage goes on, noted already:\n%s", strings.Join(notes, "\n"))
 	}
-	o.recovered(0)
-	o.recovered(1)
+	o.Recovered(0)
+	o.Recovered(1)
 	lose(1, unavailable)
 	if len(notes) != 3 {
 		t.Errorf("every source was answered: a new failure is a new outage, noted:\n%s", strings.Join(notes, "\n"))

@@ -11,6 +11,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // syncBuffer is a buffer a running command writes while the test reads.
@@ -36,13 +38,13 @@ func (s *syncBuffer) String() string {
 // watches ignore label and field selectors: status filters what it
 // receives itself.
 func newFakeClient(objs ...client.Object) client.WithWatch {
-	return withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...)).Build()
+	return withNameIndexes(fake.NewClientBuilder().WithScheme(core.Scheme()).WithObjects(objs...)).Build()
 }
 
 // withNameIndexes lets b's client list by metadata.name every kind of the
 // registry.
 func withNameIndexes(b *fake.ClientBuilder) *fake.ClientBuilder {
-	for _, k := range knownKinds {
+	for _, k := range core.Kinds {
 		b = b.WithIndex(k.New(), "metadata.name", func(o client.Object) []string { return []string{o.GetName()} })
 	}
 	return b
@@ -57,15 +59,15 @@ type fakeRun struct {
 // startFake runs the command line args in namespace ns against cl, with
 // the clock at now; wait returns its exit code.
 func startFake(ctx context.Context, cl client.WithWatch, ns string, now time.Time, args ...string) *fakeRun {
-	return startFakeWith(ctx, cl, ns, Options{Now: func() time.Time { return now }}, args...)
+	return startFakeWith(ctx, cl, ns, core.Options{Now: func() time.Time { return now }}, args...)
 }
 
 // startFakeWith is startFake with options o (their IOStreams are the run's).
-func startFakeWith(ctx context.Context, cl client.WithWatch, ns string, o Options, args ...string) *fakeRun {
+func startFakeWith(ctx context.Context, cl client.WithWatch, ns string, o core.Options, args ...string) *fakeRun {
 	r := &fakeRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan int, 1)}
 	o.IOStreams = genericiooptions.IOStreams{Out: r.out, ErrOut: r.errOut}
-	c := &cli{Options: o, args: args, connect: func() (*clients, error) {
-		return &clients{client: cl, mapper: cl.RESTMapper(), namespace: ns}, nil
+	c := &core.Session{Options: o, Args: args, Connect: func() (*core.Clients, error) {
+		return &core.Clients{Client: cl, Mapper: cl.RESTMapper(), Namespace: ns}, nil
 	}}
 	root := newRoot(c)
 	root.SetArgs(args)
@@ -74,7 +76,7 @@ func startFakeWith(ctx context.Context, cl client.WithWatch, ns string, o Option
 		if err != nil {
 			fmt.Fprintf(r.errOut, "error: %v\n", err)
 		}
-		r.done <- ExitCode(err)
+		r.done <- core.ExitCode(err)
 	}()
 	return r
 }

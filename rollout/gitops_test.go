@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // TestGitOpsOf: each mark a GitOps controller leaves is recognised, with
@@ -37,15 +38,15 @@ func TestGitOpsOf(t *testing.T) {
 		want        string // "" when not managed
 	}{
 		{name: "none", labels: map[string]string{"pool": "md-0"}, managers: []string{"rollout", "kubectl-patch", "capi-topology"}},
-		{name: "Argo CD tracking annotation", annotations: map[string]string{ArgoCDTrackingAnnotation: "prod-clusters:cluster.x-k8s.io/MachineDeployment:demo/c1-md-0"},
+		{name: "Argo CD tracking annotation", annotations: map[string]string{core.ArgoCDTrackingAnnotation: "prod-clusters:cluster.x-k8s.io/MachineDeployment:demo/c1-md-0"},
 			want: "Argo CD (Application prod-clusters, annotation argocd.argoproj.io/tracking-id)"},
-		{name: "Argo CD Application in another namespace", annotations: map[string]string{ArgoCDTrackingAnnotation: "team-a_prod-clusters:cluster.x-k8s.io/MachineDeployment:demo/c1-md-0"},
+		{name: "Argo CD Application in another namespace", annotations: map[string]string{core.ArgoCDTrackingAnnotation: "team-a_prod-clusters:cluster.x-k8s.io/MachineDeployment:demo/c1-md-0"},
 			want: "Argo CD (Application team-a/prod-clusters, annotation argocd.argoproj.io/tracking-id)"},
-		{name: "Argo CD instance label", labels: map[string]string{ArgoCDInstanceLabel: "prod-clusters"},
+		{name: "Argo CD instance label", labels: map[string]string{core.ArgoCDInstanceLabel: "prod-clusters"},
 			want: "Argo CD (Application prod-clusters, label app.kubernetes.io/instance, Argo CD's tracking label)"},
-		{name: "Flux Kustomization", labels: map[string]string{FluxKustomizeNameLabel: "clusters", FluxKustomizeNamespaceLabel: "flux-system"},
+		{name: "Flux Kustomization", labels: map[string]string{core.FluxKustomizeNameLabel: "clusters", core.FluxKustomizeNamespaceLabel: "flux-system"},
 			want: "Flux (Kustomization flux-system/clusters, labels kustomize.toolkit.fluxcd.io/name and namespace)"},
-		{name: "Flux HelmRelease", labels: map[string]string{FluxHelmNameLabel: "capi-clusters", FluxHelmNamespaceLabel: "flux-system"},
+		{name: "Flux HelmRelease", labels: map[string]string{core.FluxHelmNameLabel: "capi-clusters", core.FluxHelmNamespaceLabel: "flux-system"},
 			want: "Flux (HelmRelease flux-system/capi-clusters, labels helm.toolkit.fluxcd.io/name and namespace)"},
 		{name: "Argo CD field manager", managers: []string{"manager", "argocd-controller"},
 			want: "Argo CD (field manager argocd-controller in metadata.managedFields)"},
@@ -53,7 +54,7 @@ func TestGitOpsOf(t *testing.T) {
 			want: "Flux (field manager kustomize-controller in metadata.managedFields)"},
 		{name: "Flux helm-controller field manager", managers: []string{"helm-controller"},
 			want: "Flux (field manager helm-controller in metadata.managedFields)"},
-		{name: "the tracking annotation names the Application before the field manager", annotations: map[string]string{ArgoCDTrackingAnnotation: "apps:cluster.x-k8s.io/MachineDeployment:demo/c1-md-0"},
+		{name: "the tracking annotation names the Application before the field manager", annotations: map[string]string{core.ArgoCDTrackingAnnotation: "apps:cluster.x-k8s.io/MachineDeployment:demo/c1-md-0"},
 			managers: []string{"argocd-controller"}, want: "Argo CD (Application apps, annotation argocd.argoproj.io/tracking-id)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +62,7 @@ func TestGitOpsOf(t *testing.T) {
 			for _, m := range tc.managers {
 				md.ManagedFields = append(md.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationApply})
 			}
-			g, ok := gitOpsOf(md)
+			g, ok := core.GitOpsOf(md)
 			assert.Equal(t, tc.want != "", ok, "managed")
 			if tc.want != "" {
 				assert.Equal(t, tc.want, g.String())
@@ -86,23 +87,34 @@ func TestVia(t *testing.T) {
 		{"", "system:serviceaccount:flux-system:kustomize-controller", "[Flux]"},
 		{"kubectl-patch", "system:serviceaccount:flux-system:other", "kubectl-patch"},
 	} {
-		assert.Equal(t, tc.want, via(revisions.Record{FieldManager: tc.manager, ChangedBy: tc.user}), "%s by %s", tc.manager, tc.user)
+		assert.Equal(t, tc.want, core.Via(revisions.Record{FieldManager: tc.manager, ChangedBy: tc.user}), "%s by %s", tc.manager, tc.user)
 	}
 }
 
 // gitOpsNow is the clock of these tests.
 var gitOpsNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-// writes records the writes a fake client receives.
+// writes records the writes a fake client receives, and the dry-run
+// option each carried.
 type writes struct {
-	mu   sync.Mutex
-	list []string
+	mu      sync.Mutex
+	list    []string
+	dryRuns [][]string
 }
 
-func (w *writes) add(verb string, obj client.Object) {
+func (w *writes) add(verb string, obj client.Object, dryRun []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.list = append(w.list, fmt.Sprintf("%s %T %s", verb, obj, obj.GetName()))
+	w.dryRuns = append(w.dryRuns, dryRun)
+}
+
+// dryRun is the dry-run option of each write, in order (nil for a write
+// that is stored).
+func (w *writes) dryRun() [][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([][]string(nil), w.dryRuns...)
 }
 
 func (w *writes) all() []string {
@@ -115,21 +127,21 @@ func (w *writes) all() []string {
 // write it receives.
 func newWriteRecordingClient(objs ...client.Object) (client.WithWatch, *writes) {
 	w := &writes{}
-	cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+	cl := fake.NewClientBuilder().WithScheme(core.Scheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			w.add("create", obj)
+			w.add("create", obj, (&client.CreateOptions{}).ApplyOptions(opts).DryRun)
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			w.add("update", obj)
+			w.add("update", obj, (&client.UpdateOptions{}).ApplyOptions(opts).DryRun)
 			return c.Update(ctx, obj, opts...)
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			w.add("patch", obj)
+			w.add("patch", obj, (&client.PatchOptions{}).ApplyOptions(opts).DryRun)
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			w.add("delete", obj)
+			w.add("delete", obj, (&client.DeleteOptions{}).ApplyOptions(opts).DryRun)
 			return c.Delete(ctx, obj, opts...)
 		},
 	}).Build()
@@ -164,7 +176,7 @@ func gitOpsWorld(t *testing.T, mark func(client.Object)) []client.Object {
 	md := &clusterv1.MachineDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: topoNS, Name: "c1-md-0", UID: "md-uid", Generation: 7,
 			Labels:          map[string]string{clusterv1.ClusterNameLabel: "c1", "pool": "md-0"},
-			Annotations:     map[string]string{lastAppliedAnnotation: `{"kind":"MachineDeployment"}`, "team": "workers"},
+			Annotations:     map[string]string{core.LastAppliedAnnotation: `{"kind":"MachineDeployment"}`, "team": "workers"},
 			OwnerReferences: owner, CreationTimestamp: metav1.NewTime(at(72 * time.Hour)),
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: clusterv1.GroupVersion.String(),
 				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}},
@@ -215,9 +227,9 @@ func gitOpsWorld(t *testing.T, mark func(client.Object)) []client.Object {
 	}
 	argo := "system:serviceaccount:argocd:argocd-application-controller"
 	objs := []client.Object{
-		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, kcpAt("old"), rec(1, 48*time.Hour, argo, "argocd-controller", "created")),
-		revisions.ControllerRevision(md, MachineDeployment.GVK, mdAt("v1.35.0"), rec(1, 47*time.Hour, "admin", "kubectl-create", "created")),
-		revisions.ControllerRevision(md, MachineDeployment.GVK, mdAt("v1.34.1"), rec(2, 30*time.Hour, argo, "argocd-controller", "version v1.35.0 → v1.34.1")),
+		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, kcpAt("old"), rec(1, 48*time.Hour, argo, "argocd-controller", "created")),
+		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdAt("v1.35.0"), rec(1, 47*time.Hour, "admin", "kubectl-create", "created")),
+		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdAt("v1.34.1"), rec(2, 30*time.Hour, argo, "argocd-controller", "version v1.35.0 → v1.34.1")),
 	}
 	stamp(kcp, rec(2, 20*time.Hour, "admin", "kubectl-edit", "machineTemplate.metadata.labels[tier] old → new"))
 	stamp(md, rec(3, 10*time.Hour, "admin", "rollout", "rollout md/c1-md-0 --version v1.34.2"))
@@ -230,7 +242,7 @@ func argoTracked(obj client.Object) {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[ArgoCDTrackingAnnotation] = "prod-clusters:" + kindOf(obj).GVK.Group + "/" + kindOf(obj).GVK.Kind + ":" + obj.GetNamespace() + "/" + obj.GetName()
+	ann[core.ArgoCDTrackingAnnotation] = "prod-clusters:" + core.KindOf(obj).GVK.Group + "/" + core.KindOf(obj).GVK.Kind + ":" + obj.GetNamespace() + "/" + obj.GetName()
 	obj.SetAnnotations(ann)
 }
 
@@ -256,24 +268,24 @@ func TestGitOpsStop(t *testing.T) {
 		stderr  string // exact, when set
 		written bool
 	}{
-		{name: "undo stops", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane"}, code: ExitError, stderr: kcpStop},
-		{name: "template switch stops", mark: argoTracked, args: []string{"md/c1-md-0", "--version", "v1.34.1"}, code: ExitError, stderr: mdStop},
-		{name: "undo --force proceeds", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--force"}, code: ExitOK, stderr: kcpForced, written: true},
-		{name: "switch --force proceeds", mark: argoTracked, args: []string{"md/c1-md-0", "--version", "v1.34.1", "--force"}, code: ExitOK, written: true,
+		{name: "undo stops", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane"}, code: core.ExitError, stderr: kcpStop},
+		{name: "template switch stops", mark: argoTracked, args: []string{"md/c1-md-0", "--version", "v1.34.1"}, code: core.ExitError, stderr: mdStop},
+		{name: "undo --force proceeds", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--force"}, code: core.ExitOK, stderr: kcpForced, written: true},
+		{name: "switch --force proceeds", mark: argoTracked, args: []string{"md/c1-md-0", "--version", "v1.34.1", "--force"}, code: core.ExitOK, written: true,
 			stderr: strings.ReplaceAll(kcpForced, "KubeadmControlPlane demo/c1-control-plane", "MachineDeployment demo/c1-md-0")},
-		{name: "client dry run", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--dry-run=client"}, code: ExitOK, stderr: ""},
-		{name: "server dry run", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--dry-run=server"}, code: ExitOK, stderr: "", written: true},
-		{name: "emit", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--emit", "yaml"}, code: ExitOK,
+		{name: "client dry run", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--dry-run=client"}, code: core.ExitOK, stderr: ""},
+		{name: "server dry run", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--dry-run=server"}, code: core.ExitOK, stderr: "", written: true},
+		{name: "emit", mark: argoTracked, args: []string{"undo", "kcp/c1-control-plane", "--emit", "yaml"}, code: core.ExitOK,
 			stderr: "KubeadmControlPlane demo/c1-control-plane: printing the rollback from revision 2 to revision 1 for Git (nothing sent)\n" +
 				"FIELD                  LIVE (REVISION 2)   REVISION 1\n" +
 				"metadata.labels.tier   new                 old\n"},
-		{name: "not managed", args: []string{"undo", "kcp/c1-control-plane"}, code: ExitOK, stderr: "", written: true},
+		{name: "not managed", args: []string{"undo", "kcp/c1-control-plane"}, code: core.ExitOK, stderr: "", written: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl, w := newWriteRecordingClient(gitOpsWorld(t, tc.mark)...)
 			_, errOut, code := runFake(t, cl, gitOpsNow, tc.args...)
 			assert.Equal(t, tc.code, code, errOut)
-			if tc.stderr != "" || tc.code == ExitOK {
+			if tc.stderr != "" || tc.code == core.ExitOK {
 				assert.Equal(t, tc.stderr, errOut)
 			}
 			if tc.written {
@@ -302,7 +314,7 @@ func TestUndoEmit(t *testing.T) {
 			require.NoError(t, cl.Get(context.Background(), types.NamespacedName{Namespace: topoNS, Name: "c1-md-0"}, before))
 
 			out, errOut, code := runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "2", "--emit", "yaml")
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			assert.Equal(t, "MachineDeployment demo/c1-md-0: printing the rollback from revision 3 to revision 2 for Git (nothing sent)\n"+
 				"FIELD     LIVE (REVISION 3)   REVISION 2\n"+
 				"version   v1.34.2             v1.34.1   (rolls out)\n", errOut, "what the manifest changes, on stderr: stdout is the manifest")
@@ -314,13 +326,13 @@ func TestUndoEmit(t *testing.T) {
 			assert.Equal(t, "v1.34.1", manifest.Spec.Template.Spec.Version, "revision 2's content")
 			assert.Equal(t, before.Spec.Replicas, manifest.Spec.Replicas, "the rest of the live object")
 			assert.Equal(t, "workers", manifest.Annotations["team"])
-			for _, field := range []string{"status:", "managedFields:", "resourceVersion:", "uid:", "creationTimestamp:", "generation:", "ownerReferences:", "finalizers:", revisions.Prefix, lastAppliedAnnotation} {
+			for _, field := range []string{"status:", "managedFields:", "resourceVersion:", "uid:", "creationTimestamp:", "generation:", "ownerReferences:", "finalizers:", revisions.Prefix, core.LastAppliedAnnotation} {
 				assert.NotContains(t, out, field)
 			}
-			assert.Equal(t, mark.do != nil, strings.Contains(out, ArgoCDTrackingAnnotation), "the GitOps marks are kept")
+			assert.Equal(t, mark.do != nil, strings.Contains(out, core.ArgoCDTrackingAnnotation), "the GitOps marks are kept")
 
 			out, errOut, code = runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "2", "--emit", "patch")
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			assert.Equal(t, `{
   "apiVersion": "cluster.x-k8s.io/v1beta2",
   "kind": "MachineDeployment",
@@ -341,7 +353,7 @@ func TestUndoEmit(t *testing.T) {
 			// Refused as the undo itself is, with the same text and exit code.
 			_, liveErr, liveCode := runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "1", "--force")
 			out, errOut, code = runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "1", "--emit", "yaml")
-			assert.Equal(t, ExitError, code)
+			assert.Equal(t, core.ExitError, code)
 			assert.Equal(t, liveCode, code)
 			assert.Empty(t, out)
 			refusal, _, _ := strings.Cut(liveErr[strings.Index(liveErr, "error: "):], "\n")
@@ -363,14 +375,14 @@ func TestUndoEmit(t *testing.T) {
 func TestSwitchEmit(t *testing.T) {
 	cl, w := newWriteRecordingClient(gitOpsWorld(t, argoTracked)...)
 	out, errOut, code := runFake(t, cl, gitOpsNow, "kcp/c1-control-plane", "--version", "v1.34.3", "--emit", "patch")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	var patch map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &patch))
 	assert.Equal(t, map[string]any{"version": "v1.34.3"}, patch["spec"])
 	assert.Equal(t, "KubeadmControlPlane", patch["kind"])
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "kcp/c1-control-plane", "--version", "v1.34.3", "--emit", "yaml")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	var manifest controlplanev1.KubeadmControlPlane
 	require.NoError(t, yaml.UnmarshalStrict([]byte(out), &manifest), out)
 	assert.Equal(t, "v1.34.3", manifest.Spec.Version)
@@ -396,7 +408,7 @@ func TestEmitFlags(t *testing.T) {
 		{[]string{"undo", "md/a", "--force", "--reason", " "}, "--reason is blank: the reason is recorded with the override in the revision history"},
 	} {
 		_, errOut, code := runFake(t, cl, gitOpsNow, tc.args...)
-		assert.Equal(t, ExitError, code, "%q", tc.args)
+		assert.Equal(t, core.ExitError, code, "%q", tc.args)
 		assert.Equal(t, "error: "+tc.want+"\n", errOut, "%q", tc.args)
 	}
 	assert.Empty(t, w.all())
@@ -409,14 +421,14 @@ func TestEmitFlags(t *testing.T) {
 func TestHistoryRevisionData(t *testing.T) {
 	cl := newFakeClient(gitOpsWorld(t, argoTracked)...)
 	out, errOut, code := runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--revision", "2", "-o", "yaml")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	golden(t, "history-revision-md.yaml", out)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "--revision", "1", "-o", "json")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	var kcp controlplanev1.KubeadmControlPlane
 	require.NoError(t, json.Unmarshal([]byte(out), &kcp), out)
-	assert.Equal(t, KubeadmControlPlane.GVK, kcp.GroupVersionKind())
+	assert.Equal(t, core.KubeadmControlPlane.GVK, kcp.GroupVersionKind())
 	assert.Equal(t, "v1.34.2", kcp.Spec.Version)
 	assert.Equal(t, map[string]string{"tier": "old"}, kcp.Spec.MachineTemplate.ObjectMeta.Labels)
 	assert.Equal(t, "1", kcp.Annotations[revisions.AnnotationRevision])
@@ -424,24 +436,24 @@ func TestHistoryRevisionData(t *testing.T) {
 
 	// The live revision, stamped on the object and not recorded yet.
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--revision", "3", "-o", "json")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	var md clusterv1.MachineDeployment
 	require.NoError(t, json.Unmarshal([]byte(out), &md), out)
 	assert.Equal(t, "v1.34.2", md.Spec.Template.Spec.Version)
 	assert.Equal(t, "3", md.Annotations[revisions.AnnotationRevision])
 
 	out, _, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--revision", "2", "-o", "name")
-	require.Equal(t, ExitOK, code)
+	require.Equal(t, core.ExitOK, code)
 	assert.Regexp(t, `^controllerrevision\.apps/c1-md-0-[0-9a-f]{10}\n$`, out)
 	_, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--revision", "3", "-o", "name")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, "error: revision 3 of MachineDeployment demo/c1-md-0 is live and not recorded in a ControllerRevision yet (rollout-guard records it shortly after each change); try again in a moment, or print it with -o yaml\n", errOut)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	golden(t, "history-gitops-md.txt", out)
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "-o", "json")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	var h v1alpha1.RolloutHistory
 	require.NoError(t, json.Unmarshal([]byte(out), &h))
 	require.Len(t, h.Revisions, 3)

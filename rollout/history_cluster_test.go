@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/history"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // historyNow is the clock of the history tests.
@@ -43,7 +45,7 @@ func chainHistory(t *testing.T) []client.Object {
 		return m
 	}
 	topology := func(n int64, when time.Time, cause, ctype string) revisions.Record {
-		return revisions.Record{Revision: n, History: []int64{n}, ChangedBy: capiManager, ChangedAt: when, FieldManager: TopologyFieldManager, ChangeCause: cause, ChangeType: ctype}
+		return revisions.Record{Revision: n, History: []int64{n}, ChangedBy: capiManager, ChangedAt: when, FieldManager: history.TopologyFieldManager, ChangeCause: cause, ChangeType: ctype}
 	}
 	kcpSnap := func(v string) revisions.Snapshot {
 		s, err := revisions.ForKubeadmControlPlane(kcpAt(v))
@@ -56,12 +58,12 @@ func chainHistory(t *testing.T) []client.Object {
 		return s
 	}
 	mdCreated := topology(1, at(72*time.Hour-30*time.Second), "created", revisions.ChangeCreated)
-	mdCreated.Restarts = []revisions.Restart{{At: at(26 * time.Hour), By: capiManager, FieldManager: TopologyFieldManager, After: "2026-11-30T10:00:00Z"}}
+	mdCreated.Restarts = []revisions.Restart{{At: at(26 * time.Hour), By: capiManager, FieldManager: history.TopologyFieldManager, After: "2026-11-30T10:00:00Z"}}
 	objs := []client.Object{
-		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, kcpSnap("v1.33.4"), topology(1, at(72*time.Hour), "created", revisions.ChangeCreated)),
-		revisions.ControllerRevision(md, MachineDeployment.GVK, mdSnap("v1.33.4"), mdCreated),
-		revisions.ControllerRevision(kcp, KubeadmControlPlane.GVK, kcpSnap("v1.34.2"), topology(2, at(2*time.Hour), "version v1.33.4 → v1.34.2", revisions.ChangeRollout)),
-		revisions.ControllerRevision(md, MachineDeployment.GVK, mdSnap("v1.35.0"), topology(2, at(time.Hour), "version v1.33.4 → v1.35.0", revisions.ChangeRollout)),
+		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, kcpSnap("v1.33.4"), topology(1, at(72*time.Hour), "created", revisions.ChangeCreated)),
+		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdSnap("v1.33.4"), mdCreated),
+		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, kcpSnap("v1.34.2"), topology(2, at(2*time.Hour), "version v1.33.4 → v1.34.2", revisions.ChangeRollout)),
+		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdSnap("v1.35.0"), topology(2, at(time.Hour), "version v1.33.4 → v1.35.0", revisions.ChangeRollout)),
 	}
 	stamp := func(obj client.Object, rec revisions.Record) {
 		ann := obj.GetAnnotations()
@@ -83,20 +85,20 @@ func chainHistory(t *testing.T) []client.Object {
 func TestHistoryCluster(t *testing.T) {
 	cl := newFakeClient(chainHistory(t)...)
 	out, errOut, code := runFake(t, cl, historyNow, "history", "cluster/c1")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Empty(t, errOut)
 	golden(t, "history-cluster.txt", out)
 
 	out, errOut, code = runFake(t, cl, historyNow, "history", "cluster/c1", "-o", "yaml")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	golden(t, "history-cluster.yaml", out)
 
 	out, _, code = runFake(t, cl, historyNow, "history", "cluster/c1", "-o", "name")
-	require.Equal(t, ExitOK, code)
+	require.Equal(t, core.ExitOK, code)
 	assert.Regexp(t, regexp.MustCompile(`^(controllerrevision\.apps/c1-(control-plane|md-0)-[0-9a-f]+\n){4}$`), out)
 
 	out, _, code = runFake(t, cl, historyNow, "history", "cluster/c1", "-o", "json")
-	require.Equal(t, ExitOK, code)
+	require.Equal(t, core.ExitOK, code)
 	assert.Contains(t, out, `"kind": "ClusterRolloutHistory"`)
 	assert.Contains(t, out, `"fieldManager": "capi-topology"`)
 }
@@ -115,7 +117,7 @@ func TestHistoryClusterRefusesRevisionAndDiff(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, errOut, code := runFake(t, cl, historyNow, append([]string{"history", "cluster/c1"}, tc.args...)...)
-			assert.Equal(t, ExitError, code)
+			assert.Equal(t, core.ExitError, code)
 			assert.Empty(t, out)
 			assert.Equal(t, tc.want, errOut)
 		})
@@ -130,7 +132,7 @@ func TestHistoryClusterUnrecorded(t *testing.T) {
 	kcp, md := o.ControlPlane, &o.MachineDeployments[0]
 	kcp.Annotations, md.Annotations = nil, nil
 	out, errOut, code := runFake(t, newFakeClient(c, kcp, md), historyNow, "history", "cluster/c1")
-	assert.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "No revision history recorded for Cluster demo/c1, its control plane and worker pools. Is rollout-guard installed? It records every change from the moment it is.\n", out)
 
 	objs := chainHistory(t)
@@ -145,7 +147,7 @@ func TestHistoryClusterUnrecorded(t *testing.T) {
 		kept = append(kept, o)
 	}
 	out, errOut, code = runFake(t, newFakeClient(kept...), historyNow, "history", "cluster/c1")
-	assert.Equal(t, ExitOK, code)
+	assert.Equal(t, core.ExitOK, code)
 	assert.Equal(t, "Warning: no revision history recorded for MachineDeployment demo/c1-md-0; rollout history md/c1-md-0 shows what the cluster itself keeps\n", errOut)
 	assert.NotContains(t, out, "md/c1-md-0")
 	assert.Contains(t, out, "kcp/c1-control-plane")
@@ -162,14 +164,14 @@ func TestMergeHistories(t *testing.T) {
 		}
 		return r
 	}
-	cp := &revisionSet{obj: &controlplanev1.KubeadmControlPlane{}, kind: KubeadmControlPlane, revs: []revisions.Revision{rev(1, time.Time{}), rev(2, t0.Add(time.Hour), t0.Add(3*time.Hour)), rev(3, t0.Add(2*time.Hour))}}
-	cp.obj.SetName("cp")
-	md := &revisionSet{obj: &clusterv1.MachineDeployment{}, kind: MachineDeployment, revs: []revisions.Revision{rev(1, t0, t0.Add(time.Hour)), rev(2, t0.Add(time.Hour))}}
-	md.obj.SetName("md")
+	cp := &core.RevisionSet{Obj: &controlplanev1.KubeadmControlPlane{}, Kind: core.KubeadmControlPlane, Revs: []revisions.Revision{rev(1, time.Time{}), rev(2, t0.Add(time.Hour), t0.Add(3*time.Hour)), rev(3, t0.Add(2*time.Hour))}}
+	cp.Obj.SetName("cp")
+	md := &core.RevisionSet{Obj: &clusterv1.MachineDeployment{}, Kind: core.MachineDeployment, Revs: []revisions.Revision{rev(1, t0, t0.Add(time.Hour)), rev(2, t0.Add(time.Hour))}}
+	md.Obj.SetName("md")
 	var got []string
-	for _, r := range mergeHistories([]*revisionSet{cp, md}) {
-		line := shortRef(r.set) + " " + strings.TrimPrefix(label(r.rev), "revision ")
-		if r.restart != nil {
+	for _, r := range history.MergeHistories([]*core.RevisionSet{cp, md}) {
+		line := history.ShortRef(r.Set) + " " + strings.TrimPrefix(core.Label(r.Rev), "revision ")
+		if r.Restart != nil {
 			line += " restart"
 		}
 		got = append(got, line)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // TestHistoryDiffAndRevision: --diff compares a revision (the previous one
@@ -19,21 +21,21 @@ import (
 func TestHistoryDiffAndRevision(t *testing.T) {
 	cl := newFakeClient(gitOpsWorld(t, nil)...)
 	out, errOut, code := runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--diff")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "FIELD     LIVE (REVISION 3)   REVISION 2\nversion   v1.34.2             v1.34.1   (rolls out)\n", out)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--diff", "--revision", "3")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "MachineDeployment demo/c1-md-0: revision 3 matches the live object\n", out)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/c1-control-plane", "--revision", "1")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.True(t, strings.HasPrefix(out, "# KubeadmControlPlane demo/c1-control-plane, revision 1\n"), out)
 	assert.True(t, strings.HasSuffix(out, "\nrevision: 1\nversion: v1.34.2\ncontent: # spec.version, spec.machineTemplate and spec.kubeadmConfigSpec\n"+
 		"  machineTemplate:\n    metadata:\n      labels:\n        tier: old\n  version: v1.34.2\n"), out)
 
 	_, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--revision", "7")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, "error: MachineDeployment demo/c1-md-0 has no revision 7; recorded revisions: 1, 2, 3\n", errOut)
 }
 
@@ -62,7 +64,7 @@ func TestHistoryUntracked(t *testing.T) {
 	cl := newFakeClient(md, kcp, set("md-b", "10", "v1.34.2", 3, ""), set("md-a", "9", "v1.34.1", 0, ""), set("other", "1", "v1.30.0", 1, "other"))
 
 	out, errOut, code := runFake(t, cl, gitOpsNow, "history", "md/md")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, `No revision history recorded for MachineDeployment demo/md: no ControllerRevisions and no rollout-guard.io/ stamps. Is rollout-guard installed? It records every change from the moment it is.
 What the cluster still has: the machinedeployment.clusters.x-k8s.io/revision annotations of its MachineSets (Cluster API deletes old MachineSets, and records no author or cause):
 REVISION   MACHINESET   VERSION   INFRASTRUCTURE            BOOTSTRAP   REPLICAS   AGE
@@ -71,7 +73,7 @@ REVISION   MACHINESET   VERSION   INFRASTRUCTURE            BOOTSTRAP   REPLICAS
 `, out)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/cp")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, `No revision history recorded for KubeadmControlPlane demo/cp: no ControllerRevisions and no rollout-guard.io/ stamps. Is rollout-guard installed? It records every change from the moment it is.
 A KubeadmControlPlane keeps no history of its own; only the live revision is known:
 REVISION   VERSION   INFRASTRUCTURE   BOOTSTRAP   AGE
@@ -79,7 +81,7 @@ live       v1.34.2   <none>           inline      2d
 `, out)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/md", "-o", "json")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Contains(t, out, `"recorded": false`)
 	assert.Contains(t, out, `"machineSet": "md-b"`)
 }

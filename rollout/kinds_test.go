@@ -13,10 +13,12 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // k3s is a control plane of another provider as the API server serves it.
-var k3sGVK = schema.GroupVersionKind{Group: contractGroup, Version: "v1beta2", Kind: "KThreesControlPlane"}
+var k3sGVK = schema.GroupVersionKind{Group: core.ContractGroup, Version: "v1beta2", Kind: "KThreesControlPlane"}
 
 func k3sControlPlane(name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
@@ -34,15 +36,15 @@ func k3sControlPlane(name string) *unstructured.Unstructured {
 // provider's control plane.
 func TestRegistryKindOf(t *testing.T) {
 	for _, obj := range []client.Object{&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &controlplanev1.KubeadmControlPlane{}, &clusterv1.Cluster{}} {
-		k := kindOf(obj)
+		k := core.KindOf(obj)
 		require.NotEmpty(t, k.Resource, "%T", obj)
 		assert.IsType(t, obj, k.New())
 		assert.NotNil(t, k.NewList())
 	}
-	k := kindOf(k3sControlPlane("cp"))
+	k := core.KindOf(k3sControlPlane("cp"))
 	assert.True(t, k.Contract)
 	assert.Equal(t, "kthreescontrolplane.controlplane.cluster.x-k8s.io", k.Singular())
-	require.NotNil(t, k.History)
+	require.True(t, k.Guard.HasRevisions())
 	assert.Equal(t, k3sGVK, k.New().GetObjectKind().GroupVersionKind())
 	assert.Equal(t, k3sGVK.GroupVersion().WithKind("KThreesControlPlaneList"), k.NewList().GetObjectKind().GroupVersionKind())
 }
@@ -75,27 +77,27 @@ func TestRegistryFieldReads(t *testing.T) {
 		{k3s, "", after.Time, "", "spec.topology.controlPlane", 1},
 		{cluster, "spec.paused is true", time.Time{}, "c1", "", 0},
 	} {
-		k := kindOf(tc.obj)
-		assert.Equal(t, tc.paused, pausedBy(tc.obj), "%s paused", k.GVK.Kind)
-		assert.True(t, tc.after.Equal(rolloutAfter(tc.obj)), "%s rollout.after: %v", k.GVK.Kind, rolloutAfter(tc.obj))
-		assert.Equal(t, tc.cluster, clusterNameOf(tc.obj), "%s cluster", k.GVK.Kind)
+		k := core.KindOf(tc.obj)
+		assert.Equal(t, tc.paused, core.PausedBy(tc.obj), "%s paused", k.GVK.Kind)
+		assert.True(t, tc.after.Equal(core.RolloutAfter(tc.obj)), "%s rollout.after: %v", k.GVK.Kind, core.RolloutAfter(tc.obj))
+		assert.Equal(t, tc.cluster, core.ClusterNameOf(tc.obj), "%s cluster", k.GVK.Kind)
 		if tc.topologyPath != "" {
-			assert.Equal(t, tc.topologyPath, topologyPath(tc.obj), "%s topology", k.GVK.Kind)
+			assert.Equal(t, tc.topologyPath, core.TopologyPath(tc.obj), "%s topology", k.GVK.Kind)
 		}
-		assert.Len(t, templateRefsOf(tc.obj), tc.templates, "%s templates", k.GVK.Kind)
+		assert.Len(t, core.TemplateRefsOf(tc.obj), tc.templates, "%s templates", k.GVK.Kind)
 	}
-	assert.Equal(t, client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: "k3s"}, machineLabels(k3s))
-	assert.Equal(t, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "md-0"}, machineSetLabels(md))
-	assert.Nil(t, machineSetLabels(kcp))
-	c := kindOf(k3s).counts(k3s)
-	assert.Equal(t, int32(3), *c.desired)
-	assert.Nil(t, c.current, "absent status counts are nil")
+	assert.Equal(t, client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: "k3s"}, core.MachineLabels(k3s))
+	assert.Equal(t, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "md-0"}, core.MachineSetLabels(md))
+	assert.Nil(t, core.MachineSetLabels(kcp))
+	c := core.KindOf(k3s).Counts(k3s)
+	assert.Equal(t, int32(3), *c.Desired)
+	assert.Nil(t, c.Current, "absent status counts are nil")
 }
 
 // TestRegistryRefusals: what a kind cannot do is refused with its reason,
 // before anything is read.
 func TestRegistryRefusals(t *testing.T) {
-	k3s, err := ParseKind("kthreescontrolplanes.controlplane.cluster.x-k8s.io")
+	k3s, err := core.ParseKind("kthreescontrolplanes.controlplane.cluster.x-k8s.io")
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		args []string
@@ -104,11 +106,11 @@ func TestRegistryRefusals(t *testing.T) {
 		{[]string{"mp/mp-0", "--version", "v1.35.0"}, "not machinepool/mp-0: a MachinePool references its own infrastructure machine pool"},
 		{[]string{"kcp/cp", "--bootstrap-template", "kubeadmconfigtemplate/x"}, "--bootstrap-template works on machinedeployments only: a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec"},
 		{[]string{"plan", "mp/mp-0", "--restart"}, "plan does not work on machinepool objects"},
-		{[]string{"plan", Ref{Kind: k3s, Name: "cp"}.String(), "--restart"}, "plan does not work on kthreescontrolplanes.controlplane.cluster.x-k8s.io/cp: another provider's control plane"},
+		{[]string{"plan", core.Ref{Kind: k3s, Name: "cp"}.String(), "--restart"}, "plan does not work on kthreescontrolplanes.controlplane.cluster.x-k8s.io/cp: another provider's control plane"},
 		{[]string{"plan", "kcp/cp", "--bootstrap-template", "kubeadmconfigtemplate/x"}, "--bootstrap-template works on machinedeployments only"},
 	} {
 		_, errOut, code := runFake(t, newFakeClient(), time.Now(), tc.args...)
-		assert.Equal(t, ExitError, code, "%v", tc.args)
+		assert.Equal(t, core.ExitError, code, "%v", tc.args)
 		assert.Contains(t, errOut, tc.want, "%v", tc.args)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
 
 // statusPool is MachinePool mp-0 wanting 3 instances, with its status counts.
@@ -69,7 +71,7 @@ func TestMachinePoolStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := evaluateStatus(tc.mp, tc.machines, nil, now)
+			s := status.EvaluateStatusAt(tc.mp, tc.machines, nil, now)
 			assert.Equal(t, "machinepool/mp-0", s.Object)
 			assert.Equal(t, tc.complete, s.Complete, "%+v", s)
 			assert.Len(t, s.Machines, len(tc.machines))
@@ -91,21 +93,21 @@ func TestMachinePoolStatus(t *testing.T) {
 // Cluster API writes, hashed for a name that is no label value.
 func TestMachinePoolMachineLabels(t *testing.T) {
 	short := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "mp-0"}}
-	assert.Equal(t, client.MatchingLabels{clusterv1.MachinePoolNameLabel: "mp-0"}, machineLabels(short))
+	assert.Equal(t, client.MatchingLabels{clusterv1.MachinePoolNameLabel: "mp-0"}, core.MachineLabels(short))
 	long := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + strings.Repeat("x", 70)}}
-	assert.Equal(t, client.MatchingLabels{clusterv1.MachinePoolNameLabel: "hash_YSBc6g_z"}, machineLabels(long))
-	assert.Nil(t, machineSetLabels(short), "a MachinePool has no MachineSets")
+	assert.Equal(t, client.MatchingLabels{clusterv1.MachinePoolNameLabel: "hash_YSBc6g_z"}, core.MachineLabels(long))
+	assert.Nil(t, core.MachineSetLabels(short), "a MachinePool has no MachineSets")
 }
 
 // TestMachinePoolKind: "mp" names MachinePools, whose objects the registry
 // makes typed.
 func TestMachinePoolKind(t *testing.T) {
-	k, err := ParseKind("mp")
+	k, err := core.ParseKind("mp")
 	require.NoError(t, err)
-	assert.Equal(t, MachinePool.GVK, k.GVK)
-	assert.Equal(t, MachinePool.GVK, kindOf(&clusterv1.MachinePool{}).GVK)
-	assert.IsType(t, &clusterv1.MachinePool{}, MachinePool.New())
-	assert.IsType(t, &clusterv1.MachinePoolList{}, MachinePool.NewList())
+	assert.Equal(t, core.MachinePool.GVK, k.GVK)
+	assert.Equal(t, core.MachinePool.GVK, core.KindOf(&clusterv1.MachinePool{}).GVK)
+	assert.IsType(t, &clusterv1.MachinePool{}, core.MachinePool.New())
+	assert.IsType(t, &clusterv1.MachinePoolList{}, core.MachinePool.NewList())
 }
 
 // TestClusterIncludesMachinePools: `history cluster/NAME` and `status
@@ -126,17 +128,17 @@ func TestClusterIncludesMachinePools(t *testing.T) {
 	require.NoError(t, err)
 	rec, err := revisions.RecordFromAnnotations(mine.Annotations)
 	require.NoError(t, err)
-	objs := append(chainHistory(t), mine, other, revisions.ControllerRevision(mine, MachinePool.GVK, snap, rec))
+	objs := append(chainHistory(t), mine, other, revisions.ControllerRevision(mine, core.MachinePool.GVK, snap, rec))
 
 	out, errOut, code := runFake(t, newFakeClient(objs...), historyNow, "history", "cluster/c1")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Regexp(t, `(?m)^mp/mp-0\s+1\s`, out, "the pool's revision among the cluster's")
 	assert.NotContains(t, out, "mp-other")
 
 	// A cluster without spec.topology is watched object by object.
 	plain := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: topoNS, Name: "c2"}}
 	out, errOut, code = runFake(t, newFakeClient(plain, other), historyNow, "status", "cluster/c2", "--watch=false")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinepool/mp-other: 3 of 3 instances up to date, 3 available\n", out)
 }
 
@@ -145,19 +147,19 @@ func TestClusterIncludesMachinePools(t *testing.T) {
 // cluster/NAME` and `plan cluster/NAME --restart`, which leave pools alone,
 // do not list them at all.
 func TestClusterPoolsReadOnlyWhereShown(t *testing.T) {
-	cl := withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objectsOf(chainDone)...)).
+	cl := withNameIndexes(fake.NewClientBuilder().WithScheme(core.Scheme()).WithObjects(objectsOf(chainDone)...)).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*clusterv1.MachinePoolList); ok {
-				return apierrors.NewForbidden(MachinePool.GroupResource(), "", errors.New(`User "viewer" cannot list resource "machinepools"`))
+				return apierrors.NewForbidden(core.MachinePool.GroupResource(), "", errors.New(`User "viewer" cannot list resource "machinepools"`))
 			}
 			return c.List(ctx, list, opts...)
 		}}).Build()
 	_, errOut, code := runFake(t, cl, historyNow, "history", "cluster/c1")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Contains(t, errOut, `may not list machinepools.cluster.x-k8s.io in namespace "demo"`)
 
 	for _, args := range [][]string{{"plan", "cluster/c1", "--restart"}, {"restart", "cluster/c1"}} {
 		_, errOut, code = runFake(t, cl, historyNow, args...)
-		assert.Equal(t, ExitOK, code, "%v: %s", args, errOut)
+		assert.Equal(t, core.ExitOK, code, "%v: %s", args, errOut)
 	}
 }

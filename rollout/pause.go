@@ -8,13 +8,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // PauseOptions are the options of `rollout pause` and `rollout resume`.
 type PauseOptions struct {
-	c *cli
+	// Session is the invocation: its clients, streams and checks.
+	Session *core.Session
 	// PrintFlags is -o/--output.
-	PrintFlags *PrintFlags
+	PrintFlags *core.PrintFlags
 	// Selector selects objects by label (-l).
 	Selector string
 	// AllNamespaces selects in every namespace (-A).
@@ -22,11 +25,11 @@ type PauseOptions struct {
 	// Resume is true for `rollout resume`.
 	Resume bool
 
-	targets Targets
+	targets core.Targets
 }
 
-func newPauseCommand(c *cli) *cobra.Command {
-	o := &PauseOptions{c: c, PrintFlags: NewPrintFlags()}
+func newPauseCommand(c *core.Session) *cobra.Command {
+	o := &PauseOptions{Session: c, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "pause (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Stop rollouts of a worker pool or control plane",
@@ -41,13 +44,13 @@ control-plane machines included.
 An object managed by a Cluster's topology (label topology.cluster.x-k8s.io/owned) is
 refused: pause its Cluster (spec.paused) instead.
 
-` + exitCodesHelp,
+` + core.ExitCodesHelp,
 		Example: `  # Hold a worker pool while its template is changed
   rollout pause machinedeployment/md-0
 
   # Every worker pool labelled pool=gpu
   rollout pause md -l pool=gpu`,
-		RunE: runE(o),
+		RunE: core.RunE(o),
 	}
 	o.addFlags(cmd)
 	return cmd
@@ -72,7 +75,7 @@ func (o *PauseOptions) verb() string {
 
 // Complete reads the arguments.
 func (o *PauseOptions) Complete(cmd *cobra.Command, args []string) error {
-	t, err := ParseTargets(o.verb(), args, cmd.Flags().Changed("selector"))
+	t, err := core.ParseTargets(o.verb(), args, cmd.Flags().Changed("selector"))
 	if err != nil {
 		return err
 	}
@@ -90,19 +93,19 @@ func (o *PauseOptions) Validate() error {
 
 // Run pauses or resumes every object.
 func (o *PauseOptions) Run(ctx context.Context) error {
-	cl, err := o.c.clients()
+	cl, err := o.Session.Clients()
 	if err != nil {
 		return err
 	}
-	objs, err := o.c.resolve(ctx, cl, o.targets, o.Selector, o.AllNamespaces, o.verb())
+	objs, err := o.Session.Resolve(ctx, cl, o.targets, o.Selector, o.AllNamespaces, o.verb())
 	if err != nil {
 		return err
 	}
-	return o.c.forEach(o.verb(), objs, o.Selector, func(obj client.Object) error {
-		purpose := o.verb() + " " + describe(obj, kindOf(obj))
-		err, _ := retryConflicts(func() error { return o.one(ctx, cl, obj) }, func() (err error) {
-			o.c.notef("conflict: %s changed while this command ran; reading it again", describe(obj, kindOf(obj)))
-			obj, err = o.c.reread(ctx, cl, obj, purpose)
+	return o.Session.ForEach(o.verb(), objs, o.Selector, func(obj client.Object) error {
+		purpose := o.verb() + " " + core.Describe(obj, core.KindOf(obj))
+		err, _ := core.RetryConflicts(func() error { return o.one(ctx, cl, obj) }, func() (err error) {
+			o.Session.Notef("conflict: %s changed while this command ran; reading it again", core.Describe(obj, core.KindOf(obj)))
+			obj, err = o.Session.Reread(ctx, cl, obj, purpose)
 			return err
 		})
 		return err
@@ -115,36 +118,36 @@ func (o *PauseOptions) Run(ctx context.Context) error {
 // KubeadmControlPlane with it, and so does the contract of other
 // providers' control planes). A conflict is returned as is; Run reads the
 // object again and decides anew.
-func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) error {
+func (o *PauseOptions) one(ctx context.Context, cl *core.Clients, obj client.Object) error {
 	if cluster, ok := obj.(*clusterv1.Cluster); ok {
 		return fmt.Errorf("cannot %s Cluster %s/%s: %s works on machinedeployment, machinepool and kubeadmcontrolplane objects; to %s a whole cluster, set its spec.paused (kubectl patch cluster %s -n %s --type merge -p '{\"spec\":{\"paused\":%t}}')",
 			o.verb(), cluster.Namespace, cluster.Name, o.verb(), o.verb(), cluster.Name, cluster.Namespace, !o.Resume)
 	}
-	if !o.Resume && topologyOwned(obj) {
-		return topologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.GetNamespace()+` --type merge -p '{"spec":{"paused":true}}'`)
+	if !o.Resume && core.TopologyOwned(obj) {
+		return core.TopologyError("pause", obj, "pause its whole Cluster instead: kubectl patch cluster CLUSTER -n "+obj.GetNamespace()+` --type merge -p '{"spec":{"paused":true}}'`)
 	}
-	kind := kindOf(obj)
+	kind := core.KindOf(obj)
 	var (
 		spec        map[string]any
 		annotations = map[string]any{}
 		done        string // non-empty: nothing to do
 	)
 	_, annotated := obj.GetAnnotations()[clusterv1.PausedAnnotation]
-	paused := kind.pausedBy(obj) != ""
+	paused := kind.PausedBy(obj) != ""
 	switch {
 	case !o.Resume && paused:
 		done = "already paused"
-	case !o.Resume && kind.specPaused != nil:
+	case !o.Resume && kind.SpecPaused != nil:
 		spec = map[string]any{"paused": true}
 	case !o.Resume:
 		annotations[clusterv1.PausedAnnotation] = "true"
-		if kind.pauseWarning != "" {
-			o.c.warnf("pausing %s %s/%s %s", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), kind.pauseWarning)
+		if kind.PauseWarning != "" {
+			o.Session.Warnf("pausing %s %s/%s %s", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), kind.PauseWarning)
 		}
 	case !paused:
 		done = "already resumed"
 	default:
-		if kind.specPaused != nil {
+		if kind.SpecPaused != nil {
 			spec = map[string]any{"paused": false}
 		}
 		if annotated {
@@ -154,12 +157,12 @@ func (o *PauseOptions) one(ctx context.Context, cl *clients, obj client.Object) 
 	if done != "" {
 		return o.print(obj, done)
 	}
-	purpose := o.verb() + " " + describe(obj, kind)
-	data, err := patchOf(obj.GetResourceVersion(), annotations, spec)
+	purpose := o.verb() + " " + core.Describe(obj, kind)
+	data, err := core.PatchOf(obj.GetResourceVersion(), annotations, spec)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	if err := o.c.send(ctx, cl, obj, types.MergePatchType, data, dryRunNone, purpose); err != nil {
+	if err := o.Session.Send(ctx, cl, obj, types.MergePatchType, data, core.DryRunNone, purpose); err != nil {
 		return err
 	}
 	if o.Resume {
@@ -173,5 +176,5 @@ func (o *PauseOptions) print(obj client.Object, op string) error {
 	if err != nil {
 		return err
 	}
-	return p.PrintObj(obj, o.c.IOStreams.Out)
+	return p.PrintObj(obj, o.Session.IOStreams.Out)
 }

@@ -10,6 +10,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // TestPauseResume: a MachineDeployment is paused with spec.paused, a
@@ -25,7 +26,7 @@ func TestPauseResume(t *testing.T) {
 	kcp.Namespace, kcp.Name = topoNS, "c1-control-plane"
 
 	out, errOut, code := runFake(t, cl, gitOpsNow, "pause", "md/c1-md-0", "kcp/c1-control-plane")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 paused\nkubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane paused\n", out)
 	assert.Equal(t, "Warning: pausing KubeadmControlPlane demo/c1-control-plane also stops its remediation of unhealthy control-plane machines, and all of its other reconciliation, until it is resumed\n", errOut)
 	getObj(t, cl, md)
@@ -36,7 +37,7 @@ func TestPauseResume(t *testing.T) {
 	assert.Len(t, w.all(), 2)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "pause", "md/c1-md-0")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 already paused\n", out)
 	assert.Len(t, w.all(), 2, "nothing sent")
 
@@ -44,7 +45,7 @@ func TestPauseResume(t *testing.T) {
 	md.Annotations[clusterv1.PausedAnnotation] = ""
 	require.NoError(t, cl.Update(t.Context(), md))
 	out, errOut, code = runFake(t, cl, gitOpsNow, "resume", "md", "c1-md-0")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 resumed\n", out)
 	getObj(t, cl, md)
 	assert.Equal(t, ptr.To(false), md.Spec.Paused)
@@ -52,13 +53,13 @@ func TestPauseResume(t *testing.T) {
 	assert.Equal(t, "rollout md/c1-md-0 --version v1.34.2", md.Annotations[revisions.AnnotationChangeCause], "the change-cause of the revision, unchanged")
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "resume", "kcp/c1-control-plane", "-o", "name")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane\n", out)
 	getObj(t, cl, kcp)
 	assert.NotContains(t, kcp.Annotations, clusterv1.PausedAnnotation)
 
 	out, _, code = runFake(t, cl, gitOpsNow, "resume", "kcp/c1-control-plane")
-	assert.Equal(t, ExitOK, code)
+	assert.Equal(t, core.ExitOK, code)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane already resumed\n", out)
 }
 
@@ -68,21 +69,21 @@ func TestPauseResume(t *testing.T) {
 func TestPauseRefused(t *testing.T) {
 	cl, w := newWriteRecordingClient(objectsOf(chainDone)...)
 	_, errOut, code := runFake(t, cl, gitOpsNow, "pause", "cluster/c1")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, `error: cannot pause Cluster demo/c1: pause works on machinedeployment, machinepool and kubeadmcontrolplane objects; to pause a whole cluster, set its spec.paused (kubectl patch cluster c1 -n demo --type merge -p '{"spec":{"paused":true}}')`+"\n", errOut)
 
 	_, errOut, code = runFake(t, cl, gitOpsNow, "pause", "kcp/c1-control-plane")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, `error: cannot pause KubeadmControlPlane demo/c1-control-plane: it is managed by the topology of Cluster c1 (label topology.cluster.x-k8s.io/owned), and the topology controller would revert a direct edit; pause its whole Cluster instead: kubectl patch cluster c1 -n demo --type merge -p '{"spec":{"paused":true}}'`+"\n", errOut)
 
 	// Several objects: each failure is printed, then a summary.
 	_, errOut, code = runFake(t, cl, gitOpsNow, "pause", "md", "-l", clusterv1.ClusterNameLabel+"=c1")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Contains(t, errOut, "error: cannot pause MachineDeployment demo/c1-md-0: it is managed by the topology of Cluster c1")
 	assert.Empty(t, w.all())
 
 	// Resuming a topology-managed object is allowed: it undoes a pause
 	// made before the topology took it over.
 	_, errOut, code = runFake(t, cl, gitOpsNow, "resume", "md/c1-md-0")
-	assert.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, core.ExitOK, code, errOut)
 }

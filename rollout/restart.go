@@ -12,13 +12,16 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // RestartOptions are the options of `rollout restart`.
 type RestartOptions struct {
-	c *cli
+	// Session is the invocation: its clients, streams and checks.
+	Session *core.Session
 	// PrintFlags is -o/--output.
-	PrintFlags *PrintFlags
+	PrintFlags *core.PrintFlags
 	// Selector selects objects by label (-l).
 	Selector string
 	// AllNamespaces selects in every namespace (-A).
@@ -28,13 +31,13 @@ type RestartOptions struct {
 	// ChangeCause is --change-cause.
 	ChangeCause string
 
-	targets Targets
+	targets core.Targets
 	at      time.Time
 	cause   string
 }
 
-func newRestartCommand(c *cli) *cobra.Command {
-	o := &RestartOptions{c: c, PrintFlags: NewPrintFlags()}
+func newRestartCommand(c *core.Session) *cobra.Command {
+	o := &RestartOptions{Session: c, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "restart (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Replace every machine of a worker pool or control plane, or of a whole cluster",
@@ -55,7 +58,7 @@ Another provider's control plane (RESOURCE.controlplane.cluster.x-k8s.io/NAME) i
 through its spec.rollout.after where its kind has it (the optional rolloutAfter rule of
 Cluster API's control-plane contract); a kind without it is refused.
 
-` + exitCodesHelp,
+` + core.ExitCodesHelp,
 		Example: `  # Replace every machine of a worker pool now
   rollout restart machinedeployment/md-0
 
@@ -67,7 +70,7 @@ Cluster API's control-plane contract); a kind without it is refused.
 
   # Every worker pool labelled pool=gpu
   rollout restart md -l pool=gpu`,
-		RunE: runE(o),
+		RunE: core.RunE(o),
 	}
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): restart every object of the KIND it matches.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
@@ -84,7 +87,7 @@ func addChangeCauseFlag(cmd *cobra.Command, v *string) {
 
 // Complete reads the arguments and the time.
 func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
-	t, err := ParseTargets("restart", args, cmd.Flags().Changed("selector"))
+	t, err := core.ParseTargets("restart", args, cmd.Flags().Changed("selector"))
 	if err != nil {
 		return err
 	}
@@ -96,7 +99,7 @@ func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
 		}
 		o.at = at.UTC().Truncate(time.Second)
 	}
-	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	o.cause = o.Session.ChangeCause(cmd, o.ChangeCause)
 	return nil
 }
 
@@ -110,20 +113,20 @@ func (o *RestartOptions) Validate() error {
 
 // Run restarts every object.
 func (o *RestartOptions) Run(ctx context.Context) error {
-	cl, err := o.c.clients()
+	cl, err := o.Session.Clients()
 	if err != nil {
 		return err
 	}
-	objs, err := o.c.resolve(ctx, cl, o.targets, o.Selector, o.AllNamespaces, "restart")
+	objs, err := o.Session.Resolve(ctx, cl, o.targets, o.Selector, o.AllNamespaces, "restart")
 	if err != nil {
 		return err
 	}
-	return o.c.forEach("restart", objs, o.Selector, func(obj client.Object) error {
+	return o.Session.ForEach("restart", objs, o.Selector, func(obj client.Object) error {
 		if cluster, ok := obj.(*clusterv1.Cluster); ok {
 			return o.restartCluster(ctx, cl, cluster)
 		}
-		if kind := kindOf(obj); kind.noRestart != "" {
-			return fmt.Errorf("cannot restart %s: %s", describe(obj, kind), kind.noRestart)
+		if kind := core.KindOf(obj); kind.NoRestart != "" {
+			return fmt.Errorf("cannot restart %s: %s", core.Describe(obj, kind), kind.NoRestart)
 		}
 		return o.restart(ctx, cl, obj)
 	})
@@ -134,27 +137,27 @@ func (o *RestartOptions) when() time.Time {
 	if !o.at.IsZero() {
 		return o.at
 	}
-	return o.c.now().UTC().Truncate(time.Second)
+	return o.Session.Now().UTC().Truncate(time.Second)
 }
 
 // restart restarts one MachineDeployment or KubeadmControlPlane.
-func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Object) error {
-	if topologyOwned(obj) {
+func (o *RestartOptions) restart(ctx context.Context, cl *core.Clients, obj client.Object) error {
+	if core.TopologyOwned(obj) {
 		return o.restartTopologyOwned(ctx, cl, obj)
 	}
-	kind := kindOf(obj)
-	purpose := "restart " + describe(obj, kind)
+	kind := core.KindOf(obj)
+	purpose := "restart " + core.Describe(obj, kind)
 	at := o.when()
 	var already bool
-	err, _ := retryConflicts(func() error {
-		if how := pausedBy(obj); how != "" {
-			return o.c.pausedError("restart", obj, how)
+	err, _ := core.RetryConflicts(func() error {
+		if how := core.PausedBy(obj); how != "" {
+			return o.Session.PausedError("restart", obj, how)
 		}
-		if current := kind.rolloutAfter(obj); current.Equal(at) {
+		if current := kind.RolloutAfter(obj); current.Equal(at) {
 			already = true
 			return nil
 		}
-		data, err := patchOf(obj.GetResourceVersion(), causeAnnotations(o.cause),
+		data, err := core.PatchOf(obj.GetResourceVersion(), core.CauseAnnotations(o.cause),
 			map[string]any{"rollout": map[string]any{"after": metav1.NewTime(at)}})
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
@@ -164,10 +167,10 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 				return err
 			}
 		}
-		return o.c.send(ctx, cl, obj, types.MergePatchType, data, dryRunNone, purpose)
+		return o.Session.Send(ctx, cl, obj, types.MergePatchType, data, core.DryRunNone, purpose)
 	}, func() (err error) {
-		o.c.notef("conflict: %s changed while restarting; reading it again", describe(obj, kind))
-		obj, err = o.c.reread(ctx, cl, obj, purpose)
+		o.Session.Notef("conflict: %s changed while restarting; reading it again", core.Describe(obj, kind))
+		obj, err = o.Session.Reread(ctx, cl, obj, purpose)
 		return err
 	})
 	if err != nil {
@@ -177,35 +180,35 @@ func (o *RestartOptions) restart(ctx context.Context, cl *clients, obj client.Ob
 		return o.print(obj, fmt.Sprintf("already restarted (spec.rollout.after is %s)", at.Format(time.RFC3339)))
 	}
 	op := "restarted"
-	if at.After(o.c.now()) {
+	if at.After(o.Session.Now()) {
 		op = "restart scheduled at " + at.Format(time.RFC3339)
 	}
 	return o.print(obj, op)
 }
 
 // restartTopologyOwned restarts a topology-managed object through its Cluster.
-func (o *RestartOptions) restartTopologyOwned(ctx context.Context, cl *clients, obj client.Object) error {
-	r, err := topologyRestartOf(obj, "restart")
+func (o *RestartOptions) restartTopologyOwned(ctx context.Context, cl *core.Clients, obj client.Object) error {
+	r, err := core.TopologyRestartOf(obj, "restart")
 	if err != nil {
 		return err
 	}
-	u, fields, err := o.c.restartThroughCluster(ctx, cl, obj.GetNamespace(), r, o.when(), o.cause)
+	u, fields, err := o.Session.RestartThroughCluster(ctx, cl, obj.GetNamespace(), r, o.when(), o.cause)
 	if err != nil {
 		return err
 	}
 	if o.PrintFlags.Data() {
 		return o.print(u, "")
 	}
-	_, err = fmt.Fprintf(o.c.IOStreams.Out, "%s restarted through Cluster %s/%s (%s)\n", operationName(obj), obj.GetNamespace(), r.cluster, fields[0])
+	_, err = fmt.Fprintf(o.Session.IOStreams.Out, "%s restarted through Cluster %s/%s (%s)\n", core.OperationName(obj), obj.GetNamespace(), r.Cluster, fields[0])
 	return err
 }
 
 // restartCluster restarts a cluster's control plane, then its worker pools.
-func (o *RestartOptions) restartCluster(ctx context.Context, cl *clients, cluster *clusterv1.Cluster) error {
+func (o *RestartOptions) restartCluster(ctx context.Context, cl *core.Clients, cluster *clusterv1.Cluster) error {
 	ns := cluster.Namespace
 	mds := &clusterv1.MachineDeploymentList{}
-	if err := cl.client.List(ctx, mds, client.InNamespace(ns)); err != nil {
-		return call{verb: "list", gr: MachineDeployment.GroupResource(), kind: "MachineDeployment", namespace: ns, purpose: "restart Cluster " + ns + "/" + cluster.Name}.explain(err)
+	if err := cl.Client.List(ctx, mds, client.InNamespace(ns)); err != nil {
+		return core.Call{Verb: "list", GR: core.MachineDeployment.GroupResource(), Kind: "MachineDeployment", Namespace: ns, Purpose: "restart Cluster " + ns + "/" + cluster.Name}.Explain(err)
 	}
 	var workers []client.Object
 	for i := range mds.Items {
@@ -218,7 +221,7 @@ func (o *RestartOptions) restartCluster(ctx context.Context, cl *clients, cluste
 	if cluster.Spec.Topology.IsDefined() {
 		// One write to the Cluster restarts the control plane and every
 		// topology pool; pools outside the topology are restarted directly.
-		u, fields, err := o.c.restartThroughCluster(ctx, cl, ns, topologyRestart{cluster: cluster.Name, controlPlane: true, allWorkers: true}, o.when(), o.cause)
+		u, fields, err := o.Session.RestartThroughCluster(ctx, cl, ns, core.TopologyRestart{Cluster: cluster.Name, ControlPlane: true, AllWorkers: true}, o.when(), o.cause)
 		if err != nil {
 			return err
 		}
@@ -228,12 +231,12 @@ func (o *RestartOptions) restartCluster(ctx context.Context, cl *clients, cluste
 			}
 		} else {
 			for _, f := range fields {
-				fmt.Fprintf(o.c.IOStreams.Out, "cluster.cluster.x-k8s.io/%s restarted (%s)\n", cluster.Name, f)
+				fmt.Fprintf(o.Session.IOStreams.Out, "cluster.cluster.x-k8s.io/%s restarted (%s)\n", cluster.Name, f)
 			}
 		}
 		var direct []client.Object
 		for _, w := range workers {
-			if !topologyOwned(w) {
+			if !core.TopologyOwned(w) {
 				direct = append(direct, w)
 			}
 		}
@@ -244,12 +247,12 @@ func (o *RestartOptions) restartCluster(ctx context.Context, cl *clients, cluste
 	if !ref.IsDefined() {
 		return fmt.Errorf("cannot restart Cluster %s/%s: it has no spec.controlPlaneRef", ns, cluster.Name)
 	}
-	if ref.Kind != KubeadmControlPlane.GVK.Kind || ref.APIGroup != KubeadmControlPlane.GVK.Group {
+	if ref.Kind != core.KubeadmControlPlane.GVK.Kind || ref.APIGroup != core.KubeadmControlPlane.GVK.Group {
 		return fmt.Errorf("cannot restart Cluster %s/%s: its control plane is a %s.%s; rollout restarts KubeadmControlPlanes only", ns, cluster.Name, ref.Kind, ref.APIGroup)
 	}
 	kcp := &controlplanev1.KubeadmControlPlane{}
-	if err := cl.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kcp); err != nil {
-		return call{verb: "get", gr: KubeadmControlPlane.GroupResource(), kind: "KubeadmControlPlane", namespace: ns, name: ref.Name, purpose: "restart Cluster " + ns + "/" + cluster.Name}.explain(err)
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kcp); err != nil {
+		return core.Call{Verb: "get", GR: core.KubeadmControlPlane.GroupResource(), Kind: "KubeadmControlPlane", Namespace: ns, Name: ref.Name, Purpose: "restart Cluster " + ns + "/" + cluster.Name}.Explain(err)
 	}
 	if err := o.restart(ctx, cl, kcp); err != nil {
 		return fmt.Errorf("%w\nthe control plane restarts first: its worker pools were not restarted", err)
@@ -258,12 +261,12 @@ func (o *RestartOptions) restartCluster(ctx context.Context, cl *clients, cluste
 }
 
 // restartAll restarts each object, printing each error and returning a summary.
-func (o *RestartOptions) restartAll(ctx context.Context, cl *clients, objs []client.Object) error {
+func (o *RestartOptions) restartAll(ctx context.Context, cl *core.Clients, objs []client.Object) error {
 	failed := 0
 	for _, obj := range objs {
 		if err := o.restart(ctx, cl, obj); err != nil {
 			failed++
-			fmt.Fprintf(o.c.IOStreams.ErrOut, "error: %v\n", err)
+			fmt.Fprintf(o.Session.IOStreams.ErrOut, "error: %v\n", err)
 		}
 	}
 	if failed > 0 {
@@ -277,23 +280,20 @@ func (o *RestartOptions) print(obj client.Object, op string) error {
 	if err != nil {
 		return err
 	}
-	return p.PrintObj(obj, o.c.IOStreams.Out)
+	return p.PrintObj(obj, o.Session.IOStreams.Out)
 }
 
 // checkRolloutAfter makes sure a control plane of another provider has
 // the contract's optional spec.rollout.after, by sending the restart as a
 // server dry run: the API server drops a field its schema does not have, and
 // a restart that sets nothing must not be reported as done.
-func (o *RestartOptions) checkRolloutAfter(ctx context.Context, cl *clients, obj client.Object, patch []byte, purpose string) error {
+func (o *RestartOptions) checkRolloutAfter(ctx context.Context, cl *core.Clients, obj client.Object, patch []byte, purpose string) error {
 	probe := obj.DeepCopyObject().(client.Object)
-	if err := o.c.send(ctx, cl, probe, types.MergePatchType, patch, dryRunServer, purpose); err != nil {
+	if err := o.Session.Send(ctx, cl, probe, types.MergePatchType, patch, core.DryRunServer, purpose); err != nil {
 		return err
 	}
-	if rolloutAfter(probe).IsZero() {
+	if core.RolloutAfter(probe).IsZero() {
 		return fmt.Errorf("cannot %s: its kind has no spec.rollout.after (the optional rolloutAfter rule of Cluster API's control-plane contract), so its provider cannot be asked to replace its machines; see the provider's documentation for how it rolls them", purpose)
 	}
 	return nil
 }
-
-// rolloutAfter is the object's spec.rollout.after, zero when unset.
-func rolloutAfter(obj client.Object) time.Time { return kindOf(obj).rolloutAfter(obj) }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // getObj reads obj's current state from cl into obj.
@@ -31,13 +32,13 @@ func getObj(t *testing.T, cl client.Client, obj client.Object) {
 func withServedKinds(t *testing.T, objs []client.Object, extra ...*unstructured.Unstructured) client.WithWatch {
 	t.Helper()
 	mapper := meta.NewDefaultRESTMapper(nil)
-	for gvk := range Scheme().AllKnownTypes() {
+	for gvk := range core.Scheme().AllKnownTypes() {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	for _, u := range extra {
 		mapper.Add(u.GroupVersionKind(), meta.RESTScopeNamespace)
 	}
-	cl := withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithRESTMapper(mapper).WithObjects(objs...)).Build()
+	cl := withNameIndexes(fake.NewClientBuilder().WithScheme(core.Scheme()).WithRESTMapper(mapper).WithObjects(objs...)).Build()
 	for _, u := range extra {
 		require.NoError(t, cl.Create(context.Background(), u))
 	}
@@ -50,7 +51,7 @@ func withServedKinds(t *testing.T, objs []client.Object, extra ...*unstructured.
 func TestRestart(t *testing.T) {
 	cl, w := newWriteRecordingClient(gitOpsWorld(t, nil)...)
 	out, errOut, code := runFake(t, cl, gitOpsNow, "restart", "md/c1-md-0")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 restarted\n", out)
 	md := &clusterv1.MachineDeployment{}
 	md.Namespace, md.Name = topoNS, "c1-md-0"
@@ -60,12 +61,12 @@ func TestRestart(t *testing.T) {
 	assert.Len(t, w.all(), 1)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "restart", "md/c1-md-0")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 already restarted (spec.rollout.after is 2026-12-01T12:00:00Z)\n", out)
 	assert.Len(t, w.all(), 1, "nothing sent")
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "restart", "kcp/c1-control-plane", "--at", "2030-01-02T03:00:00Z", "--change-cause", "INC-7")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restart scheduled at 2030-01-02T03:00:00Z\n", out)
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	kcp.Namespace, kcp.Name = topoNS, "c1-control-plane"
@@ -75,14 +76,14 @@ func TestRestart(t *testing.T) {
 	md.Spec.Paused = ptr.To(true)
 	require.NoError(t, cl.Update(context.Background(), md))
 	_, errOut, code = runFake(t, cl, gitOpsNow, "restart", "md/c1-md-0", "--at", "2030-01-02T03:00:00Z")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, "error: cannot restart MachineDeployment demo/c1-md-0: it is paused (spec.paused is true), so Cluster API would not roll it out; resume it first with: rollout resume machinedeployment/c1-md-0 -n demo\n", errOut)
 
 	mp := &clusterv1.MachinePool{}
 	mp.Namespace, mp.Name = topoNS, "c1-mp-0"
 	require.NoError(t, cl.Create(context.Background(), mp))
 	_, errOut, code = runFake(t, cl, gitOpsNow, "restart", "mp/c1-mp-0")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Contains(t, errOut, "error: cannot restart MachinePool demo/c1-mp-0: a MachinePool has no spec.rollout.after in Cluster API v1beta2")
 }
 
@@ -91,12 +92,12 @@ func TestRestart(t *testing.T) {
 func TestRestartCluster(t *testing.T) {
 	cl, w := newWriteRecordingClient(gitOpsWorld(t, nil)...)
 	out, errOut, code := runFake(t, cl, gitOpsNow, "restart", "cluster/c1")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restarted\nmachinedeployment.cluster.x-k8s.io/c1-md-0 restarted\n", out)
 	assert.Equal(t, []string{"patch *v1beta2.KubeadmControlPlane c1-control-plane", "patch *v1beta2.MachineDeployment c1-md-0"}, w.all())
 
 	out, errOut, code = runFake(t, cl, gitOpsNow.Add(time.Hour), "restart", "md", "-l", "pool=md-0", "-o", "name")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0\n", out)
 }
 
@@ -118,7 +119,7 @@ func TestRestartThroughTopology(t *testing.T) {
 		t.Run(tc.ref, func(t *testing.T) {
 			cl := withServedKinds(t, objectsOf(chainDone), k3s.DeepCopy())
 			out, errOut, code := runFake(t, cl, gitOpsNow, "restart", tc.ref)
-			require.Equal(t, ExitOK, code, errOut)
+			require.Equal(t, core.ExitOK, code, errOut)
 			assert.Equal(t, tc.out, out)
 			c := &clusterv1.Cluster{}
 			c.Namespace, c.Name = topoNS, "c1"
@@ -141,7 +142,7 @@ func TestRestartContract(t *testing.T) {
 	cp.SetNamespace(topoNS)
 	cl := withServedKinds(t, nil, cp)
 	out, errOut, code := runFake(t, cl, gitOpsNow, "restart", "kthreescontrolplanes.controlplane.cluster.x-k8s.io/cp")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kthreescontrolplane.controlplane.cluster.x-k8s.io/cp restarted\n", out)
 	live := k3sControlPlane("cp")
 	live.SetNamespace(topoNS)

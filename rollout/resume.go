@@ -2,13 +2,15 @@ package rollout
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // resume shares PauseOptions with pause (PauseOptions.Resume): the two
 // verbs are one switch over kinds, in PauseOptions.one.
 
-func newResumeCommand(c *cli) *cobra.Command {
-	o := &PauseOptions{c: c, PrintFlags: NewPrintFlags(), Resume: true}
+func newResumeCommand(c *core.Session) *cobra.Command {
+	o := &PauseOptions{Session: c, PrintFlags: core.NewPrintFlags(), Resume: true}
 	cmd := &cobra.Command{
 		Use:   "resume (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Resume rollouts of a paused worker pool or control plane",
@@ -17,10 +19,10 @@ cluster.x-k8s.io/paused), MachinePool or KubeadmControlPlane (removes the annota
 cluster.x-k8s.io/paused). Resuming an object that is not paused does nothing and
 succeeds.
 
-` + exitCodesHelp,
+` + core.ExitCodesHelp,
 		Example: `  rollout resume machinedeployment/md-0
   rollout resume kcp/my-cluster-control-plane`,
-		RunE: runE(o),
+		RunE: core.RunE(o),
 	}
 	o.addFlags(cmd)
 	return cmd

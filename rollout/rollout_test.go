@@ -14,49 +14,50 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
 
 func TestParseKind(t *testing.T) {
-	for in, want := range map[string]Kind{
-		"md":                                  MachineDeployment,
-		"MachineDeployment":                   MachineDeployment,
-		"machinedeployments":                  MachineDeployment,
-		"machinedeployments.cluster.x-k8s.io": MachineDeployment,
-		"mp":                                  MachinePool,
-		"MachinePool":                         MachinePool,
-		"machinepools.cluster.x-k8s.io":       MachinePool,
-		"kcp":                                 KubeadmControlPlane,
-		"KubeadmControlPlane":                 KubeadmControlPlane,
-		"kubeadmcontrolplanes":                KubeadmControlPlane,
-		"cluster":                             Cluster,
-		"Clusters":                            Cluster,
+	for in, want := range map[string]core.Kind{
+		"md":                                  core.MachineDeployment,
+		"MachineDeployment":                   core.MachineDeployment,
+		"machinedeployments":                  core.MachineDeployment,
+		"machinedeployments.cluster.x-k8s.io": core.MachineDeployment,
+		"mp":                                  core.MachinePool,
+		"MachinePool":                         core.MachinePool,
+		"machinepools.cluster.x-k8s.io":       core.MachinePool,
+		"kcp":                                 core.KubeadmControlPlane,
+		"KubeadmControlPlane":                 core.KubeadmControlPlane,
+		"kubeadmcontrolplanes":                core.KubeadmControlPlane,
+		"cluster":                             core.Cluster,
+		"Clusters":                            core.Cluster,
 	} {
-		got, err := ParseKind(in)
+		got, err := core.ParseKind(in)
 		require.NoError(t, err, in)
 		assert.Equal(t, want.GVK, got.GVK, in)
 	}
-	_, err := ParseKind("deploy")
+	_, err := core.ParseKind("deploy")
 	assert.EqualError(t, err, `unknown resource kind "deploy": use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io`)
-	_, err = ParseKind("md.apps")
+	_, err = core.ParseKind("md.apps")
 	assert.Error(t, err, "a kind of another group")
-	k3s, err := ParseKind("kthreescontrolplanes.controlplane.cluster.x-k8s.io")
+	k3s, err := core.ParseKind("kthreescontrolplanes.controlplane.cluster.x-k8s.io")
 	require.NoError(t, err, "another provider's control plane")
 	assert.True(t, k3s.Contract)
 	assert.Equal(t, "kthreescontrolplanes.controlplane.cluster.x-k8s.io", k3s.Singular(), "as typed until the API server names it")
 }
 
 func TestParseTargets(t *testing.T) {
-	got, err := ParseTargets("pause", []string{"md/a", "KCP/b"}, false)
+	got, err := core.ParseTargets("pause", []string{"md/a", "KCP/b"}, false)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"machinedeployment/a", "kubeadmcontrolplane/b"}, []string{got.Refs[0].String(), got.Refs[1].String()})
-	got, err = ParseTargets("pause", []string{"md", "a", "b"}, false)
+	got, err = core.ParseTargets("pause", []string{"md", "a", "b"}, false)
 	require.NoError(t, err)
 	assert.Len(t, got.Refs, 2)
-	got, err = ParseTargets("pause", []string{"md"}, true)
+	got, err = core.ParseTargets("pause", []string{"md"}, true)
 	require.NoError(t, err)
-	assert.Equal(t, MachineDeployment.GVK, got.Kind.GVK)
-	_, err = ParseTargets("pause", []string{"md/"}, false)
+	assert.Equal(t, core.MachineDeployment.GVK, got.Kind.GVK)
+	_, err = core.ParseTargets("pause", []string{"md/"}, false)
 	assert.EqualError(t, err, `resource "md/" has no valid name: write machinedeployment/NAME`)
 }
 
@@ -71,18 +72,18 @@ func TestChangeCause(t *testing.T) {
 		{[]string{"undo", "md/a", "--force", "--reason", "INC-1: it's down"}, `rollout undo md/a --force --reason 'INC-1: it'\''s down'`},
 	}
 	for _, tc := range cases {
-		c := &cli{Options: Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}, args: tc.args}
+		c := &core.Session{Options: core.Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}, Args: tc.args}
 		root := newRoot(c)
 		undo, _, err := root.Find([]string{"undo"})
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, c.changeCause(undo, ""), "%q", tc.args)
+		assert.Equal(t, tc.want, c.ChangeCause(undo, ""), "%q", tc.args)
 	}
-	c := &cli{Options: Options{DisplayName: "kubectl capi rollout"}, args: []string{"pause", "md/a"}}
+	c := &core.Session{Options: core.Options{DisplayName: "kubectl capi rollout"}, Args: []string{"pause", "md/a"}}
 	root := newRoot(c)
 	require.NoError(t, root.ParseFlags(nil))
-	assert.Equal(t, "kubectl capi rollout pause md/a", c.changeCause(root, ""))
+	assert.Equal(t, "kubectl capi rollout pause md/a", c.ChangeCause(root, ""))
 	require.NoError(t, root.Flags().Set("change-cause", "why"))
-	assert.Equal(t, "why", c.changeCause(root, "why"))
+	assert.Equal(t, "why", c.ChangeCause(root, "why"))
 }
 
 func TestPluginDisplayName(t *testing.T) {
@@ -112,7 +113,7 @@ func TestRefusalTextIsTheGuards(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Scheme()
+			s := core.Scheme()
 			live := &controlplanev1.KubeadmControlPlane{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
 				Spec:       controlplanev1.KubeadmControlPlaneSpec{Version: "v1.34.2"},
@@ -131,20 +132,20 @@ func TestRefusalTextIsTheGuards(t *testing.T) {
 			_, guardErr := kcpV.ValidateUpdate(context.Background(), live, next)
 			require.Error(t, guardErr)
 			assert.Contains(t, guardErr.Error(), tc.wantLine)
-			assert.Equal(t, guardErr.Error(), refusalText(KubeadmControlPlane, "cp", d))
+			assert.Equal(t, guardErr.Error(), core.RefusalText(core.KubeadmControlPlane, "cp", d))
 
-			cl := &clients{client: c, mapper: c.RESTMapper()}
-			r := &cli{Options: Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}}
-			refusal := r.checkPolicy(context.Background(), cl, live, next, "hint", false)
+			cl := &core.Clients{Client: c, Mapper: c.RESTMapper()}
+			r := &core.Session{Options: core.Options{IOStreams: genericiooptions.NewTestIOStreamsDiscard()}}
+			refusal := r.CheckPolicy(context.Background(), cl, live, next, "hint", false)
 			require.Error(t, refusal)
 			assert.Equal(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+guardErr.Error()+"\nhint", refusal.Error())
-			assert.NoError(t, r.checkPolicy(context.Background(), cl, live, live.DeepCopyObject().(client.Object), "hint", false))
+			assert.NoError(t, r.CheckPolicy(context.Background(), cl, live, live.DeepCopyObject().(client.Object), "hint", false))
 		})
 	}
 }
 
 func TestQuote(t *testing.T) {
-	assert.Equal(t, "md/a", quote("md/a"))
-	assert.Equal(t, "''", quote(""))
-	assert.Equal(t, "'a b'", quote("a b"))
+	assert.Equal(t, "md/a", core.Quote("md/a"))
+	assert.Equal(t, "''", core.Quote(""))
+	assert.Equal(t, "'a b'", core.Quote("a b"))
 }

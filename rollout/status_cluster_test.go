@@ -15,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
 
 // objectsOf lists a topo's objects for a client.
@@ -70,7 +73,7 @@ func moveTo(ctx context.Context, t *testing.T, cl client.Client, to topo) {
 func TestStatusClusterOnce(t *testing.T) {
 	now := time.Now()
 	out, errOut, code := runFake(t, newFakeClient(objectsOf(chainStep1Done)...), now, "status", "cluster/c1", "--watch=false")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, `cluster/c1: upgrading to v1.35.0: waiting for the topology controller to start control plane v1.35.0; then workers v1.35.0
 kubeadmcontrolplane/c1-control-plane: 3 of 3 machines up to date, 3 available
 machinedeployment/c1-md-0: 2 of 2 machines up to date, 2 available
@@ -78,14 +81,14 @@ machinedeployment/c1-md-0: 2 of 2 machines up to date, 2 available
 	assert.Equal(t, "error: cluster/c1 is not rolled out: upgrading to v1.35.0: waiting for the topology controller to start control plane v1.35.0; then workers v1.35.0\n", errOut)
 
 	out, errOut, code = runFake(t, newFakeClient(objectsOf(chainDone)...), now, "status", "cluster/c1", "--watch=false")
-	assert.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, `cluster/c1: at v1.35.0 on the control plane and 1 worker pool
 kubeadmcontrolplane/c1-control-plane: 3 of 3 machines up to date, 3 available
 machinedeployment/c1-md-0: 2 of 2 machines up to date, 2 available
 `, out)
 
 	out, _, code = runFake(t, newFakeClient(objectsOf(chainDone)...), now, "status", "cluster/c1", "--watch=false", "-o", "json")
-	assert.Equal(t, ExitOK, code)
+	assert.Equal(t, core.ExitOK, code)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3)
 	assert.Contains(t, lines[0], `"object":"cluster/c1","phase":"RolledOut"`)
@@ -112,7 +115,7 @@ func TestStatusClusterWaitsForTheLastStep(t *testing.T) {
 	moveTo(ctx, t, cl, chainWorkersRolling)
 	waitFor(t, r, "cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 0 of 1 pool done")
 	moveTo(ctx, t, cl, chainDone)
-	assert.Equal(t, ExitOK, exitOf(t, ctx, r), "stderr: %s", r.errOut)
+	assert.Equal(t, core.ExitOK, exitOf(t, ctx, r), "stderr: %s", r.errOut)
 	assert.True(t, strings.HasSuffix(r.out.String(), `kubeadmcontrolplane/c1-control-plane successfully rolled out (revision 3)
 machinedeployment/c1-md-0 successfully rolled out (revision 2)
 cluster/c1 successfully rolled out: at v1.35.0 on the control plane and 1 worker pool
@@ -124,7 +127,7 @@ cluster/c1 successfully rolled out: at v1.35.0 on the control plane and 1 worker
 func TestStatusClusterStalledAndTimedOut(t *testing.T) {
 	now := time.Now()
 	_, errOut, code := runFake(t, newFakeClient(objectsOf(chainStep1Rolling)...), now, "status", "cluster/c1", "--progress-deadline", "200ms")
-	assert.Equal(t, ExitStalled, code)
+	assert.Equal(t, status.ExitStalled, code)
 	assert.Equal(t, `error: cluster/c1 made no progress for 200ms (--progress-deadline): upgrading to v1.35.0: control plane v1.34.2 rolling out; then control plane v1.35.0, workers v1.35.0; blocked by:
   TopologyReconciled: ClusterUpgrading: Cluster is upgrading to v1.35.0; * KubeadmControlPlane upgrading to version v1.34.2 (v1.35.0 pending); * MachineDeployment c1-md-0 pending upgrade to version v1.35.0
   kubeadmcontrolplane/c1-control-plane:
@@ -132,7 +135,7 @@ func TestStatusClusterStalledAndTimedOut(t *testing.T) {
 `, errOut)
 
 	out, errOut, code := runFake(t, newFakeClient(objectsOf(chainStep1Done)...), now, "status", "cluster/c1", "--timeout", "200ms", "-o", "json")
-	assert.Equal(t, ExitTimeout, code)
+	assert.Equal(t, status.ExitTimeout, code)
 	assert.Equal(t, "error: timed out waiting for cluster/c1 to roll out (--timeout 200ms); last state: upgrading to v1.35.0: waiting for the topology controller to start control plane v1.35.0; then workers v1.35.0; blocked by:\n"+
 		"  TopologyReconciled: ClusterUpgrading: Cluster is upgrading to v1.35.0; * KubeadmControlPlane pending upgrade to version v1.35.0; * MachineDeployment c1-md-0 pending upgrade to version v1.35.0\n", errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -144,7 +147,7 @@ func TestStatusClusterStalledAndTimedOut(t *testing.T) {
 	paused.pools[0].paused = true
 	objs := objectsOf(paused)
 	_, errOut, code = runFake(t, newFakeClient(objs...), now, "status", "cluster/c1")
-	assert.Equal(t, ExitPaused, code)
+	assert.Equal(t, status.ExitPaused, code)
 	assert.Equal(t, "error: cluster/c1 is paused (machinedeployment/c1-md-0: spec.paused is true): it will not roll out until resumed\n", errOut)
 }
 
@@ -168,7 +171,7 @@ func waitFor(t *testing.T, r *fakeRun, line string) {
 // TestStatusClusterForbidden: a ClusterClass cluster needs list and watch
 // on its Machines (and the other kinds); a refusal names the permission.
 func TestStatusClusterForbidden(t *testing.T) {
-	cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objectsOf(chainDone)...).
+	cl := fake.NewClientBuilder().WithScheme(core.Scheme()).WithObjects(objectsOf(chainDone)...).
 		WithIndex(&clusterv1.Cluster{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*clusterv1.MachineList); ok {
@@ -178,7 +181,7 @@ func TestStatusClusterForbidden(t *testing.T) {
 		}}).Build()
 	for _, watchFlag := range []string{"--watch=true", "--watch=false"} {
 		_, errOut, code := runFake(t, cl, time.Now(), "status", "cluster/c1", watchFlag)
-		assert.Equal(t, ExitError, code, watchFlag)
+		assert.Equal(t, core.ExitError, code, watchFlag)
 		assert.Equal(t, `error: cannot status Cluster demo/c1: user "viewer" may not list machines.cluster.x-k8s.io in namespace "demo" (Forbidden); ask your cluster administrator for a Role granting "list" on "machines" in API group "cluster.x-k8s.io": machines.cluster.x-k8s.io is forbidden: User "viewer" cannot list resource "machines" in API group "cluster.x-k8s.io" in the namespace "demo"`+"\n", errOut, watchFlag)
 	}
 }
@@ -194,7 +197,7 @@ func TestStatusClusterMachinePools(t *testing.T) {
 	now := time.Now()
 
 	out, errOut, code := runFake(t, newFakeClient(objectsOf(pending)...), now, "status", "cluster/c1", "--watch=false")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, `cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done
 kubeadmcontrolplane/c1-control-plane: 3 of 3 machines up to date, 3 available
 machinedeployment/c1-md-0: 2 of 2 machines up to date, 2 available
@@ -208,28 +211,28 @@ machinepool/c1-mp-0: 3 of 3 instances up to date, 3 available
 	r := startFake(ctx, cl, topoNS, now, "status", "cluster/c1", "--timeout", "25s")
 	waitFor(t, r, "cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done")
 	moveTo(ctx, t, cl, done)
-	assert.Equal(t, ExitOK, exitOf(t, ctx, r), "stderr: %s", r.errOut)
+	assert.Equal(t, core.ExitOK, exitOf(t, ctx, r), "stderr: %s", r.errOut)
 	assert.True(t, strings.HasSuffix(r.out.String(), `machinepool/c1-mp-0 successfully rolled out (revision 2)
 cluster/c1 successfully rolled out: at v1.35.0 on the control plane and 2 worker pools
 `), r.out.String())
 
 	// No MachinePools served: the kinds of the scheme but MachinePool.
 	mapper := meta.NewDefaultRESTMapper(nil)
-	for gvk := range Scheme().AllKnownTypes() {
+	for gvk := range core.Scheme().AllKnownTypes() {
 		if gvk.Kind != "MachinePool" && gvk.Kind != "MachinePoolList" {
 			mapper.Add(gvk, meta.RESTScopeNamespace)
 		}
 	}
-	noPools := withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithRESTMapper(mapper).WithObjects(objectsOf(chainDone)...)).
+	noPools := withNameIndexes(fake.NewClientBuilder().WithScheme(core.Scheme()).WithRESTMapper(mapper).WithObjects(objectsOf(chainDone)...)).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*clusterv1.MachinePoolList); ok {
-				return &meta.NoKindMatchError{GroupKind: MachinePool.GVK.GroupKind(), SearchedVersions: []string{MachinePool.GVK.Version}}
+				return &meta.NoKindMatchError{GroupKind: core.MachinePool.GVK.GroupKind(), SearchedVersions: []string{core.MachinePool.GVK.Version}}
 			}
 			return c.List(ctx, list, opts...)
 		}}).Build()
 	for _, watchFlag := range []string{"--watch=true", "--watch=false"} {
 		out, errOut, code := runFake(t, noPools, now, "status", "cluster/c1", watchFlag)
-		assert.Equal(t, ExitOK, code, "%s: %s", watchFlag, errOut)
+		assert.Equal(t, core.ExitOK, code, "%s: %s", watchFlag, errOut)
 		assert.Contains(t, out, "at v1.35.0 on the control plane and 1 worker pool", watchFlag)
 	}
 }

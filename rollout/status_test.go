@@ -17,6 +17,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
 
 // statusMD is a MachineDeployment of 3 replicas whose status counts are
@@ -107,7 +109,7 @@ func TestEvaluateStatusComplete(t *testing.T) {
 		{"machine deleting", statusMD(2, 3, 3, 3, false), append(goodMachines(2), statusMachine("x", true, true, true, "", "")), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := EvaluateStatus(tc.md, tc.machines, settled())
+			s := status.EvaluateStatus(tc.md, tc.machines, settled())
 			assert.Equal(t, tc.complete, s.Complete)
 		})
 	}
@@ -115,9 +117,9 @@ func TestEvaluateStatusComplete(t *testing.T) {
 	// A missing RollingOut condition counts as not rolling out; nil counts as 0.
 	md := statusMD(2, 3, 3, 3, false)
 	md.Status.Conditions = nil
-	assert.True(t, EvaluateStatus(md, goodMachines(3), settled()).Complete, "no RollingOut condition")
+	assert.True(t, status.EvaluateStatus(md, goodMachines(3), settled()).Complete, "no RollingOut condition")
 	md.Status.AvailableReplicas = nil
-	assert.False(t, EvaluateStatus(md, goodMachines(3), settled()).Complete, "availableReplicas unset")
+	assert.False(t, status.EvaluateStatus(md, goodMachines(3), settled()).Complete, "availableReplicas unset")
 }
 
 func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
@@ -126,7 +128,7 @@ func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
 	kcp.Spec.Replicas = ptr.To[int32](1)
 	kcp.Status.ObservedGeneration = 1
 	kcp.Status.Replicas, kcp.Status.UpToDateReplicas, kcp.Status.AvailableReplicas = ptr.To[int32](1), ptr.To[int32](1), ptr.To[int32](1)
-	s := EvaluateStatus(kcp, goodMachines(1), nil)
+	s := status.EvaluateStatus(kcp, goodMachines(1), nil)
 	assert.True(t, s.Complete)
 	assert.Equal(t, "kubeadmcontrolplane/cp", s.Object)
 
@@ -148,7 +150,7 @@ func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
 		{"restart scheduled for later", created.Add(time.Hour), created.Add(time.Second), true},
 	} {
 		kcp.Spec.Rollout.After = metav1.NewTime(tc.after)
-		s = evaluateStatus(kcp, ms, nil, tc.now)
+		s = status.EvaluateStatusAt(kcp, ms, nil, tc.now)
 		assert.Equal(t, tc.complete, s.Complete, tc.name)
 		if !tc.complete {
 			assert.Equal(t, "1 of 1 machines up to date, 1 available (1 old machine pending deletion)", s.Summary(), tc.name)
@@ -157,7 +159,7 @@ func TestEvaluateStatusKubeadmControlPlane(t *testing.T) {
 	kcp.Spec.Rollout.After = metav1.Time{}
 
 	kcp.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
-	assert.Equal(t, "annotation cluster.x-k8s.io/paused", EvaluateStatus(kcp, nil, nil).Paused)
+	assert.Equal(t, "annotation cluster.x-k8s.io/paused", status.EvaluateStatus(kcp, nil, nil).Paused)
 }
 
 func TestStatusSummaryAndMachineLines(t *testing.T) {
@@ -168,34 +170,34 @@ func TestStatusSummaryAndMachineLines(t *testing.T) {
 		statusMachine("c-new", true, true, false, "", ""),
 		statusMachine("d-new", false, true, false, "NotReady", "* InfrastructureReady: waiting\n* NodeReady: no node yet"),
 	}
-	s := EvaluateStatus(md, ms, nil)
+	s := status.EvaluateStatus(md, ms, nil)
 	assert.Equal(t, "1 of 3 machines up to date, 2 available (2 old machines pending deletion, 4 machines exist, rolling out)", s.Summary())
-	assert.Equal(t, "machine d-new: Provisioning, not ready: NotReady: * InfrastructureReady: waiting; * NodeReady: no node yet", s.Machines[3].line())
-	assert.Equal(t, "machine b-old: Running, being deleted", s.Machines[1].line())
-	assert.Equal(t, "machine d-new: Provisioning, not ready: NotReady: * InfrastructureReady: * VMProvisioned: waiting", EvaluateStatus(md, []clusterv1.Machine{statusMachine("d-new", false, true, false, "NotReady", "* InfrastructureReady:\n  * VMProvisioned: waiting")}, nil).Machines[0].line())
+	assert.Equal(t, "machine d-new: Provisioning, not ready: NotReady: * InfrastructureReady: waiting; * NodeReady: no node yet", s.Machines[3].Line())
+	assert.Equal(t, "machine b-old: Running, being deleted", s.Machines[1].Line())
+	assert.Equal(t, "machine d-new: Provisioning, not ready: NotReady: * InfrastructureReady: * VMProvisioned: waiting", status.EvaluateStatus(md, []clusterv1.Machine{statusMachine("d-new", false, true, false, "NotReady", "* InfrastructureReady:\n  * VMProvisioned: waiting")}, nil).Machines[0].Line())
 
 	// A new machine without an UpToDate condition yet is not old.
 	fresh := clusterv1.Machine{}
 	fresh.Name = "e-new"
-	assert.Equal(t, "2 of 3 machines up to date, 2 available (1 machine exists, rolling out)", EvaluateStatus(statusMD(2, 1, 2, 2, true), []clusterv1.Machine{fresh}, nil).Summary())
+	assert.Equal(t, "2 of 3 machines up to date, 2 available (1 machine exists, rolling out)", status.EvaluateStatus(statusMD(2, 1, 2, 2, true), []clusterv1.Machine{fresh}, nil).Summary())
 
-	assert.Equal(t, "waiting for generation 2 to be observed", EvaluateStatus(statusMD(1, 3, 3, 3, false), goodMachines(3), settled()).Summary())
+	assert.Equal(t, "waiting for generation 2 to be observed", status.EvaluateStatus(statusMD(1, 3, 3, 3, false), goodMachines(3), settled()).Summary())
 	md = statusMD(2, 3, 3, 3, false)
 	md.Spec.Paused = ptr.To(true)
-	assert.Equal(t, "paused (spec.paused is true)", EvaluateStatus(md, goodMachines(3), settled()).Summary())
+	assert.Equal(t, "paused (spec.paused is true)", status.EvaluateStatus(md, goodMachines(3), settled()).Summary())
 }
 
 func TestStatusTracker(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	complete := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
-	rolling := EvaluateStatus(statusMD(2, 3, 1, 3, true), goodMachines(3), settled())
-	rolling2 := EvaluateStatus(statusMD(2, 3, 2, 3, true), goodMachines(3), settled())
+	complete := status.EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
+	rolling := status.EvaluateStatus(statusMD(2, 3, 1, 3, true), goodMachines(3), settled())
+	rolling2 := status.EvaluateStatus(statusMD(2, 3, 2, 3, true), goodMachines(3), settled())
 	paused := complete
 	paused.Paused = "spec.paused is true"
 
 	type step struct {
 		at    time.Duration
-		s     StatusReport
+		s     status.StatusReport
 		phase string
 		wake  time.Duration // -1: no wake
 	}
@@ -204,38 +206,38 @@ func TestStatusTracker(t *testing.T) {
 		steps []step
 	}{
 		{"one early complete read is not done", []step{
-			{0, complete, PhaseConfirming, 15 * time.Second},
+			{0, complete, status.PhaseConfirming, 15 * time.Second},
 		}},
 		{"done after the grace period", []step{
-			{0, rolling, PhaseProgressing, 10 * time.Minute},
-			{5 * time.Second, complete, PhaseConfirming, 20 * time.Second},
-			{19 * time.Second, complete, PhaseConfirming, 20 * time.Second},
-			{20 * time.Second, complete, PhaseRolledOut, -1},
+			{0, rolling, status.PhaseProgressing, 10 * time.Minute},
+			{5 * time.Second, complete, status.PhaseConfirming, 20 * time.Second},
+			{19 * time.Second, complete, status.PhaseConfirming, 20 * time.Second},
+			{20 * time.Second, complete, status.PhaseRolledOut, -1},
 		}},
 		{"a relapse restarts the grace period", []step{
-			{0, complete, PhaseConfirming, 15 * time.Second},
-			{10 * time.Second, rolling, PhaseProgressing, 10*time.Minute + 10*time.Second},
-			{12 * time.Second, complete, PhaseConfirming, 27 * time.Second},
-			{20 * time.Second, complete, PhaseConfirming, 27 * time.Second},
-			{27 * time.Second, complete, PhaseRolledOut, -1},
+			{0, complete, status.PhaseConfirming, 15 * time.Second},
+			{10 * time.Second, rolling, status.PhaseProgressing, 10*time.Minute + 10*time.Second},
+			{12 * time.Second, complete, status.PhaseConfirming, 27 * time.Second},
+			{20 * time.Second, complete, status.PhaseConfirming, 27 * time.Second},
+			{27 * time.Second, complete, status.PhaseRolledOut, -1},
 		}},
 		{"paused at once", []step{
-			{0, paused, PhasePaused, -1},
+			{0, paused, status.PhasePaused, -1},
 		}},
 		{"stalled when nothing moves", []step{
-			{0, rolling, PhaseProgressing, 10 * time.Minute},
-			{9 * time.Minute, rolling, PhaseProgressing, 10 * time.Minute},
-			{10 * time.Minute, rolling, PhaseStalled, -1},
+			{0, rolling, status.PhaseProgressing, 10 * time.Minute},
+			{9 * time.Minute, rolling, status.PhaseProgressing, 10 * time.Minute},
+			{10 * time.Minute, rolling, status.PhaseStalled, -1},
 		}},
 		{"progress pushes the deadline", []step{
-			{0, rolling, PhaseProgressing, 10 * time.Minute},
-			{9 * time.Minute, rolling2, PhaseProgressing, 19 * time.Minute},
-			{18 * time.Minute, rolling2, PhaseProgressing, 19 * time.Minute},
-			{19 * time.Minute, rolling2, PhaseStalled, -1},
+			{0, rolling, status.PhaseProgressing, 10 * time.Minute},
+			{9 * time.Minute, rolling2, status.PhaseProgressing, 19 * time.Minute},
+			{18 * time.Minute, rolling2, status.PhaseProgressing, 19 * time.Minute},
+			{19 * time.Minute, rolling2, status.PhaseStalled, -1},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := &StatusTracker{Grace: 15 * time.Second, ProgressDeadline: 10 * time.Minute}
+			tr := &status.StatusTracker{Grace: 15 * time.Second, ProgressDeadline: 10 * time.Minute}
 			for i, st := range tc.steps {
 				v := tr.Observe(st.s, t0.Add(st.at))
 				require.Equal(t, st.phase, v.Phase, "step %d", i)
@@ -251,28 +253,28 @@ func TestStatusTracker(t *testing.T) {
 
 func TestStatusPrinterPrintsChangesOnly(t *testing.T) {
 	var out bytes.Buffer
-	p := &statusPrinter{out: &out, last: map[string]string{}}
+	p := &status.StatusPrinter{Out: &out, Last: map[string]string{}}
 	now := time.Unix(0, 0)
-	notReady := EvaluateStatus(statusMD(2, 3, 2, 2, true), append(goodMachines(2), statusMachine("x", false, true, false, "Boot", "booting")), settled())
-	require.NoError(t, p.print(notReady, now))
-	require.NoError(t, p.print(notReady, now))
+	notReady := status.EvaluateStatus(statusMD(2, 3, 2, 2, true), append(goodMachines(2), statusMachine("x", false, true, false, "Boot", "booting")), settled())
+	require.NoError(t, p.Print(notReady, now))
+	require.NoError(t, p.Print(notReady, now))
 	// A new message alone does not print the machine again.
 	notReady.Machines[2].Message = "still booting"
-	require.NoError(t, p.print(notReady, now))
-	done := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
-	done.Phase = PhaseConfirming
-	require.NoError(t, p.print(done, now))
-	require.NoError(t, p.print(done, now))
+	require.NoError(t, p.Print(notReady, now))
+	done := status.EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
+	done.Phase = status.PhaseConfirming
+	require.NoError(t, p.Print(done, now))
+	require.NoError(t, p.Print(done, now))
 	assert.Equal(t, `machinedeployment/md-0: 2 of 3 machines up to date, 2 available (rolling out)
   machine x: Provisioning, not ready: Boot: booting
 machinedeployment/md-0: 3 of 3 machines up to date, 3 available (complete, confirming)
 `, out.String())
 
 	out.Reset()
-	p = &statusPrinter{out: &out, json: true, last: map[string]string{}}
-	done.Phase, done.Done = PhaseRolledOut, true
-	require.NoError(t, p.print(done, now))
-	require.NoError(t, p.print(done, now.Add(time.Second)))
+	p = &status.StatusPrinter{Out: &out, JSON: true, Last: map[string]string{}}
+	done.Phase, done.Done = status.PhaseRolledOut, true
+	require.NoError(t, p.Print(done, now))
+	require.NoError(t, p.Print(done, now.Add(time.Second)))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 1)
 	assert.Equal(t, `{"time":"1970-01-01T00:00:00Z","object":"machinedeployment/md-0","phase":"RolledOut","replicas":3,"upToDate":3,"available":3,"ready":3,"machines":[{"name":"m-0","phase":"Running","upToDate":true,"ready":true,"deleting":false,"reason":"","message":""},{"name":"m-1","phase":"Running","upToDate":true,"ready":true,"deleting":false,"reason":"","message":""},{"name":"m-2","phase":"Running","upToDate":true,"ready":true,"deleting":false,"reason":"","message":""}],"done":true}`, lines[0])
@@ -313,7 +315,7 @@ func TestEvaluateStatusMachineSets(t *testing.T) {
 		{"no MachineSets", goodMachines(3), nil, false, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := EvaluateStatus(statusMD(2, 3, 3, 3, false), tc.machines, tc.sets)
+			s := status.EvaluateStatus(statusMD(2, 3, 3, 3, false), tc.machines, tc.sets)
 			assert.Equal(t, tc.complete, s.Complete, "complete")
 			newSet, old := "", 0
 			for _, ms := range s.MachineSets {
@@ -322,7 +324,7 @@ func TestEvaluateStatusMachineSets(t *testing.T) {
 				}
 			}
 			for _, m := range s.Machines {
-				if m.old {
+				if m.Old {
 					old++
 				}
 			}
@@ -335,8 +337,8 @@ func TestEvaluateStatusMachineSets(t *testing.T) {
 	// the current MachineSet is the only one that wants replicas.
 	md := statusMD(2, 3, 3, 3, false)
 	md.Annotations = nil
-	assert.True(t, EvaluateStatus(md, goodMachines(3), settled()).Complete, "one MachineSet wants replicas")
-	assert.False(t, EvaluateStatus(md, goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3), machineSet("md-0-old", "1", 1, 1)}).Complete, "two MachineSets want replicas")
+	assert.True(t, status.EvaluateStatus(md, goodMachines(3), settled()).Complete, "one MachineSet wants replicas")
+	assert.False(t, status.EvaluateStatus(md, goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3), machineSet("md-0-old", "1", 1, 1)}).Complete, "two MachineSets want replicas")
 }
 
 func TestCheckRevision(t *testing.T) {
@@ -355,28 +357,28 @@ func TestCheckRevision(t *testing.T) {
 		code    int
 		err     string
 	}{
-		{"no --revision", "", 0, false, ExitOK, ""},
-		{"live", "4", 4, false, ExitOK, ""},
-		{"not live yet", "3", 4, true, ExitOK, ""},
-		{"past it", "5", 4, false, ExitSuperseded, "machinedeployment/md-0 is at revision 5, past the desired revision 4: a later change superseded it, so revision 4 will not be rolled out; see rollout history machinedeployment/md-0, and wait for --revision 5 (or without --revision) instead"},
-		{"no stamp", "", 4, false, ExitError, "cannot wait for revision 4 of machinedeployment/md-0: it has no annotation rollout-guard.io/revision; the guard stamps every MachineDeployment and KubeadmControlPlane, so check that rollout-guard is installed (rollout history machinedeployment/md-0), or drop --revision"},
-		{"bad stamp", "x", 4, false, ExitError, `cannot wait for revision 4 of machinedeployment/md-0: its annotation rollout-guard.io/revision is "x", not a number; drop --revision`},
+		{"no --revision", "", 0, false, core.ExitOK, ""},
+		{"live", "4", 4, false, core.ExitOK, ""},
+		{"not live yet", "3", 4, true, core.ExitOK, ""},
+		{"past it", "5", 4, false, status.ExitSuperseded, "machinedeployment/md-0 is at revision 5, past the desired revision 4: a later change superseded it, so revision 4 will not be rolled out; see rollout history machinedeployment/md-0, and wait for --revision 5 (or without --revision) instead"},
+		{"no stamp", "", 4, false, core.ExitError, "cannot wait for revision 4 of machinedeployment/md-0: it has no annotation rollout-guard.io/revision; the guard stamps every MachineDeployment and KubeadmControlPlane, so check that rollout-guard is installed (rollout history machinedeployment/md-0), or drop --revision"},
+		{"bad stamp", "x", 4, false, core.ExitError, `cannot wait for revision 4 of machinedeployment/md-0: its annotation rollout-guard.io/revision is "x", not a number; drop --revision`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rw, err := checkRevision(withRevision(tc.rev), tc.want)
-			assert.Equal(t, tc.code, ExitCode(err), "exit code")
+			rw, err := status.CheckRevision(withRevision(tc.rev), tc.want)
+			assert.Equal(t, tc.code, core.ExitCode(err), "exit code")
 			if tc.err == "" {
 				require.NoError(t, err)
 			} else {
 				require.EqualError(t, err, tc.err)
 			}
-			assert.Equal(t, tc.waiting, rw.waiting, "waiting")
+			assert.Equal(t, tc.waiting, rw.Waiting, "waiting")
 		})
 	}
 
 	// While waiting, the state is not complete and says so.
-	o := &StatusOptions{Revision: 4}
-	s, err := o.evaluate(withRevision("3"), goodMachines(3), settled(), time.Now())
+	o := &status.StatusOptions{Revision: 4}
+	s, err := o.Evaluate(withRevision("3"), goodMachines(3), settled(), time.Now())
 	require.NoError(t, err)
 	assert.False(t, s.Complete)
 	assert.Equal(t, "waiting for revision 4 (revision 3 is live)", s.Summary())
@@ -386,35 +388,35 @@ func TestCheckRevision(t *testing.T) {
 // first complete state (complete includes the MachineSet facts).
 func TestStatusTrackerWithoutGrace(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	tr := &StatusTracker{ProgressDeadline: time.Minute}
-	rolling := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3), machineSet("md-0-old", "1", 0, 1)})
-	assert.Equal(t, PhaseProgressing, tr.Observe(rolling, t0).Phase)
-	assert.Equal(t, PhaseRolledOut, tr.Observe(EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled()), t0.Add(time.Second)).Phase)
+	tr := &status.StatusTracker{ProgressDeadline: time.Minute}
+	rolling := status.EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), []clusterv1.MachineSet{machineSet(newSetName, "2", 3, 3), machineSet("md-0-old", "1", 0, 1)})
+	assert.Equal(t, status.PhaseProgressing, tr.Observe(rolling, t0).Phase)
+	assert.Equal(t, status.PhaseRolledOut, tr.Observe(status.EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled()), t0.Add(time.Second)).Phase)
 }
 
 func TestRenderLive(t *testing.T) {
-	rolling := EvaluateStatus(statusMD(2, 3, 1, 2, true), []clusterv1.Machine{
+	rolling := status.EvaluateStatus(statusMD(2, 3, 1, 2, true), []clusterv1.Machine{
 		withOwner(statusMachine("md-0-new-a", true, true, false, "", ""), newSetName),
 		withOwner(statusMachine("md-0-new-b", false, true, false, "NotReady", "* InfrastructureReady: DevMachine status.initialization.provisioned is false"), newSetName),
 		withOwner(statusMachine("md-0-old-c", true, false, false, "NotUpToDate", "* Version v1.34.1, v1.35.1 required"), "md-0-old"),
 		withOwner(statusMachine("md-0-old-d", true, false, true, "", ""), "md-0-old"),
 	}, []clusterv1.MachineSet{machineSet("md-0-old", "1", 1, 2), machineSet(newSetName, "2", 3, 2)})
-	rolling.Phase = PhaseProgressing
+	rolling.Phase = status.PhaseProgressing
 	rolling.Revision = "7"
-	done := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
-	done.Phase = PhaseRolledOut
+	done := status.EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
+	done.Phase = status.PhaseRolledOut
 
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	kcp.Name, kcp.Generation = "cp", 1
 	kcp.Spec.Replicas = ptr.To[int32](1)
 	kcp.Status.ObservedGeneration = 1
 	kcp.Status.Replicas, kcp.Status.UpToDateReplicas, kcp.Status.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](0), ptr.To[int32](1)
-	cp := EvaluateStatus(kcp, []clusterv1.Machine{statusMachine("cp-old", true, false, false, "NotUpToDate", "* Version v1.34.1, v1.35.1 required"), statusMachine("cp-new", false, true, false, "NotReady", "* EtcdMemberHealthy: waiting")}, nil)
-	cp.Phase = PhaseStalled
+	cp := status.EvaluateStatus(kcp, []clusterv1.Machine{statusMachine("cp-old", true, false, false, "NotUpToDate", "* Version v1.34.1, v1.35.1 required"), statusMachine("cp-new", false, true, false, "NotReady", "* EtcdMemberHealthy: waiting")}, nil)
+	cp.Phase = status.PhaseStalled
 
 	for _, tc := range []struct {
 		name          string
-		s             StatusReport
+		s             status.StatusReport
 		elapsed       time.Duration
 		width, height int
 		want          string
@@ -462,7 +464,7 @@ func TestRenderLive(t *testing.T) {
 `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := RenderLive(tc.s, tc.elapsed, tc.width, tc.height)
+			got := status.RenderLive(tc.s, tc.elapsed, tc.width, tc.height)
 			assert.Equal(t, tc.want, strings.Join(got, "\n")+"\n")
 			for i, l := range got {
 				if tc.width > 0 {
@@ -486,28 +488,28 @@ func withOwner(m clusterv1.Machine, set string) clusterv1.Machine {
 // previous one and clears below; the next object starts below the last
 // frame. A writer that is not a terminal gets no live view.
 func TestLiveTerminalRedrawsInPlace(t *testing.T) {
-	assert.Nil(t, newLiveTerminal(&bytes.Buffer{}, time.Now()), "a buffer is not a terminal")
+	assert.Nil(t, status.NewLiveTerminal(&bytes.Buffer{}, time.Now()), "a buffer is not a terminal")
 	f, err := os.CreateTemp(t.TempDir(), "out")
 	require.NoError(t, err)
 	defer f.Close()
-	assert.Nil(t, newLiveTerminal(f, time.Now()), "a file is not a terminal")
+	assert.Nil(t, status.NewLiveTerminal(f, time.Now()), "a file is not a terminal")
 
 	var out bytes.Buffer
 	t0 := time.Unix(0, 0)
 	// fd -1: the size is unknown, the view assumes 80x24.
-	l := &liveTerminal{out: &out, fd: -1, start: t0}
-	md := EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
-	require.NoError(t, l.show(md, t0))
+	l := &status.LiveTerminal{Out: &out, FD: -1, Start: t0}
+	md := status.EvaluateStatus(statusMD(2, 3, 3, 3, false), goodMachines(3), settled())
+	require.NoError(t, l.Show(md, t0))
 	first := out.String()
 	assert.True(t, strings.HasPrefix(first, "\x1b[J"+"machinedeployment/md-0"), "first frame: clear below, no move: %q", first)
 	frame := strings.Count(first, "\n")
 	out.Reset()
-	require.NoError(t, l.tick(t0.Add(3*time.Second)))
+	require.NoError(t, l.Tick(t0.Add(3*time.Second)))
 	assert.True(t, strings.HasPrefix(out.String(), fmt.Sprintf("\x1b[%dA\r\x1b[J", frame)), "redraw moves up %d lines: %q", frame, out.String())
 	assert.Contains(t, out.String(), "elapsed 3s")
 	out.Reset()
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	kcp.Name = "cp"
-	require.NoError(t, l.show(EvaluateStatus(kcp, nil, nil), t0))
+	require.NoError(t, l.Show(status.EvaluateStatus(kcp, nil, nil), t0))
 	assert.True(t, strings.HasPrefix(out.String(), "\x1b[J"+"kubeadmcontrolplane/cp"), "a new object starts below: %q", out.String())
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
 
 // topo describes a ClusterClass cluster "c1" in namespace "demo" for the
@@ -26,9 +28,9 @@ type topo struct {
 	cpPlan, wPlan []string
 	// cpVersion is the KubeadmControlPlane's spec.version; "" for none.
 	cpVersion string
-	// cpMachines are the versions of its machines; a machine at another
+	// CPMachines are the versions of its machines; a machine at another
 	// version than cpVersion is not up to date.
-	cpMachines []string
+	CPMachines []string
 	pools      []topoPool
 	// declared are more MachineDeployment topologies, not created.
 	declared []string
@@ -70,7 +72,7 @@ const topoNS = "demo"
 
 // objects builds the Cluster, KubeadmControlPlane, MachineDeployments,
 // MachinePools, Machines and MachineSets.
-func (t topo) objects() (*clusterv1.Cluster, TopologyObjects) {
+func (t topo) objects() (*clusterv1.Cluster, status.TopologyObjects) {
 	created := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	labels := func(extra ...string) map[string]string {
 		l := map[string]string{clusterv1.ClusterNameLabel: "c1"}
@@ -132,10 +134,10 @@ func (t topo) objects() (*clusterv1.Cluster, TopologyObjects) {
 		kcp.Name, kcp.Namespace, kcp.Generation, kcp.UID = "c1-control-plane", topoNS, 3, "uid-kcp"
 		kcp.Labels = labels(clusterv1.ClusterTopologyOwnedLabel, "")
 		kcp.Spec.Version = t.cpVersion
-		n := int32(len(t.cpMachines))
+		n := int32(len(t.CPMachines))
 		kcp.Spec.Replicas = &n
 		upToDate := int32(0)
-		for i, v := range t.cpMachines {
+		for i, v := range t.CPMachines {
 			machines = append(machines, machine(fmt.Sprintf("c1-control-plane-%d", i), v, v == t.cpVersion, labels(clusterv1.MachineControlPlaneNameLabel, kcp.Name), ""))
 			if v == t.cpVersion {
 				upToDate++
@@ -209,17 +211,17 @@ func (t topo) objects() (*clusterv1.Cluster, TopologyObjects) {
 		mp.Status.Replicas, mp.Status.UpToDateReplicas, mp.Status.AvailableReplicas, mp.Status.ReadyReplicas = &replicas, &upToDate, &replicas, &replicas
 		mps = append(mps, mp)
 	}
-	return c, TopologyObjects{ControlPlane: kcp, MachineDeployments: mds, MachinePools: mps, Machines: machines, MachineSets: sets}
+	return c, status.TopologyObjects{ControlPlane: kcp, MachineDeployments: mds, MachinePools: mps, Machines: machines, MachineSets: sets}
 }
 
 // report evaluates the cluster.
-func (t topo) report() ClusterReport {
+func (t topo) report() status.ClusterReport {
 	c, objs := t.objects()
-	return evaluateTopology(c, objs, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	return status.EvaluateTopologyAt(c, objs, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // stepsLine is the steps on one line; ">" marks the current one.
-func stepsLine(u *UpgradeStatus) string {
+func stepsLine(u *status.UpgradeStatus) string {
 	var parts []string
 	for _, st := range u.Steps {
 		mark := ""
@@ -236,26 +238,26 @@ func stepsLine(u *UpgradeStatus) string {
 // one worker pool md-0 of 2 machines, which Cluster API upgrades once, at
 // the end (kubelet skew allows it).
 var (
-	chainBumped = topo{target: "v1.35.0", cpVersion: "v1.33.4", cpMachines: []string{"v1.33.4", "v1.33.4", "v1.33.4"},
+	chainBumped = topo{target: "v1.35.0", cpVersion: "v1.33.4", CPMachines: []string{"v1.33.4", "v1.33.4", "v1.33.4"},
 		pools: []topoPool{{name: "md-0", version: "v1.33.4", machines: []string{"v1.33.4", "v1.33.4"}}}}
 	chainStep1Rolling = topo{target: "v1.35.0", cpPlan: []string{"v1.35.0"}, wPlan: []string{"v1.35.0"},
-		cpVersion: "v1.34.2", cpMachines: []string{"v1.33.4", "v1.34.2", "v1.34.2"},
+		cpVersion: "v1.34.2", CPMachines: []string{"v1.33.4", "v1.34.2", "v1.34.2"},
 		pools:      []topoPool{{name: "md-0", version: "v1.33.4", machines: []string{"v1.33.4", "v1.33.4"}}},
 		reconciled: "ClusterUpgrading: Cluster is upgrading to v1.35.0\n  * KubeadmControlPlane upgrading to version v1.34.2 (v1.35.0 pending)\n  * MachineDeployment c1-md-0 pending upgrade to version v1.35.0"}
 	chainStep1Done = topo{target: "v1.35.0", cpPlan: []string{"v1.35.0"}, wPlan: []string{"v1.35.0"},
-		cpVersion: "v1.34.2", cpMachines: []string{"v1.34.2", "v1.34.2", "v1.34.2"},
+		cpVersion: "v1.34.2", CPMachines: []string{"v1.34.2", "v1.34.2", "v1.34.2"},
 		pools:      []topoPool{{name: "md-0", version: "v1.33.4", machines: []string{"v1.33.4", "v1.33.4"}}},
 		reconciled: "ClusterUpgrading: Cluster is upgrading to v1.35.0\n  * KubeadmControlPlane pending upgrade to version v1.35.0\n  * MachineDeployment c1-md-0 pending upgrade to version v1.35.0"}
 	chainStep2Rolling = topo{target: "v1.35.0", wPlan: []string{"v1.35.0"},
-		cpVersion: "v1.35.0", cpMachines: []string{"v1.34.2", "v1.35.0", "v1.35.0"},
+		cpVersion: "v1.35.0", CPMachines: []string{"v1.34.2", "v1.35.0", "v1.35.0"},
 		pools:      []topoPool{{name: "md-0", version: "v1.33.4", machines: []string{"v1.33.4", "v1.33.4"}}},
 		reconciled: "ClusterUpgrading: Cluster is upgrading to v1.35.0\n  * KubeadmControlPlane upgrading to version v1.35.0\n  * MachineDeployment c1-md-0 pending upgrade to version v1.35.0"}
 	chainWorkersRolling = topo{target: "v1.35.0",
-		cpVersion: "v1.35.0", cpMachines: []string{"v1.35.0", "v1.35.0", "v1.35.0"},
+		cpVersion: "v1.35.0", CPMachines: []string{"v1.35.0", "v1.35.0", "v1.35.0"},
 		pools:      []topoPool{{name: "md-0", version: "v1.35.0", machines: []string{"v1.33.4", "v1.35.0"}}},
 		reconciled: "ClusterUpgrading: Cluster is upgrading to v1.35.0\n  * MachineDeployment c1-md-0 upgrading to version v1.35.0"}
 	chainDone = topo{target: "v1.35.0",
-		cpVersion: "v1.35.0", cpMachines: []string{"v1.35.0", "v1.35.0", "v1.35.0"},
+		cpVersion: "v1.35.0", CPMachines: []string{"v1.35.0", "v1.35.0", "v1.35.0"},
 		pools: []topoPool{{name: "md-0", version: "v1.35.0", machines: []string{"v1.35.0", "v1.35.0"}}}}
 )
 
@@ -265,7 +267,7 @@ var (
 // object rolled out; the steps say where the upgrade stands.
 func TestEvaluateTopology(t *testing.T) {
 	staleCP := chainDone
-	staleCP.cpMachines = []string{"v1.35.0", "v1.35.0", "v1.34.2"}
+	staleCP.CPMachines = []string{"v1.35.0", "v1.35.0", "v1.34.2"}
 	for _, tc := range []struct {
 		name     string
 		topo     topo
@@ -299,7 +301,7 @@ func TestEvaluateTopology(t *testing.T) {
 		// Cluster API's efficient upgrades: workers on v1.32 must go to
 		// v1.35 before the control plane may go to v1.36.
 		{name: "workers take an intermediate step for the kubelet skew", topo: topo{target: "v1.36.0", cpPlan: []string{"v1.36.0"}, wPlan: []string{"v1.35.0", "v1.36.0"},
-			cpVersion: "v1.35.0", cpMachines: []string{"v1.35.0"},
+			cpVersion: "v1.35.0", CPMachines: []string{"v1.35.0"},
 			pools: []topoPool{{name: "md-0", version: "v1.32.9", machines: []string{"v1.32.9"}}, {name: "md-1", version: "v1.35.0", machines: []string{"v1.32.9", "v1.35.0"}}}},
 			objects: []bool{true, true, false},
 			steps:   "v1.32.9 workers RolledOut, v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut, v1.36.0 controlPlane Pending, v1.36.0 workers Pending",
@@ -374,18 +376,18 @@ func TestEvaluateTopologyReached(t *testing.T) {
 
 // TestUpgradeOf pins the steps on facts alone.
 func TestUpgradeOf(t *testing.T) {
-	cp := func(v string, complete bool, machines ...string) *partFacts {
-		return &partFacts{object: "kubeadmcontrolplane/cp", version: v, machines: machines, complete: complete}
+	cp := func(v string, complete bool, machines ...string) *status.PartFacts {
+		return &status.PartFacts{Object: "kubeadmcontrolplane/cp", Version: v, Machines: machines, Complete: complete}
 	}
-	pool := func(name, v string, complete bool, machines ...string) partFacts {
-		return partFacts{object: "machinedeployment/" + name, topology: name, version: v, machines: machines, complete: complete}
+	pool := func(name, v string, complete bool, machines ...string) status.PartFacts {
+		return status.PartFacts{Object: "machinedeployment/" + name, Topology: name, Version: v, Machines: machines, Complete: complete}
 	}
 	for _, tc := range []struct {
 		name          string
 		target        string
 		cpPlan, wPlan []string
-		cp            *partFacts
-		pools         []partFacts
+		cp            *status.PartFacts
+		pools         []status.PartFacts
 		missing       []string
 		missingMPs    []string
 		steps         string
@@ -398,15 +400,15 @@ func TestUpgradeOf(t *testing.T) {
 		{name: "control plane complete but not every machine on its version", target: "v1.34.2", cp: cp("v1.34.2", true, "v1.34.2", "v1.33.4"),
 			steps: ">v1.34.2 controlPlane RollingOut"},
 		{name: "three control-plane steps", target: "v1.35.0", cpPlan: []string{"v1.34.2", "v1.35.0"}, wPlan: []string{"v1.35.0"},
-			cp: cp("v1.33.4", false, "v1.32.9", "v1.33.4"), pools: []partFacts{pool("a", "v1.32.9", true, "v1.32.9")},
+			cp: cp("v1.33.4", false, "v1.32.9", "v1.33.4"), pools: []status.PartFacts{pool("a", "v1.32.9", true, "v1.32.9")},
 			steps: "v1.32.9 workers RolledOut, >v1.33.4 controlPlane RollingOut, v1.34.2 controlPlane Pending, v1.35.0 controlPlane Pending, v1.35.0 workers Pending"},
 		{name: "pools upgraded one after the other", target: "v1.35.0", wPlan: []string{"v1.35.0"},
-			cp: cp("v1.35.0", true, "v1.35.0"), pools: []partFacts{pool("a", "v1.35.0", true, "v1.35.0"), pool("b", "v1.34.2", true, "v1.34.2")},
+			cp: cp("v1.35.0", true, "v1.35.0"), pools: []status.PartFacts{pool("a", "v1.35.0", true, "v1.35.0"), pool("b", "v1.34.2", true, "v1.34.2")},
 			steps: "v1.34.2 workers RolledOut, v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut"},
 		{name: "no control plane, a missing pool", target: "v1.35.0", missing: []string{"a"},
 			steps: ">v1.35.0 controlPlane Pending, v1.35.0 workers Pending"},
 		{name: "a missing MachinePool holds the end", target: "v1.35.0", cp: cp("v1.35.0", true, "v1.35.0"),
-			pools: []partFacts{pool("a", "v1.35.0", true, "v1.35.0")}, missingMPs: []string{"mp"},
+			pools: []status.PartFacts{pool("a", "v1.35.0", true, "v1.35.0")}, missingMPs: []string{"mp"},
 			steps: "v1.35.0 controlPlane RolledOut, >v1.35.0 workers RollingOut"},
 		// Cluster API lets a plan go through versions equal but for their
 		// build metadata, in the plan's order.
@@ -415,7 +417,7 @@ func TestUpgradeOf(t *testing.T) {
 			steps: "v1.33.4 controlPlane RolledOut, >v1.34.2+build.2 controlPlane Pending, v1.34.2+build.1 controlPlane Pending"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := upgradeOf(tc.target, tc.cpPlan, tc.wPlan, tc.cp, tc.pools, tc.missing, tc.missingMPs)
+			u := status.UpgradeOf(tc.target, tc.cpPlan, tc.wPlan, tc.cp, tc.pools, tc.missing, tc.missingMPs)
 			assert.Equal(t, tc.steps, stepsLine(&u))
 			assert.Equal(t, tc.reached, u.Reached, "reached")
 		})
@@ -424,8 +426,8 @@ func TestUpgradeOf(t *testing.T) {
 
 func TestVersionSequence(t *testing.T) {
 	assert.Equal(t, []string{"v1.32.9", "v1.33.4", "v1.34.2+b", "v1.34.2+a", "v1.35.0", "latest"},
-		versionSequence([]string{"v1.35.0", "", "latest"}, []string{"v1.34.2+b", "v1.33.4", "v1.34.2+a"}, []string{"v1.32.9", "v1.33.4"}))
-	assert.Equal(t, []VersionCount{{"v1.33.4", 1}, {"v1.34.2", 2}}, countVersions([]string{"v1.34.2", "v1.33.4", "v1.34.2"}))
+		status.VersionSequence([]string{"v1.35.0", "", "latest"}, []string{"v1.34.2+b", "v1.33.4", "v1.34.2+a"}, []string{"v1.32.9", "v1.33.4"}))
+	assert.Equal(t, []status.VersionCount{{Version: "v1.33.4", Machines: 1}, {Version: "v1.34.2", Machines: 2}}, status.CountVersions([]string{"v1.34.2", "v1.33.4", "v1.34.2"}))
 }
 
 // TestEvaluateTopologyPaused: a paused Cluster or object is the paused
@@ -433,42 +435,42 @@ func TestVersionSequence(t *testing.T) {
 func TestEvaluateTopologyPaused(t *testing.T) {
 	c, objs := chainDone.objects()
 	c.Spec.Paused = ptr.To(true)
-	r := evaluateTopology(c, objs, time.Now())
+	r := status.EvaluateTopologyAt(c, objs, time.Now())
 	assert.Equal(t, "spec.paused is true", r.Cluster.Paused)
 	assert.Equal(t, "paused (spec.paused is true)", r.Cluster.Summary())
 
 	c.Spec.Paused = nil
 	objs.MachineDeployments[0].Spec.Paused = ptr.To(true)
-	r = evaluateTopology(c, objs, time.Now())
+	r = status.EvaluateTopologyAt(c, objs, time.Now())
 	assert.Equal(t, "machinedeployment/c1-md-0: spec.paused is true", r.Cluster.Paused)
-	tr := &StatusTracker{ProgressDeadline: time.Minute}
-	assert.Equal(t, PhasePaused, tr.Observe(r.Cluster, time.Now()).Phase)
+	tr := &status.StatusTracker{ProgressDeadline: time.Minute}
+	assert.Equal(t, status.PhasePaused, tr.Observe(r.Cluster, time.Now()).Phase)
 }
 
 // TestTopologyTracker: the tracker needs the whole cluster to be complete,
 // and counts a step of the upgrade as progress.
 func TestTopologyTracker(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	tr := &StatusTracker{ProgressDeadline: 10 * time.Minute}
-	assert.Equal(t, PhaseProgressing, tr.Observe(chainStep1Done.report().Cluster, t0).Phase, "an intermediate step rolled out")
-	assert.Equal(t, PhaseProgressing, tr.Observe(chainStep1Done.report().Cluster, t0.Add(9*time.Minute)).Phase)
+	tr := &status.StatusTracker{ProgressDeadline: 10 * time.Minute}
+	assert.Equal(t, status.PhaseProgressing, tr.Observe(chainStep1Done.report().Cluster, t0).Phase, "an intermediate step rolled out")
+	assert.Equal(t, status.PhaseProgressing, tr.Observe(chainStep1Done.report().Cluster, t0.Add(9*time.Minute)).Phase)
 	// The next step applied: progress, so the deadline moves.
-	assert.Equal(t, PhaseProgressing, tr.Observe(chainStep2Rolling.report().Cluster, t0.Add(10*time.Minute)).Phase)
-	assert.Equal(t, PhaseStalled, tr.Observe(chainStep2Rolling.report().Cluster, t0.Add(20*time.Minute)).Phase)
-	assert.Equal(t, PhaseRolledOut, (&StatusTracker{ProgressDeadline: time.Minute}).Observe(chainDone.report().Cluster, t0).Phase)
+	assert.Equal(t, status.PhaseProgressing, tr.Observe(chainStep2Rolling.report().Cluster, t0.Add(10*time.Minute)).Phase)
+	assert.Equal(t, status.PhaseStalled, tr.Observe(chainStep2Rolling.report().Cluster, t0.Add(20*time.Minute)).Phase)
+	assert.Equal(t, status.PhaseRolledOut, (&status.StatusTracker{ProgressDeadline: time.Minute}).Observe(chainDone.report().Cluster, t0).Phase)
 }
 
 // chainReports are the reports of a whole chained upgrade, with the phases
 // the tracker gives them.
-func chainReports() []ClusterReport {
-	var out []ClusterReport
+func chainReports() []status.ClusterReport {
+	var out []status.ClusterReport
 	for _, tp := range []topo{chainBumped, chainStep1Rolling, chainStep1Done, chainStep2Rolling, chainWorkersRolling, chainDone} {
 		r := tp.report()
-		phase := PhaseProgressing
+		phase := status.PhaseProgressing
 		if r.Cluster.Complete {
-			phase = PhaseRolledOut
+			phase = status.PhaseRolledOut
 		}
-		r.setPhase(phase, phase == PhaseRolledOut)
+		r.SetPhase(phase, phase == status.PhaseRolledOut)
 		out = append(out, r)
 	}
 	return out
@@ -478,14 +480,14 @@ func chainReports() []ClusterReport {
 // cluster/c1` through a chained upgrade (docs/cli.md quotes it).
 func TestStatusClusterLines(t *testing.T) {
 	var out bytes.Buffer
-	p := &statusPrinter{out: &out, last: map[string]string{}}
+	p := &status.StatusPrinter{Out: &out, Last: map[string]string{}}
 	reports := chainReports()
 	for _, r := range reports {
 		if !r.Cluster.Done {
-			require.NoError(t, p.printCluster(r, time.Unix(0, 0)))
+			require.NoError(t, p.PrintCluster(r, time.Unix(0, 0)))
 		}
 	}
-	require.NoError(t, writeRolledOut(&out, reports[len(reports)-1]))
+	require.NoError(t, status.WriteRolledOut(&out, reports[len(reports)-1]))
 	golden(t, "status-cluster-lines.txt", out.String())
 }
 
@@ -494,10 +496,10 @@ func TestStatusClusterLines(t *testing.T) {
 // cluster's phase).
 func TestStatusClusterJSON(t *testing.T) {
 	var out bytes.Buffer
-	p := &statusPrinter{out: &out, json: true, last: map[string]string{}}
+	p := &status.StatusPrinter{Out: &out, JSON: true, Last: map[string]string{}}
 	r := chainStep1Rolling.report()
-	r.setPhase(PhaseProgressing, false)
-	require.NoError(t, p.printCluster(r, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
+	r.SetPhase(status.PhaseProgressing, false)
+	require.NoError(t, p.PrintCluster(r, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 3, "the cluster, its control plane and its pool")
 	var pretty bytes.Buffer
@@ -519,7 +521,7 @@ func TestRenderLiveCluster(t *testing.T) {
 	reports := chainReports()
 	for _, tc := range []struct {
 		name          string
-		r             ClusterReport
+		r             status.ClusterReport
 		width, height int
 	}{
 		{"step-1-rolling", reports[1], 0, 0},
@@ -530,7 +532,7 @@ func TestRenderLiveCluster(t *testing.T) {
 		{"step-1-rolling-tiny", reports[1], 60, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := RenderLiveCluster(tc.r, 4*time.Minute+10*time.Second, tc.width, tc.height)
+			got := status.RenderLiveCluster(tc.r, 4*time.Minute+10*time.Second, tc.width, tc.height)
 			for i, l := range got {
 				if tc.width > 0 {
 					assert.LessOrEqual(t, utf8.RuneCountInString(l), tc.width, "line %d too wide", i)

@@ -24,6 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/status"
 )
 
 // apiServer is a fake client whose watches the test ends as the API server
@@ -43,7 +46,7 @@ type apiServer struct {
 
 func newAPIServer(objs ...client.Object) *apiServer {
 	s := &apiServer{lists: map[string]int{}, watches: map[string]int{}, watchedFrom: map[string][]string{}, failLists: map[string]int{}}
-	s.WithWatch = withNameIndexes(fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...)).
+	s.WithWatch = withNameIndexes(fake.NewClientBuilder().WithScheme(core.Scheme()).WithObjects(objs...)).
 		WithInterceptorFuncs(interceptor.Funcs{
 			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 				s.mu.Lock()
@@ -180,8 +183,8 @@ func exitOf(t *testing.T, ctx context.Context, r *fakeRun) int {
 // longer resume (410 Gone) is resumed by listing and watching again; the
 // verdict is unchanged: status exits 0 once the rollout is done.
 func TestStatusWatchResumes(t *testing.T) {
-	defer func(d time.Duration) { transientRetryInterval = d }(transientRetryInterval)
-	transientRetryInterval = time.Millisecond
+	defer func(d time.Duration) { status.TransientRetryInterval = d }(status.TransientRetryInterval)
+	status.TransientRetryInterval = time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s := newAPIServer(objectsOf(chainStep1Rolling)...)
@@ -213,7 +216,7 @@ func TestStatusWatchResumes(t *testing.T) {
 	waitUntil(t, r, "a second list of the Machines", func() bool { ls, w := s.count(machines); return ls == 2 && w == 3 })
 
 	moveTo(ctx, t, s, chainStep1Done)
-	assert.Equal(t, ExitOK, exitOf(t, ctx, r), r.errOut.String())
+	assert.Equal(t, core.ExitOK, exitOf(t, ctx, r), r.errOut.String())
 	assert.True(t, strings.HasSuffix(r.out.String(), "kubeadmcontrolplane/c1-control-plane successfully rolled out (revision 3)\n"), r.out.String())
 	assert.Empty(t, r.errOut.String())
 }
@@ -222,15 +225,15 @@ func TestStatusWatchResumes(t *testing.T) {
 // server is down are noted once and retried; status goes on when it is
 // back.
 func TestStatusWatchRidesThroughAnOutage(t *testing.T) {
-	defer func(d time.Duration) { transientRetryInterval = d }(transientRetryInterval)
-	transientRetryInterval = time.Millisecond
+	defer func(d time.Duration) { status.TransientRetryInterval = d }(status.TransientRetryInterval)
+	status.TransientRetryInterval = time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s := newAPIServer(objectsOf(chainStep1Done)...)
 	s.err = &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/apis/cluster.x-k8s.io/v1beta2/namespaces/demo/machines", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	s.failLists[fmt.Sprintf("%T", &clusterv1.MachineList{})] = 5
 	r := startFake(ctx, s, topoNS, time.Now(), "status", "kcp/c1-control-plane")
-	assert.Equal(t, ExitOK, exitOf(t, ctx, r), r.errOut.String())
+	assert.Equal(t, core.ExitOK, exitOf(t, ctx, r), r.errOut.String())
 	assert.Equal(t, "lost the API server (Get \"https://127.0.0.1:6443/apis/cluster.x-k8s.io/v1beta2/namespaces/demo/machines\": dial: connect: connection refused); watching again\n", r.errOut.String())
 	assert.Contains(t, r.out.String(), "kubeadmcontrolplane/c1-control-plane successfully rolled out")
 }
@@ -244,25 +247,25 @@ func TestStatusWatchEnds(t *testing.T) {
 	r := startFake(ctx, s, topoNS, time.Now(), "status", "kcp/c1-control-plane")
 	waitFor(t, r, "kubeadmcontrolplane/c1-control-plane: 2 of 3 machines up to date, 3 available (1 old machine pending deletion)")
 	require.NoError(t, s.Delete(ctx, &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: topoNS, Name: "c1-control-plane"}}))
-	assert.Equal(t, ExitError, exitOf(t, ctx, r))
+	assert.Equal(t, core.ExitError, exitOf(t, ctx, r))
 	assert.Equal(t, "error: kubeadmcontrolplane/c1-control-plane was deleted while its rollout was watched\n", r.errOut.String())
 
 	s = newAPIServer(objectsOf(chainStep1Rolling)...)
 	s.err = apierrors.NewForbidden(schema.GroupResource{Group: clusterv1.GroupVersion.Group, Resource: "machinesets"}, "", fmt.Errorf(`User "viewer" cannot list resource "machinesets"`))
 	s.failLists[fmt.Sprintf("%T", &clusterv1.MachineSetList{})] = 1000
 	_, errOut, code := runFake(t, s, time.Now(), "status", "md/c1-md-0")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Contains(t, errOut, `error: cannot status MachineDeployment demo/c1-md-0: user "viewer" may not list machinesets.cluster.x-k8s.io in namespace "demo" (Forbidden)`)
 }
 
 // TestStatusOnce: --watch=false reports once: exit 0 only when rolled out.
 func TestStatusOnce(t *testing.T) {
 	out, errOut, code := runFake(t, newFakeClient(objectsOf(chainStep1Rolling)...), time.Now(), "status", "kcp/c1-control-plane", "--watch=false")
-	assert.Equal(t, ExitError, code)
+	assert.Equal(t, core.ExitError, code)
 	assert.Equal(t, "kubeadmcontrolplane/c1-control-plane: 2 of 3 machines up to date, 3 available (1 old machine pending deletion)\n", out)
 	assert.Equal(t, "error: 1 of 1 objects not rolled out\n", errOut)
 
 	out, errOut, code = runFake(t, newFakeClient(objectsOf(chainStep1Done)...), time.Now(), "status", "md/c1-md-0", "--watch=false", "-o", "json")
-	assert.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, core.ExitOK, code, errOut)
 	assert.Contains(t, out, `"object":"machinedeployment/c1-md-0","phase":"RolledOut","replicas":2,"upToDate":2,"available":2,"ready":2`)
 }

@@ -6,29 +6,21 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
-)
-
-// Group suffixes of Cluster API's provider contracts: an infrastructure
-// machine template lives in a group ending in infrastructure.cluster.x-k8s.io,
-// a bootstrap config template in one ending in bootstrap.cluster.x-k8s.io.
-const (
-	infrastructureGroupSuffix = "infrastructure.cluster.x-k8s.io"
-	bootstrapGroupSuffix      = "bootstrap.cluster.x-k8s.io"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // SwitchOptions are the options of `rollout KIND/NAME --template ...`: the
 // template switch, and with no flag a restart.
 type SwitchOptions struct {
-	c *cli
+	// Session is the invocation: its clients, streams and checks.
+	Session *core.Session
 	// PrintFlags is -o/--output.
-	PrintFlags *PrintFlags
+	PrintFlags *core.PrintFlags
 	// Template is --template KIND/NAME: the infrastructure machine template.
 	Template string
 	// BootstrapTemplate is --bootstrap-template KIND/NAME (MachineDeployment).
@@ -46,15 +38,15 @@ type SwitchOptions struct {
 	// Git instead of changing the object.
 	Emit string
 
-	ref      Ref
-	dry      dryRun
-	emit     emitFormat
+	ref      core.Ref
+	dry      core.DryRun
+	emit     core.EmitFormat
 	cause    string
 	causeSet bool
 }
 
-func newSwitchCommand(c *cli) *cobra.Command {
-	o := &SwitchOptions{c: c, PrintFlags: NewPrintFlags()}
+func newSwitchCommand(c *core.Session) *cobra.Command {
+	o := &SwitchOptions{Session: c, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "rollout KIND/NAME [--template KIND/NAME] [--bootstrap-template KIND/NAME] [--version vX.Y.Z]",
 		Short: "Safe, recorded rollouts of Cluster API worker pools and control planes",
@@ -82,7 +74,7 @@ rollout KIND/NAME with none of these flags rolls the object out now, like restar
 
 Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 
-` + exitCodesHelp,
+` + core.ExitCodesHelp,
 		Example: `  # Roll a worker pool out to a new machine template
   rollout machinedeployment/md-0 --template devmachinetemplate/md-0-rev-1
 
@@ -115,9 +107,9 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "The bootstrap config template to roll out to, KIND/NAME (e.g. kubeadmconfigtemplate/md-0-rev-1); MachineDeployment only.")
 	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2.")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll out; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
-	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(core.DryRunClient)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Change the object even if a GitOps controller (Argo CD, Flux) manages it, which reverts the change at its next sync unless Git has it too.")
-	cmd.Flags().StringVar(&o.Emit, "emit", "", emitHelp)
+	cmd.Flags().StringVar(&o.Emit, "emit", "", core.EmitHelp)
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -126,25 +118,25 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 // Complete reads the argument and flags.
 func (o *SwitchOptions) Complete(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 && !strings.Contains(args[0], "/") {
-		if _, err := ParseKind(args[0]); err != nil {
+		if _, err := core.ParseKind(args[0]); err != nil {
 			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 				return fmt.Errorf("unknown command %q for %q; did you mean %q?", args[0], cmd.CommandPath(), s[0])
 			}
-			return fmt.Errorf("unknown command or resource %q: commands are %s; resources are KIND/NAME (%s)", args[0], subcommandNames(cmd), kindsHelp)
+			return fmt.Errorf("unknown command or resource %q: commands are %s; resources are KIND/NAME (%s)", args[0], subcommandNames(cmd), core.KindsHelp)
 		}
 	}
-	ref, err := parseOne(o.c.name(), args)
+	ref, err := core.ParseOne(o.Session.Name(), args)
 	if err != nil {
 		return err
 	}
 	o.ref = ref
-	if o.dry, err = parseDryRun(o.DryRun); err != nil {
+	if o.dry, err = core.ParseDryRun(o.DryRun); err != nil {
 		return err
 	}
-	if o.emit, err = parseEmit(o.Emit); err != nil {
+	if o.emit, err = core.ParseEmit(o.Emit); err != nil {
 		return err
 	}
-	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	o.cause = o.Session.ChangeCause(cmd, o.ChangeCause)
 	o.causeSet = cmd.Flags().Changed("change-cause")
 	return nil
 }
@@ -162,19 +154,19 @@ func subcommandNames(cmd *cobra.Command) string {
 // Validate checks the flags.
 func (o *SwitchOptions) Validate() error {
 	switching := o.Template != "" || o.BootstrapTemplate != "" || o.Version != ""
-	if kind := o.ref.Kind; switching && kind.switching == nil {
-		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s%s", o.ref, kind.noSwitch)
+	if kind := o.ref.Kind; switching && kind.Switching == nil {
+		return fmt.Errorf("--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not %s%s", o.ref, kind.NoSwitch)
 	}
-	if err := o.ref.Kind.refuseBootstrap(o.BootstrapTemplate); err != nil {
+	if err := o.ref.Kind.RefuseBootstrap(o.BootstrapTemplate); err != nil {
 		return err
 	}
-	if !switching && o.dry != dryRunNone {
+	if !switching && o.dry != core.DryRunNone {
 		return fmt.Errorf("--dry-run goes with --template, --bootstrap-template or --version")
 	}
-	if !switching && (o.emit != emitNone || o.Force) {
+	if !switching && (o.emit != core.EmitNone || o.Force) {
 		return fmt.Errorf("--emit and --force go with --template, --bootstrap-template or --version")
 	}
-	if err := validateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, o.Force); err != nil {
+	if err := core.ValidateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, o.Force); err != nil {
 		return err
 	}
 	return o.PrintFlags.Validate()
@@ -182,115 +174,115 @@ func (o *SwitchOptions) Validate() error {
 
 // restart is `rollout KIND/NAME` with no flag: a restart now.
 func (o *SwitchOptions) restart(cmd *cobra.Command) error {
-	r := &RestartOptions{c: o.c, PrintFlags: o.PrintFlags, targets: Targets{Refs: []Ref{o.ref}}, cause: o.cause}
+	r := &RestartOptions{Session: o.Session, PrintFlags: o.PrintFlags, targets: core.Targets{Refs: []core.Ref{o.ref}}, cause: o.cause}
 	return r.Run(cmd.Context())
 }
 
 // Run switches the templates and version.
 func (o *SwitchOptions) Run(ctx context.Context) error {
-	cl, err := o.c.clients()
+	cl, err := o.Session.Clients()
 	if err != nil {
 		return err
 	}
 	purpose := "roll out " + o.ref.String()
-	obj, err := o.c.get(ctx, cl, o.ref, purpose)
+	obj, err := o.Session.Get(ctx, cl, o.ref, purpose)
 	if err != nil {
 		return err
 	}
 	var infra, bootstrap *clusterv1.ContractVersionedObjectReference
 	if o.Template != "" {
-		if infra, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, infrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
+		if infra, err = o.Session.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--template", o.Template, core.InfrastructureGroupSuffix, "an infrastructure machine template", "DevMachineTemplate"); err != nil {
 			return err
 		}
 	}
 	if o.BootstrapTemplate != "" {
-		if bootstrap, err = o.c.resolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, bootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
+		if bootstrap, err = o.Session.ResolveTemplate(ctx, cl, obj.GetNamespace(), "--bootstrap-template", o.BootstrapTemplate, core.BootstrapGroupSuffix, "a bootstrap config template", "KubeadmConfigTemplate"); err != nil {
 			return err
 		}
 	}
-	err, exhausted := retryConflicts(func() error { return o.switchOnce(ctx, cl, obj, infra, bootstrap) }, func() (err error) {
-		o.c.notef("conflict: %s changed after it was read; reading it again and checking again", describe(obj, o.ref.Kind))
-		obj, err = o.c.reread(ctx, cl, obj, purpose)
+	err, exhausted := core.RetryConflicts(func() error { return o.switchOnce(ctx, cl, obj, infra, bootstrap) }, func() (err error) {
+		o.Session.Notef("conflict: %s changed after it was read; reading it again and checking again", core.Describe(obj, o.ref.Kind))
+		obj, err = o.Session.Reread(ctx, cl, obj, purpose)
 		return err
 	})
 	if exhausted {
-		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was changed: %w", purpose, maxAttempts, err)
+		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was changed: %w", purpose, core.MaxAttempts, err)
 	}
 	return err
 }
 
 // switchOnce makes one attempt on obj as read; a conflict is returned as is.
-func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference) error {
-	id := describe(obj, o.ref.Kind)
+func (o *SwitchOptions) switchOnce(ctx context.Context, cl *core.Clients, obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference) error {
+	id := core.Describe(obj, o.ref.Kind)
 	purpose := "roll out " + id
-	spec, err := switchSpec(obj, infra, bootstrap, o.Version)
+	spec, err := core.SwitchSpec(obj, infra, bootstrap, o.Version)
 	if err != nil {
 		return err
 	}
-	patch, err := patchOf(obj.GetResourceVersion(), causeAnnotations(o.cause), spec)
+	patch, err := core.PatchOf(obj.GetResourceVersion(), core.CauseAnnotations(o.cause), spec)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	newObj, err := applyMergePatch(obj, patch)
+	newObj, err := core.ApplyMergePatch(obj, patch)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	oldSnap, newSnap, err := snapshots(obj, newObj)
+	oldSnap, newSnap, err := core.Snapshots(obj, newObj)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	if oldSnap.Hash == newSnap.Hash {
-		if o.emit != emitNone {
-			o.c.notef("%s already uses these templates and version: nothing to change; printing it as it is live", id)
-			return emit(o.c.IOStreams.Out, o.emit, obj, obj, patch)
+		if o.emit != core.EmitNone {
+			o.Session.Notef("%s already uses these templates and version: nothing to change; printing it as it is live", id)
+			return core.Emit(o.Session.IOStreams.Out, o.emit, obj, obj, patch)
 		}
 		return o.print(obj, "unchanged: it already uses these templates and version")
 	}
-	if o.emit == emitNone && o.dry == dryRunNone {
-		if err := o.c.checkGitOps("roll out", obj, o.Force, o.inGit(obj)); err != nil {
+	if o.emit == core.EmitNone && o.dry == core.DryRunNone {
+		if err := o.Session.CheckGitOps("roll out", obj, o.Force, o.inGit(obj)); err != nil {
 			return err
 		}
 	}
-	if how := pausedBy(obj); how != "" && o.emit == emitNone {
-		o.c.warnf("%s is paused (%s): the change is stored now and rolls out when it is resumed", id, how)
+	if how := core.PausedBy(obj); how != "" && o.emit == core.EmitNone {
+		o.Session.Warnf("%s is paused (%s): the change is stored now and rolls out when it is resumed", id, how)
 	}
-	if o.dry == dryRunClient && !o.PrintFlags.Data() {
-		changes, _, err := fieldChanges(oldSnap, newSnap)
+	if o.dry == core.DryRunClient && !o.PrintFlags.Data() {
+		changes, _, err := core.FieldChanges(oldSnap, newSnap)
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
-		fmt.Fprintf(o.c.IOStreams.Out, "%s: would roll out (dry run: nothing sent)\n", id)
-		if err := writeFieldTable(o.c.IOStreams.Out, "", "LIVE", "AFTER", changes); err != nil {
+		fmt.Fprintf(o.Session.IOStreams.Out, "%s: would roll out (dry run: nothing sent)\n", id)
+		if err := core.WriteFieldTable(o.Session.IOStreams.Out, "", "LIVE", "AFTER", changes); err != nil {
 			return err
 		}
 	}
-	if o.dry != dryRunServer {
+	if o.dry != core.DryRunServer {
 		hint := "To ask the guard itself, add --dry-run=server."
-		if o.emit != emitNone {
+		if o.emit != core.EmitNone {
 			hint = "The guard refuses it the same way when a GitOps controller applies it. To ask the guard itself, run the command with --dry-run=server instead of --emit."
 		}
-		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, hint, o.dry == dryRunClient || o.emit != emitNone); refusal != nil {
+		if refusal := o.Session.CheckPolicy(ctx, cl, obj, newObj, hint, o.dry == core.DryRunClient || o.emit != core.EmitNone); refusal != nil {
 			return refusal
 		}
 	}
-	if o.emit != emitNone {
-		return emit(o.c.IOStreams.Out, o.emit, obj, newObj, patch)
+	if o.emit != core.EmitNone {
+		return core.Emit(o.Session.IOStreams.Out, o.emit, obj, newObj, patch)
 	}
 	cause, err := revisions.ChangeCause(oldSnap, newSnap)
 	if err != nil {
 		return fmt.Errorf("cannot %s: %w", purpose, err)
 	}
-	if o.dry == dryRunClient {
+	if o.dry == core.DryRunClient {
 		if o.PrintFlags.Data() {
 			return o.print(newObj, "")
 		}
 		return o.print(obj, "rolling out (dry run): "+cause)
 	}
-	if err := o.c.send(ctx, cl, obj, types.MergePatchType, patch, o.dry, purpose); err != nil {
+	if err := o.Session.Send(ctx, cl, obj, types.MergePatchType, patch, o.dry, purpose); err != nil {
 		return err
 	}
 	op := "rolling out: " + cause
-	if o.dry == dryRunServer {
+	if o.dry == core.DryRunServer {
 		op = "rolling out (server dry run): " + cause
 	}
 	return o.print(obj, op)
@@ -298,10 +290,10 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *clients, obj client.
 
 // inGit is the command that prints this switch for Git.
 func (o *SwitchOptions) inGit(obj client.Object) string {
-	words := []string{o.c.name(), o.ref.String()}
+	words := []string{o.Session.Name(), o.ref.String()}
 	for _, f := range []struct{ flag, value string }{{"--template", o.Template}, {"--bootstrap-template", o.BootstrapTemplate}, {"--version", o.Version}} {
 		if f.value != "" {
-			words = append(words, f.flag, quote(f.value))
+			words = append(words, f.flag, core.Quote(f.value))
 		}
 	}
 	return strings.Join(append(words, "-n", obj.GetNamespace(), "--emit", "yaml"), " ")
@@ -312,133 +304,5 @@ func (o *SwitchOptions) print(obj client.Object, op string) error {
 	if err != nil {
 		return err
 	}
-	return p.PrintObj(obj, o.c.IOStreams.Out)
-}
-
-// switchSpec is the spec part of the merge patch of a template switch of
-// obj: the infrastructure and bootstrap templates and the version, each
-// when set, at the fields its kind has them. A topology-managed object is
-// refused, naming what to change instead.
-func switchSpec(obj client.Object, infra, bootstrap *clusterv1.ContractVersionedObjectReference, version string) (map[string]any, error) {
-	kind := kindOf(obj)
-	fields := kind.switching
-	if fields == nil {
-		return nil, fmt.Errorf("the template switch does not work on %s", describe(obj, kind))
-	}
-	if topologyOwned(obj) {
-		if kind.topology.controlPlane {
-			return nil, topologyError("switch the template of", obj, "change the control plane's machine infrastructure template in the ClusterClass of Cluster CLUSTER (spec.controlPlane.machineInfrastructure), or spec.topology.version of the Cluster")
-		}
-		return nil, topologyError("switch the templates of", obj, "change the templates of its worker class in the ClusterClass of Cluster CLUSTER, or the class and version in the Cluster's topology ("+topologyPath(obj)+", spec.topology.version)")
-	}
-	ref := func(r *clusterv1.ContractVersionedObjectReference) map[string]any {
-		return map[string]any{"apiGroup": r.APIGroup, "kind": r.Kind, "name": r.Name}
-	}
-	spec := map[string]any{}
-	if infra != nil {
-		setPath(spec, fields.infrastructure, ref(infra))
-	}
-	if bootstrap != nil && fields.bootstrap != nil {
-		setPath(spec, fields.bootstrap, ref(bootstrap))
-	}
-	if version != "" {
-		setPath(spec, fields.version, version)
-	}
-	return spec, nil
-}
-
-// setPath sets value at path in m, making the maps on the way.
-func setPath(m map[string]any, path []string, value any) {
-	for _, p := range path[:len(path)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[p] = next
-		}
-		m = next
-	}
-	m[path[len(path)-1]] = value
-}
-
-// templateRefsOf lists the templates obj references.
-func templateRefsOf(obj client.Object) []templateRef {
-	if k := kindOf(obj); k.templates != nil {
-		return k.templates(obj)
-	}
-	return nil
-}
-
-// checkTemplates makes sure every template refs names exists in namespace;
-// the error names the missing one, its field, and wayOut.
-func (c *cli) checkTemplates(ctx context.Context, cl *clients, namespace string, refs []templateRef, purpose, wayOut string) error {
-	for _, r := range refs {
-		gk := schema.GroupKind{Group: r.ref.APIGroup, Kind: r.ref.Kind}
-		mapping, err := cl.mapper.RESTMapping(gk)
-		if err != nil {
-			return fmt.Errorf("cannot %s: the %s %s %s/%s (%s) cannot be checked: the API server serves no kind %s: %w", purpose, r.role, gk.String(), namespace, r.ref.Name, r.field, gk.String(), err)
-		}
-		meta := &metav1.PartialObjectMetadata{}
-		meta.SetGroupVersionKind(mapping.GroupVersionKind)
-		if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.ref.Name}, meta); err != nil {
-			if client.IgnoreNotFound(err) == nil {
-				return fmt.Errorf("cannot %s: the %s %s %q (%s) does not exist in namespace %q; %s", purpose, r.role, r.ref.Kind, r.ref.Name, r.field, namespace, wayOut)
-			}
-			return call{verb: "get", gr: mapping.Resource.GroupResource(), kind: r.ref.Kind, namespace: namespace, name: r.ref.Name, purpose: purpose}.explain(err)
-		}
-	}
-	return nil
-}
-
-// snapshots returns the revision content of an object before and after a change.
-func snapshots(oldObj, newObj client.Object) (revisions.Snapshot, revisions.Snapshot, error) {
-	kind := kindOf(oldObj)
-	if kind.History == nil {
-		return revisions.Snapshot{}, revisions.Snapshot{}, fmt.Errorf("%s has no revisions", describe(oldObj, kind))
-	}
-	a, err := kind.History.Snapshot(oldObj)
-	if err != nil {
-		return a, a, err
-	}
-	b, err := kind.History.Snapshot(newObj)
-	return a, b, err
-}
-
-// resolveTemplate resolves a --template value, KIND/NAME, through the API
-// server's discovery, and checks that it is a template of the right
-// provider contract (its group ends in groupSuffix, its kind in "Template")
-// that exists in namespace.
-func (c *cli) resolveTemplate(ctx context.Context, cl *clients, namespace, flag, value, groupSuffix, what, example string) (*clusterv1.ContractVersionedObjectReference, error) {
-	kindArg, name, ok := strings.Cut(value, "/")
-	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
-		return nil, fmt.Errorf("%s %q is not KIND/NAME: write e.g. %s %s/NAME", flag, value, flag, strings.ToLower(example))
-	}
-	gvr, gr := schema.ParseResourceArg(kindArg)
-	var gvk schema.GroupVersionKind
-	var err error
-	if gvr != nil {
-		gvk, err = cl.mapper.KindFor(*gvr)
-	}
-	if gvr == nil || err != nil {
-		gvk, err = cl.mapper.KindFor(gr.WithVersion(""))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: the API server knows no kind %q (%v); write the kind of %s, e.g. %s/NAME", flag, value, kindArg, err, what, strings.ToLower(example))
-	}
-	if !strings.HasSuffix(gvk.Group, groupSuffix) || !strings.HasSuffix(gvk.Kind, "Template") {
-		return nil, fmt.Errorf("%s %s: %s is not %s: want a kind of an API group ending in %s whose name ends in Template, e.g. %s", flag, value, gvk.GroupKind().String(), what, groupSuffix, example)
-	}
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(gvk)
-	if err := cl.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, meta); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, fmt.Errorf("%s %s: %s %q not found in namespace %q: create it first (an object references templates in its own namespace)", flag, value, gvk.Kind, name, namespace)
-		}
-		mapping, merr := cl.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}
-		if merr == nil {
-			gr = mapping.Resource.GroupResource()
-		}
-		return nil, call{verb: "get", gr: gr, kind: gvk.Kind, namespace: namespace, name: name, purpose: "check " + flag + " " + value}.explain(err)
-	}
-	return &clusterv1.ContractVersionedObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: name}, nil
+	return p.PrintObj(obj, o.Session.IOStreams.Out)
 }

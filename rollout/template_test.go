@@ -10,6 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // devMachineTemplate is an infrastructure machine template in demo.
@@ -30,7 +32,7 @@ func devMachineTemplate(name string) *unstructured.Unstructured {
 func TestSwitch(t *testing.T) {
 	cl := withServedKinds(t, gitOpsWorld(t, nil), devMachineTemplate("md-v2"), devMachineTemplate("cp-v2"))
 	out, errOut, code := runFake(t, cl, gitOpsNow, "md/c1-md-0", "--template", "devmachinetemplate/md-v2", "--dry-run=client")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, `MachineDeployment demo/c1-md-0: would roll out (dry run: nothing sent)
 FIELD               LIVE     AFTER
 infrastructureRef   <none>   DevMachineTemplate/md-v2   (rolls out)
@@ -42,7 +44,7 @@ machinedeployment.cluster.x-k8s.io/c1-md-0 rolling out (dry run): infrastructure
 	md.Spec.Paused = ptr.To(true)
 	require.NoError(t, cl.Update(context.Background(), md))
 	out, errOut, code = runFake(t, cl, gitOpsNow, "md/c1-md-0", "--template", "devmachinetemplate/md-v2")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 rolling out: infrastructureRef (none) → DevMachineTemplate/md-v2\n", out)
 	assert.Equal(t, "Warning: MachineDeployment demo/c1-md-0 is paused (spec.paused is true): the change is stored now and rolls out when it is resumed\n", errOut)
 	getObj(t, cl, md)
@@ -50,11 +52,11 @@ machinedeployment.cluster.x-k8s.io/c1-md-0 rolling out (dry run): infrastructure
 	assert.Equal(t, "rollout md/c1-md-0 --template devmachinetemplate/md-v2", md.Annotations["rollout-guard.io/change-cause"])
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "md/c1-md-0", "--template", "devmachinetemplate/md-v2", "--version", "v1.34.2")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 unchanged: it already uses these templates and version\n", out)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "kcp/c1-control-plane", "--template", "devmachinetemplate/cp-v2", "--version", "v1.34.3", "-o", "name")
-	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane\n", out)
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	kcp.Namespace, kcp.Name = topoNS, "c1-control-plane"
@@ -81,7 +83,7 @@ func TestSwitchRefused(t *testing.T) {
 		{[]string{"md/c1-md-0", "--version", "v1.35.0"}, "[rule WorkerNewerThanControlPlane]"},
 	} {
 		_, errOut, code := runFake(t, cl, gitOpsNow, tc.args...)
-		assert.Equal(t, ExitError, code, "%v", tc.args)
+		assert.Equal(t, core.ExitError, code, "%v", tc.args)
 		assert.Contains(t, errOut, tc.want, "%v", tc.args)
 	}
 	md := gitOpsMD()
@@ -96,7 +98,7 @@ func TestSwitchRefused(t *testing.T) {
 			"change the control plane's machine infrastructure template in the ClusterClass of Cluster c1 (spec.controlPlane.machineInfrastructure), or spec.topology.version of the Cluster\n",
 	} {
 		_, errOut, code := runFake(t, topo, gitOpsNow, args, "--version", "v1.35.1")
-		assert.Equal(t, ExitError, code, args)
+		assert.Equal(t, core.ExitError, code, args)
 		assert.Equal(t, want, errOut, args)
 	}
 }

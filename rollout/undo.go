@@ -1,24 +1,20 @@
 package rollout
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // UndoOptions are the options of `rollout undo`.
 type UndoOptions struct {
-	c *cli
+	// Session is the invocation: its clients, streams and checks.
+	Session *core.Session
 	// PrintFlags is -o/--output.
-	PrintFlags *PrintFlags
+	PrintFlags *core.PrintFlags
 	// ToRevision is --to-revision; 0 is the previous revision.
 	ToRevision int64
 	// DryRun is --dry-run: none, client or server.
@@ -35,15 +31,15 @@ type UndoOptions struct {
 	// Git instead of changing the object.
 	Emit string
 
-	ref      Ref
-	dry      dryRun
-	emit     emitFormat
+	ref      core.Ref
+	dry      core.DryRun
+	emit     core.EmitFormat
 	cause    string
 	causeSet bool
 }
 
-func newUndoCommand(c *cli) *cobra.Command {
-	o := &UndoOptions{c: c, PrintFlags: NewPrintFlags()}
+func newUndoCommand(c *core.Session) *cobra.Command {
+	o := &UndoOptions{Session: c, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "undo KIND/NAME [--to-revision N]",
 		Short: "Roll a worker pool or control plane back to an earlier revision",
@@ -98,7 +94,7 @@ GitOps controller applies it. --emit patch prints the JSON merge patch instead. 
 checked exactly as the rollback itself (the same checks, the same refusals and exit codes);
 with --emit, --force only lets a revision of unknown author be printed.
 
-` + exitCodesHelp,
+` + core.ExitCodesHelp,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
 
@@ -116,14 +112,14 @@ with --emit, --force only lets a revision of unknown author be printed.
 
   # Managed by Argo CD or Flux: print the manifest of revision 3 to commit to Git
   rollout undo md/md-0 --to-revision 3 --emit yaml > clusters/prod/md-0.yaml`,
-		RunE: runE(o),
+		RunE: core.RunE(o),
 	}
 	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "The revision to roll back to (default: the previous revision).")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll back; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
-	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(dryRunClient)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(core.DryRunClient)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Roll back even if a GitOps controller (Argo CD, Flux) manages the object, which reverts the rollback at its next sync unless Git has it too; and to a revision of unknown author (changed while rollout-guard was not admitting changes, or live before it was installed), once you have read what undo shows it changes. With --reason, also send rollout-guard's override annotation: the guard lets a refused change through for members of its override groups, and records it. With --emit, only the unknown author.")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "The reason of a --force override, recorded in the history.")
-	cmd.Flags().StringVar(&o.Emit, "emit", "", emitHelp)
+	cmd.Flags().StringVar(&o.Emit, "emit", "", core.EmitHelp)
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -131,25 +127,25 @@ with --emit, --force only lets a revision of unknown author be printed.
 
 // Complete reads the argument and flags.
 func (o *UndoOptions) Complete(cmd *cobra.Command, args []string) error {
-	ref, err := parseOne("undo", args)
+	ref, err := core.ParseOne("undo", args)
 	if err != nil {
 		return err
 	}
 	o.ref = ref
-	if o.dry, err = parseDryRun(o.DryRun); err != nil {
+	if o.dry, err = core.ParseDryRun(o.DryRun); err != nil {
 		return err
 	}
-	if o.emit, err = parseEmit(o.Emit); err != nil {
+	if o.emit, err = core.ParseEmit(o.Emit); err != nil {
 		return err
 	}
-	o.cause = o.c.changeCause(cmd, o.ChangeCause)
+	o.cause = o.Session.ChangeCause(cmd, o.ChangeCause)
 	o.causeSet = cmd.Flags().Changed("change-cause")
 	return nil
 }
 
 // Validate checks the flags.
 func (o *UndoOptions) Validate() error {
-	if o.ref.Kind.GVK == Cluster.GVK {
+	if o.ref.Kind.GVK == core.Cluster.GVK {
 		return fmt.Errorf("undo works on worker pools and control planes, not %s: undo the cluster's control plane or one of its worker pools", o.ref)
 	}
 	if o.ToRevision < 0 {
@@ -161,304 +157,13 @@ func (o *UndoOptions) Validate() error {
 	case !o.Force && o.Reason != "":
 		return fmt.Errorf("--reason goes with --force: it is the reason of an override")
 	}
-	if o.emit != emitNone && o.Reason != "" {
+	if o.emit != core.EmitNone && o.Reason != "" {
 		return fmt.Errorf("--reason is sent with a live change, as the override annotation; --emit changes nothing: give the reason in the Git commit message")
 	}
 	// With --emit, --force only lets a revision of unknown author be
 	// printed: there is no live change for it to force.
-	if err := validateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, false); err != nil {
+	if err := core.ValidateEmit(o.emit, o.dry, o.PrintFlags.Output, o.causeSet, false); err != nil {
 		return err
 	}
 	return o.PrintFlags.Validate()
-}
-
-// undoState is what one undo decided on its first read.
-type undoState struct {
-	// target is the revision rolled back to.
-	target *revisions.Revision
-	// readHash is the live content's hash when the target was chosen.
-	readHash string
-}
-
-// Run rolls back, deciding anew after every conflict.
-func (o *UndoOptions) Run(ctx context.Context) error {
-	cl, err := o.c.clients()
-	if err != nil {
-		return err
-	}
-	purpose := "undo " + o.ref.String()
-	obj, err := o.c.get(ctx, cl, o.ref, purpose)
-	if err != nil {
-		return err
-	}
-	purpose = "undo " + describe(obj, o.ref.Kind)
-	st := &undoState{}
-	err, exhausted := retryConflicts(func() error { return o.undo(ctx, cl, obj, st) }, func() error {
-		fresh, err := o.c.reread(ctx, cl, obj, purpose)
-		if err != nil {
-			return err
-		}
-		obj = fresh
-		rec := revisions.StampsOf(fresh)
-		freshHash, err := snapshotHash(fresh)
-		if err != nil {
-			return fmt.Errorf("cannot %s: %w", purpose, err)
-		}
-		what := fmt.Sprintf("%s changed after it was read", describe(fresh, o.ref.Kind))
-		switch {
-		case freshHash == st.readHash:
-			o.c.notef("conflict: %s (not its revision: still revision %d); reading it again and checking again", what, rec.Revision)
-		case freshHash == st.target.Snapshot.Hash:
-			o.c.notef("conflict: %s: it is now at revision %d, made by %s via %s; reading it again", what, rec.Revision, orUnknown(rec.ChangedBy), orDash(rec.FieldManager))
-		case o.ToRevision == 0:
-			return fmt.Errorf("cannot %s: it changed while this command ran: it is now at revision %d, made by %s via %s (%s); \"the previous revision\" no longer means %s, so nothing was rolled back: run %s undo again to decide on the new state, or name the revision with --to-revision",
-				purpose, rec.Revision, orUnknown(rec.ChangedBy), orDash(rec.FieldManager), orNone(rec.ChangeCause), label(*st.target), o.c.name())
-		default:
-			o.c.notef("conflict: %s: it is now at revision %d, made by %s via %s; checking revision %d against it again", what, rec.Revision, orUnknown(rec.ChangedBy), orDash(rec.FieldManager), o.ToRevision)
-		}
-		return nil
-	})
-	if exhausted {
-		return fmt.Errorf("cannot %s: it kept changing (%d conflicts); nothing was rolled back: %w", purpose, maxAttempts, err)
-	}
-	return err
-}
-
-// undo makes one attempt on obj as read; a conflict is returned as is.
-func (o *UndoOptions) undo(ctx context.Context, cl *clients, obj client.Object, st *undoState) error {
-	kind := kindOf(obj)
-	id := describe(obj, kind)
-	purpose := "undo " + id
-	if kind.History == nil {
-		return fmt.Errorf("undo does not work on %s: it has no revisions of its own", id)
-	}
-	if topologyOwned(obj) {
-		instead := "its spec.topology.version, the class of " + topologyPath(obj) + ", or that worker class's templates in the ClusterClass"
-		if kind.topology.controlPlane {
-			instead = "its spec.topology.version, or the control plane's templates in the ClusterClass (spec.controlPlane)"
-		}
-		return topologyError("undo", obj, "change it through Cluster CLUSTER instead: "+instead)
-	}
-	if how := pausedBy(obj); how != "" {
-		return o.c.pausedError("undo", obj, how)
-	}
-	set, err := o.c.loadHistory(ctx, cl, obj, purpose)
-	if err != nil {
-		return err
-	}
-	for _, bad := range set.bad {
-		o.c.warnf("skipping a damaged revision record: %v", bad)
-	}
-	set.warnStale(o.c)
-	if !set.recorded() {
-		return fmt.Errorf("cannot %s: rollout-guard recorded no history for it (no ControllerRevisions, no %s stamps), so there is nothing to roll back to; is the guard installed? See %s history %s",
-			purpose, revisions.Prefix, o.c.name(), o.ref)
-	}
-	if st.target == nil {
-		var target revisions.Revision
-		var ok bool
-		if o.ToRevision > 0 {
-			if target, ok = set.find(o.ToRevision); !ok {
-				return fmt.Errorf("cannot %s: it has no revision %d; recorded revisions: %s (see %s history %s)", purpose, o.ToRevision, set.numbers(), o.c.name(), o.ref)
-			}
-		} else if target, ok = set.previous(); !ok {
-			return fmt.Errorf("cannot %s: it has no earlier revision to roll back to; recorded revisions: %s", purpose, set.numbers())
-		}
-		st.target, st.readHash = &target, set.live.Hash
-	}
-	target := *st.target
-	want := o.ToRevision
-	if want == 0 {
-		want = target.Record.Revision
-	}
-	if set.live.Hash == target.Snapshot.Hash {
-		op := fmt.Sprintf("skipped rollback: already at revision %d", want)
-		if n := set.liveNumber(); n != want && n > 0 {
-			op += fmt.Sprintf(" (its content is live as revision %d)", n)
-		}
-		if o.emit != emitNone {
-			// Git may still hold something else: the manifest is worth having.
-			o.c.notef("%s is already at revision %d: nothing to change; printing it as it is live", id, want)
-			patch, err := o.patch(obj, target)
-			if err != nil {
-				return fmt.Errorf("cannot %s: %w", purpose, err)
-			}
-			return emit(o.c.IOStreams.Out, o.emit, obj, obj, patch)
-		}
-		return o.print(obj, op)
-	}
-
-	patch, err := o.patch(obj, target)
-	if err != nil {
-		return fmt.Errorf("cannot %s: %w", purpose, err)
-	}
-	newObj, err := applyMergePatch(obj, patch)
-	if err != nil {
-		return fmt.Errorf("cannot %s: %w", purpose, err)
-	}
-	if err := o.checkAuthor(set, target, id); err != nil {
-		return err
-	}
-	if o.emit == emitNone && o.dry == dryRunNone {
-		inGit := fmt.Sprintf("%s undo %s --to-revision %d -n %s --emit yaml", o.c.name(), o.ref, want, obj.GetNamespace())
-		if err := o.c.checkGitOps("undo", obj, o.Force, inGit); err != nil {
-			return err
-		}
-	}
-	if o.dry == dryRunClient {
-		// What would change, then the local verdict.
-		if err := o.showChanges(set, target, id); err != nil {
-			return err
-		}
-	}
-	wayOut := fmt.Sprintf("recreate it, or pick another revision with --to-revision (see %s history %s)", o.c.name(), o.ref)
-	if err := o.c.checkTemplates(ctx, cl, obj.GetNamespace(), templateRefsOf(newObj), fmt.Sprintf("undo %s to %s", id, label(target)), wayOut); err != nil {
-		return err
-	}
-	if o.dry != dryRunServer {
-		hint := "To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT."
-		switch {
-		case o.emit != emitNone:
-			hint = "The guard refuses it the same way when a GitOps controller applies it. To ask the guard itself, run the undo with --dry-run=server instead of --emit."
-		case o.Force && o.Reason == "":
-			hint = "To ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --reason TEXT to --force."
-		}
-		if refusal := o.c.checkPolicy(ctx, cl, obj, newObj, hint, o.dry == dryRunClient || o.emit != emitNone); refusal != nil {
-			if !o.Force || o.Reason == "" {
-				return refusal
-			}
-			o.c.warnf("rollout-guard's policy refuses this change (%s); sending it with the override (--force): the guard decides whether you may", strings.Join(refusal.(*policyRefusal).rules, ", "))
-		}
-	}
-	if o.dry != dryRunClient {
-		// Every check passed: what is about to be sent (or printed for Git).
-		if err := o.showChanges(set, target, id); err != nil {
-			return err
-		}
-	}
-	if o.emit != emitNone {
-		return emit(o.c.IOStreams.Out, o.emit, obj, newObj, patch)
-	}
-	if o.dry == dryRunClient {
-		if o.PrintFlags.Data() {
-			return o.print(newObj, "")
-		}
-		return o.print(obj, fmt.Sprintf("rolled back to revision %d (dry run)", want))
-	}
-	if err := o.c.send(ctx, cl, obj, types.MergePatchType, patch, o.dry, purpose); err != nil {
-		return err
-	}
-	op := fmt.Sprintf("rolled back to revision %d", want)
-	if o.dry == dryRunServer {
-		op += " (server dry run)"
-	} else if n := revisions.StampsOf(obj).Revision; n > 0 {
-		op += fmt.Sprintf(" (now revision %d)", n)
-	}
-	return o.print(obj, op)
-}
-
-// checkAuthor refuses a rollback to a revision of unknown author without
-// --force (unknownAuthorError, with what it would change), and warns when
-// --force lets it through.
-func (o *UndoOptions) checkAuthor(set *revisionSet, target revisions.Revision, id string) error {
-	why := authorUnknownOf(target.Record)
-	if why == "" {
-		return nil
-	}
-	if o.Force {
-		o.c.warnf("the author of %s of %s is unknown (%s); rolling back to it anyway (--force)", label(target), id, authorUnknownReason(why))
-		return nil
-	}
-	var diff bytes.Buffer
-	if err := printDiff(&diff, set, target, ""); err != nil {
-		return err
-	}
-	show := fmt.Sprintf("%s history %s -n %s", o.c.name(), o.ref, set.obj.GetNamespace())
-	return unknownAuthorError{id: id, target: target, diff: diff.String(), show: show, authored: authoredNumbers(set)}
-}
-
-// showChanges prints the fields the rollback changes against the live
-// object, under a title that says what is done with them: on stdout, or
-// on stderr when stdout carries data (-o) or a manifest (--emit).
-func (o *UndoOptions) showChanges(set *revisionSet, target revisions.Revision, id string) error {
-	from, to := liveLabel(set), label(target)
-	var title string
-	switch {
-	case o.emit != emitNone:
-		title = fmt.Sprintf("%s: printing the rollback from %s to %s for Git (nothing sent)", id, from, to)
-	case o.dry == dryRunClient:
-		title = fmt.Sprintf("%s: would roll back from %s to %s (dry run: nothing sent)", id, from, to)
-	case o.dry == dryRunServer:
-		title = fmt.Sprintf("%s: would roll back from %s to %s (server dry run: nothing stored)", id, from, to)
-	default:
-		title = fmt.Sprintf("%s: rolling back from %s to %s", id, from, to)
-	}
-	out := o.c.IOStreams.Out
-	if o.PrintFlags.Data() || o.emit != emitNone {
-		out = o.c.IOStreams.ErrOut
-	}
-	return printDiff(out, set, target, title)
-}
-
-// patch is the rollback: revisions.RollbackPatch (the content and the
-// resourceVersion precondition) with the change-cause and, with --force,
-// the override annotation, in one merge patch.
-func (o *UndoOptions) patch(obj client.Object, target revisions.Revision) ([]byte, error) {
-	raw, err := revisions.RollbackPatch(obj, target.Snapshot)
-	if err != nil {
-		return nil, err
-	}
-	var p map[string]any
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("decoding the rollback patch: %w", err)
-	}
-	ann := causeAnnotations(o.cause)
-	if o.Force && o.Reason != "" {
-		if obj.GetAnnotations()[revisions.AnnotationOverride] == o.Reason {
-			return nil, fmt.Errorf("the object still carries the override reason %q from an earlier override, which the guard treats as spent: give a different --reason", o.Reason)
-		}
-		if ann == nil {
-			ann = map[string]any{}
-		}
-		ann[revisions.AnnotationOverride] = o.Reason
-	}
-	if len(ann) > 0 {
-		md, _ := p["metadata"].(map[string]any)
-		if md == nil {
-			md = map[string]any{}
-			p["metadata"] = md
-		}
-		md["annotations"] = ann
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the rollback patch: %w", err)
-	}
-	return out, nil
-}
-
-func (o *UndoOptions) print(obj client.Object, op string) error {
-	p, err := o.PrintFlags.ToPrinter(op)
-	if err != nil {
-		return err
-	}
-	return p.PrintObj(obj, o.c.IOStreams.Out)
-}
-
-// liveLabel names the live revision in messages.
-func liveLabel(set *revisionSet) string {
-	if r, ok := set.current(); ok {
-		return label(r)
-	}
-	return "the live content"
-}
-
-// snapshotHash is the hash of an object's revision content.
-func snapshotHash(obj client.Object) (string, error) {
-	kind := kindOf(obj)
-	if kind.History == nil {
-		return "", fmt.Errorf("%s has no revisions", describe(obj, kind))
-	}
-	s, err := kind.History.Snapshot(obj)
-	return s.Hash, err
 }

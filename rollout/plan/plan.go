@@ -1,0 +1,321 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+)
+
+// Exit codes of `rollout plan`, besides ExitOK and ExitError.
+const (
+	// ExitRefused: the change would be refused (by rollout-guard, Cluster
+	// API's webhooks or the API server); the plan says by whom and why.
+	ExitRefused = 6
+	// ExitWouldReplace: with --fail-on-replace, the change would be admitted
+	// and would replace at least one machine.
+	ExitWouldReplace = 7
+)
+
+const planExitCodesHelp = `Exit status:
+  0  the change would be admitted (with --fail-on-replace: and replaces no machine)
+  1  error: bad arguments, object, template or revision not found, permission denied,
+     API server or rollout-guard unreachable; no plan
+  6  refused: the API server would refuse the change (rollout-guard's rule, Cluster API's
+     webhooks, or the API server's validation); the plan shows who refused and why
+  7  with --fail-on-replace: the change would be admitted and would replace machines`
+
+// planSession is the invocation's session as plan uses it: the clients,
+// streams and checks every command shares, and plan's own readings of the
+// API server (its dry runs and the facts a plan is made from).
+type planSession struct{ *core.Session }
+
+// PlanOptions are the options of `rollout plan`.
+type PlanOptions struct {
+	// c is the invocation: its clients, streams and checks.
+	c planSession
+	// Output is -o: "" (a report for people), json or yaml (a RolloutPlan).
+	Output string
+	// Template is --template KIND/NAME: the infrastructure machine template.
+	Template string
+	// BootstrapTemplate is --bootstrap-template KIND/NAME (MachineDeployment).
+	BootstrapTemplate string
+	// Version is --version: the Kubernetes version.
+	Version string
+	// ToRevision is --to-revision: an undo to that revision (0: the
+	// previous one).
+	ToRevision int64
+	// Restart is --restart: a restart now.
+	Restart bool
+	// Filenames are -f/--filename: edited manifests.
+	Filenames []string
+	// Recursive is -R/--recursive: with -f DIR, its subdirectories too.
+	Recursive bool
+	// FailOnReplace is --fail-on-replace: exit ExitWouldReplace when the
+	// change would replace machines.
+	FailOnReplace bool
+
+	ref    core.Ref
+	undo   bool
+	change string
+	// printFlags are -o's.
+	printFlags *core.PrintFlags
+}
+
+// NewCommand returns the `rollout plan` command of the invocation c.
+func NewCommand(c *core.Session) *cobra.Command {
+	o := &PlanOptions{c: planSession{c}, printFlags: core.NewPrintFlags()}
+	cmd := &cobra.Command{
+		Use:   "plan (KIND/NAME (--template KIND/NAME | --bootstrap-template KIND/NAME | --version V | --to-revision N | --restart) | -f FILE)",
+		Short: "Show what a change would do, before making it: verdict, steps, machines replaced, holds",
+		Long: `Preview a change without making it. plan sends the change to the API server as a
+server-side dry run, so rollout-guard and Cluster API's own webhooks answer exactly as they
+would to the real change, and nothing is stored: no stamp, no history record, the object's
+resourceVersion unchanged. It needs the permissions of a read-only user plus patch (a dry
+run is authorized as the write it previews).
+
+The change is any the CLI can make:
+  md/NAME --template KIND/NAME [--bootstrap-template KIND/NAME] [--version V]
+  kcp/NAME --version V [--template KIND/NAME]
+  cluster/NAME --version V      a ClusterClass cluster's spec.topology.version
+  KIND/NAME --to-revision N     an undo (0: the previous revision)
+  KIND/NAME --restart           a restart now (cluster/NAME: control plane and worker pools)
+or -f FILE: edited manifests (several objects, files, a directory, - for stdin), sent as
+server-side apply with force, as a GitOps controller would apply them; each object is
+judged against the live cluster on its own.
+
+For each object the change touches it prints:
+  Verdict   admitted, or refused: by rollout-guard (its rule and message), Cluster API's
+            webhooks or the API server; and the warnings they returned
+  Changes   the fields that change, in the names of rollout history --diff; (rolls out)
+            marks those that make Cluster API replace machines
+  Steps     the versions the control plane and the workers go through, in order, with the
+            etcd version at each control-plane step (the pinned imageTag, or kubeadm's
+            default): one step for a KubeadmControlPlane, a ClusterClass's chained upgrade
+            as Cluster API computes it (spec.kubernetesVersions; with an upgrade-plan
+            extension, the extension decides the steps when the upgrade starts)
+  Machines  every machine, replaced, updated in place or untouched, with the reason, and
+            the rollout strategy that replaces them (maxSurge, maxUnavailable, deletion order)
+  Holds     what would keep it from rolling out once admitted: a paused Cluster,
+            MachineDeployment or KubeadmControlPlane; Cluster API's MachineSet preflight
+            checks (KubernetesVersionSkew, KubeadmVersionSkew, ControlPlaneIsStable,
+            ControlPlaneVersionSkew) against the control plane as it is now; the control
+            plane's own checks; an upgrade still in progress; topology annotations
+  Duration  the median time per machine in the object's last recorded rollout, times the
+            machines replaced; "unknown" when the history has none
+
+-o json|yaml prints a RolloutPlan (apiVersion rollout.rollout-guard.io/v1alpha1; Go types
+and schema in rollout/api/v1alpha1 of the source), for pipelines: a pull request check can
+run rollout plan -f on the changed manifests and gate on the exit status.
+
+` + planExitCodesHelp,
+		Example: `  # Which machines would a template switch replace?
+  rollout plan md/md-0 --template devmachinetemplate/md-0-v2
+
+  # A control-plane upgrade: the machines, the etcd version, the verdict
+  rollout plan kcp/my-cluster-control-plane --version v1.35.2
+
+  # A chained upgrade of a ClusterClass cluster: every step
+  rollout plan cluster/my-cluster --version v1.36.1
+
+  # Would an undo be refused?
+  rollout plan kcp/my-cluster-control-plane --to-revision 2
+
+  # In CI: the changed manifests, failing on a refusal or on any machine replaced
+  rollout plan -f clusters/prod/ -R --fail-on-replace -o json`,
+		RunE: core.RunE(o),
+	}
+	cmd.Flags().StringVar(&o.Template, "template", "", "Plan a switch to this infrastructure machine template, KIND/NAME.")
+	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "Plan a switch to this bootstrap config template, KIND/NAME (MachineDeployment).")
+	cmd.Flags().StringVar(&o.Version, "version", "", "Plan a change of the Kubernetes version (cluster/NAME: spec.topology.version).")
+	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "Plan an undo to this revision (0: the previous revision).")
+	cmd.Flags().BoolVar(&o.Restart, "restart", false, "Plan a restart now (spec.rollout.after).")
+	cmd.Flags().StringSliceVarP(&o.Filenames, "filename", "f", nil, "Plan the changes in these manifests (files, directories, URLs, - for stdin), as server-side apply would make them.")
+	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "R", false, "With -f DIR, read its subdirectories too.")
+	cmd.Flags().BoolVar(&o.FailOnReplace, "fail-on-replace", false, "Exit 7 when the change would replace any machine.")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (a RolloutPlan); default a report for people.")
+	return cmd
+}
+
+// Complete reads the argument and flags.
+func (o *PlanOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.undo = cmd.Flags().Changed("to-revision")
+	o.change = o.c.ChangeCause(cmd, "")
+	if len(o.Filenames) > 0 {
+		if len(args) > 0 {
+			return fmt.Errorf("plan -f FILE takes no resource argument (the objects are in the file), got %s", strings.Join(args, " "))
+		}
+		return nil
+	}
+	ref, err := core.ParseOne("plan", args)
+	if err != nil {
+		if len(args) == 0 {
+			return fmt.Errorf("plan needs a change: write plan KIND/NAME with --template, --version, --to-revision or --restart, or plan -f FILE (%s)", core.KindsHelp)
+		}
+		return err
+	}
+	o.ref = ref
+	return nil
+}
+
+// Validate checks that exactly one change is asked and that it fits the kind.
+func (o *PlanOptions) Validate() error {
+	switching := o.Template != "" || o.BootstrapTemplate != "" || o.Version != ""
+	modes := 0
+	for _, on := range []bool{switching, o.undo, o.Restart, len(o.Filenames) > 0} {
+		if on {
+			modes++
+		}
+	}
+	switch {
+	case modes == 0:
+		return fmt.Errorf("plan needs a change to preview: --template KIND/NAME, --bootstrap-template KIND/NAME, --version V, --to-revision N or --restart (or -f FILE)")
+	case modes > 1:
+		return fmt.Errorf("plan previews one change at a time: use either --template/--bootstrap-template/--version, or --to-revision, or --restart, or -f")
+	}
+	if o.Recursive && len(o.Filenames) == 0 {
+		return fmt.Errorf("-R/--recursive goes with -f DIR")
+	}
+	if o.undo && o.ToRevision < 0 {
+		return fmt.Errorf("--to-revision %d: revision numbers start at 1 (0 is the previous revision)", o.ToRevision)
+	}
+	if kind := o.ref.Kind; len(o.Filenames) == 0 {
+		if kind.RefusePlan != nil {
+			return kind.RefusePlan(o.ref)
+		}
+		if kind.GVK == core.Cluster.GVK && (o.Template != "" || o.BootstrapTemplate != "") {
+			return fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects, not %s: a ClusterClass cluster's templates are in its ClusterClass", o.ref)
+		}
+		if kind.GVK == core.Cluster.GVK && o.undo {
+			return fmt.Errorf("--to-revision works on machinedeployment and kubeadmcontrolplane objects, not %s: plan the undo of its control plane or of one of its worker pools", o.ref)
+		}
+		if err := kind.RefuseBootstrap(o.BootstrapTemplate); err != nil {
+			return err
+		}
+	}
+	switch strings.ToLower(o.Output) {
+	case "", "json", "yaml":
+	default:
+		return fmt.Errorf("unknown output format %q: use -o json or -o yaml", o.Output)
+	}
+	o.printFlags.Output = strings.ToLower(o.Output)
+	return nil
+}
+
+// Run computes the plan, prints it, and returns the verdict as the error.
+func (o *PlanOptions) Run(ctx context.Context) error {
+	cl, err := o.c.Clients()
+	if err != nil {
+		return err
+	}
+	var objs []v1alpha1.ObjectPlan
+	switch {
+	case len(o.Filenames) > 0:
+		objs, err = o.planFiles(ctx, cl)
+	default:
+		objs, err = o.planRef(ctx, cl)
+	}
+	if err != nil {
+		return err
+	}
+	plan := newRolloutPlan(o.change, objs)
+	if err := o.print(plan); err != nil {
+		return err
+	}
+	return planVerdictError(plan, o.FailOnReplace)
+}
+
+// newRolloutPlan sums up the plans of the objects.
+func newRolloutPlan(change string, objs []v1alpha1.ObjectPlan) *v1alpha1.RolloutPlan {
+	p := &v1alpha1.RolloutPlan{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.PlanAPIVersion, Kind: v1alpha1.PlanKind}, Change: change, Admitted: true, Objects: objs}
+	if p.Objects == nil {
+		p.Objects = []v1alpha1.ObjectPlan{}
+	}
+	for _, op := range objs {
+		p.Admitted = p.Admitted && op.Verdict.Admitted
+		p.ReplacesMachines = p.ReplacesMachines || op.Counts.Replace > 0
+	}
+	return p
+}
+
+// planVerdictError is the exit status of a plan as an error: nil when
+// admitted (and, with failOnReplace, replacing nothing).
+func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
+	var refused []string
+	replaced := 0
+	for _, op := range p.Objects {
+		if !op.Verdict.Admitted {
+			by := op.Verdict.RefusedBy
+			if len(op.Verdict.Rules) > 0 {
+				by += " (" + strings.Join(op.Verdict.Rules, ", ") + ")"
+			}
+			refused = append(refused, op.Object.String()+" by "+by)
+		}
+		replaced += op.Counts.Replace
+	}
+	switch {
+	case len(refused) > 0:
+		return core.StatusError{Code: ExitRefused, Msg: "the change would be refused: " + strings.Join(refused, "; ") + "; nothing was changed"}
+	case failOnReplace && replaced > 0:
+		return core.StatusError{Code: ExitWouldReplace, Msg: fmt.Sprintf("the change would replace %d %s (--fail-on-replace); nothing was changed", replaced, core.Plural(replaced, "machine", "machines"))}
+	}
+	return nil
+}
+
+// print writes the plan as a report, or as data with -o.
+func (o *PlanOptions) print(p *v1alpha1.RolloutPlan) error {
+	if o.printFlags.Data() {
+		pr, err := o.printFlags.ToPrinter("")
+		if err != nil {
+			return err
+		}
+		return pr.PrintObj(p, o.c.IOStreams.Out)
+	}
+	return writePlan(o.c.IOStreams.Out, p)
+}
+
+// planRef plans a change of one named object.
+func (o *PlanOptions) planRef(ctx context.Context, cl *core.Clients) ([]v1alpha1.ObjectPlan, error) {
+	purpose := "plan " + o.ref.String()
+	obj, err := o.c.Get(ctx, cl, o.ref, purpose)
+	if err != nil {
+		return nil, err
+	}
+	if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		return o.planClusterRef(ctx, cl, cluster)
+	}
+	var op v1alpha1.ObjectPlan
+	err, exhausted := core.RetryConflicts(func() (err error) {
+		op, err = o.planObjectChange(ctx, cl, obj)
+		return err
+	}, func() (err error) {
+		o.c.Notef("conflict: %s changed after it was read; reading it again", core.Describe(obj, o.ref.Kind))
+		obj, err = o.c.Reread(ctx, cl, obj, purpose)
+		return err
+	})
+	if exhausted {
+		return nil, fmt.Errorf("cannot %s: it kept changing (%d conflicts): %w", purpose, core.MaxAttempts, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []v1alpha1.ObjectPlan{op}, nil
+}
+
+// now is the plan's clock, truncated as restart truncates it.
+func (o *PlanOptions) now() time.Time {
+	return o.c.Now().UTC().Truncate(time.Second)
+}
+
+// objectName is "kind/name" for messages and PlanMachine.Object.
+func objectName(obj client.Object) string {
+	return core.KindOf(obj).Singular() + "/" + obj.GetName()
+}

@@ -1,0 +1,205 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+)
+
+// writePlan prints a plan for people: per object its verdict, changes,
+// steps, strategy, machines, holds and duration, then one line of
+// conclusion.
+func writePlan(out io.Writer, p *v1alpha1.RolloutPlan) error {
+	for i, op := range p.Objects {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if err := writeObjectPlan(out, op); err != nil {
+			return err
+		}
+	}
+	if len(p.Objects) > 0 {
+		fmt.Fprintln(out)
+	}
+	_, err := fmt.Fprintln(out, planConclusion(p))
+	return err
+}
+
+// planConclusion is the last line of a plan.
+func planConclusion(p *v1alpha1.RolloutPlan) string {
+	var c v1alpha1.PlanCounts
+	refused := 0
+	for _, op := range p.Objects {
+		c.Replace += op.Counts.Replace
+		c.InPlace += op.Counts.InPlace
+		c.Untouched += op.Counts.Untouched
+		if !op.Verdict.Admitted {
+			refused++
+		}
+	}
+	verdict := "would be admitted"
+	if refused > 0 {
+		verdict = fmt.Sprintf("would be REFUSED (%d of %d %s)", refused, len(p.Objects), core.Plural(len(p.Objects), "object", "objects"))
+	}
+	return fmt.Sprintf("Plan: %s; %s; nothing was changed (server-side dry run).", verdict, countsText(c))
+}
+
+// countsText is "3 machines replaced, 0 in place, 1 untouched".
+func countsText(c v1alpha1.PlanCounts) string {
+	return fmt.Sprintf("%d %s replaced, %d in place, %d untouched", c.Replace, core.Plural(c.Replace, "machine", "machines"), c.InPlace, c.Untouched)
+}
+
+// writeObjectPlan prints the plan of one object, part by part: its head,
+// verdict, changes, steps, machines, holds and duration.
+func writeObjectPlan(out io.Writer, op v1alpha1.ObjectPlan) error {
+	for _, write := range []func(io.Writer, v1alpha1.ObjectPlan) error{
+		writePlanHead, writeVerdict, writeChanges, writeSteps, writeMachines, writeHolds, writeDuration,
+	} {
+		if err := write(out, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePlanHead writes the object, its effect and summary, and the object
+// a change is edited through.
+func writePlanHead(out io.Writer, op v1alpha1.ObjectPlan) error {
+	head := fmt.Sprintf("%s (namespace %s): %s", op.Object, op.Object.Namespace, op.Effect)
+	if op.Summary != "" {
+		head += " — " + op.Summary
+	}
+	fmt.Fprintln(out, head)
+	if t := op.EditedThrough; t != nil {
+		fmt.Fprintf(out, "  Edited through: %s (the topology controller passes the change on)\n", t)
+	}
+	return nil
+}
+
+// writeVerdict writes the dry run's verdict: admitted, or who refused and
+// why; then the API server's warnings.
+func writeVerdict(out io.Writer, op v1alpha1.ObjectPlan) error {
+	v := op.Verdict
+	if v.Admitted {
+		fmt.Fprintln(out, "  Verdict:  admitted by the API server, rollout-guard and Cluster API's webhooks (server-side dry run)")
+	} else {
+		who := v.RefusedBy
+		var detail []string
+		if v.Webhook != "" {
+			detail = append(detail, "webhook "+v.Webhook)
+		}
+		if len(v.Rules) > 0 {
+			detail = append(detail, core.Plural(len(v.Rules), "rule ", "rules ")+strings.Join(v.Rules, ", "))
+		}
+		if len(detail) > 0 {
+			who += " (" + strings.Join(detail, "; ") + ")"
+		}
+		fmt.Fprintf(out, "  Verdict:  REFUSED by %s\n", who)
+		if len(v.Causes) > 0 {
+			for _, c := range v.Causes {
+				fmt.Fprintf(out, "            - %s\n", c)
+			}
+		} else {
+			fmt.Fprintf(out, "            %s\n", v.Message)
+		}
+	}
+	for _, w := range v.Warnings {
+		fmt.Fprintf(out, "  Warning:  %s\n", w)
+	}
+	return nil
+}
+
+// writeChanges writes the fields the change changes, live and planned.
+func writeChanges(out io.Writer, op v1alpha1.ObjectPlan) error {
+	if len(op.Changes) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "  Changes:")
+	return core.WriteFieldTable(out, "    ", "LIVE", "PLANNED", op.Changes)
+}
+
+// writeSteps writes the version steps of an upgrade, with the etcd
+// version of each control-plane step.
+func writeSteps(out io.Writer, op v1alpha1.ObjectPlan) error {
+	if len(op.Steps) == 0 {
+		return nil
+	}
+	from := ""
+	if op.StepsFrom != "" {
+		from = " (from " + op.StepsFrom + ")"
+	}
+	fmt.Fprintf(out, "  Steps%s:\n", from)
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "    STEP\tPART\tVERSION\tMACHINES\tETCD")
+	for i, st := range op.Steps {
+		etcd := "-"
+		if st.Part == core.PartControlPlane {
+			etcd = "unknown"
+			if st.Etcd != "" {
+				etcd = st.Etcd + " (" + st.EtcdSource + ")"
+			}
+		}
+		fmt.Fprintf(w, "    %d\t%s\t%s\t%d\t%s\n", i+1, core.PartName(st.Part), st.Version, st.Machines, etcd)
+	}
+	return w.Flush()
+}
+
+// writeMachines writes the rollout strategy, the machine counts and what
+// the change does to each machine.
+func writeMachines(out io.Writer, op v1alpha1.ObjectPlan) error {
+	if op.Strategy != nil {
+		fmt.Fprintf(out, "  Strategy: %s\n", op.Strategy.Description)
+	}
+	fmt.Fprintf(out, "  Machines: %s\n", countsText(op.Counts))
+	if len(op.Machines) == 0 {
+		return nil
+	}
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "    MACHINE\tOWNER\tVERSION\tACTION\tREASON")
+	for _, m := range op.Machines {
+		owner := m.Object
+		if m.MachineSet != "" {
+			owner = "machineset/" + m.MachineSet
+		}
+		row := fmt.Sprintf("    %s\t%s\t%s\t%s", m.Name, owner, core.OrNone(m.Version), m.Action)
+		if m.Reason != "" {
+			row += "\t" + m.Reason
+		}
+		fmt.Fprintln(w, row)
+	}
+	return w.Flush()
+}
+
+// writeHolds writes what would hold the change, or "none".
+func writeHolds(out io.Writer, op v1alpha1.ObjectPlan) error {
+	if len(op.Holds) == 0 {
+		fmt.Fprintln(out, "  Holds:    none")
+		return nil
+	}
+	fmt.Fprintln(out, "  Holds:")
+	for _, h := range op.Holds {
+		what := h.Kind
+		if h.Check != "" {
+			what += " " + h.Check
+		}
+		fmt.Fprintf(out, "    - [%s] %s: %s\n", what, h.Object, h.Message)
+	}
+	return nil
+}
+
+// writeDuration writes how long the rollout would take, or why that is
+// not known.
+func writeDuration(out io.Writer, op v1alpha1.ObjectPlan) error {
+	d := op.Duration
+	if d.Known {
+		_, err := fmt.Fprintf(out, "  Duration: about %s (%s per machine: %s)\n", d.Estimate, d.PerMachine, d.Basis)
+		return err
+	}
+	_, err := fmt.Fprintf(out, "  Duration: %s\n", d.Basis)
+	return err
+}
