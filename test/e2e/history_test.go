@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -200,15 +201,11 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 			return len(s) > 0 && s[len(s)-1].resourceVersion == live.GetResourceVersion()
 		}, 20*time.Second, 50*time.Millisecond, "the watch never saw the last %s", kind)
 		var revs []revisions.Revision
-		require.Eventually(t, func() bool {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			revs, _, err = history.List(ctx, env.Client, w.Namespace, string(live.GetUID()))
-			require.NoError(t, err)
-			for _, r := range revs {
-				if r.Snapshot.Hash == liveSnap.Hash {
-					return true
-				}
-			}
-			return false
+			require.NoError(c, err)
+			assert.True(c, slices.ContainsFunc(revs, func(r revisions.Revision) bool { return r.Snapshot.Hash == liveSnap.Hash }),
+				"the live %s (%s) among the recorded: %s", kind, liveSnap.Hash, framework.DescribeHistory(revs))
 		}, 20*time.Second, 100*time.Millisecond, "the live %s revision was never recorded", kind)
 
 		seenMu.Lock()
