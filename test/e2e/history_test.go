@@ -61,10 +61,14 @@ type observed struct {
 // edits mixed in, while a watch notes every template the API server
 // persisted. History must hold each persisted template exactly once, with
 // strictly increasing revision numbers naming the right user and field
-// manager, and nothing from refused or dry-run edits.
+// manager, and nothing from refused or dry-run edits. The guard is the one
+// built with the race detector, for this test: the concurrent admissions
+// and records are where its races would show, and one it reports fails
+// the test.
 func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 	const perWriterPerObject = 50 // 3 writers x 2 objects x 50 = 300 changes
 	ctx := context.Background()
+	env.WithRaceGuard(t)
 	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 
 	objects := []struct {
