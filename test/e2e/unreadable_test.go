@@ -58,8 +58,8 @@ func TestControlPlaneTheGuardMayNotRead(t *testing.T) {
 	assert.Contains(t, err.Error(), "[rule WorkerNewerThanControlPlane]")
 }
 
-// mdValidatingWebhook is the guard's validating webhook of MachineDeployments.
-const mdValidatingWebhook = "validate.machinedeployment.rollout-guard.io"
+// mdValidatingWebhook is the guard's validating webhook of created MachineDeployments.
+const mdValidatingWebhook = "validate-create.machinedeployment.rollout-guard.io"
 
 // guardWebhookCalls are the API server's counts of its calls of the guard's
 // webhooks, by webhook name.
