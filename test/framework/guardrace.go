@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -61,14 +60,7 @@ type raceWatcher struct {
 func (w *raceWatcher) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.part = append(w.part, p...)
-	for {
-		i := bytes.IndexByte(w.part, '\n')
-		if i < 0 {
-			break
-		}
-		line := string(w.part[:i])
-		w.part = w.part[i+1:]
+	w.part = eachLine(w.part, p, func(line string) {
 		switch {
 		case strings.HasPrefix(line, raceReportStart):
 			w.count++
@@ -81,10 +73,7 @@ func (w *raceWatcher) Write(p []byte) (int, error) {
 		case w.current != nil:
 			w.current = append(w.current, line)
 		}
-	}
-	if len(w.part) > 64<<10 {
-		w.part = w.part[len(w.part)-64<<10:]
-	}
+	})
 	return len(p), nil
 }
 
