@@ -14,7 +14,7 @@ all: build
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: tools
 tools: ## Build kube-apiserver, etcd, kubectl, promtool and kube-state-metrics from source into bin/ (skipped when up to date).
@@ -38,10 +38,11 @@ build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/rollout ./cmd/rollout
 
 .PHONY: build-race
-# The guard built with the race detector, for the end-to-end packages that
-# run it (framework.Options.GuardRace): a data race in the guard while they
-# run fails them. It reuses the race-instrumented packages make unit built.
-build-race: ## Build bin/webhook-race: the guard with the race detector, which make e2e runs in test/e2e.
+# The guard built with the race detector, for the end-to-end tests that run
+# it (env.WithRaceGuard, framework.Options.GuardRace): a data race in the
+# guard while they run fails them. It reuses the race-instrumented packages
+# make unit built.
+build-race: ## Build bin/webhook-race: the guard with the race detector, for the end-to-end tests that run it.
 	go build -race -ldflags "$(LDFLAGS)" -o $(BIN)/webhook-race ./cmd/webhook
 
 .PHONY: generate
@@ -73,10 +74,10 @@ unit: ## Unit tests of the product module (pure logic; no API server) with the r
 
 .PHONY: e2e
 # -count=1: these tests exercise bin/webhook, a file go test's cache does not
-# track, so a cached pass could hide a change of the guard. test/e2e runs
-# bin/webhook-race instead (its concurrent writers are where the guard's
-# races would show): a race the detector reports there fails the package.
-e2e: tools node-tools cert-manager-tools build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (test/e2e's guard with the race detector).
+# track, so a cached pass could hide a change of the guard. test/e2e's
+# concurrent writers run bin/webhook-race (env.WithRaceGuard): a race the
+# detector reports in the guard fails the test.
+e2e: tools node-tools cert-manager-tools build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test
