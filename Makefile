@@ -14,7 +14,7 @@ all: build
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: tools
 tools: ## Build kube-apiserver, etcd, kubectl, promtool and kube-state-metrics from source into bin/ (skipped when up to date).
@@ -37,6 +37,14 @@ build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/rollout ./cmd/rollout
 
+.PHONY: build-race
+# The guard built with the race detector, for the end-to-end tests that run
+# it (env.WithRaceGuard, framework.Options.GuardRace): a data race in the
+# guard while they run fails them. It reuses the race-instrumented packages
+# make unit built.
+build-race: ## Build bin/webhook-race: the guard with the race detector, for the end-to-end tests that run it.
+	go build -race -ldflags "$(LDFLAGS)" -o $(BIN)/webhook-race ./cmd/webhook
+
 .PHONY: generate
 # controller-gen writes the DeepCopy methods of the CLI's output types
 # (rollout/api/v1alpha1/zz_generated.deepcopy.go); run it after changing them.
@@ -51,19 +59,25 @@ lint: ## gofmt and go vet over every module.
 	@for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 
 .PHONY: unit
-# The second line tests the image and release builders of hack/tools: they
+# -race: several unit tests exist to catch races (history's prune and memo
+# tests, arming, the CLI's status watch); without the race detector they
+# pass whatever the code does. The second line tests the image and
+# release builders of hack/tools (no race detector: they drive the go
+# command and write files, and it would rebuild their dependencies): they
 # cross-compile the product's binaries into bin/cross-test, which go test's
 # cache does not track (-count=1), one package at a time so that the second
 # reuses the first's builds (-p 1). The first run on a machine compiles the
 # product for four platforms (minutes); later runs relink nothing.
-unit: ## Unit tests of the product module (pure logic; no API server), and of the image and release builders.
-	go test $(GO_TEST_FLAGS) ./...
+unit: ## Unit tests of the product module (pure logic; no API server) with the race detector, and of the image and release builders.
+	go test -race $(GO_TEST_FLAGS) ./...
 	cd hack/tools && go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./internal/... ./image/... ./release/...
 
 .PHONY: e2e
 # -count=1: these tests exercise bin/webhook, a file go test's cache does not
-# track, so a cached pass could hide a change of the guard.
-e2e: tools node-tools cert-manager-tools build ## End-to-end tests through a real kube-apiserver and the guard over TLS.
+# track, so a cached pass could hide a change of the guard. test/e2e's
+# concurrent writers run bin/webhook-race (env.WithRaceGuard): a race the
+# detector reports in the guard fails the test.
+e2e: tools node-tools cert-manager-tools build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test
@@ -164,7 +178,7 @@ run: tools build ## Start the sandbox: a management cluster with demo clusters, 
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps bin/ tools; use clean-tools for those).
-	rm -f $(BIN)/webhook $(BIN)/rollout
+	rm -f $(BIN)/webhook $(BIN)/webhook-race $(BIN)/rollout
 	rm -rf $(CROSS_DIR) $(BIN)/cross-test $(IMAGE_DIR) $(DIST)
 	rm -rf bench
 	rm -rf .sandbox

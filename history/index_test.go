@@ -126,11 +126,12 @@ func counting(c client.WithWatch, n requests) client.Client {
 	})
 }
 
-// TestIndexListsAsTheAPIServer: the Index gives an object's history as a
-// List of whole ControllerRevisions does — same names, numbers, records and
-// hashes, in the same order — without the data; and nothing before it is
-// filled.
-func TestIndexListsAsTheAPIServer(t *testing.T) {
+// TestIndexListsAsAListOfWholeRevisions: the Index gives an object's
+// history as a List of whole ControllerRevisions does — same names,
+// numbers, records and hashes, in the same order — without the data; and
+// nothing before it is filled. Both read a fake client here; the same
+// comparison with kube-apiserver is test/e2e's TestIndexListsAsTheAPIServer.
+func TestIndexListsAsAListOfWholeRevisions(t *testing.T) {
 	ctx := context.Background()
 	var objs []client.Object
 	for i, v := range []string{"v1.35.1", "v1.35.2", "v1.36.0"} {

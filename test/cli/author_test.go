@@ -72,11 +72,11 @@ func TestUndoToUnknownAuthor(t *testing.T) {
 	require.NoError(t, env.StartGuard(ctx))
 	restored = true
 	var revs []revisions.Revision
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var err error
 		revs, _, err = history.List(ctx, env.Client, ns, string(w.KCP.UID))
-		require.NoError(t, err)
-		return len(revs) == 3
+		require.NoError(c, err)
+		assert.Len(c, revs, 3, framework.DescribeHistory(revs))
 	}, 20*time.Second, 100*time.Millisecond, "the guard's reconciler never recorded the live content")
 	assert.Equal(t, history.UnadmittedCause, revs[2].Record.ChangeCause, framework.DescribeHistory(revs))
 	assert.Empty(t, revs[2].Record.ChangedBy, framework.DescribeHistory(revs))

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,8 +42,10 @@ func newWorld(t *testing.T, ns string, spec framework.WorldSpec) *framework.Worl
 func waitRecorded(t *testing.T, obj client.Object) {
 	t.Helper()
 	ctx := context.Background()
-	require.Eventually(t, func() bool {
-		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+	// A failed step ends only its tick (require on the CollectT): the next
+	// tick tries again, and the last tick's failures are reported.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj))
 		var snap revisions.Snapshot
 		var err error
 		switch o := obj.(type) {
@@ -52,16 +56,14 @@ func waitRecorded(t *testing.T, obj client.Object) {
 		case *controlplanev1.KubeadmControlPlane:
 			snap, err = revisions.ForKubeadmControlPlane(o)
 		}
-		require.NoError(t, err)
+		require.NoError(c, err)
 		revs, _, err := history.List(ctx, env.Client, obj.GetNamespace(), string(obj.GetUID()))
-		require.NoError(t, err)
-		rec := env.Stamps(t, obj)
-		for _, r := range revs {
-			if r.Snapshot.Hash == snap.Hash && r.Record.Revision == rec.Revision {
-				return true
-			}
-		}
-		return false
+		require.NoError(c, err)
+		rec, err := revisions.RecordFromAnnotations(obj.GetAnnotations())
+		require.NoError(c, err)
+		assert.True(c, slices.ContainsFunc(revs, func(r revisions.Revision) bool {
+			return r.Snapshot.Hash == snap.Hash && r.Record.Revision == rec.Revision
+		}), "revision %d (%s) among the recorded: %s", rec.Revision, snap.Hash, framework.DescribeHistory(revs))
 	}, 20*time.Second, 100*time.Millisecond, "the live revision of %s was never recorded", obj.GetName())
 }
 

@@ -253,11 +253,11 @@ func TestContractControlPlane(t *testing.T) {
 	require.NoError(t, edit(t, mergePatch, md, "v1.35.2", mdVersion...), "a worker up to it")
 
 	// Its history: both revisions, recorded as the contract's fields.
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		revs, bad, err := history.List(ctx, env.Client, cp.GetNamespace(), string(cp.GetUID()))
-		require.NoError(t, err)
-		require.Empty(t, bad)
-		return len(revs) == 2
+		require.NoError(c, err)
+		require.Empty(c, bad)
+		assert.Len(c, revs, 2, framework.DescribeHistory(revs))
 	}, 20*time.Second, 100*time.Millisecond, "the two revisions of KthreesControlPlane c1-cp were never recorded")
 	out := rolloutCLI(t, "history", "kthreescontrolplane.controlplane.cluster.x-k8s.io/c1-cp", "-n", cp.GetNamespace())
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -308,12 +308,13 @@ func TestUnlistedControlPlaneKind(t *testing.T) {
 func waitGuardSeesControlPlane(t *testing.T, md *clusterv1.MachineDeployment) {
 	t.Helper()
 	ctx := context.Background()
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		fresh := md.DeepCopy()
-		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh))
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(fresh), fresh))
 		fresh.Spec.Template.Spec.Version = "v1.99.0"
 		err := env.Client.Update(ctx, fresh, client.DryRunAll)
-		return err != nil && strings.Contains(err.Error(), "[rule WorkerNewerThanControlPlane]")
+		require.Error(c, err, "a dry-run update to v1.99.0")
+		assert.Contains(c, err.Error(), "[rule WorkerNewerThanControlPlane]")
 	}, 15*time.Second, 50*time.Millisecond, "the guard never judged MachineDeployment %s against its control plane", md.Name)
 }
 

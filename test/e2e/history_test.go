@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,10 +62,14 @@ type observed struct {
 // edits mixed in, while a watch notes every template the API server
 // persisted. History must hold each persisted template exactly once, with
 // strictly increasing revision numbers naming the right user and field
-// manager, and nothing from refused or dry-run edits.
+// manager, and nothing from refused or dry-run edits. The guard is the one
+// built with the race detector, for this test: the concurrent admissions
+// and records are where its races would show, and one it reports fails
+// the test.
 func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 	const perWriterPerObject = 50 // 3 writers x 2 objects x 50 = 300 changes
 	ctx := context.Background()
+	env.WithRaceGuard(t)
 	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 
 	objects := []struct {
@@ -201,15 +206,11 @@ func TestHistoryRecordsEveryPersistedTemplate(t *testing.T) {
 			return len(s) > 0 && s[len(s)-1].resourceVersion == live.GetResourceVersion()
 		}, 20*time.Second, 50*time.Millisecond, "the watch never saw the last %s", kind)
 		var revs []revisions.Revision
-		require.Eventually(t, func() bool {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			revs, _, err = history.List(ctx, env.Client, w.Namespace, string(live.GetUID()))
-			require.NoError(t, err)
-			for _, r := range revs {
-				if r.Snapshot.Hash == liveSnap.Hash {
-					return true
-				}
-			}
-			return false
+			require.NoError(c, err)
+			assert.True(c, slices.ContainsFunc(revs, func(r revisions.Revision) bool { return r.Snapshot.Hash == liveSnap.Hash }),
+				"the live %s (%s) among the recorded: %s", kind, liveSnap.Hash, framework.DescribeHistory(revs))
 		}, 20*time.Second, 100*time.Millisecond, "the live %s revision was never recorded", kind)
 
 		seenMu.Lock()

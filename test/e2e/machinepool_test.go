@@ -71,29 +71,32 @@ func TestMachinePoolEdits(t *testing.T) {
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mp), fresh))
 		fresh.Spec.Template.Spec.Version = version
 		fresh.Annotations = map[string]string{revisions.AnnotationChangeCause: "INC-7: pool to " + version}
+		// The stamp's time has whole seconds: from the second the edit was sent.
+		sent := time.Now().Truncate(time.Second)
 		require.NoError(t, alice.Update(ctx, fresh), "version %s", version)
+		answered := time.Now()
 		rec := env.Stamps(t, mp)
 		assert.EqualValues(t, i+2, rec.Revision)
 		assert.Equal(t, "alice", rec.ChangedBy)
 		assert.Equal(t, "INC-7: pool to "+version, rec.ChangeCause)
 		assert.Equal(t, revisions.ChangeRollout, rec.ChangeType)
-		assert.WithinDuration(t, time.Now(), rec.ChangedAt, time.Minute)
+		assert.False(t, rec.ChangedAt.Before(sent) || rec.ChangedAt.After(answered), "the change's time %s is of the edit, sent at %s and answered at %s", rec.ChangedAt, sent, answered)
 	}
 
 	// Every revision is recorded: 1 and 2 when they were replaced, 3 (the
 	// live one, the content of 1 again) by the history reconciler.
 	want := map[string][]int64{"v1.35.2": {1, 3}, "v1.32.4": {2}}
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		revs, bad, err := history.List(ctx, env.Client, w.Namespace, string(mp.UID))
-		require.NoError(t, err)
-		require.Empty(t, bad)
+		require.NoError(c, err)
+		require.Empty(c, bad)
 		got := map[string][]int64{}
 		for _, r := range revs {
 			sum, err := r.Snapshot.Summary()
-			require.NoError(t, err)
-			require.Equal(t, revisions.KindMachinePool, r.Snapshot.Kind)
+			require.NoError(c, err)
+			require.Equal(c, revisions.KindMachinePool, r.Snapshot.Kind)
 			got[sum.Version] = r.Record.History
 		}
-		return assert.ObjectsAreEqual(want, got)
+		assert.Equal(c, want, got)
 	}, 20*time.Second, 100*time.Millisecond, "the MachinePool's revisions were never recorded as %v", want)
 }

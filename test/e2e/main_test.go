@@ -1,7 +1,9 @@
 // Package e2e proves the guard through a real kube-apiserver: every request
 // goes from a client, through the API server (and Cluster API's conversion
-// webhook for v1beta1), over TLS to bin/webhook registered from
-// config/webhook/manifests.yaml, exactly as in a management cluster.
+// webhook for v1beta1), over TLS to the guard registered from
+// config/webhook/manifests.yaml, exactly as in a management cluster. The
+// concurrent writers' test runs bin/webhook-race, the guard built with the
+// race detector (env.WithRaceGuard): a data race it reports fails it.
 package e2e
 
 import (

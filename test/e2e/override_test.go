@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -88,15 +89,13 @@ func TestHistoryAwareRulesAndOverride(t *testing.T) {
 
 	// The overridden revision is in history with its override once replaced
 	// (or recorded by the reconciler).
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		revs, _, err := history.List(ctx, env.Client, w.Namespace, string(w.KCP.UID))
-		require.NoError(t, err)
-		for _, r := range revs {
-			if r.Record.Revision == 3 {
-				return r.Record.Override != nil && r.Record.Override.By == "oncall"
-			}
-		}
-		return false
+		require.NoError(c, err)
+		i := slices.IndexFunc(revs, func(r revisions.Revision) bool { return r.Record.Revision == 3 })
+		require.GreaterOrEqual(c, i, 0, "revision 3 among the recorded: %s", framework.DescribeHistory(revs))
+		require.NotNil(c, revs[i].Record.Override, "revision 3's override")
+		assert.Equal(c, "oncall", revs[i].Record.Override.By, "revision 3's override")
 	}, 20*time.Second, 100*time.Millisecond, "revision 3 and its override were never recorded")
 }
 
@@ -168,15 +167,13 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 	require.NoError(t, eve.Patch(ctx, w.MD.DeepCopy(), client.RawPatch(types.MergePatchType, rollback)))
 	w.Refresh(t)
 	assert.Equal(t, "4", w.MD.Annotations[revisions.AnnotationRevision])
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
 		revs, _, err = history.List(ctx, env.Client, w.Namespace, string(w.MD.UID))
-		require.NoError(t, err)
-		for _, r := range revs {
-			if r.Snapshot.Hash == rev2.Snapshot.Hash {
-				return assert.ObjectsAreEqual([]int64{2, 4}, r.Record.History)
-			}
-		}
-		return false
+		require.NoError(c, err)
+		i := slices.IndexFunc(revs, func(r revisions.Revision) bool { return r.Snapshot.Hash == rev2.Snapshot.Hash })
+		require.GreaterOrEqual(c, i, 0, "revision 2's template among the recorded: %s", framework.DescribeHistory(revs))
+		assert.Equal(c, []int64{2, 4}, revs[i].Record.History)
 	}, 20*time.Second, 100*time.Millisecond, "revision 2's template should be one record listing revisions 2 and 4")
 	assert.Len(t, revs, 3, "revisions 1, 2+4 and 3: no duplicate record for a template seen twice")
 
@@ -190,17 +187,18 @@ func TestHistoryStampsComeFromTheRequest(t *testing.T) {
 	// Recorded from the object as stored (its restart stamp), by the
 	// history reconciler: not within the request.
 	var restarts []revisions.Restart
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
 		revs, _, err = history.List(ctx, env.Client, w.Namespace, string(w.MD.UID))
-		require.NoError(t, err)
+		require.NoError(c, err)
 		restarts = nil
 		for _, r := range revs {
 			if r.Record.Revision == 4 {
 				restarts = r.Record.Restarts
 			}
 		}
-		return len(restarts) > 0
-	}, 30*time.Second, 100*time.Millisecond, "the restart is never recorded:\n%s", framework.DescribeHistory(revs))
+		assert.NotEmpty(c, restarts, "the restarts of revision 4:\n%s", framework.DescribeHistory(revs))
+	}, 30*time.Second, 100*time.Millisecond, "the restart is never recorded")
 	require.Len(t, restarts, 1)
 	assert.Equal(t, "eve", restarts[0].By)
 	assert.Equal(t, "2030-01-02T03:04:05Z", restarts[0].After)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -52,6 +53,13 @@ type Options struct {
 	// GuardArgs are extra flags for bin/webhook, after the ones the
 	// environment sets (a later flag wins).
 	GuardArgs []string
+	// GuardRace runs BinDir/webhook-race, the guard built with the race
+	// detector (make build-race), instead of BinDir/webhook, for the
+	// single guard and every replica; a data race it reports fails Stop
+	// (GuardRaces). The race detector slows the guard several times and
+	// multiplies its memory: for the packages whose tests fit it.
+	// GuardRaceEnv overrides it.
+	GuardRace bool
 	// GuardAsAdmin runs the guard as a user in group system:masters. By
 	// default the guard runs as its ServiceAccount (GuardServiceAccount)
 	// with only the rights config/rbac gives it, so a missing verb fails.
@@ -146,6 +154,8 @@ type Environment struct {
 	guardCertDir    string
 	guardCABundle   []byte
 	guardTail       *tailWriter
+	races           *raceWatcher // race reports of the guard processes
+	raceTest        atomic.Bool  // a test runs the race-enabled guard (WithRaceGuard)
 	// clientAuth is the client CA and kube-apiserver's client certificate
 	// of Options.GuardClientAuth; nil when it is off.
 	clientAuth *clientAuth
@@ -170,7 +180,7 @@ type Environment struct {
 // stopped.
 func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	begin := time.Now()
-	e := &Environment{opts: opts, stopped: make(chan struct{}), guardTail: newTailWriter(40)}
+	e := &Environment{opts: opts, stopped: make(chan struct{}), guardTail: newTailWriter(40), races: &raceWatcher{}}
 	defer func() {
 		if retErr == nil {
 			return
@@ -257,7 +267,7 @@ func (e *Environment) resolvePaths() error {
 	}
 	need := []string{"etcd", "kube-apiserver"}
 	if e.opts.StartGuard {
-		need = append(need, "webhook")
+		need = append(need, e.guardBinary())
 	}
 	for _, name := range need {
 		if err := checkBinary(e.BinDir, name); err != nil {
@@ -284,8 +294,11 @@ func checkBinary(binDir, name string) error {
 	info, err := os.Stat(path)
 	if err != nil {
 		hint := "build it with hack/tools (see its go.mod) into bin/"
-		if name == "webhook" {
+		switch name {
+		case "webhook":
 			hint = "build it with: go build -o bin/webhook ./cmd/webhook"
+		case raceGuardBinary:
+			hint = "build it with: make build-race (go build -race -o bin/" + raceGuardBinary + " ./cmd/webhook)"
 		}
 		return fmt.Errorf("%s is missing (%s): %w", path, hint, err)
 	}
@@ -469,6 +482,9 @@ func (e *Environment) stop() error {
 		errs = append(errs, err)
 	}
 	e.guardMu.Unlock()
+	if err := e.races.err(); err != nil {
+		errs = append(errs, err)
+	}
 
 	if e.mgrCancel != nil {
 		e.mgrCancel()

@@ -124,7 +124,7 @@ func (e *Environment) StartGuardWith(ctx context.Context, extraArgs ...string) e
 	if err := e.stopGuardLocked(); err != nil {
 		e.logger.Error(err, "stopping the previous guard")
 	}
-	if err := checkBinary(e.BinDir, "webhook"); err != nil {
+	if err := checkBinary(e.BinDir, e.guardBinary()); err != nil {
 		return fmt.Errorf("starting the guard: %w", err)
 	}
 	if err := e.ensureGuardIdentity(ctx); err != nil {
@@ -156,8 +156,8 @@ func (e *Environment) StartGuardWith(ctx context.Context, extraArgs ...string) e
 	args = append(args, extraArgs...)
 
 	e.guardTail.reset()
-	out := io.MultiWriter(e.log, e.guardTail)
-	g.cmd = exec.Command(filepath.Join(e.BinDir, "webhook"), args...)
+	out := io.MultiWriter(e.log, e.guardTail, e.races)
+	g.cmd = exec.Command(filepath.Join(e.BinDir, e.guardBinary()), args...)
 	g.cmd.Dir = e.WorkDir
 	g.cmd.Stdout, g.cmd.Stderr = out, out
 	g.cmd.SysProcAttr = childProcAttr()

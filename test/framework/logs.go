@@ -35,23 +35,31 @@ func newTailWriter(max int) *tailWriter { return &tailWriter{max: max} }
 func (t *tailWriter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.part = append(t.part, p...)
-	for {
-		i := bytes.IndexByte(t.part, '\n')
-		if i < 0 {
-			break
-		}
-		t.lines = append(t.lines, string(t.part[:i]))
-		t.part = t.part[i+1:]
-	}
+	t.part = eachLine(t.part, p, func(line string) { t.lines = append(t.lines, line) })
 	if len(t.lines) > t.max {
 		t.lines = append([]string(nil), t.lines[len(t.lines)-t.max:]...)
 	}
-	// Keep a runaway unterminated line from growing without bound.
-	if len(t.part) > 64<<10 {
-		t.part = t.part[len(t.part)-64<<10:]
-	}
 	return len(p), nil
+}
+
+// eachLine appends p to part, the unterminated line written so far, calls
+// each with every complete line, and returns what is left unterminated:
+// at most its last 64 KiB, so that a runaway line cannot grow without
+// bound.
+func eachLine(part, p []byte, each func(line string)) []byte {
+	part = append(part, p...)
+	for {
+		i := bytes.IndexByte(part, '\n')
+		if i < 0 {
+			break
+		}
+		each(string(part[:i]))
+		part = part[i+1:]
+	}
+	if len(part) > 64<<10 {
+		part = part[len(part)-64<<10:]
+	}
+	return part
 }
 
 // String returns the kept lines, the last one possibly unterminated.

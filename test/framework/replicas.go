@@ -119,7 +119,7 @@ func (e *Environment) StartGuardReplicas(ctx context.Context, opts ReplicaOption
 	if e.replicas != nil {
 		return nil, errors.New("starting guard replicas: a replica set is already running")
 	}
-	if err := checkBinary(e.BinDir, "webhook"); err != nil {
+	if err := checkBinary(e.BinDir, e.guardBinary()); err != nil {
 		return nil, fmt.Errorf("starting guard replicas: %w", err)
 	}
 	if err := e.ensureGuardIdentity(ctx); err != nil {
@@ -198,8 +198,8 @@ func (r *GuardReplicas) start(ctx context.Context, i int) error {
 	}, r.e.guardClientAuthArgs()...)
 	args = append(args, r.e.opts.GuardArgs...)
 	args = append(args, r.args...)
-	out := io.MultiWriter(r.e.log, r.e.guardTail)
-	g.cmd = exec.Command(filepath.Join(r.e.BinDir, "webhook"), args...)
+	out := io.MultiWriter(r.e.log, r.e.guardTail, r.e.races)
+	g.cmd = exec.Command(filepath.Join(r.e.BinDir, r.e.guardBinary()), args...)
 	g.cmd.Dir = r.e.WorkDir
 	g.cmd.Stdout, g.cmd.Stderr = out, out
 	g.cmd.SysProcAttr = childProcAttr()

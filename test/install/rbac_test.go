@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -308,13 +309,33 @@ func TestAMissingRightStopsTheGuard(t *testing.T) {
 	}
 	require.NoError(t, env.Client.Update(ctx, role))
 
-	// A guard with its rights is ready in well under a second.
-	startCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Still not ready once its log shows the machines refused three times
+	// (its informer retries): the start is given up then, not after a time
+	// that a busy machine could need for a guard with its rights.
+	refused := regexp.MustCompile(`cannot (list|watch) resource \\?"machines\\?" in API group \\?"cluster.x-k8s.io\\?"`)
+	startCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	err := env.StartGuard(startCtx)
+	started := make(chan error, 1)
+	go func() { started <- env.StartGuard(startCtx) }()
+	var err error
+	returned := false
+	framework.WaitFor(t, 2*time.Minute, 100*time.Millisecond, "three refusals of the machines in the guard's log", func() (bool, string) {
+		select {
+		case err = <-started:
+			returned = true
+			return true, "the start returned"
+		default:
+		}
+		n := len(refused.FindAllStringIndex(env.GuardLogTail(), -1))
+		return n >= 3, fmt.Sprintf("refused %d times", n)
+	})
+	if !returned {
+		cancel()
+		err = <-started
+	}
 	require.Error(t, err, "the guard must not become ready without rights on machines")
 	assert.Contains(t, err.Error(), "/readyz")
-	assert.Regexp(t, `cannot (list|watch) resource \\?"machines\\?" in API group \\?"cluster.x-k8s.io\\?"`, err.Error())
+	assert.Regexp(t, refused, err.Error())
 	assert.Empty(t, env.GuardURL(), "the failed guard was stopped")
 
 	require.NoError(t, env.InstallGuardRBAC(ctx))

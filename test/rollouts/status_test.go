@@ -127,7 +127,8 @@ func TestStatusWaitsForMachineDeploymentRollout(t *testing.T) {
 }
 
 // TestStatusReportsPausedMachineDeployment: status on a paused worker pool
-// exits 4 at once instead of waiting forever.
+// exits 4 at once instead of waiting forever: on its first look, before
+// its --timeout (exit 2), with one report printed.
 func TestStatusReportsPausedMachineDeployment(t *testing.T) {
 	requireClusterReady(t)
 	name := "md/" + demo.MachineDeploymentName()
@@ -139,5 +140,18 @@ func TestStatusReportsPausedMachineDeployment(t *testing.T) {
 	r := runRollout(t, "status", name, "--timeout", "1m")
 	assert.Equal(t, rollout.ExitPaused, r.Code, "exit code")
 	assert.Contains(t, r.Stderr, "is paused (spec.paused is true)")
-	assert.Less(t, r.Took, 10*time.Second, "a paused object is reported at once")
+	// Every look status takes at an object that is not done prints one
+	// event (-o json prints every one): a single event is the verdict of
+	// the first look.
+	r = runRollout(t, "status", name, "--timeout", "1m", "-o", "json")
+	assert.Equal(t, rollout.ExitPaused, r.Code, "exit code with -o json")
+	var phases []string
+	for dec := json.NewDecoder(strings.NewReader(r.Stdout)); dec.More(); {
+		var event struct {
+			Phase string `json:"phase"`
+		}
+		require.NoError(t, dec.Decode(&event), r.Stdout)
+		phases = append(phases, event.Phase)
+	}
+	assert.Equal(t, []string{"Paused"}, phases, "status printed one event, of its first look:\n%s", r.Stdout)
 }

@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,8 +26,12 @@ import (
 const (
 	// chaosCluster is the ClusterClass cluster the chaos test upgrades.
 	chaosCluster = "demo-chaos"
-	// killEvery is how often a guard replica is killed during the upgrade.
+	// killEvery is how often a guard replica is killed during the upgrade,
+	// at the latest: a replica is also killed as soon as the cluster's
+	// Machines change (a step of the upgrade).
 	killEvery = 6 * time.Second
+	// machinesEvery is how often the killer looks at the cluster's Machines.
+	machinesEvery = 500 * time.Millisecond
 	// gitOpsEvery is how often the GitOps writer re-applies the old manifest.
 	gitOpsEvery = 2 * time.Second
 	// labelEvery is how often the label writer edits a label.
@@ -76,14 +81,29 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var kills []string
+	// The Machines of the cluster at each kill made when they had changed:
+	// kills paced by the upgrade's steps, so many whatever its speed.
+	var killedAtSteps []string
 	wg.Add(1)
 	go func() { // Guard replicas killed in turn, each brought back.
 		defer wg.Done()
+		lastStep := chaosMachines(chaosCluster)
 		for n := 0; ; n++ {
-			select {
-			case <-chaosCtx.Done():
-				return
-			case <-time.After(killEvery):
+			timeout := time.After(killEvery)
+			step := ""
+		wait:
+			for {
+				select {
+				case <-chaosCtx.Done():
+					return
+				case <-timeout:
+					break wait
+				case <-time.After(machinesEvery):
+					if m := chaosMachines(chaosCluster); m != "" && m != lastStep {
+						step, lastStep = m, m
+						break wait
+					}
+				}
 			}
 			i, sig := n%2, []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM}[(n/2)%2]
 			if err := replicas.Signal(i, sig); err != nil {
@@ -105,6 +125,9 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 				return
 			}
 			kills = append(kills, fmt.Sprintf("%s %d", sig, i))
+			if step != "" {
+				killedAtSteps = append(killedAtSteps, step)
+			}
 		}
 	}()
 	gitOps := &writerLog{}
@@ -189,7 +212,9 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 		t.Log(line)
 	}
 	assert.Contains(t, pools.namesSeen(), spec.MachineDeploymentName(), "the topology's worker pool was watched")
-	assert.GreaterOrEqual(t, len(kills), 3, "guard replicas were killed during the upgrade")
+	// The cluster's Machines change at least 3 times as its control plane
+	// walks three minors (a new Machine each): a kill at each change seen.
+	assert.GreaterOrEqual(t, len(killedAtSteps), 3, "guard replicas killed at steps of the upgrade: %v", killedAtSteps)
 
 	// The old manifest was never admitted; the guard refused it when it
 	// could answer, and it failed closed when no replica could.
@@ -216,6 +241,26 @@ func TestChaosDuringAChainedUpgrade(t *testing.T) {
 		assert.NotContains(t, e.Error(), "webhook", "a label edit reached a webhook: %v", e)
 	}
 	recordTiming(fmt.Sprintf("chained upgrade under chaos (%d guard kills, 1 API server restart)", len(kills)), took)
+}
+
+// chaosMachines describes the Machines of Cluster name not being deleted
+// (name and version, sorted), "" when they cannot be read: the state of an
+// upgrade the chaos paces its kills by. It reports no failure: it runs
+// beside the test, and a reading missed is made again.
+func chaosMachines(name string) string {
+	list := &clusterv1.MachineList{}
+	if err := sb.Client.List(context.Background(), list, client.InNamespace(cc.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return ""
+	}
+	var out []string
+	for _, m := range list.Items {
+		if m.DeletionTimestamp.IsZero() {
+			out = append(out, m.Name+"@"+m.Spec.Version)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
 }
 
 // writerLog counts a writer's outcomes.
