@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -254,7 +255,7 @@ func TestUndoUnknownAuthor(t *testing.T) {
 			if tc.code != core.ExitOK {
 				assert.Empty(t, out)
 			}
-			if core.Contains(tc.args, "-o") {
+			if slices.Contains(tc.args, "-o") {
 				var obj controlplanev1.KubeadmControlPlane
 				require.NoError(t, json.Unmarshal([]byte(out), &obj), "stdout stays JSON: %s", out)
 				assert.Equal(t, []string{attackerCommand}, obj.Spec.KubeadmConfigSpec.PreKubeadmCommands)

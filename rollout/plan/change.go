@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,7 +66,7 @@ func verdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
 			v.RefusedBy = "admission webhook " + v.Webhook
 		}
 		for _, r := range ruleIDs.FindAllStringSubmatch(v.Message, -1) {
-			if !core.Contains(v.Rules, r[1]) {
+			if !slices.Contains(v.Rules, r[1]) {
 				v.Rules = append(v.Rules, r[1])
 			}
 		}

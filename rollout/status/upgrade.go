@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,7 +59,7 @@ func UpgradeOf(target string, cpPlan, workersPlan []string, cp *PartFacts, pools
 	}
 	nPools := len(pools) + len(missing) + len(missingMPs)
 	for _, v := range seq {
-		if core.Contains(cpVersions, v) && (cp == nil || at(v, cp.Version)) {
+		if slices.Contains(cpVersions, v) && (cp == nil || at(v, cp.Version)) {
 			st := UpgradeStep{Version: v, Part: core.PartControlPlane, Objects: 1}
 			if cp != nil && at(cp.Version, v) {
 				st.Applied = 1
@@ -68,7 +69,7 @@ func UpgradeOf(target string, cpPlan, workersPlan []string, cp *PartFacts, pools
 			}
 			u.Steps = append(u.Steps, withState(st))
 		}
-		if nPools > 0 && core.Contains(workerVersions, v) && v != "" {
+		if nPools > 0 && slices.Contains(workerVersions, v) && v != "" {
 			st := UpgradeStep{Version: v, Part: core.PartWorkers, Objects: nPools}
 			for _, p := range pools {
 				if at(p.Version, v) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,7 +99,7 @@ func TopologyRestartOps(u *unstructured.Unstructured, r TopologyRestart, after, 
 	for i, item := range mds {
 		md, _ := item.(map[string]any)
 		name, _ := md["name"].(string)
-		if !r.AllWorkers && !Contains(r.workers, name) {
+		if !r.AllWorkers && !slices.Contains(r.workers, name) {
 			continue
 		}
 		found[name] = true
@@ -130,16 +131,6 @@ func setAfter(path string, obj map[string]any, after string) []jsonPatchOp {
 // pointerEscape escapes one JSON pointer segment (RFC 6901).
 func pointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-// Contains reports whether list holds s.
-func Contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TopologyRestartOf is the restart of a topology-managed object through its
