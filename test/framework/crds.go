@@ -14,6 +14,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 )
 
 // ContractLabel is the label through which Cluster API learns which API
@@ -22,21 +25,28 @@ import (
 // lack it, so the environment adds it when it loads them.
 const ContractLabel = "cluster.x-k8s.io/v1beta2"
 
+// crdDir is a directory of CRDs, relative to its module, and the provider
+// that ships them, as clusterctl's manifest label names it.
+type crdDir struct {
+	path, provider string
+}
+
 // clusterAPICRDDirs are the directories, relative to the Cluster API module,
 // of the CRDs the environment installs.
-var clusterAPICRDDirs = []string{
-	"core/config/crd/bases",
-	"controlplane/kubeadm/config/crd/bases",
-	"bootstrap/kubeadm/config/crd/bases",
+var clusterAPICRDDirs = []crdDir{
+	{"core/config/crd/bases", "cluster-api"},
+	{"controlplane/kubeadm/config/crd/bases", "control-plane-kubeadm"},
+	{"bootstrap/kubeadm/config/crd/bases", "bootstrap-kubeadm"},
 }
 
 // LoadClusterAPICRDs reads the CRDs of Cluster API's core, kubeadm control
 // plane and kubeadm bootstrap providers from the module directory capiDir and
-// labels each with the contract label (value "v1beta2").
+// labels each with the contract label (value "v1beta2") and as `clusterctl
+// init` labels them (clusterctl's label, and the provider's name label).
 func LoadClusterAPICRDs(capiDir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	var dirs []string
-	for _, rel := range clusterAPICRDDirs {
-		dirs = append(dirs, filepath.Join(capiDir, rel))
+	var dirs []crdDir
+	for _, d := range clusterAPICRDDirs {
+		dirs = append(dirs, crdDir{filepath.Join(capiDir, d.path), d.provider})
 	}
 	crds, err := loadLabelledCRDs(dirs)
 	if err != nil {
@@ -46,10 +56,15 @@ func LoadClusterAPICRDs(capiDir string) ([]*apiextensionsv1.CustomResourceDefini
 }
 
 // loadLabelledCRDs reads every CRD of the YAML files in dirs and labels each
-// with the contract label (value "v1beta2").
-func loadLabelledCRDs(dirs []string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+// with the contract label (value "v1beta2") and as `clusterctl init` labels
+// the CRDs it installs: clusterctl's label (`clusterctl move` moves only the
+// objects of the CRDs that carry it) and the provider's manifest label.
+func loadLabelledCRDs(dirs []crdDir) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, dir := range dirs {
+	var paths []string
+	for _, d := range dirs {
+		dir := d.path
+		paths = append(paths, dir)
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, fmt.Errorf("reading the Cluster API CRD directory: %w", err)
@@ -66,19 +81,21 @@ func loadLabelledCRDs(dirs []string) ([]*apiextensionsv1.CustomResourceDefinitio
 			if err != nil {
 				return nil, err
 			}
+			for _, crd := range loaded {
+				if crd.Labels == nil {
+					crd.Labels = map[string]string{}
+				}
+				if _, ok := crd.Labels[ContractLabel]; !ok {
+					crd.Labels[ContractLabel] = "v1beta2"
+				}
+				crd.Labels[clusterctlv1.ClusterctlLabel] = ""
+				crd.Labels[clusterv1.ProviderNameLabel] = d.provider
+			}
 			crds = append(crds, loaded...)
 		}
 	}
 	if len(crds) == 0 {
-		return nil, fmt.Errorf("no CRDs found in %s", strings.Join(dirs, ", "))
-	}
-	for _, crd := range crds {
-		if crd.Labels == nil {
-			crd.Labels = map[string]string{}
-		}
-		if _, ok := crd.Labels[ContractLabel]; !ok {
-			crd.Labels[ContractLabel] = "v1beta2"
-		}
+		return nil, fmt.Errorf("no CRDs found in %s", strings.Join(paths, ", "))
 	}
 	return crds, nil
 }
@@ -99,7 +116,7 @@ func LoadInfrastructureCRDs(capiDir string) ([]*apiextensionsv1.CustomResourceDe
 	if err != nil {
 		return nil, err
 	}
-	return loadLabelledCRDs([]string{filepath.Join(dir, "infrastructure/docker/config/crd/bases")})
+	return loadLabelledCRDs([]crdDir{{filepath.Join(dir, "infrastructure/docker/config/crd/bases"), "infrastructure-docker"}})
 }
 
 // readCRDFile decodes every CustomResourceDefinition in a (multi-document)

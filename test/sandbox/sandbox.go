@@ -177,6 +177,9 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		return nil, fmt.Errorf("creating the admin client: %w", err)
 	}
 
+	if err := recordProviders(ctx, s.Client, s.Kubeconfig, env.ClusterAPIDir); err != nil {
+		return nil, err
+	}
 	if s.ctrls, err = startControllers(ctx, env.Config, scheme); err != nil {
 		return nil, err
 	}

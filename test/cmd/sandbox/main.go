@@ -40,7 +40,7 @@ func main() {
 func run() (retErr error) {
 	dir := flag.String("dir", ".sandbox", "state directory: kubeconfig, logs")
 	binDir := flag.String("bin-dir", "", "directory holding etcd, kube-apiserver, kubectl and webhook (default: the repository's bin/)")
-	clusters := flag.Int("clusters", 1, `number of demo clusters: "demo", then "demo-2", "demo-3"…`)
+	clusters := flag.Int("clusters", 1, `number of demo clusters: "demo", then "demo-2", "demo-3"…; 0 for none (with --class-cluster=false, an empty management cluster to move clusters to)`)
 	cpMachines := flag.Int("control-plane-machines", sandbox.DefaultControlPlaneMachines, "control-plane machines of each demo cluster")
 	workerMachines := flag.Int("worker-machines", sandbox.DefaultWorkerMachines, "worker machines of each demo cluster")
 	classCluster := flag.Bool("class-cluster", true, `also create the ClusterClass-based demo cluster "`+sandbox.DefaultClassClusterName+`" (ClusterClass "`+sandbox.DefaultClassName+`")`)
@@ -58,8 +58,11 @@ func run() (retErr error) {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", flag.Args())
 	}
-	if *clusters < 1 || *cpMachines < 1 || *workerMachines < 1 || *classCPMachines < 1 || *classWorkerMachines < 1 {
-		return errors.New("--clusters and the machine counts must be at least 1")
+	if *clusters < 0 {
+		return errors.New("--clusters must be 0 or more")
+	}
+	if *cpMachines < 1 || *workerMachines < 1 || *classCPMachines < 1 || *classWorkerMachines < 1 {
+		return errors.New("the machine counts must be at least 1")
 	}
 	// Cluster API's KubeadmControlPlane webhook refuses an even number of
 	// machines with stacked etcd: say so before starting anything.
@@ -109,7 +112,7 @@ func run() (retErr error) {
 			// client certificate, and the guard accepts no other client.
 			GuardClientAuth: true,
 		},
-		Clusters:                  *clusters,
+		Clusters:                  demoClusters(*clusters),
 		ControlPlaneMachines:      int32(*cpMachines),
 		WorkerMachines:            int32(*workerMachines),
 		ClassCluster:              *classCluster,
@@ -146,6 +149,10 @@ func run() (retErr error) {
 // printTour prints what runs and a few commands to try, with paths
 // relative to the repository's root, where a user types them.
 func printTour(sb *sandbox.Sandbox, took time.Duration, logPath, stateDir string) {
+	if len(sb.Clusters) == 0 {
+		printManagementTour(sb, took, logPath)
+		return
+	}
 	root := sb.Env.RepoRoot
 	demo := sb.Clusters[0]
 	var names []string
@@ -208,6 +215,38 @@ Press Ctrl-C to stop.
 `))
 }
 
+// printManagementTour prints the tour of a sandbox without demo clusters
+// (--clusters 0): a management cluster to move clusters to or restore them
+// into, and, unless --class-cluster=false, the ClusterClass-based cluster.
+func printManagementTour(sb *sandbox.Sandbox, took time.Duration, logPath string) {
+	root := sb.Env.RepoRoot
+	kubectl := relativeTo(root, filepath.Join(sb.Env.BinDir, "kubectl"))
+	tour := strings.NewReplacer(
+		"{took}", took.Round(100*time.Millisecond).String(),
+		"{root}", root,
+		"{kubeconfig}", sb.Kubeconfig,
+		"{kubectl}", kubectl,
+		"{log}", logPath,
+		"{classTour}", classTour(sb, kubectl),
+	)
+	fmt.Print(tour.Replace(`
+sandbox ready in {took}: a management cluster with the Cluster API controllers, the
+in-memory infrastructure and rollout-guard, its providers recorded in clusterctl's
+inventory as clusterctl init leaves them.
+
+Try, in another shell, from {root}:
+
+  {kubectl} --kubeconfig {kubeconfig} get providers -A
+
+  # Move the clusters of another management cluster here, or restore a backup:
+  clusterctl move --kubeconfig SOURCE-KUBECONFIG --to-kubeconfig {kubeconfig}
+  clusterctl move --from-directory DIR --to-kubeconfig {kubeconfig}
+{classTour}
+Logs: {log} (controllers and guard)
+Press Ctrl-C to stop.
+`))
+}
+
 // classTour returns the part of the tour about the ClusterClass-based demo
 // clusters, or "" when there is none.
 func classTour(sb *sandbox.Sandbox, kubectl string) string {
@@ -258,4 +297,13 @@ func relativeTo(dir, path string) string {
 		return path
 	}
 	return rel
+}
+
+// demoClusters is the sandbox's Options.Clusters for --clusters n: there,
+// 0 means the default and a negative number none.
+func demoClusters(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
