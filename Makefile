@@ -32,6 +32,14 @@ cert-manager-tools: ## Build cert-manager's controller and CA injector from sour
 node-tools: ## Install containerd, runc, CNI plugins (apt) and build kubelet, kube-controller-manager, kube-scheduler and the pause image into bin/.
 	hack/tools/install-node.sh $(BIN)
 
+.PHONY: clusterctl
+# clusterctl at the Cluster API version the test module pins (a tool of
+# test/go.mod), for the tests that run it as operators do (test/clusterctl)
+# and for moving the sandbox's clusters. go build's cache makes a second run
+# quick.
+clusterctl: ## Build bin/clusterctl from the Cluster API module the tests pin.
+	cd test && go build -o $(BIN)/clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
+
 .PHONY: build
 build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
@@ -77,7 +85,7 @@ unit: ## Unit tests of the product module (pure logic; no API server) with the r
 # track, so a cached pass could hide a change of the guard. test/e2e's
 # concurrent writers run bin/webhook-race (env.WithRaceGuard): a race the
 # detector reports in the guard fails the test.
-e2e: tools node-tools cert-manager-tools build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
+e2e: tools node-tools cert-manager-tools clusterctl build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test
