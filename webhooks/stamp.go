@@ -162,20 +162,6 @@ func (s *Stamper) now() time.Time {
 	return time.Now().UTC().Truncate(time.Second)
 }
 
-// fieldManagerOf is the field manager a request names in its options.
-func fieldManagerOf(req admission.Request) string {
-	if len(req.Options.Raw) == 0 {
-		return ""
-	}
-	var opts struct {
-		FieldManager string `json:"fieldManager"`
-	}
-	if err := json.Unmarshal(req.Options.Raw, &opts); err != nil {
-		return ""
-	}
-	return opts.FieldManager
-}
-
 // withAnnotations returns raw (a JSON object) with its annotations changed:
 // a nil value removes the key. Everything else is left byte-for-byte alone in
 // meaning, so the patch the API server applies touches annotations only.
