@@ -3,8 +3,12 @@ package webhooks
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // fieldManagerOf is the field manager of a request as the API server
@@ -18,7 +22,10 @@ func fieldManagerOf(req admission.Request) string {
 	if m := optionsFieldManager(req.Options.Raw); m != "" {
 		return m
 	}
-	return changedManager(req.OldObject.Raw, req.Object.Raw)
+	if m := changedManager(req.OldObject.Raw, req.Object.Raw); m != "" {
+		return m
+	}
+	return specOwner(req.OldObject.Raw, req.Object.Raw)
 }
 
 // optionsFieldManager is the fieldManager of a request's options (create,
@@ -41,17 +48,14 @@ func optionsFieldManager(raw []byte) string {
 type managedEntry struct {
 	Manager     string          `json:"manager"`
 	Operation   string          `json:"operation"`
-	APIVersion  string          `json:"apiVersion"`
 	Time        string          `json:"time"`
 	Subresource string          `json:"subresource"`
 	FieldsV1    json.RawMessage `json:"fieldsV1"`
 }
 
-// same says whether two entries are alike in everything a request's change
-// of the manager's fields updates.
-func (e managedEntry) same(o managedEntry) bool {
-	return e.Manager == o.Manager && e.Operation == o.Operation && e.APIVersion == o.APIVersion &&
-		e.Time == o.Time && e.Subresource == o.Subresource && bytes.Equal(e.FieldsV1, o.FieldsV1)
+// owner says whether o is the entry of the same manager as e.
+func (e managedEntry) owner(o managedEntry) bool {
+	return e.Manager == o.Manager && e.Operation == o.Operation && e.Subresource == o.Subresource
 }
 
 // managedEntries reads the managedFields of an object's JSON; nil when it
@@ -71,10 +75,13 @@ func managedEntries(raw []byte) []managedEntry {
 	return obj.Metadata.ManagedFields
 }
 
-// changedManager is the manager of the main resource's managedFields entry
-// that newRaw has and oldRaw has not (new, or with other fields or another
-// time): the manager of the request that turned one into the other. When
-// several changed, the one with the latest time; "" when none did.
+// changedManager is the manager of the request that turned oldRaw into
+// newRaw, as the API server recorded it in the main resource's
+// managedFields: the entry that is new, whose time the API server advanced,
+// or that gained fields. An entry that only lost fields belongs to another
+// manager whose fields this request took over. When several qualify, the
+// one with the latest time; "" when none does (a request that changed none
+// of its manager's fields within the same second as its last one).
 func changedManager(oldRaw, newRaw []byte) string {
 	old := managedEntries(oldRaw)
 	var changed managedEntry
@@ -82,17 +89,101 @@ func changedManager(oldRaw, newRaw []byte) string {
 		if e.Subresource != "" || e.Manager == "" {
 			continue
 		}
-		unchanged := false
-		for _, o := range old {
-			if o.same(e) {
-				unchanged = true
-				break
-			}
+		i := slices.IndexFunc(old, e.owner)
+		if i >= 0 && old[i].Time == e.Time && !gained(old[i].FieldsV1, e.FieldsV1) {
+			continue
 		}
 		// RFC 3339 times of one precision compare as strings.
-		if !unchanged && (changed.Manager == "" || e.Time > changed.Time) {
+		if changed.Manager == "" || e.Time > changed.Time {
 			changed = e
 		}
 	}
 	return changed.Manager
+}
+
+// specOwner is the manager that owns, in newRaw's managedFields, a field of
+// spec this request changed: an update takes ownership of every field it
+// changes, so that is the request's manager even when its entry looks the
+// same as before (a client that wrote twice in one second, changing only
+// fields it already owned). Lists are compared whole. When several own
+// one, the one with the latest time; "" when the spec did not change or no
+// entry owns the change.
+func specOwner(oldRaw, newRaw []byte) string {
+	if len(oldRaw) == 0 {
+		return ""
+	}
+	var before, after struct {
+		Spec any `json:"spec"`
+	}
+	if json.Unmarshal(oldRaw, &before) != nil || json.Unmarshal(newRaw, &after) != nil {
+		return ""
+	}
+	var paths []fieldpath.Path
+	changedPaths(fieldpath.MakePathOrDie("spec"), before.Spec, after.Spec, &paths)
+	if len(paths) == 0 {
+		return ""
+	}
+	var owner managedEntry
+	for _, e := range managedEntries(newRaw) {
+		if e.Subresource != "" || e.Manager == "" {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if set.FromJSON(bytes.NewReader(e.FieldsV1)) != nil {
+			continue
+		}
+		if slices.ContainsFunc(paths, func(p fieldpath.Path) bool { return owns(set, p) }) &&
+			(owner.Manager == "" || e.Time > owner.Time) {
+			owner = e
+		}
+	}
+	return owner.Manager
+}
+
+// changedPaths appends to out the paths below at where before and after
+// differ: down through objects, lists and values whole.
+func changedPaths(at fieldpath.Path, before, after any, out *[]fieldpath.Path) {
+	b, bok := before.(map[string]any)
+	a, aok := after.(map[string]any)
+	if !bok || !aok {
+		if !reflect.DeepEqual(before, after) {
+			*out = append(*out, at.Copy())
+		}
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		changedPaths(append(at, fieldpath.PathElement{FieldName: &k}), b[k], a[k], out)
+	}
+	for _, k := range slices.Sorted(maps.Keys(b)) {
+		if _, ok := a[k]; !ok {
+			*out = append(*out, append(at.Copy(), fieldpath.PathElement{FieldName: &k}))
+		}
+	}
+}
+
+// owns says whether set holds path p, a field above it (owned whole) or a
+// field below it.
+func owns(set *fieldpath.Set, p fieldpath.Path) bool {
+	for i := range p {
+		if set.Has(p[:i+1]) {
+			return true
+		}
+	}
+	for _, pe := range p {
+		set = set.WithPrefix(pe)
+	}
+	return !set.Empty()
+}
+
+// gained says whether the field set after holds a field the set before does
+// not; false when either cannot be read.
+func gained(before, after json.RawMessage) bool {
+	if bytes.Equal(before, after) {
+		return false
+	}
+	b, a := &fieldpath.Set{}, &fieldpath.Set{}
+	if b.FromJSON(bytes.NewReader(before)) != nil || a.FromJSON(bytes.NewReader(after)) != nil {
+		return false
+	}
+	return !a.Difference(b).Empty()
 }
