@@ -114,6 +114,11 @@ func Execute(ctx context.Context, o core.Options, args []string) int {
 	klog.SetLogger(logr.Discard())
 	c := &core.Session{Options: o, Args: args}
 	root := newRoot(c)
+	if versionAsked(args) {
+		// --version is also the template switch's flag, which takes a value:
+		// alone, it asks for the CLI's version, as `rollout version` does.
+		args = []string{"version"}
+	}
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
@@ -137,6 +142,22 @@ func PluginDisplayName(executable string) string {
 		words[i] = strings.ReplaceAll(w, "_", "-")
 	}
 	return "kubectl " + strings.Join(words, " ")
+}
+
+// versionAsked reports whether args are `--version` with no resource and
+// no value: every other argument is a flag written with its value
+// (--kubeconfig=FILE).
+func versionAsked(args []string) bool {
+	asked := false
+	for _, a := range args {
+		switch {
+		case a == "--version":
+			asked = true
+		case !strings.HasPrefix(a, "--") || !strings.Contains(a, "="):
+			return false
+		}
+	}
+	return asked
 }
 
 func newVersionCommand(c *core.Session) *cobra.Command {

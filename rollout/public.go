@@ -37,12 +37,15 @@ const (
 	// ExitSuperseded: status --revision N found the object already past
 	// that revision.
 	ExitSuperseded = status.ExitSuperseded
-	// ExitRefused: plan found the change would be refused (by
-	// rollout-guard, Cluster API's webhooks or the API server).
-	ExitRefused = plan.ExitRefused
+	// ExitRefused: the change is refused by rollout-guard's policy or an
+	// admission webhook (plan: or the API server); nothing was changed.
+	ExitRefused = core.ExitRefused
 	// ExitWouldReplace: plan --fail-on-replace found the change would
 	// replace machines.
 	ExitWouldReplace = plan.ExitWouldReplace
+	// ExitNotConfirmed: a restart that replaces machines was not confirmed
+	// (no --yes and no terminal, or answered no); nothing was changed.
+	ExitNotConfirmed = core.ExitNotConfirmed
 )
 
 // The parts of a Cluster's upgrade steps, in status and plan.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,10 +31,15 @@ type RestartOptions struct {
 	At string
 	// ChangeCause is --change-cause.
 	ChangeCause string
+	// Yes is --yes: restart control planes without asking.
+	Yes bool
 
 	targets core.Targets
 	at      time.Time
 	cause   string
+	// bare is the command line of `rollout KIND/NAME` with no switch flag,
+	// a restart that asks for every kind; "" for rollout restart.
+	bare string
 }
 
 func newRestartCommand(c *core.Session) *cobra.Command {
@@ -75,9 +81,15 @@ Cluster API's control-plane contract); a kind without it is refused.
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): restart every object of the KIND it matches.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
 	cmd.Flags().StringVar(&o.At, "at", "", "Restart at this time (RFC 3339, e.g. 2030-01-02T03:00:00Z) instead of now.")
+	addYesFlag(cmd, &o.Yes, "Restart control planes and clusters without asking (needed when not at a terminal).")
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
+}
+
+// addYesFlag registers --yes/-y.
+func addYesFlag(cmd *cobra.Command, v *bool, usage string) {
+	cmd.Flags().BoolVarP(v, "yes", "y", false, usage)
 }
 
 // addChangeCauseFlag registers --change-cause.
@@ -121,6 +133,9 @@ func (o *RestartOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := o.confirm(ctx, cl, objs); err != nil {
+		return err
+	}
 	return o.Session.ForEach("restart", objs, o.Selector, func(obj client.Object) error {
 		if cluster, ok := obj.(*clusterv1.Cluster); ok {
 			return o.restartCluster(ctx, cl, cluster)
@@ -130,6 +145,45 @@ func (o *RestartOptions) Run(ctx context.Context) error {
 		}
 		return o.restart(ctx, cl, obj)
 	})
+}
+
+// confirm asks before a restart that replaces a control plane's machines
+// (or, for `rollout KIND/NAME` alone, any object's): at a terminal it names
+// the machines and asks; elsewhere it needs --yes.
+func (o *RestartOptions) confirm(ctx context.Context, cl *core.Clients, objs []client.Object) error {
+	if o.Yes {
+		return nil
+	}
+	var asked []client.Object
+	var ids []string
+	for _, obj := range objs {
+		if o.bare != "" || core.IsControlPlane(obj) {
+			asked = append(asked, obj)
+			ids = append(ids, core.Describe(obj, core.KindOf(obj)))
+		}
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	what := "restarting " + strings.Join(ids, ", ")
+	if o.bare != "" {
+		what = o.bare + " with no --template, --bootstrap-template or --version restarts " + strings.Join(ids, ", ")
+	}
+	if !o.Session.Interactive() {
+		return core.NotConfirmedError{Msg: fmt.Sprintf("%s, replacing every machine: add --yes (-y) to do it (at a terminal it asks); nothing was changed", what)}
+	}
+	lines := []string{"This restart replaces every machine of:"}
+	for _, obj := range asked {
+		lines = append(lines, "  "+core.ReplacedMachines(ctx, cl, obj))
+	}
+	yes, err := o.Session.Ask(lines, "Restart?")
+	if err != nil {
+		return err
+	}
+	if !yes {
+		return core.NotConfirmedError{Msg: "restart not confirmed; nothing was changed"}
+	}
+	return nil
 }
 
 // when is the restart time: --at, or now.

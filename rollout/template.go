@@ -37,6 +37,8 @@ type SwitchOptions struct {
 	// Emit is --emit: print the manifest (yaml) or merge patch (patch) for
 	// Git instead of changing the object.
 	Emit string
+	// Yes is --yes: with no switch flag, restart without asking.
+	Yes bool
 
 	ref      core.Ref
 	dry      core.DryRun
@@ -98,6 +100,9 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 				return err
 			}
 			if o.Template == "" && o.BootstrapTemplate == "" && o.Version == "" {
+				if err := o.refuseReadOnly(cmd); err != nil {
+					return err
+				}
 				return o.restart(cmd)
 			}
 			return o.Run(cmd.Context())
@@ -110,6 +115,7 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(core.DryRunClient)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Change the object even if a GitOps controller (Argo CD, Flux) manages it, which reverts the change at its next sync unless Git has it too.")
 	cmd.Flags().StringVar(&o.Emit, "emit", "", core.EmitHelp)
+	addYesFlag(cmd, &o.Yes, "With no --template, --bootstrap-template or --version: restart now without asking (needed when not at a terminal).")
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -172,10 +178,35 @@ func (o *SwitchOptions) Validate() error {
 	return o.PrintFlags.Validate()
 }
 
-// restart is `rollout KIND/NAME` with no flag: a restart now.
+// restart is `rollout KIND/NAME` with no switch flag: a restart now, once
+// confirmed.
 func (o *SwitchOptions) restart(cmd *cobra.Command) error {
-	r := &RestartOptions{Session: o.Session, PrintFlags: o.PrintFlags, targets: core.Targets{Refs: []core.Ref{o.ref}}, cause: o.cause}
+	r := &RestartOptions{Session: o.Session, PrintFlags: o.PrintFlags, targets: core.Targets{Refs: []core.Ref{o.ref}}, cause: o.cause,
+		Yes: o.Yes, bare: o.Session.Name() + " " + o.ref.String()}
 	return r.Run(cmd.Context())
+}
+
+// readOnlyFlags print what a command did; by themselves they ask for no
+// change.
+var readOnlyFlags = []string{"output", "show-managed-fields"}
+
+// refuseReadOnly refuses `rollout KIND/NAME` with only flags that print
+// (-o yaml, typed to see the object): without --yes it changes nothing.
+func (o *SwitchOptions) refuseReadOnly(cmd *cobra.Command) error {
+	if o.Yes {
+		return nil
+	}
+	var given []string
+	for _, name := range readOnlyFlags {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			given = append(given, "--"+name)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s only says how to print what a change did, and %s %s with no --template, --bootstrap-template or --version would restart it; nothing was changed: to see it, run kubectl get %s %s -o yaml (or %s history %s); to restart it and print it, add --yes",
+		strings.Join(given, " and "), o.Session.Name(), o.ref, o.ref.Kind.GroupResource().String(), o.ref.Name, o.Session.Name(), o.ref)
 }
 
 // Run switches the templates and version.

@@ -19,7 +19,7 @@ import (
 const (
 	// ExitRefused: the change would be refused (by rollout-guard, Cluster
 	// API's webhooks or the API server); the plan says by whom and why.
-	ExitRefused = 6
+	ExitRefused = core.ExitRefused
 	// ExitWouldReplace: with --fail-on-replace, the change would be admitted
 	// and would replace at least one machine.
 	ExitWouldReplace = 7

@@ -155,6 +155,10 @@ type runOptions struct {
 	// tee, when set, also receives stdout and stderr, interleaved as a
 	// terminal shows them.
 	tee io.Writer
+	// terminal runs the CLI as if a person answered at a terminal, with
+	// stdin as what they type.
+	terminal bool
+	stdin    string
 }
 
 // rolloutAs runs the CLI with args as user (see kubeconfigs).
@@ -180,6 +184,8 @@ func runCLI(t *testing.T, o runOptions, args ...string) result {
 	}
 	opts := framework.RolloutOptions(cacheDir, out, errOut)
 	opts.Now = now
+	opts.IOStreams.In = strings.NewReader(o.stdin)
+	opts.Terminal = func() bool { return o.terminal }
 	if o.beforeWrite != nil {
 		opts.BeforeWrite = func(ctx context.Context, _ client.Object) error { return o.beforeWrite(ctx) }
 	}

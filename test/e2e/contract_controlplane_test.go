@@ -278,7 +278,7 @@ func TestContractControlPlane(t *testing.T) {
 	assert.EqualValues(t, 2, env.Stamps(t, cp).Revision, "nothing was sent")
 
 	// Its kind has spec.rollout.after: restart sets it.
-	code, out, stderr = runRollout(t, "restart", ref, "-n", cp.GetNamespace())
+	code, out, stderr = runRollout(t, "restart", ref, "-n", cp.GetNamespace(), "--yes")
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "kthreescontrolplane.controlplane.cluster.x-k8s.io/c1-cp restarted\n", out)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cp), cp))

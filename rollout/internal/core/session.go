@@ -34,6 +34,14 @@ const (
 	// guard, a conflict that could not be resolved, a
 	// denied permission, an unreachable API server.
 	ExitError = 1
+	// ExitRefused: rollout-guard's policy (checked by the CLI before
+	// sending) or an admission webhook refused the change; nothing was
+	// changed.
+	ExitRefused = 6
+	// ExitNotConfirmed: a change that replaces machines needs a
+	// confirmation (--yes, or yes at the terminal) and did not get it;
+	// nothing was changed.
+	ExitNotConfirmed = 10
 )
 
 // ExitCodesHelp documents the exit codes in every command's help.
@@ -64,6 +72,10 @@ type Options struct {
 	// server just before each write is sent, after every check. It lets
 	// tests interleave a concurrent change; an error stops the write.
 	BeforeWrite func(ctx context.Context, obj client.Object) error
+	// Terminal, when set, reports whether a person answers at a terminal
+	// (the restart of a control plane asks first). Default: whether stdin
+	// and stderr are terminals.
+	Terminal func() bool
 }
 
 // Session is the state shared by the commands of one invocation.
@@ -215,7 +227,7 @@ func ExitCode(err error) int {
 // ChangeCause is the change-cause a write carries: --change-cause when
 // given, else the command line without its connection flags (--kubeconfig,
 // --context, -n, --token, --as, ...), which say nothing about the change and
-// may hold secrets.
+// may hold secrets, and without --yes.
 func (c *Session) ChangeCause(cmd *cobra.Command, explicit string) string {
 	if cmd.Flags().Changed("change-cause") {
 		return explicit
@@ -232,6 +244,9 @@ func (c *Session) ChangeCause(cmd *cobra.Command, explicit string) string {
 		if a == "--" {
 			words = append(words, quoteAll(args[i:])...)
 			break
+		}
+		if a == "--yes" || a == "-y" || strings.HasPrefix(a, "--yes=") {
+			continue // the confirmation says nothing about the change
 		}
 		if f, inline, ok := connectionFlag(conn, a); ok {
 			if !inline && f.Value.Type() != "bool" && i+1 < len(args) {
