@@ -353,7 +353,7 @@ func TestUndoEmit(t *testing.T) {
 			// Refused as the undo itself is, with the same text and exit code.
 			_, liveErr, liveCode := runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "1", "--force")
 			out, errOut, code = runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "1", "--emit", "yaml")
-			assert.Equal(t, core.ExitError, code)
+			assert.Equal(t, core.ExitRefused, code)
 			assert.Equal(t, liveCode, code)
 			assert.Empty(t, out)
 			refusal, _, _ := strings.Cut(liveErr[strings.Index(liveErr, "error: "):], "\n")

@@ -47,29 +47,16 @@ func newRestartCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restart (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Replace every machine of a worker pool or control plane, or of a whole cluster",
-		Long: `Restart a MachineDeployment or KubeadmControlPlane: set its spec.rollout.after to now
-(or to --at TIME), so Cluster API replaces every machine created before that time.
-
-A paused object is refused (resume it first). An object managed by a Cluster's topology
-(label topology.cluster.x-k8s.io/owned) is restarted through its Cluster:
-spec.topology.controlPlane.rollout.after or
-spec.topology.workers.machineDeployments[].rollout.after, which the topology controller
-carries out; a direct edit would be reverted.
-
-cluster/NAME restarts the cluster's control plane first, then every MachineDeployment of
-the cluster.
-
-A MachinePool cannot be restarted: Cluster API v1beta2 gives it no spec.rollout.after.
-Another provider's control plane (RESOURCE.controlplane.cluster.x-k8s.io/NAME) is restarted
-through its spec.rollout.after where its kind has it (the optional rolloutAfter rule of
-Cluster API's control-plane contract); a kind without it is refused.
-
-` + core.ExitCodesHelp,
+		Long: `Restart a MachineDeployment, a control plane or a whole Cluster (its control plane, then
+every worker pool): set spec.rollout.after to now, or to --at TIME, so Cluster API replaces
+every machine created before that time. A control plane's or Cluster's restart names the
+machines it replaces and asks at a terminal; elsewhere it needs --yes. Topology-managed
+objects are restarted through their Cluster. More: docs/cli.md, section restart.`,
 		Example: `  # Replace every machine of a worker pool now
   rollout restart machinedeployment/md-0
 
-  # Replace the control plane's machines after a given time
-  rollout restart kcp/my-cluster-control-plane --at 2030-01-02T03:00:00Z
+  # Replace the control plane's machines after a given time, without asking
+  rollout restart kcp/my-cluster-control-plane --at 2030-01-02T03:00:00Z --yes
 
   # The control plane, then every worker pool of a cluster
   rollout restart cluster/my-cluster
@@ -78,6 +65,7 @@ Cluster API's control-plane contract); a kind without it is refused.
   rollout restart md -l pool=gpu`,
 		RunE: core.RunE(o),
 	}
+	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpChangeError, core.ExitHelpRefused, core.ExitHelpNotConfirmed)
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): restart every object of the KIND it matches.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
 	cmd.Flags().StringVar(&o.At, "at", "", "Restart at this time (RFC 3339, e.g. 2030-01-02T03:00:00Z) instead of now.")

@@ -52,39 +52,28 @@ func newSwitchCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout KIND/NAME [--template KIND/NAME] [--bootstrap-template KIND/NAME] [--version vX.Y.Z]",
 		Short: "Safe, recorded rollouts of Cluster API worker pools and control planes",
-		Long: `rollout rolls out Cluster API MachineDeployments (machinedeployment, md) and
-KubeadmControlPlanes (kubeadmcontrolplane, kcp), and restarts, watches and shows the
-history of whole Clusters (cluster), ClusterClass upgrades included: restart, pause,
-resume, status, history and undo, shaped like kubectl rollout, and plan, which shows what
-any of these changes would do before it is made. Every change goes through rollout-guard,
-which refuses version-skew and etcd-downgrade mistakes and records who changed what, when
-and why.
+		Long: `rollout rolls out Cluster API worker pools (machinedeployment, md; machinepool, mp) and
+control planes (kubeadmcontrolplane, kcp, and other providers'), and restarts, watches and
+shows the history of whole Clusters: restart, pause, resume, status, history and undo,
+shaped like kubectl rollout, and plan, which previews any change. Every change goes through
+rollout-guard, which refuses version-skew and etcd-downgrade mistakes and records who
+changed what, when and why.
 
-rollout KIND/NAME --template KIND/NAME switches the object to another infrastructure machine
-template (and --bootstrap-template to another bootstrap config template, --version to
-another Kubernetes version): the templates must exist in the object's namespace and be of an
-infrastructure (bootstrap) template kind; the change is checked against rollout-guard's
-policy before it is sent. For a KubeadmControlPlane it sets
-spec.machineTemplate.spec.infrastructureRef and spec.version. A paused object takes the
-change and rolls it out when resumed. Objects managed by a Cluster's topology are refused:
-change the ClusterClass or the Cluster's topology instead. Objects managed by a GitOps
-controller (Argo CD, Flux) are refused too, because it would revert the change at its next
-sync: make the change in Git (--emit yaml prints the manifest to commit, --emit patch the
-merge patch), or add --force.
+rollout KIND/NAME --template/--bootstrap-template/--version switches the object to other
+templates or another Kubernetes version, checked against rollout-guard's policy before it is
+sent. On an object Argo CD or Flux manages it stops: --emit yaml prints the change for Git,
+--force makes it live anyway. rollout KIND/NAME with none of these flags restarts it now:
+at a terminal it names the machines and asks; elsewhere it needs --yes.
 
-rollout KIND/NAME with none of these flags rolls the object out now, like restart.
-
-Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
-
-` + core.ExitCodesHelp,
+Every command, with examples and transcripts: docs/cli.md.`,
 		Example: `  # Roll a worker pool out to a new machine template
   rollout machinedeployment/md-0 --template devmachinetemplate/md-0-rev-1
 
   # A new Kubernetes version and machine template for the control plane
   rollout kcp/my-cluster-control-plane --template devmachinetemplate/cp-rev-2 --version v1.35.2
 
-  # Roll out now (the same as rollout restart)
-  rollout machinedeployment/md-0
+  # Roll out now (rollout restart); asks at a terminal, --yes in scripts
+  rollout machinedeployment/md-0 --yes
 
   # Managed by Argo CD or Flux: print the manifest to commit to Git instead
   rollout machinedeployment/md-0 --version v1.35.2 --emit yaml`,
@@ -108,9 +97,11 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 			return o.Run(cmd.Context())
 		},
 	}
+	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpChangeError, core.ExitHelpRefused+" (also with --dry-run and --emit)", core.ExitHelpNotConfirmed,
+		"  Each command's --help lists its own.")
 	cmd.Flags().StringVar(&o.Template, "template", "", "The infrastructure machine template to roll out to, KIND/NAME (e.g. devmachinetemplate/md-0-rev-1), in the object's namespace.")
 	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "The bootstrap config template to roll out to, KIND/NAME (e.g. kubeadmconfigtemplate/md-0-rev-1); MachineDeployment only.")
-	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2.")
+	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2 (alone, --version prints the CLI's version).")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll out; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(core.DryRunClient)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Change the object even if a GitOps controller (Argo CD, Flux) manages it, which reverts the change at its next sync unless Git has it too.")

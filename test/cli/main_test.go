@@ -213,6 +213,14 @@ func (r result) fails(t *testing.T, want string) {
 	assert.True(t, strings.HasSuffix(r.stderr, "error: "+want+"\n"), "stderr:\n%s\nwant it to end with:\nerror: %s", r.stderr, want)
 }
 
+// refused asserts that a run was refused by the policy or the guard
+// (exit 6) with exactly the message want on stderr, as fails does.
+func (r result) refused(t *testing.T, want string) {
+	t.Helper()
+	assert.Equal(t, rollout.ExitRefused, r.code, "exit code; stdout:\n%s", r.stdout)
+	assert.True(t, strings.HasSuffix(r.stderr, "error: "+want+"\n"), "stderr:\n%s\nwant it to end with:\nerror: %s", r.stderr, want)
+}
+
 // lastLine is the last line of out (with its newline): what a command did,
 // after what it showed first (undo prints the fields it changes).
 func lastLine(out string) string {

@@ -26,6 +26,15 @@ func (e GuardError) Error() string { return e.Err.Error() }
 // Unwrap returns the API server's error.
 func (e GuardError) Unwrap() error { return e.Err }
 
+// ExitCode is ExitRefused when a webhook denied the change, ExitError when
+// the API server could not call one.
+func (e GuardError) ExitCode() int {
+	if strings.Contains(e.Err.Error(), "denied the request") {
+		return ExitRefused
+	}
+	return ExitError
+}
+
 // isAdmissionAnswer reports whether err comes from an admission webhook.
 func isAdmissionAnswer(err error) bool {
 	msg := err.Error()
@@ -151,6 +160,20 @@ type StatusError struct {
 	// Code is the exit code; Msg says why.
 	Code int
 	Msg  string
+	// Verdict marks an answer to what was asked rather than a failure
+	// (status not yet rolled out, plan --fail-on-replace): it is printed
+	// without "error: ".
+	Verdict bool
+}
+
+// IsVerdict reports whether the error is printed as a verdict, without
+// "error: ".
+func (e StatusError) IsVerdict() bool { return e.Verdict }
+
+// IsVerdict reports whether err is a verdict, printed without "error: ".
+func IsVerdict(err error) bool {
+	var v interface{ IsVerdict() bool }
+	return errors.As(err, &v) && v.IsVerdict()
 }
 
 // Error is the verdict's message.

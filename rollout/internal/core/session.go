@@ -44,14 +44,6 @@ const (
 	ExitNotConfirmed = 10
 )
 
-// ExitCodesHelp documents the exit codes in every command's help.
-const ExitCodesHelp = `Exit status:
-  0  success, including "nothing to do" (already paused, already at that revision)
-  1  error: bad arguments, object or template not found, paused or topology-managed
-     object, a live change of a GitOps-managed object or an undo to a revision of
-     unknown author without --force, refused by rollout-guard's policy or by the
-     guard, conflict, permission denied, API server unreachable`
-
 // Options configure the command tree.
 type Options struct {
 	// IOStreams are where the commands read and write.
@@ -311,4 +303,35 @@ func RunE(o options) func(*cobra.Command, []string) error {
 		}
 		return o.Run(cmd.Context())
 	}
+}
+
+// The exit-status lines of the commands' help, one per outcome; each
+// command lists those it can end with (SetExitStatus).
+const (
+	// ExitHelpOK is ExitOK's line.
+	ExitHelpOK = `  0   done, or nothing to do`
+	// ExitHelpError is ExitError's line for the commands that only read.
+	ExitHelpError = `  1   error: bad arguments, object not found, permission denied, API server unreachable`
+	// ExitHelpChangeError is ExitError's line for the commands that change
+	// an object.
+	ExitHelpChangeError = `  1   error: bad arguments, not found, a paused, topology- or GitOps-managed object,
+      conflict, permission denied, API server or rollout-guard unreachable`
+	// ExitHelpRefused is ExitRefused's line.
+	ExitHelpRefused = `  6   refused by rollout-guard's policy or an admission webhook; nothing was changed`
+	// ExitHelpNotConfirmed is ExitNotConfirmed's line.
+	ExitHelpNotConfirmed = `  10  not confirmed: a restart that replaces machines needs --yes without a terminal;
+      nothing was changed`
+)
+
+// ExitStatusAnnotation holds a command's exit-status block, which its help
+// prints after the flags.
+const ExitStatusAnnotation = "rollout-guard.io/exit-status"
+
+// SetExitStatus gives cmd's help its exit-status block: lines, one per
+// exit code the command can end with.
+func SetExitStatus(cmd *cobra.Command, lines ...string) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[ExitStatusAnnotation] = "Exit status:\n" + strings.Join(lines, "\n")
 }
