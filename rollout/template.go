@@ -261,7 +261,7 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *core.Clients, obj cl
 		return o.print(obj, "unchanged: it already uses these templates and version")
 	}
 	if o.emit == core.EmitNone && o.dry == core.DryRunNone {
-		if err := o.Session.CheckGitOps("roll out", obj, o.Force, o.inGit(obj)); err != nil {
+		if err := o.Session.CheckGitOps(ctx, cl, "roll out", obj, o.Force, o.inGit(obj)); err != nil {
 			return err
 		}
 	}
