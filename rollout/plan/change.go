@@ -163,7 +163,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	}
-	verdict, answer, err := o.c.dryRun(ctx, cl, obj, types.MergePatchType, patch, purpose)
+	verdict, answer, err := o.c.verdictFor(ctx, cl, obj, types.MergePatchType, patch, purpose)
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, err
 	}

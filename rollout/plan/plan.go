@@ -36,7 +36,11 @@ var planExitStatus = []string{
 // planSession is the invocation's session as plan uses it: the clients,
 // streams and checks every command shares, and plan's own readings of the
 // API server (its dry runs and the facts a plan is made from).
-type planSession struct{ *core.Session }
+type planSession struct {
+	*core.Session
+	// state says whether the plan judges locally (nil: never).
+	state *localState
+}
 
 // PlanOptions are the options of `rollout plan`.
 type PlanOptions struct {
@@ -62,6 +66,9 @@ type PlanOptions struct {
 	// FailOnReplace is --fail-on-replace: exit ExitWouldReplace when the
 	// change would replace machines.
 	FailOnReplace bool
+	// Local is --local: judge the change with rollout-guard's policy
+	// evaluated here instead of a server-side dry run (read rights only).
+	Local bool
 
 	ref    core.Ref
 	undo   bool
@@ -72,7 +79,7 @@ type PlanOptions struct {
 
 // NewCommand returns the `rollout plan` command of the invocation c.
 func NewCommand(c *core.Session) *cobra.Command {
-	o := &PlanOptions{c: planSession{c}, printFlags: core.NewPrintFlags()}
+	o := &PlanOptions{c: planSession{Session: c, state: &localState{}}, printFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "plan (KIND/NAME (--template KIND/NAME | --bootstrap-template KIND/NAME | --version V | --to-revision N | --restart) | -f FILE)",
 		Short: "Show what a change would do, before making it: verdict, steps, machines replaced, holds",
@@ -109,6 +116,7 @@ prints a RolloutPlan (rollout/api/v1alpha1). More: docs/cli.md, section plan.`,
 	cmd.Flags().StringSliceVarP(&o.Filenames, "filename", "f", nil, "Plan the changes in these manifests (files, directories, URLs, - for stdin), as server-side apply would make them.")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "R", false, "With -f DIR, read its subdirectories too.")
 	cmd.Flags().BoolVar(&o.FailOnReplace, "fail-on-replace", false, "Exit 7 when the change would replace any machine.")
+	cmd.Flags().BoolVar(&o.Local, "local", false, "Judge the change with rollout-guard's policy evaluated here instead of a server-side dry run: needs only get, list and watch; Cluster API's webhooks and the API server's validation are not asked. KIND/NAME changes only.")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (a RolloutPlan); default a report for people.")
 	return cmd
 }
@@ -148,6 +156,12 @@ func (o *PlanOptions) Validate() error {
 		return fmt.Errorf("plan needs a change to preview: --template KIND/NAME, --bootstrap-template KIND/NAME, --version V, --to-revision N or --restart (or -f FILE)")
 	case modes > 1:
 		return fmt.Errorf("plan previews one change at a time: use either --template/--bootstrap-template/--version, or --to-revision, or --restart, or -f")
+	}
+	if o.Local && len(o.Filenames) > 0 {
+		return fmt.Errorf("--local judges the changes the CLI makes (KIND/NAME with --template, --version, --to-revision or --restart); plan -f needs the server-side dry run, as server-side apply decides what the manifests change")
+	}
+	if o.c.state != nil {
+		o.c.state.on = o.Local
 	}
 	if o.Recursive && len(o.Filenames) == 0 {
 		return fmt.Errorf("-R/--recursive goes with -f DIR")
