@@ -119,8 +119,13 @@ func typed(obj client.Object) (client.Object, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := core.KindOf(obj).New()
-	if _, still := out.(*unstructured.Unstructured); still {
+	var out client.Object
+	for _, k := range core.Kinds {
+		if k.GVK.GroupKind() == u.GroupVersionKind().GroupKind() {
+			out = k.New()
+		}
+	}
+	if out == nil {
 		return obj, nil
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,8 +15,8 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
-// TestPlanLocalWithReadRightsOnly plans a template switch, a version bump
-// and an undo the guard refuses twice: as the admin, through the
+// TestPlanLocalWithReadRightsOnly plans a template switch, a version bump,
+// an undo the guard refuses and a restart of the whole cluster twice: as the admin, through the
 // server-side dry run, and as a user who may only get, list and watch,
 // with --local and without it (the plan falls back to --local, saying
 // so). The read-only plans have the same changes, steps, machines, counts,
@@ -28,6 +29,8 @@ func TestPlanLocalWithReadRightsOnly(t *testing.T) {
 	kcp, md := "kcp/"+kcpName, "md/"+mdName
 	rolloutCmd(t, kcp, "--version", "v1.34.2", "-n", ns).ok(t)
 	waitRecorded(t, w.KCP)
+	setNow(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)) // restart plans name the time
+	t.Cleanup(func() { setNow(time.Time{}) })
 	grantViewer(t, ns, []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}}, w.MD, w.KCP, w.Cluster)
 
 	for _, tc := range []struct {
@@ -38,6 +41,7 @@ func TestPlanLocalWithReadRightsOnly(t *testing.T) {
 		{"template switch", []string{"plan", md, "--template", "devmachinetemplate/c1-md-1"}, rollout.ExitOK},
 		{"version bump", []string{"plan", md, "--version", "v1.33.6"}, rollout.ExitOK},
 		{"refused undo", []string{"plan", kcp, "--to-revision", "1"}, rollout.ExitRefused},
+		{"restart of the cluster", []string{"plan", "cluster/" + clusterName, "--restart"}, rollout.ExitOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			full := runPlan(t, "admin", tc.code, append(tc.args, "-n", ns, "-o", "json")...)
