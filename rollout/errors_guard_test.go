@@ -39,6 +39,8 @@ func TestExplainGuardUnavailable(t *testing.T) {
 		}},
 		{name: "another webhook down", err: `Internal error occurred: failed calling webhook "default.machinedeployment.cluster.x-k8s.io": failed to call webhook: connection refused`, same: true, code: core.ExitError},
 		{name: "guard refusal", err: `admission webhook "validate.machinedeployment.rollout-guard.io" denied the request: [rule X]`, same: true, guard: true, code: core.ExitRefused},
+		{name: "an admission policy's refusal", err: `machinedeployments.cluster.x-k8s.io "md" is forbidden: ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: restarts are frozen`, same: true, code: core.ExitRefused,
+			wants: []string{"cannot restart MachineDeployment ns/md: the API server's admission refused it, nothing was changed: "}},
 		{name: "another webhook's refusal", err: `admission webhook "validation.machinedeployment.cluster.x-k8s.io" denied the request: spec.replicas: Invalid value`, same: true, guard: true, code: core.ExitRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

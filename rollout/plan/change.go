@@ -54,6 +54,10 @@ func verdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
 			}
 		}
 	}
+	if errors.As(err, new(core.AdmissionRefusal)) {
+		v.RefusedBy, v.Message = "API server", msg
+		return v, nil
+	}
 	if m := deniedBy.FindStringSubmatchIndex(msg); m != nil {
 		v.Webhook = msg[m[2]:m[3]]
 		v.Message = msg[m[1]:]

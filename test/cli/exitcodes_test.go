@@ -7,10 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
@@ -48,6 +53,8 @@ type exitCase struct {
 	name string
 	args []string
 	code int
+	// before, when set, prepares the case in namespace ns.
+	before func(t *testing.T, ns string)
 }
 
 // TestExitCodesAsDocumented runs every command to each of its outcomes and
@@ -62,59 +69,57 @@ func TestExitCodesAsDocumented(t *testing.T) {
 		// setup builds the world of the verb's cases in namespace ns.
 		setup func(t *testing.T, ns string)
 		cases []exitCase
-		// unreached are documented codes no case here can reach, and why.
-		unreached map[int]string
 	}{
 		{verb: "", // the template switch, and rollout KIND/NAME alone
 			setup: func(t *testing.T, ns string) {
 				newWorld(t, ns, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 			},
 			cases: []exitCase{
-				{"switched", []string{md, "--template", "devmachinetemplate/c1-md-1"}, rollout.ExitOK},
-				{"unchanged", []string{md, "--template", "devmachinetemplate/c1-md-1"}, rollout.ExitOK},
-				{"template not found", []string{md, "--template", "devmachinetemplate/missing"}, rollout.ExitError},
-				{"refused by the policy", []string{md, "--version", "v1.35.2"}, rollout.ExitRefused},
-				{"refused, client dry run", []string{md, "--version", "v1.35.2", "--dry-run=client"}, rollout.ExitRefused},
-				{"refused by the guard, server dry run", []string{md, "--version", "v1.35.2", "--dry-run=server"}, rollout.ExitRefused},
-				{"refused, --emit", []string{md, "--version", "v1.35.2", "--emit", "yaml"}, rollout.ExitRefused},
-				{"restart not confirmed", []string{kcp}, rollout.ExitNotConfirmed},
-				{"restart confirmed", []string{kcp, "--yes"}, rollout.ExitOK},
+				{name: "switched", args: []string{md, "--template", "devmachinetemplate/c1-md-1"}, code: rollout.ExitOK},
+				{name: "unchanged", args: []string{md, "--template", "devmachinetemplate/c1-md-1"}, code: rollout.ExitOK},
+				{name: "template not found", args: []string{md, "--template", "devmachinetemplate/missing"}, code: rollout.ExitError},
+				{name: "refused by the policy", args: []string{md, "--version", "v1.35.2"}, code: rollout.ExitRefused},
+				{name: "refused, client dry run", args: []string{md, "--version", "v1.35.2", "--dry-run=client"}, code: rollout.ExitRefused},
+				{name: "refused by the guard, server dry run", args: []string{md, "--version", "v1.35.2", "--dry-run=server"}, code: rollout.ExitRefused},
+				{name: "refused, --emit", args: []string{md, "--version", "v1.35.2", "--emit", "yaml"}, code: rollout.ExitRefused},
+				{name: "restart not confirmed", args: []string{kcp}, code: rollout.ExitNotConfirmed},
+				{name: "restart confirmed", args: []string{kcp, "--yes"}, code: rollout.ExitOK},
 			}},
 		{verb: "restart",
 			setup: func(t *testing.T, ns string) {
 				newWorld(t, ns, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 			},
 			cases: []exitCase{
-				{"restarted", []string{"restart", md}, rollout.ExitOK},
-				{"not found", []string{"restart", "md/nope"}, rollout.ExitError},
-				{"control plane not confirmed", []string{"restart", kcp}, rollout.ExitNotConfirmed},
-				{"control plane confirmed", []string{"restart", kcp, "--yes"}, rollout.ExitOK},
-			},
-			unreached: map[int]string{rollout.ExitRefused: "no admission webhook of this environment refuses a restart"}},
+				{name: "restarted", args: []string{"restart", md}, code: rollout.ExitOK},
+				{name: "not found", args: []string{"restart", "md/nope"}, code: rollout.ExitError},
+				{name: "control plane not confirmed", args: []string{"restart", kcp}, code: rollout.ExitNotConfirmed},
+				{name: "control plane confirmed", args: []string{"restart", kcp, "--yes"}, code: rollout.ExitOK},
+				{name: "refused by an admission policy", args: []string{"restart", md}, code: rollout.ExitRefused, before: freezeRestarts},
+			}},
 		{verb: "pause",
 			setup: func(t *testing.T, ns string) {
 				newWorld(t, ns, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 			},
 			cases: []exitCase{
-				{"paused", []string{"pause", md}, rollout.ExitOK},
-				{"already paused", []string{"pause", md}, rollout.ExitOK},
-				{"not found", []string{"pause", "md/nope"}, rollout.ExitError},
+				{name: "paused", args: []string{"pause", md}, code: rollout.ExitOK},
+				{name: "already paused", args: []string{"pause", md}, code: rollout.ExitOK},
+				{name: "not found", args: []string{"pause", "md/nope"}, code: rollout.ExitError},
 			}},
 		{verb: "resume",
 			setup: func(t *testing.T, ns string) {
 				newWorld(t, ns, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 			},
 			cases: []exitCase{
-				{"not paused", []string{"resume", md}, rollout.ExitOK},
-				{"not found", []string{"resume", "md/nope"}, rollout.ExitError},
+				{name: "not paused", args: []string{"resume", md}, code: rollout.ExitOK},
+				{name: "not found", args: []string{"resume", "md/nope"}, code: rollout.ExitError},
 			}},
 		{verb: "history",
 			setup: func(t *testing.T, ns string) {
 				newWorld(t, ns, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 			},
 			cases: []exitCase{
-				{"shown", []string{"history", md}, rollout.ExitOK},
-				{"not found", []string{"history", "md/nope"}, rollout.ExitError},
+				{name: "shown", args: []string{"history", md}, code: rollout.ExitOK},
+				{name: "not found", args: []string{"history", "md/nope"}, code: rollout.ExitError},
 			}},
 		{verb: "undo",
 			setup: func(t *testing.T, ns string) {
@@ -125,13 +130,13 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				waitRecorded(t, w.KCP)
 			},
 			cases: []exitCase{
-				{"rolled back", []string{"undo", md}, rollout.ExitOK},
-				{"already at that revision", []string{"undo", md, "--to-revision", "1"}, rollout.ExitOK},
-				{"no such revision", []string{"undo", md, "--to-revision", "9"}, rollout.ExitError},
-				{"refused by the policy", []string{"undo", kcp}, rollout.ExitRefused},
-				{"refused, client dry run", []string{"undo", kcp, "--dry-run=client"}, rollout.ExitRefused},
-				{"refused by the guard, server dry run", []string{"undo", kcp, "--dry-run=server"}, rollout.ExitRefused},
-				{"refused, --emit", []string{"undo", kcp, "--emit", "yaml"}, rollout.ExitRefused},
+				{name: "rolled back", args: []string{"undo", md}, code: rollout.ExitOK},
+				{name: "already at that revision", args: []string{"undo", md, "--to-revision", "1"}, code: rollout.ExitOK},
+				{name: "no such revision", args: []string{"undo", md, "--to-revision", "9"}, code: rollout.ExitError},
+				{name: "refused by the policy", args: []string{"undo", kcp}, code: rollout.ExitRefused},
+				{name: "refused, client dry run", args: []string{"undo", kcp, "--dry-run=client"}, code: rollout.ExitRefused},
+				{name: "refused by the guard, server dry run", args: []string{"undo", kcp, "--dry-run=server"}, code: rollout.ExitRefused},
+				{name: "refused, --emit", args: []string{"undo", kcp, "--emit", "yaml"}, code: rollout.ExitRefused},
 			}},
 		{verb: "plan",
 			setup: func(t *testing.T, ns string) {
@@ -139,10 +144,10 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				w.AddPoolMachines(t, w.MD, 1, "v1.34.2")
 			},
 			cases: []exitCase{
-				{"admitted", []string{"plan", md, "--template", "devmachinetemplate/c1-md-1"}, rollout.ExitOK},
-				{"not found", []string{"plan", "md/nope", "--restart"}, rollout.ExitError},
-				{"refused", []string{"plan", md, "--version", "v1.35.2"}, rollout.ExitRefused},
-				{"would replace machines", []string{"plan", md, "--template", "devmachinetemplate/c1-md-1", "--fail-on-replace"}, rollout.ExitWouldReplace},
+				{name: "admitted", args: []string{"plan", md, "--template", "devmachinetemplate/c1-md-1"}, code: rollout.ExitOK},
+				{name: "not found", args: []string{"plan", "md/nope", "--restart"}, code: rollout.ExitError},
+				{name: "refused", args: []string{"plan", md, "--version", "v1.35.2"}, code: rollout.ExitRefused},
+				{name: "would replace machines", args: []string{"plan", md, "--template", "devmachinetemplate/c1-md-1", "--fail-on-replace"}, code: rollout.ExitWouldReplace},
 			}},
 		{verb: "status",
 			setup: func(t *testing.T, ns string) {
@@ -159,14 +164,14 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(w.MD), w.MD))
 			},
 			cases: []exitCase{
-				{"rolled out", []string{"status", "mp/c1-mp-0"}, rollout.ExitOK},
-				{"rolled out, one read", []string{"status", "mp/c1-mp-0", "--watch=false"}, rollout.ExitOK},
-				{"not found", []string{"status", "md/nope"}, rollout.ExitError},
-				{"timeout", []string{"status", kcp, "--timeout", "2s"}, rollout.ExitTimeout},
-				{"stalled", []string{"status", kcp, "--progress-deadline", "1s", "--timeout", "10m"}, rollout.ExitStalled},
-				{"superseded", []string{"status", md, "--revision", "1"}, rollout.ExitSuperseded},
-				{"not rolled out yet, one read", []string{"status", kcp, "--watch=false"}, rollout.ExitNotRolledOut},
-				{"paused", []string{"status", md, "--paused-by-the-case-before"}, rollout.ExitPaused},
+				{name: "rolled out", args: []string{"status", "mp/c1-mp-0"}, code: rollout.ExitOK},
+				{name: "rolled out, one read", args: []string{"status", "mp/c1-mp-0", "--watch=false"}, code: rollout.ExitOK},
+				{name: "not found", args: []string{"status", "md/nope"}, code: rollout.ExitError},
+				{name: "timeout", args: []string{"status", kcp, "--timeout", "2s"}, code: rollout.ExitTimeout},
+				{name: "stalled", args: []string{"status", kcp, "--progress-deadline", "1s", "--timeout", "10m"}, code: rollout.ExitStalled},
+				{name: "superseded", args: []string{"status", md, "--revision", "1"}, code: rollout.ExitSuperseded},
+				{name: "not rolled out yet, one read", args: []string{"status", kcp, "--watch=false"}, code: rollout.ExitNotRolledOut},
+				{name: "paused", args: []string{"status", md, "--paused-by-the-case-before"}, code: rollout.ExitPaused},
 			}},
 	} {
 		name := verb.verb
@@ -179,6 +184,9 @@ func TestExitCodesAsDocumented(t *testing.T) {
 			verb.setup(t, ns)
 			reached := map[int]bool{}
 			for _, tc := range verb.cases {
+				if tc.before != nil {
+					tc.before(t, ns)
+				}
 				args := tc.args
 				if slices.Contains(args, "--paused-by-the-case-before") {
 					rolloutCmd(t, "pause", md, "-n", ns).ok(t)
@@ -193,12 +201,61 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				reached[tc.code] = true
 			}
 			for _, code := range documented {
-				if why, ok := verb.unreached[code]; ok {
-					t.Logf("exit %d of %s --help not reached here: %s", code, name, why)
-					continue
-				}
 				assert.True(t, reached[code], "exit %d of %s --help is reached by no case", code, name)
 			}
 		})
 	}
+}
+
+// freezeRestarts makes the API server refuse every restart of a
+// MachineDeployment in namespace ns (a change of spec.rollout.after), as
+// a cluster's own admission policy would during a change freeze: a
+// ValidatingAdmissionPolicy, no webhook. It moves the CLI's clock an hour
+// on, so that the next restart is a change.
+func freezeRestarts(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "freeze-restarts-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"cluster.x-k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"machinedeployments"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!has(object.spec.rollout) || !has(object.spec.rollout.after) || " +
+					"(has(oldObject.spec.rollout) && has(oldObject.spec.rollout.after) && object.spec.rollout.after == oldObject.spec.rollout.after)",
+				Message: "restarts are frozen",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, policy))
+	require.NoError(t, env.Client.Create(ctx, binding))
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, binding)
+		_ = env.Client.Delete(ctx, policy)
+	})
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	setNow(later)
+	t.Cleanup(func() { setNow(time.Time{}) })
+	// The API server learns of policies through its own informer: wait
+	// until it refuses a restart sent as a dry run.
+	md := &clusterv1.MachineDeployment{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: mdName}, md))
+	patch := []byte(`{"spec":{"rollout":{"after":"` + later.Format(time.RFC3339) + `"}}}`)
+	require.Eventually(t, func() bool {
+		err := env.Client.Patch(ctx, md.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "restarts are frozen")
+	}, 30*time.Second, 100*time.Millisecond, "the admission policy never took effect")
 }

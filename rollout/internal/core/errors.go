@@ -41,6 +41,29 @@ func isAdmissionAnswer(err error) bool {
 	return strings.Contains(msg, "admission webhook") && (strings.Contains(msg, "denied the request") || strings.Contains(msg, "failed calling webhook"))
 }
 
+// AdmissionRefusal is a refusal by the API server's own admission control:
+// a ValidatingAdmissionPolicy denied the change.
+type AdmissionRefusal struct {
+	// Err is the API server's error, with what the CLI was doing.
+	Err error
+}
+
+// Error is what the CLI was doing and the API server's message.
+func (e AdmissionRefusal) Error() string { return e.Err.Error() }
+
+// Unwrap returns the API server's error.
+func (e AdmissionRefusal) Unwrap() error { return e.Err }
+
+// ExitCode is ExitRefused.
+func (e AdmissionRefusal) ExitCode() int { return ExitRefused }
+
+// isPolicyDenial reports whether err is a ValidatingAdmissionPolicy's
+// denial: `ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ...`.
+func isPolicyDenial(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "ValidatingAdmissionPolicy") && strings.Contains(msg, "denied request")
+}
+
 // failedCallingGuard finds the guard's webhook in the API server's
 // message when it could not call it: `failed calling webhook
 // "stamp.machinedeployment.rollout-guard.io": failed to call webhook: ...`.
@@ -95,6 +118,8 @@ func (c Call) Explain(err error) error {
 			c.Purpose, name, err)}
 	case isAdmissionAnswer(err):
 		return GuardError{err}
+	case isPolicyDenial(err):
+		return AdmissionRefusal{fmt.Errorf("cannot %s: the API server's admission refused it, nothing was changed: %w", c.Purpose, err)}
 	case apierrors.IsNotFound(err) && c.Name != "":
 		return fmt.Errorf("%s %q not found in namespace %q: check the name and the namespace (-n), e.g. with kubectl get %s -n %s",
 			c.Kind, c.Name, c.Namespace, c.GR.String(), c.Namespace)

@@ -35,8 +35,8 @@ const (
 	// denied permission, an unreachable API server.
 	ExitError = 1
 	// ExitRefused: rollout-guard's policy (checked by the CLI before
-	// sending) or an admission webhook refused the change; nothing was
-	// changed.
+	// sending), an admission webhook or a ValidatingAdmissionPolicy refused
+	// the change; nothing was changed.
 	ExitRefused = 6
 	// ExitNotConfirmed: a change that replaces machines needs a
 	// confirmation (--yes, or yes at the terminal) and did not get it;
@@ -317,7 +317,8 @@ const (
 	ExitHelpChangeError = `  1   error: bad arguments, not found, a paused, topology- or GitOps-managed object,
       conflict, permission denied, API server or rollout-guard unreachable`
 	// ExitHelpRefused is ExitRefused's line.
-	ExitHelpRefused = `  6   refused by rollout-guard's policy or an admission webhook; nothing was changed`
+	ExitHelpRefused = `  6   refused by rollout-guard's policy or by admission (a webhook, an admission policy);
+      nothing was changed`
 	// ExitHelpNotConfirmed is ExitNotConfirmed's line.
 	ExitHelpNotConfirmed = `  10  not confirmed: a restart that replaces machines needs --yes without a terminal;
       nothing was changed`
