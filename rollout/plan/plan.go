@@ -89,8 +89,10 @@ steps (etcd per control-plane step), every machine replaced, updated in place or
 what would hold it (pauses, MachineSet preflight checks) and how long it took last time.
 The change is one the CLI makes (--template, --bootstrap-template, --version, --to-revision,
 --restart; cluster/NAME --version for a ClusterClass cluster) or edited manifests (-f). It
-needs read rights plus patch (a dry run is authorized as the write it previews). -o json|yaml
-prints a RolloutPlan (rollout/api/v1alpha1). More: docs/cli.md, section plan.`,
+needs read rights plus patch (a dry run is authorized as the write it previews); --local, or
+a plan whose dry run is denied, evaluates rollout-guard's policy here with read rights only,
+and says so. -o json|yaml prints a RolloutPlan (rollout/api/v1alpha1). More: docs/cli.md,
+section plan.`,
 		Example: `  # Which machines would a template switch replace?
   rollout plan md/md-0 --template devmachinetemplate/md-0-v2
 
@@ -104,7 +106,10 @@ prints a RolloutPlan (rollout/api/v1alpha1). More: docs/cli.md, section plan.`,
   rollout plan kcp/my-cluster-control-plane --to-revision 2
 
   # In CI: the changed manifests, failing on a refusal or on any machine replaced
-  rollout plan -f clusters/prod/ -R --fail-on-replace -o json`,
+  rollout plan -f clusters/prod/ -R --fail-on-replace -o json
+
+  # With read rights only: rollout-guard's policy evaluated here, no dry run
+  rollout plan kcp/my-cluster-control-plane --version v1.35.2 --local`,
 		RunE: core.RunE(o),
 	}
 	core.SetExitStatus(cmd, planExitStatus...)
