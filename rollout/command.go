@@ -65,29 +65,32 @@ func newRoot(c *core.Session) *cobra.Command {
 	return root
 }
 
-// usageTemplate is cobra's, with the command's own flags apart from the
-// connection flags every command shares (kubectl's --kubeconfig, -n, ...).
-const usageTemplate = `Usage:{{if .Runnable}}
+// usageTemplate is cobra's, with the examples first, the command's own flags
+// and its exit status; the connection flags every command shares
+// (kubectl's --kubeconfig, -n, ...) are listed in full by the root command
+// only.
+const usageTemplate = `{{if .HasExample}}Examples:
+{{.Example}}
+
+{{end}}Usage:{{if .Runnable}}
   {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
   {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
 
 Aliases:
-  {{.NameAndAliases}}{{end}}{{if .HasExample}}
-
-Examples:
-{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.NameAndAliases}}{{end}}{{if .HasAvailableSubCommands}}
 
 Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
   {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .LocalNonPersistentFlags.HasAvailableFlags}}
 
 Flags:
-{{.LocalNonPersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if not .HasParent}}
+{{.LocalNonPersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{with index .Annotations "` + core.ExitStatusAnnotation + `"}}
+
+{{.}}{{end}}{{if not .HasParent}}
 
 Connection Flags:
 {{.PersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{else if .HasAvailableInheritedFlags}}
 
-Connection Flags:
-{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+Connection flags (--kubeconfig, --context, -n/--namespace, --as, --token, ...): see {{.Root.CommandPath}} --help.{{end}}{{if .HasAvailableSubCommands}}
 
 Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
 `
@@ -114,12 +117,28 @@ func Execute(ctx context.Context, o core.Options, args []string) int {
 	klog.SetLogger(logr.Discard())
 	c := &core.Session{Options: o, Args: args}
 	root := newRoot(c)
+	if versionAsked(args) {
+		// --version is also the template switch's flag, which takes a value:
+		// alone, it asks for the CLI's version, as `rollout version` does.
+		args = []string{"version"}
+	}
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	if err != nil {
-		fmt.Fprintf(c.IOStreams.ErrOut, "error: %v\n", err)
-	}
+	PrintError(c.IOStreams.ErrOut, err)
 	return core.ExitCode(err)
+}
+
+// PrintError prints the error of a command on w: "error: ..." for a
+// failure, the message alone for a verdict (plan --fail-on-replace, status
+// not yet rolled out); nothing for nil.
+func PrintError(w io.Writer, err error) {
+	switch {
+	case err == nil:
+	case core.IsVerdict(err):
+		fmt.Fprintf(w, "%v\n", err)
+	default:
+		fmt.Fprintf(w, "error: %v\n", err)
+	}
 }
 
 // PluginDisplayName returns the name a kubectl plugin is invoked by, from
@@ -137,6 +156,22 @@ func PluginDisplayName(executable string) string {
 		words[i] = strings.ReplaceAll(w, "_", "-")
 	}
 	return "kubectl " + strings.Join(words, " ")
+}
+
+// versionAsked reports whether args are `--version` with no resource and
+// no value: every other argument is a flag written with its value
+// (--kubeconfig=FILE).
+func versionAsked(args []string) bool {
+	asked := false
+	for _, a := range args {
+		switch {
+		case a == "--version":
+			asked = true
+		case !strings.HasPrefix(a, "--") || !strings.Contains(a, "="):
+			return false
+		}
+	}
+	return asked
 }
 
 func newVersionCommand(c *core.Session) *cobra.Command {

@@ -20,6 +20,7 @@ import (
 // the guard's webhooks, the CLI says the guard is unavailable, that nothing
 // changed and how to check, keeping the API server's message; other
 // webhooks' failures and the guard's refusals are passed on as they are.
+// A webhook's refusal exits 6, the guard or another webhook down 1.
 func TestExplainGuardUnavailable(t *testing.T) {
 	c := core.Call{Verb: "patch", GR: schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machinedeployments"}, Kind: "MachineDeployment",
 		Namespace: "ns", Name: "md", Purpose: "restart MachineDeployment ns/md"}
@@ -30,19 +31,26 @@ func TestExplainGuardUnavailable(t *testing.T) {
 		wants []string
 		same  bool // passed on as the API server wrote it
 		guard bool // an answer about the guard (a guardError)
+		code  int  // the exit code
 	}{
-		{name: "guard down", err: refused, guard: true, wants: []string{
+		{name: "guard down", err: refused, guard: true, code: core.ExitError, wants: []string{
 			`cannot restart MachineDeployment ns/md: rollout-guard is unavailable: the API server could not call its admission webhook "stamp.machinedeployment.rollout-guard.io"`,
 			"nothing was changed", "kubectl -n rollout-guard-system get pods", refused,
 		}},
-		{name: "another webhook down", err: `Internal error occurred: failed calling webhook "default.machinedeployment.cluster.x-k8s.io": failed to call webhook: connection refused`, same: true},
-		{name: "guard refusal", err: `admission webhook "validate.machinedeployment.rollout-guard.io" denied the request: [rule X]`, same: true, guard: true},
+		{name: "another webhook down", err: `Internal error occurred: failed calling webhook "default.machinedeployment.cluster.x-k8s.io": failed to call webhook: connection refused`, same: true, code: core.ExitError},
+		{name: "guard refusal", err: `admission webhook "validate.machinedeployment.rollout-guard.io" denied the request: [rule X]`, same: true, guard: true, code: core.ExitRefused},
+		{name: "an admission policy's refusal", err: `machinedeployments.cluster.x-k8s.io "md" is forbidden: ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: restarts are frozen`, same: true, code: core.ExitRefused,
+			wants: []string{"cannot restart MachineDeployment ns/md: the API server's admission refused it, nothing was changed: "}},
+		{name: "another webhook's refusal", err: `admission webhook "validation.machinedeployment.cluster.x-k8s.io" denied the request: spec.replicas: Invalid value`, same: true, guard: true, code: core.ExitRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := c.Explain(errors.New(tc.err))
 			var ge core.GuardError
 			if errors.As(got, &ge) != tc.guard {
 				t.Fatalf("explain(%q) = %T; an answer about the guard: %v", tc.err, got, tc.guard)
+			}
+			if code := core.ExitCode(got); code != tc.code {
+				t.Errorf("explain(%q) exits %d, want %d", tc.err, code, tc.code)
 			}
 			if tc.same && !strings.HasSuffix(got.Error(), tc.err) {
 				t.Errorf("explain(%q) = %q, want the API server's message kept", tc.err, got.Error())

@@ -3,7 +3,6 @@ package rollout
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -73,9 +72,7 @@ func startFakeWith(ctx context.Context, cl client.WithWatch, ns string, o core.O
 	root.SetArgs(args)
 	go func() {
 		err := root.ExecuteContext(ctx)
-		if err != nil {
-			fmt.Fprintf(r.errOut, "error: %v\n", err)
-		}
+		PrintError(r.errOut, err)
 		r.done <- core.ExitCode(err)
 	}()
 	return r

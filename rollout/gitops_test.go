@@ -28,7 +28,8 @@ import (
 
 // TestGitOpsOf: each mark a GitOps controller leaves is recognised, with
 // the controller, what applies the object and the mark; an object without
-// any, or written only by other field managers, is not managed.
+// any, written only by other field managers, or labelled as Helm labels
+// it, is not managed.
 func TestGitOpsOf(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -42,8 +43,8 @@ func TestGitOpsOf(t *testing.T) {
 			want: "Argo CD (Application prod-clusters, annotation argocd.argoproj.io/tracking-id)"},
 		{name: "Argo CD Application in another namespace", annotations: map[string]string{core.ArgoCDTrackingAnnotation: "team-a_prod-clusters:cluster.x-k8s.io/MachineDeployment:demo/c1-md-0"},
 			want: "Argo CD (Application team-a/prod-clusters, annotation argocd.argoproj.io/tracking-id)"},
-		{name: "Argo CD instance label", labels: map[string]string{core.ArgoCDInstanceLabel: "prod-clusters"},
-			want: "Argo CD (Application prod-clusters, label app.kubernetes.io/instance, Argo CD's tracking label)"},
+		{name: "the instance label alone, as Helm sets it (Argo CD's needs its Application)", labels: map[string]string{core.ArgoCDInstanceLabel: "prod-clusters", "app.kubernetes.io/managed-by": "Helm"},
+			managers: []string{"helm"}},
 		{name: "Flux Kustomization", labels: map[string]string{core.FluxKustomizeNameLabel: "clusters", core.FluxKustomizeNamespaceLabel: "flux-system"},
 			want: "Flux (Kustomization flux-system/clusters, labels kustomize.toolkit.fluxcd.io/name and namespace)"},
 		{name: "Flux HelmRelease", labels: map[string]string{core.FluxHelmNameLabel: "capi-clusters", core.FluxHelmNamespaceLabel: "flux-system"},
@@ -353,7 +354,7 @@ func TestUndoEmit(t *testing.T) {
 			// Refused as the undo itself is, with the same text and exit code.
 			_, liveErr, liveCode := runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "1", "--force")
 			out, errOut, code = runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "1", "--emit", "yaml")
-			assert.Equal(t, core.ExitError, code)
+			assert.Equal(t, core.ExitRefused, code)
 			assert.Equal(t, liveCode, code)
 			assert.Empty(t, out)
 			refusal, _, _ := strings.Cut(liveErr[strings.Index(liveErr, "error: "):], "\n")

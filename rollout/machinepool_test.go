@@ -158,7 +158,7 @@ func TestClusterPoolsReadOnlyWhereShown(t *testing.T) {
 	assert.Equal(t, core.ExitError, code)
 	assert.Contains(t, errOut, `may not list machinepools.cluster.x-k8s.io in namespace "demo"`)
 
-	for _, args := range [][]string{{"plan", "cluster/c1", "--restart"}, {"restart", "cluster/c1"}} {
+	for _, args := range [][]string{{"plan", "cluster/c1", "--restart"}, {"restart", "cluster/c1", "--yes"}} {
 		_, errOut, code = runFake(t, cl, historyNow, args...)
 		assert.Equal(t, core.ExitOK, code, "%v: %s", args, errOut)
 	}

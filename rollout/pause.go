@@ -33,18 +33,10 @@ func newPauseCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pause (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Stop rollouts of a worker pool or control plane",
-		Long: `Pause a MachineDeployment (spec.paused), or a MachinePool, KubeadmControlPlane or
-another provider's control plane (the annotation cluster.x-k8s.io/paused: they have no
-spec.paused): Cluster API stops rolling it out until it is resumed; changes made meanwhile
-roll out on resume. Pausing an object that is already paused does nothing and succeeds.
-
-Pausing a KubeadmControlPlane stops all of its reconciliation, remediation of unhealthy
-control-plane machines included.
-
-An object managed by a Cluster's topology (label topology.cluster.x-k8s.io/owned) is
-refused: pause its Cluster (spec.paused) instead.
-
-` + core.ExitCodesHelp,
+		Long: `Pause a MachineDeployment (spec.paused), MachinePool or control plane (the annotation
+cluster.x-k8s.io/paused): Cluster API stops rolling it out until it is resumed. Pausing a
+KubeadmControlPlane also stops its remediation. A topology-managed object is refused: pause
+its Cluster. Already paused: nothing to do. More: docs/cli.md, section pause and resume.`,
 		Example: `  # Hold a worker pool while its template is changed
   rollout pause machinedeployment/md-0
 
@@ -57,6 +49,8 @@ refused: pause its Cluster (spec.paused) instead.
 }
 
 func (o *PauseOptions) addFlags(cmd *cobra.Command) {
+	core.SetExitStatus(cmd, core.ExitHelpOK+` (also "already paused", "already resumed")`,
+		"  1   error: bad arguments, not found, a topology-managed object, conflict, permission\n      denied, API server unreachable")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): act on every object of the KIND it matches.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
 	// No --change-cause: pausing changes no revision, so the guard records

@@ -20,8 +20,9 @@ const FieldManager = core.FieldManager
 // controller, whose writes history shows as the Cluster's.
 const TopologyFieldManager = history.TopologyFieldManager
 
-// Exit codes of the CLI: those of every command, of `rollout status` and of
-// `rollout plan`.
+// Exit codes of the CLI, one per outcome across every command: those of
+// every command, of `rollout status` and of `rollout plan`. 8 is kept for
+// status' verdict on machines an OnDelete strategy waits to be deleted.
 const (
 	// ExitOK: the command did what was asked, or there was nothing to do.
 	ExitOK = core.ExitOK
@@ -37,12 +38,18 @@ const (
 	// ExitSuperseded: status --revision N found the object already past
 	// that revision.
 	ExitSuperseded = status.ExitSuperseded
-	// ExitRefused: plan found the change would be refused (by
-	// rollout-guard, Cluster API's webhooks or the API server).
-	ExitRefused = plan.ExitRefused
+	// ExitNotRolledOut: status --watch=false found the rollout not yet
+	// done.
+	ExitNotRolledOut = status.ExitNotRolledOut
+	// ExitRefused: the change is refused by rollout-guard's policy or an
+	// admission webhook (plan: or the API server); nothing was changed.
+	ExitRefused = core.ExitRefused
 	// ExitWouldReplace: plan --fail-on-replace found the change would
 	// replace machines.
 	ExitWouldReplace = plan.ExitWouldReplace
+	// ExitNotConfirmed: a restart that replaces machines was not confirmed
+	// (no --yes and no terminal, or answered no); nothing was changed.
+	ExitNotConfirmed = core.ExitNotConfirmed
 )
 
 // The parts of a Cluster's upgrade steps, in status and plan.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,10 +31,15 @@ type RestartOptions struct {
 	At string
 	// ChangeCause is --change-cause.
 	ChangeCause string
+	// Yes is --yes: restart control planes without asking.
+	Yes bool
 
 	targets core.Targets
 	at      time.Time
 	cause   string
+	// bare is the command line of `rollout KIND/NAME` with no switch flag,
+	// a restart that asks for every kind; "" for rollout restart.
+	bare string
 }
 
 func newRestartCommand(c *core.Session) *cobra.Command {
@@ -41,29 +47,16 @@ func newRestartCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restart (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Replace every machine of a worker pool or control plane, or of a whole cluster",
-		Long: `Restart a MachineDeployment or KubeadmControlPlane: set its spec.rollout.after to now
-(or to --at TIME), so Cluster API replaces every machine created before that time.
-
-A paused object is refused (resume it first). An object managed by a Cluster's topology
-(label topology.cluster.x-k8s.io/owned) is restarted through its Cluster:
-spec.topology.controlPlane.rollout.after or
-spec.topology.workers.machineDeployments[].rollout.after, which the topology controller
-carries out; a direct edit would be reverted.
-
-cluster/NAME restarts the cluster's control plane first, then every MachineDeployment of
-the cluster.
-
-A MachinePool cannot be restarted: Cluster API v1beta2 gives it no spec.rollout.after.
-Another provider's control plane (RESOURCE.controlplane.cluster.x-k8s.io/NAME) is restarted
-through its spec.rollout.after where its kind has it (the optional rolloutAfter rule of
-Cluster API's control-plane contract); a kind without it is refused.
-
-` + core.ExitCodesHelp,
+		Long: `Restart a MachineDeployment, a control plane or a whole Cluster (its control plane, then
+every worker pool): set spec.rollout.after to now, or to --at TIME, so Cluster API replaces
+every machine created before that time. A control plane's or Cluster's restart names the
+machines it replaces and asks at a terminal; elsewhere it needs --yes. Topology-managed
+objects are restarted through their Cluster. More: docs/cli.md, section restart.`,
 		Example: `  # Replace every machine of a worker pool now
   rollout restart machinedeployment/md-0
 
-  # Replace the control plane's machines after a given time
-  rollout restart kcp/my-cluster-control-plane --at 2030-01-02T03:00:00Z
+  # Replace the control plane's machines after a given time, without asking
+  rollout restart kcp/my-cluster-control-plane --at 2030-01-02T03:00:00Z --yes
 
   # The control plane, then every worker pool of a cluster
   rollout restart cluster/my-cluster
@@ -72,12 +65,19 @@ Cluster API's control-plane contract); a kind without it is refused.
   rollout restart md -l pool=gpu`,
 		RunE: core.RunE(o),
 	}
+	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpChangeError, core.ExitHelpRefused, core.ExitHelpNotConfirmed)
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector (e.g. pool=gpu): restart every object of the KIND it matches.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -l, select in every namespace.")
 	cmd.Flags().StringVar(&o.At, "at", "", "Restart at this time (RFC 3339, e.g. 2030-01-02T03:00:00Z) instead of now.")
+	addYesFlag(cmd, &o.Yes, "Restart control planes and clusters without asking (needed when not at a terminal).")
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
+}
+
+// addYesFlag registers --yes/-y.
+func addYesFlag(cmd *cobra.Command, v *bool, usage string) {
+	cmd.Flags().BoolVarP(v, "yes", "y", false, usage)
 }
 
 // addChangeCauseFlag registers --change-cause.
@@ -121,6 +121,9 @@ func (o *RestartOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := o.confirm(ctx, cl, objs); err != nil {
+		return err
+	}
 	return o.Session.ForEach("restart", objs, o.Selector, func(obj client.Object) error {
 		if cluster, ok := obj.(*clusterv1.Cluster); ok {
 			return o.restartCluster(ctx, cl, cluster)
@@ -130,6 +133,45 @@ func (o *RestartOptions) Run(ctx context.Context) error {
 		}
 		return o.restart(ctx, cl, obj)
 	})
+}
+
+// confirm asks before a restart that replaces a control plane's machines
+// (or, for `rollout KIND/NAME` alone, any object's): at a terminal it names
+// the machines and asks; elsewhere it needs --yes.
+func (o *RestartOptions) confirm(ctx context.Context, cl *core.Clients, objs []client.Object) error {
+	if o.Yes {
+		return nil
+	}
+	var asked []client.Object
+	var ids []string
+	for _, obj := range objs {
+		if o.bare != "" || core.IsControlPlane(obj) {
+			asked = append(asked, obj)
+			ids = append(ids, core.Describe(obj, core.KindOf(obj)))
+		}
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	what := "restarting " + strings.Join(ids, ", ")
+	if o.bare != "" {
+		what = o.bare + " with no --template, --bootstrap-template or --version restarts " + strings.Join(ids, ", ")
+	}
+	if !o.Session.Interactive() {
+		return core.NotConfirmedError{Msg: fmt.Sprintf("%s, replacing every machine: add --yes (-y) to do it (at a terminal it asks); nothing was changed", what)}
+	}
+	lines := []string{"This restart replaces every machine of:"}
+	for _, obj := range asked {
+		lines = append(lines, "  "+core.ReplacedMachines(ctx, cl, obj))
+	}
+	yes, err := o.Session.Ask(lines, "Restart?")
+	if err != nil {
+		return err
+	}
+	if !yes {
+		return core.NotConfirmedError{Msg: "restart not confirmed; nothing was changed"}
+	}
+	return nil
 }
 
 // when is the restart time: --at, or now.

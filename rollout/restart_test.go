@@ -65,7 +65,7 @@ func TestRestart(t *testing.T) {
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 already restarted (spec.rollout.after is 2026-12-01T12:00:00Z)\n", out)
 	assert.Len(t, w.all(), 1, "nothing sent")
 
-	out, errOut, code = runFake(t, cl, gitOpsNow, "restart", "kcp/c1-control-plane", "--at", "2030-01-02T03:00:00Z", "--change-cause", "INC-7")
+	out, errOut, code = runFake(t, cl, gitOpsNow, "restart", "kcp/c1-control-plane", "--yes", "--at", "2030-01-02T03:00:00Z", "--change-cause", "INC-7")
 	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restart scheduled at 2030-01-02T03:00:00Z\n", out)
 	kcp := &controlplanev1.KubeadmControlPlane{}
@@ -91,7 +91,7 @@ func TestRestart(t *testing.T) {
 // worker pool; -l restarts every object selected, reporting each failure.
 func TestRestartCluster(t *testing.T) {
 	cl, w := newWriteRecordingClient(gitOpsWorld(t, nil)...)
-	out, errOut, code := runFake(t, cl, gitOpsNow, "restart", "cluster/c1")
+	out, errOut, code := runFake(t, cl, gitOpsNow, "restart", "cluster/c1", "--yes")
 	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restarted\nmachinedeployment.cluster.x-k8s.io/c1-md-0 restarted\n", out)
 	assert.Equal(t, []string{"patch *v1beta2.KubeadmControlPlane c1-control-plane", "patch *v1beta2.MachineDeployment c1-md-0"}, w.all())
@@ -118,7 +118,7 @@ func TestRestartThroughTopology(t *testing.T) {
 	} {
 		t.Run(tc.ref, func(t *testing.T) {
 			cl := withServedKinds(t, objectsOf(chainDone), k3s.DeepCopy())
-			out, errOut, code := runFake(t, cl, gitOpsNow, "restart", tc.ref)
+			out, errOut, code := runFake(t, cl, gitOpsNow, "restart", tc.ref, "--yes")
 			require.Equal(t, core.ExitOK, code, errOut)
 			assert.Equal(t, tc.out, out)
 			c := &clusterv1.Cluster{}
@@ -141,7 +141,7 @@ func TestRestartContract(t *testing.T) {
 	cp := k3sControlPlane("cp")
 	cp.SetNamespace(topoNS)
 	cl := withServedKinds(t, nil, cp)
-	out, errOut, code := runFake(t, cl, gitOpsNow, "restart", "kthreescontrolplanes.controlplane.cluster.x-k8s.io/cp")
+	out, errOut, code := runFake(t, cl, gitOpsNow, "restart", "kthreescontrolplanes.controlplane.cluster.x-k8s.io/cp", "-y")
 	require.Equal(t, core.ExitOK, code, errOut)
 	assert.Equal(t, "kthreescontrolplane.controlplane.cluster.x-k8s.io/cp restarted\n", out)
 	live := k3sControlPlane("cp")

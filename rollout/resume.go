@@ -14,12 +14,8 @@ func newResumeCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resume (KIND/NAME ... | KIND -l SELECTOR)",
 		Short: "Resume rollouts of a paused worker pool or control plane",
-		Long: `Resume a paused MachineDeployment (clears spec.paused and the annotation
-cluster.x-k8s.io/paused), MachinePool or KubeadmControlPlane (removes the annotation
-cluster.x-k8s.io/paused). Resuming an object that is not paused does nothing and
-succeeds.
-
-` + core.ExitCodesHelp,
+		Long: `Resume a paused MachineDeployment, MachinePool or control plane (clears spec.paused and
+the annotation cluster.x-k8s.io/paused). Not paused: nothing to do.`,
 		Example: `  rollout resume machinedeployment/md-0
   rollout resume kcp/my-cluster-control-plane`,
 		RunE: core.RunE(o),

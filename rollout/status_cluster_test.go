@@ -73,12 +73,12 @@ func moveTo(ctx context.Context, t *testing.T, cl client.Client, to topo) {
 func TestStatusClusterOnce(t *testing.T) {
 	now := time.Now()
 	out, errOut, code := runFake(t, newFakeClient(objectsOf(chainStep1Done)...), now, "status", "cluster/c1", "--watch=false")
-	assert.Equal(t, core.ExitError, code)
+	assert.Equal(t, ExitNotRolledOut, code)
 	assert.Equal(t, `cluster/c1: upgrading to v1.35.0: waiting for the topology controller to start control plane v1.35.0; then workers v1.35.0
 kubeadmcontrolplane/c1-control-plane: 3 of 3 machines up to date, 3 available
 machinedeployment/c1-md-0: 2 of 2 machines up to date, 2 available
 `, out)
-	assert.Equal(t, "error: cluster/c1 is not rolled out: upgrading to v1.35.0: waiting for the topology controller to start control plane v1.35.0; then workers v1.35.0\n", errOut)
+	assert.Equal(t, "cluster/c1 is not rolled out: upgrading to v1.35.0: waiting for the topology controller to start control plane v1.35.0; then workers v1.35.0\n", errOut)
 
 	out, errOut, code = runFake(t, newFakeClient(objectsOf(chainDone)...), now, "status", "cluster/c1", "--watch=false")
 	assert.Equal(t, core.ExitOK, code, errOut)
@@ -197,13 +197,13 @@ func TestStatusClusterMachinePools(t *testing.T) {
 	now := time.Now()
 
 	out, errOut, code := runFake(t, newFakeClient(objectsOf(pending)...), now, "status", "cluster/c1", "--watch=false")
-	assert.Equal(t, core.ExitError, code)
+	assert.Equal(t, ExitNotRolledOut, code)
 	assert.Equal(t, `cluster/c1: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done
 kubeadmcontrolplane/c1-control-plane: 3 of 3 machines up to date, 3 available
 machinedeployment/c1-md-0: 2 of 2 machines up to date, 2 available
 machinepool/c1-mp-0: 3 of 3 instances up to date, 3 available
 `, out)
-	assert.Equal(t, "error: cluster/c1 is not rolled out: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done\n", errOut)
+	assert.Equal(t, "cluster/c1 is not rolled out: upgrading to v1.35.0: workers v1.35.0 rolling out, 1 of 2 pools done\n", errOut)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -261,9 +261,9 @@ func TestStatusWatchEnds(t *testing.T) {
 // TestStatusOnce: --watch=false reports once: exit 0 only when rolled out.
 func TestStatusOnce(t *testing.T) {
 	out, errOut, code := runFake(t, newFakeClient(objectsOf(chainStep1Rolling)...), time.Now(), "status", "kcp/c1-control-plane", "--watch=false")
-	assert.Equal(t, core.ExitError, code)
+	assert.Equal(t, ExitNotRolledOut, code)
 	assert.Equal(t, "kubeadmcontrolplane/c1-control-plane: 2 of 3 machines up to date, 3 available (1 old machine pending deletion)\n", out)
-	assert.Equal(t, "error: 1 of 1 objects not rolled out\n", errOut)
+	assert.Equal(t, "1 of 1 objects not rolled out\n", errOut)
 
 	out, errOut, code = runFake(t, newFakeClient(objectsOf(chainStep1Done)...), time.Now(), "status", "md/c1-md-0", "--watch=false", "-o", "json")
 	assert.Equal(t, core.ExitOK, code, errOut)

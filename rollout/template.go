@@ -37,6 +37,8 @@ type SwitchOptions struct {
 	// Emit is --emit: print the manifest (yaml) or merge patch (patch) for
 	// Git instead of changing the object.
 	Emit string
+	// Yes is --yes: with no switch flag, restart without asking.
+	Yes bool
 
 	ref      core.Ref
 	dry      core.DryRun
@@ -50,39 +52,28 @@ func newSwitchCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout KIND/NAME [--template KIND/NAME] [--bootstrap-template KIND/NAME] [--version vX.Y.Z]",
 		Short: "Safe, recorded rollouts of Cluster API worker pools and control planes",
-		Long: `rollout rolls out Cluster API MachineDeployments (machinedeployment, md) and
-KubeadmControlPlanes (kubeadmcontrolplane, kcp), and restarts, watches and shows the
-history of whole Clusters (cluster), ClusterClass upgrades included: restart, pause,
-resume, status, history and undo, shaped like kubectl rollout, and plan, which shows what
-any of these changes would do before it is made. Every change goes through rollout-guard,
-which refuses version-skew and etcd-downgrade mistakes and records who changed what, when
-and why.
+		Long: `rollout rolls out Cluster API worker pools (machinedeployment, md; machinepool, mp) and
+control planes (kubeadmcontrolplane, kcp, and other providers'), and restarts, watches and
+shows the history of whole Clusters: restart, pause, resume, status, history and undo,
+shaped like kubectl rollout, and plan, which previews any change. Every change goes through
+rollout-guard, which refuses version-skew and etcd-downgrade mistakes and records who
+changed what, when and why.
 
-rollout KIND/NAME --template KIND/NAME switches the object to another infrastructure machine
-template (and --bootstrap-template to another bootstrap config template, --version to
-another Kubernetes version): the templates must exist in the object's namespace and be of an
-infrastructure (bootstrap) template kind; the change is checked against rollout-guard's
-policy before it is sent. For a KubeadmControlPlane it sets
-spec.machineTemplate.spec.infrastructureRef and spec.version. A paused object takes the
-change and rolls it out when resumed. Objects managed by a Cluster's topology are refused:
-change the ClusterClass or the Cluster's topology instead. Objects managed by a GitOps
-controller (Argo CD, Flux) are refused too, because it would revert the change at its next
-sync: make the change in Git (--emit yaml prints the manifest to commit, --emit patch the
-merge patch), or add --force.
+rollout KIND/NAME --template/--bootstrap-template/--version switches the object to other
+templates or another Kubernetes version, checked against rollout-guard's policy before it is
+sent. On an object Argo CD or Flux manages it stops: --emit yaml prints the change for Git,
+--force makes it live anyway. rollout KIND/NAME with none of these flags restarts it now:
+at a terminal it names the machines and asks; elsewhere it needs --yes.
 
-rollout KIND/NAME with none of these flags rolls the object out now, like restart.
-
-Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
-
-` + core.ExitCodesHelp,
+Every command, with examples and transcripts: docs/cli.md.`,
 		Example: `  # Roll a worker pool out to a new machine template
   rollout machinedeployment/md-0 --template devmachinetemplate/md-0-rev-1
 
   # A new Kubernetes version and machine template for the control plane
   rollout kcp/my-cluster-control-plane --template devmachinetemplate/cp-rev-2 --version v1.35.2
 
-  # Roll out now (the same as rollout restart)
-  rollout machinedeployment/md-0
+  # Roll out now (rollout restart); asks at a terminal, --yes in scripts
+  rollout machinedeployment/md-0 --yes
 
   # Managed by Argo CD or Flux: print the manifest to commit to Git instead
   rollout machinedeployment/md-0 --version v1.35.2 --emit yaml`,
@@ -98,18 +89,24 @@ Resources are KIND/NAME (or KIND NAME); the namespace is -n or the kubeconfig's.
 				return err
 			}
 			if o.Template == "" && o.BootstrapTemplate == "" && o.Version == "" {
+				if err := o.refuseReadOnly(cmd); err != nil {
+					return err
+				}
 				return o.restart(cmd)
 			}
 			return o.Run(cmd.Context())
 		},
 	}
+	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpChangeError, core.ExitHelpRefused+" (also with --dry-run and --emit)", core.ExitHelpNotConfirmed,
+		"  Each command's --help lists its own.")
 	cmd.Flags().StringVar(&o.Template, "template", "", "The infrastructure machine template to roll out to, KIND/NAME (e.g. devmachinetemplate/md-0-rev-1), in the object's namespace.")
 	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "The bootstrap config template to roll out to, KIND/NAME (e.g. kubeadmconfigtemplate/md-0-rev-1); MachineDeployment only.")
-	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2.")
+	cmd.Flags().StringVar(&o.Version, "version", "", "The Kubernetes version to roll out to, e.g. v1.35.2 (alone, --version prints the CLI's version).")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll out; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(core.DryRunClient)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Change the object even if a GitOps controller (Argo CD, Flux) manages it, which reverts the change at its next sync unless Git has it too.")
 	cmd.Flags().StringVar(&o.Emit, "emit", "", core.EmitHelp)
+	addYesFlag(cmd, &o.Yes, "With no --template, --bootstrap-template or --version: restart now without asking (needed when not at a terminal).")
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -172,10 +169,35 @@ func (o *SwitchOptions) Validate() error {
 	return o.PrintFlags.Validate()
 }
 
-// restart is `rollout KIND/NAME` with no flag: a restart now.
+// restart is `rollout KIND/NAME` with no switch flag: a restart now, once
+// confirmed.
 func (o *SwitchOptions) restart(cmd *cobra.Command) error {
-	r := &RestartOptions{Session: o.Session, PrintFlags: o.PrintFlags, targets: core.Targets{Refs: []core.Ref{o.ref}}, cause: o.cause}
+	r := &RestartOptions{Session: o.Session, PrintFlags: o.PrintFlags, targets: core.Targets{Refs: []core.Ref{o.ref}}, cause: o.cause,
+		Yes: o.Yes, bare: o.Session.Name() + " " + o.ref.String()}
 	return r.Run(cmd.Context())
+}
+
+// readOnlyFlags print what a command did; by themselves they ask for no
+// change.
+var readOnlyFlags = []string{"output", "show-managed-fields"}
+
+// refuseReadOnly refuses `rollout KIND/NAME` with only flags that print
+// (-o yaml, typed to see the object): without --yes it changes nothing.
+func (o *SwitchOptions) refuseReadOnly(cmd *cobra.Command) error {
+	if o.Yes {
+		return nil
+	}
+	var given []string
+	for _, name := range readOnlyFlags {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			given = append(given, "--"+name)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s only says how to print what a change did, and %s %s with no --template, --bootstrap-template or --version would restart it; nothing was changed: to see it, run kubectl get %s %s -o yaml (or %s history %s); to restart it and print it, add --yes",
+		strings.Join(given, " and "), o.Session.Name(), o.ref, o.ref.Kind.GroupResource().String(), o.ref.Name, o.Session.Name(), o.ref)
 }
 
 // Run switches the templates and version.
@@ -239,7 +261,7 @@ func (o *SwitchOptions) switchOnce(ctx context.Context, cl *core.Clients, obj cl
 		return o.print(obj, "unchanged: it already uses these templates and version")
 	}
 	if o.emit == core.EmitNone && o.dry == core.DryRunNone {
-		if err := o.Session.CheckGitOps("roll out", obj, o.Force, o.inGit(obj)); err != nil {
+		if err := o.Session.CheckGitOps(ctx, cl, "roll out", obj, o.Force, o.inGit(obj)); err != nil {
 			return err
 		}
 	}

@@ -43,58 +43,13 @@ func newUndoCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "undo KIND/NAME [--to-revision N]",
 		Short: "Roll a worker pool or control plane back to an earlier revision",
-		Long: `Roll a MachineDeployment, MachinePool, KubeadmControlPlane or another provider's control
-plane (RESOURCE.controlplane.cluster.x-k8s.io: its spec.version and spec.machineTemplate) back
-to an earlier revision of its history (see rollout history): by default the previous one, or
---to-revision N.
-
-Before sending anything, undo checks that
-  - the object is not paused and not managed by a Cluster's topology;
-  - the revision has a known author. One changed while rollout-guard was not admitting
-    changes (recorded afterwards by its reconciler), or live before the guard saw the
-    object (made before it was installed), has none: rollout history shows "unknown (*)",
-    and nothing says its content was meant. Undo to it is refused, with what it would
-    change, unless --force (read that first);
-  - the object is not managed by a GitOps controller (Argo CD: annotation
-    argocd.argoproj.io/tracking-id or label app.kubernetes.io/instance; Flux: labels
-    kustomize.toolkit.fluxcd.io/name or helm.toolkit.fluxcd.io/name; or a field manager
-    argocd-controller, kustomize-controller or helm-controller), which would revert the
-    rollback at its next sync: make the change in Git instead (--emit), or add --force;
-  - every template the revision references (infrastructureRef, bootstrap configRef) still
-    exists;
-  - rollout-guard's policy allows the change, judged as the guard judges it (version skew,
-    etcd downgrades, the highest versions the control plane has run); a refusal is printed
-    with the guard's own text.
-When the revision's content is already live it does nothing ("skipped rollback: already
-at revision N") and succeeds.
-
-Before sending anything (and with --dry-run, --dry-run=server and --emit), undo prints the
-fields the revision changes against the live object, every value in full (kubeadm commands
-and files with their content included), as rollout plan and history --diff print them,
-"(rolls out)" where Cluster API replaces machines for it: on stdout, or on stderr with -o
-or --emit, whose output is data.
-
-The rollback is one patch with a resourceVersion precondition. If the object changed in the
-meantime (a conflict), undo reads it again and decides anew: it reports "skipped rollback"
-if the revision is now live, stops if "the previous revision" no longer means the same
-thing, and otherwise checks everything again; it never overwrites a change it has not seen.
-
---dry-run=client prints what would change and the local verdict; --dry-run=server asks the
-API server and the guard, changing nothing; both are checked as the rollback itself. --force
-rolls back an object a GitOps controller manages, and to a revision of unknown author.
---force --reason TEXT also sends rollout-guard's break-glass override annotation: the guard
-lets a refused change through only for members of its override groups, and records the
-override, its reason and its user in the history.
-
---emit yaml changes nothing and prints the manifest to commit to Git: the live object with
-the revision's fields, without what the API server and controllers fill in (status,
-managedFields, resourceVersion, uid, creationTimestamp, generation, ownerReferences,
-finalizers) and without rollout-guard's stamps, which the guard writes itself when the
-GitOps controller applies it. --emit patch prints the JSON merge patch instead. Both are
-checked exactly as the rollback itself (the same checks, the same refusals and exit codes);
-with --emit, --force only lets a revision of unknown author be printed.
-
-` + core.ExitCodesHelp,
+		Long: `Roll a worker pool or control plane back to the previous revision of its history (rollout
+history), or to --to-revision N. Before sending, undo prints the fields it changes (files and
+commands in full) and checks the object (not paused, not topology-managed), the revision's
+author, GitOps management, the templates it references and rollout-guard's policy; the
+rollback is one patch that never overwrites a change it has not seen. --dry-run=server asks
+the guard; --emit yaml|patch prints the change for Git; --force --reason is the guard's
+break-glass override. More: docs/cli.md, section undo.`,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
 
@@ -114,10 +69,12 @@ with --emit, --force only lets a revision of unknown author be printed.
   rollout undo md/md-0 --to-revision 3 --emit yaml > clusters/prod/md-0.yaml`,
 		RunE: core.RunE(o),
 	}
+	core.SetExitStatus(cmd, core.ExitHelpOK+` (also "skipped rollback: already at revision N")`,
+		"  1   error: bad arguments, no such revision, a paused, topology- or GitOps-managed object or a\n      revision of unknown author without --force, conflict, permission denied, unreachable", core.ExitHelpRefused+" (also with --dry-run and --emit)")
 	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "The revision to roll back to (default: the previous revision).")
 	cmd.Flags().StringVar(&o.DryRun, "dry-run", "none", `"none": roll back; "client": print what would change, send nothing; "server": send with dry run, so the API server and the guard answer without changing anything.`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = string(core.DryRunClient)
-	cmd.Flags().BoolVar(&o.Force, "force", false, "Roll back even if a GitOps controller (Argo CD, Flux) manages the object, which reverts the rollback at its next sync unless Git has it too; and to a revision of unknown author (changed while rollout-guard was not admitting changes, or live before it was installed), once you have read what undo shows it changes. With --reason, also send rollout-guard's override annotation: the guard lets a refused change through for members of its override groups, and records it. With --emit, only the unknown author.")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "Roll back even if a GitOps controller manages the object (it reverts the rollback at its next sync unless Git has it), or to a revision of unknown author; with --reason, also send rollout-guard's break-glass override (its override groups only; recorded). With --emit, only the unknown author.")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "The reason of a --force override, recorded in the history.")
 	cmd.Flags().StringVar(&o.Emit, "emit", "", core.EmitHelp)
 	addChangeCauseFlag(cmd, &o.ChangeCause)

@@ -205,7 +205,7 @@ func (o *UndoOptions) checkRollback(ctx context.Context, cl *core.Clients, rb *p
 	}
 	if o.emit == core.EmitNone && o.dry == core.DryRunNone {
 		inGit := fmt.Sprintf("%s undo %s --to-revision %d -n %s --emit yaml", o.Session.Name(), o.ref, rb.want, rb.obj.GetNamespace())
-		if err := o.Session.CheckGitOps("undo", rb.obj, o.Force, inGit); err != nil {
+		if err := o.Session.CheckGitOps(ctx, cl, "undo", rb.obj, o.Force, inGit); err != nil {
 			return err
 		}
 	}

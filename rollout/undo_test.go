@@ -66,7 +66,7 @@ machinedeployment.cluster.x-k8s.io/c1-md-0 rolled back to revision 2 (now revisi
 func TestUndoRefused(t *testing.T) {
 	cl, w := newWriteRecordingClient(gitOpsWorld(t, nil)...)
 	_, errOut, code := runFake(t, cl, gitOpsNow, "undo", "md/c1-md-0", "--to-revision", "1")
-	assert.Equal(t, core.ExitError, code)
+	assert.Equal(t, core.ExitRefused, code)
 	assert.Contains(t, errOut, "error: rollout-guard's policy refuses this change (checked before sending; nothing was changed): ")
 	assert.Contains(t, errOut, "[rule WorkerNewerThanControlPlane]")
 	assert.Contains(t, errOut, "\nTo ask the guard itself, add --dry-run=server.")

@@ -38,62 +38,12 @@ func NewCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history KIND/NAME",
 		Short: "Show the revisions of a worker pool, control plane or cluster: who changed what, when and why",
-		Long: `Show the revision history rollout-guard recorded for a MachineDeployment, MachinePool,
-KubeadmControlPlane or another provider's control plane (RESOURCE.controlplane.cluster.x-k8s.io,
-its spec.version and spec.machineTemplate), read with one request from its ControllerRevisions:
-one line per revision (the content was live under every number listed), oldest first; the
-highest number is the live revision. Columns:
-
-  REVISION        the revision number ("4 (also 2)": the same content was live as 2 before)
-  VERSION         the Kubernetes version
-  INFRASTRUCTURE  the infrastructure machine template
-  BOOTSTRAP       the bootstrap config template (MachineDeployment) or config (MachinePool);
-                  "inline" for a KubeadmControlPlane, with its pinned etcd image tag if any
-  CHANGED-BY      the user whose request made it live, from the API server; "unknown (*)"
-                  when nothing records one (see below)
-  VIA             the field manager of that request (rollout, kubectl-patch, capi-topology, ...),
-                  with the GitOps controller that made the revision in brackets:
-                  "argocd-controller [Argo CD]", "kustomize-controller [Flux]" (known by its
-                  field manager or its service account)
-  AGE             how long ago it was made live
-  CHANGE-CAUSE    why (--change-cause, or a generated description), with any break-glass
-                  override: [override by USER: REASON]
-
-A restart (spec.rollout.after) is not a new revision: it is shown as its own "restart"
-line below the revision whose content it restarted, with who asked for it and when.
-
-A revision of unknown author is content rollout-guard did not admit: changed while it was
-not admitting changes (its webhooks were not called), recorded afterwards by its reconciler,
-or live before it saw the object (made before it was installed), adopted by its reconciler.
-Nothing says its content was meant. The table marks it "unknown (*)" and explains each below
-itself; --revision N says so in its first lines; -o json|yaml has authorUnknown: Unadmitted,
-PredatesGuard or NotRecorded. rollout undo to such a revision needs --force.
-
---revision N prints revision N in full (its record and content, as YAML); --diff prints
-how a revision (--revision, default: the previous one) differs from the live object.
---revision N -o yaml|json prints revision N as the object it is a revision of, as kubectl
-prints the object that holds a revision: apiVersion, kind, name and namespace of the
-MachineDeployment, MachinePool or KubeadmControlPlane, the revision's stamps as its
-annotations, and the revision's content at its place in the spec (spec.template; spec.version,
-spec.machineTemplate and spec.kubeadmConfigSpec), to compare with a manifest in Git.
--o name prints its ControllerRevision.
-
-Without rollout-guard's records (the guard is not installed, or has never seen the object)
-history says so and shows what the cluster itself still has: the revision annotations of
-a MachineDeployment's MachineSets.
-
-cluster/NAME merges the histories of the cluster's control plane (its KubeadmControlPlane),
-of its MachineDeployments and of its MachinePools into one table ordered by time, with an
-OBJECT column (kcp/NAME, md/NAME, mp/NAME): each revision at the time it was made live,
-each restart at the time it was asked. On a ClusterClass cluster the topology controller
-makes the changes, and each step of an upgrade shows as a revision of the control plane or
-of a worker pool with VIA capi-topology (Cluster API's topology controller), its version
-and a generated CHANGE-CAUSE such as "version v1.33.4 → v1.34.2". -o json|yaml prints it as
-a ClusterRolloutHistory, -o name the ControllerRevisions of every object. Revision numbers
-belong to each object, so --revision and --diff are refused on a cluster, naming the
-objects to ask instead.
-
-` + core.ExitCodesHelp,
+		Long: `Show the revisions rollout-guard recorded for a worker pool or control plane, oldest first,
+the highest live: REVISION, VERSION, INFRASTRUCTURE, BOOTSTRAP, CHANGED-BY (from the API
+server; "unknown (*)" when nothing records one), VIA (the field manager, and the GitOps
+controller in brackets), AGE and CHANGE-CAUSE; restarts as their own lines. cluster/NAME
+merges its control plane's and worker pools' histories by time. More: docs/cli.md, section
+history.`,
 		Example: `  rollout history machinedeployment/md-0
   rollout history kcp/my-cluster-control-plane --revision 3
   rollout history mp/my-pool
@@ -103,6 +53,7 @@ objects to ask instead.
   rollout history cluster/my-cluster`,
 		RunE: core.RunE(o),
 	}
+	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpError)
 	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Print this revision in full; with -o yaml|json as the object it is a revision of, its content at its place in the spec. Not with cluster/NAME.")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print how the revision (--revision, default: the previous one) differs from the live object. Not with cluster/NAME.")
 	o.PrintFlags.AddFlags(cmd)

@@ -54,6 +54,10 @@ func verdictOf(err error, warnings []string) (v1alpha1.PlanVerdict, error) {
 			}
 		}
 	}
+	if errors.As(err, new(core.AdmissionRefusal)) {
+		v.RefusedBy, v.Message = "API server", msg
+		return v, nil
+	}
 	if m := deniedBy.FindStringSubmatchIndex(msg); m != nil {
 		v.Webhook = msg[m[2]:m[3]]
 		v.Message = msg[m[1]:]
@@ -163,7 +167,7 @@ func (o *PlanOptions) planObjectChange(ctx context.Context, cl *core.Clients, ob
 			return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
 		}
 	}
-	verdict, answer, err := o.c.dryRun(ctx, cl, obj, types.MergePatchType, patch, purpose)
+	verdict, answer, err := o.c.verdictFor(ctx, cl, obj, types.MergePatchType, patch, purpose)
 	if err != nil {
 		return v1alpha1.ObjectPlan{}, err
 	}

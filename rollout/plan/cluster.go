@@ -40,7 +40,7 @@ func (o *PlanOptions) planClusterRef(ctx context.Context, cl *core.Clients, clus
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
-		verdict, answer, err = o.c.dryRun(ctx, cl, cluster, types.MergePatchType, patch, purpose)
+		verdict, answer, err = o.c.verdictFor(ctx, cl, cluster, types.MergePatchType, patch, purpose)
 		return err
 	}, func() error {
 		o.c.Notef("conflict: %s changed after it was read; reading it again", id)
@@ -323,7 +323,7 @@ func (c planSession) dryRunTopologyRestart(ctx context.Context, cl *core.Clients
 		if err != nil {
 			return fmt.Errorf("cannot %s: encoding the patch: %w", purpose, err)
 		}
-		v, _, err = c.dryRun(ctx, cl, u, types.JSONPatchType, data, purpose)
+		v, _, err = c.verdictFor(ctx, cl, u, types.JSONPatchType, data, purpose)
 		return err
 	}, func() error { return nil })
 	return v, err

@@ -19,24 +19,28 @@ import (
 const (
 	// ExitRefused: the change would be refused (by rollout-guard, Cluster
 	// API's webhooks or the API server); the plan says by whom and why.
-	ExitRefused = 6
+	ExitRefused = core.ExitRefused
 	// ExitWouldReplace: with --fail-on-replace, the change would be admitted
 	// and would replace at least one machine.
 	ExitWouldReplace = 7
 )
 
-const planExitCodesHelp = `Exit status:
-  0  the change would be admitted (with --fail-on-replace: and replaces no machine)
-  1  error: bad arguments, object, template or revision not found, permission denied,
-     API server or rollout-guard unreachable; no plan
-  6  refused: the API server would refuse the change (rollout-guard's rule, Cluster API's
-     webhooks, or the API server's validation); the plan shows who refused and why
-  7  with --fail-on-replace: the change would be admitted and would replace machines`
+// planExitStatus are the exit-status lines of plan's help.
+var planExitStatus = []string{
+	"  0   the change would be admitted (with --fail-on-replace: and replaces no machine)",
+	"  1   error: bad arguments, object, template or revision not found, permission denied,\n      API server or rollout-guard unreachable; no plan",
+	"  6   refused: rollout-guard's policy, Cluster API's webhooks or the API server's validation\n      would refuse it; the plan shows who and why",
+	"  7   with --fail-on-replace: the change would be admitted and would replace machines",
+}
 
 // planSession is the invocation's session as plan uses it: the clients,
 // streams and checks every command shares, and plan's own readings of the
 // API server (its dry runs and the facts a plan is made from).
-type planSession struct{ *core.Session }
+type planSession struct {
+	*core.Session
+	// state says whether the plan judges locally (nil: never).
+	state *localState
+}
 
 // PlanOptions are the options of `rollout plan`.
 type PlanOptions struct {
@@ -62,6 +66,9 @@ type PlanOptions struct {
 	// FailOnReplace is --fail-on-replace: exit ExitWouldReplace when the
 	// change would replace machines.
 	FailOnReplace bool
+	// Local is --local: judge the change with rollout-guard's policy
+	// evaluated here instead of a server-side dry run (read rights only).
+	Local bool
 
 	ref    core.Ref
 	undo   bool
@@ -72,51 +79,20 @@ type PlanOptions struct {
 
 // NewCommand returns the `rollout plan` command of the invocation c.
 func NewCommand(c *core.Session) *cobra.Command {
-	o := &PlanOptions{c: planSession{c}, printFlags: core.NewPrintFlags()}
+	o := &PlanOptions{c: planSession{Session: c, state: &localState{}}, printFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "plan (KIND/NAME (--template KIND/NAME | --bootstrap-template KIND/NAME | --version V | --to-revision N | --restart) | -f FILE)",
 		Short: "Show what a change would do, before making it: verdict, steps, machines replaced, holds",
-		Long: `Preview a change without making it. plan sends the change to the API server as a
-server-side dry run, so rollout-guard and Cluster API's own webhooks answer exactly as they
-would to the real change, and nothing is stored: no stamp, no history record, the object's
-resourceVersion unchanged. It needs the permissions of a read-only user plus patch (a dry
-run is authorized as the write it previews).
-
-The change is any the CLI can make:
-  md/NAME --template KIND/NAME [--bootstrap-template KIND/NAME] [--version V]
-  kcp/NAME --version V [--template KIND/NAME]
-  cluster/NAME --version V      a ClusterClass cluster's spec.topology.version
-  KIND/NAME --to-revision N     an undo (0: the previous revision)
-  KIND/NAME --restart           a restart now (cluster/NAME: control plane and worker pools)
-or -f FILE: edited manifests (several objects, files, a directory, - for stdin), sent as
-server-side apply with force, as a GitOps controller would apply them; each object is
-judged against the live cluster on its own.
-
-For each object the change touches it prints:
-  Verdict   admitted, or refused: by rollout-guard (its rule and message), Cluster API's
-            webhooks or the API server; and the warnings they returned
-  Changes   the fields that change, in the names of rollout history --diff; (rolls out)
-            marks those that make Cluster API replace machines
-  Steps     the versions the control plane and the workers go through, in order, with the
-            etcd version at each control-plane step (the pinned imageTag, or kubeadm's
-            default): one step for a KubeadmControlPlane, a ClusterClass's chained upgrade
-            as Cluster API computes it (spec.kubernetesVersions; with an upgrade-plan
-            extension, the extension decides the steps when the upgrade starts)
-  Machines  every machine, replaced, updated in place or untouched, with the reason, and
-            the rollout strategy that replaces them (maxSurge, maxUnavailable, deletion order)
-  Holds     what would keep it from rolling out once admitted: a paused Cluster,
-            MachineDeployment or KubeadmControlPlane; Cluster API's MachineSet preflight
-            checks (KubernetesVersionSkew, KubeadmVersionSkew, ControlPlaneIsStable,
-            ControlPlaneVersionSkew) against the control plane as it is now; the control
-            plane's own checks; an upgrade still in progress; topology annotations
-  Duration  the median time per machine in the object's last recorded rollout, times the
-            machines replaced; "unknown" when the history has none
-
--o json|yaml prints a RolloutPlan (apiVersion rollout.rollout-guard.io/v1alpha1; Go types
-and schema in rollout/api/v1alpha1 of the source), for pipelines: a pull request check can
-run rollout plan -f on the changed manifests and gate on the exit status.
-
-` + planExitCodesHelp,
+		Long: `Preview a change without making it: the verdict (rollout-guard's and Cluster API's
+webhooks, through a server-side dry run that stores nothing), the fields that change, the
+steps (etcd per control-plane step), every machine replaced, updated in place or untouched,
+what would hold it (pauses, MachineSet preflight checks) and how long it took last time.
+The change is one the CLI makes (--template, --bootstrap-template, --version, --to-revision,
+--restart; cluster/NAME --version for a ClusterClass cluster) or edited manifests (-f). It
+needs read rights plus patch (a dry run is authorized as the write it previews); --local, or
+a plan whose dry run is denied, evaluates rollout-guard's policy here with read rights only,
+and says so. -o json|yaml prints a RolloutPlan (rollout/api/v1alpha1). More: docs/cli.md,
+section plan.`,
 		Example: `  # Which machines would a template switch replace?
   rollout plan md/md-0 --template devmachinetemplate/md-0-v2
 
@@ -130,9 +106,13 @@ run rollout plan -f on the changed manifests and gate on the exit status.
   rollout plan kcp/my-cluster-control-plane --to-revision 2
 
   # In CI: the changed manifests, failing on a refusal or on any machine replaced
-  rollout plan -f clusters/prod/ -R --fail-on-replace -o json`,
+  rollout plan -f clusters/prod/ -R --fail-on-replace -o json
+
+  # With read rights only: rollout-guard's policy evaluated here, no dry run
+  rollout plan kcp/my-cluster-control-plane --version v1.35.2 --local`,
 		RunE: core.RunE(o),
 	}
+	core.SetExitStatus(cmd, planExitStatus...)
 	cmd.Flags().StringVar(&o.Template, "template", "", "Plan a switch to this infrastructure machine template, KIND/NAME.")
 	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "Plan a switch to this bootstrap config template, KIND/NAME (MachineDeployment).")
 	cmd.Flags().StringVar(&o.Version, "version", "", "Plan a change of the Kubernetes version (cluster/NAME: spec.topology.version).")
@@ -141,6 +121,7 @@ run rollout plan -f on the changed manifests and gate on the exit status.
 	cmd.Flags().StringSliceVarP(&o.Filenames, "filename", "f", nil, "Plan the changes in these manifests (files, directories, URLs, - for stdin), as server-side apply would make them.")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "R", false, "With -f DIR, read its subdirectories too.")
 	cmd.Flags().BoolVar(&o.FailOnReplace, "fail-on-replace", false, "Exit 7 when the change would replace any machine.")
+	cmd.Flags().BoolVar(&o.Local, "local", false, "Judge the change with rollout-guard's policy evaluated here instead of a server-side dry run: needs only get, list and watch; Cluster API's webhooks and the API server's validation are not asked. KIND/NAME changes only.")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (a RolloutPlan); default a report for people.")
 	return cmd
 }
@@ -180,6 +161,12 @@ func (o *PlanOptions) Validate() error {
 		return fmt.Errorf("plan needs a change to preview: --template KIND/NAME, --bootstrap-template KIND/NAME, --version V, --to-revision N or --restart (or -f FILE)")
 	case modes > 1:
 		return fmt.Errorf("plan previews one change at a time: use either --template/--bootstrap-template/--version, or --to-revision, or --restart, or -f")
+	}
+	if o.Local && len(o.Filenames) > 0 {
+		return fmt.Errorf("--local judges the changes the CLI makes (KIND/NAME with --template, --version, --to-revision or --restart); plan -f needs the server-side dry run, as server-side apply decides what the manifests change")
+	}
+	if o.c.state != nil {
+		o.c.state.on = o.Local
 	}
 	if o.Recursive && len(o.Filenames) == 0 {
 		return fmt.Errorf("-R/--recursive goes with -f DIR")
@@ -265,7 +252,7 @@ func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	case len(refused) > 0:
 		return core.StatusError{Code: ExitRefused, Msg: "the change would be refused: " + strings.Join(refused, "; ") + "; nothing was changed"}
 	case failOnReplace && replaced > 0:
-		return core.StatusError{Code: ExitWouldReplace, Msg: fmt.Sprintf("the change would replace %d %s (--fail-on-replace); nothing was changed", replaced, core.Plural(replaced, "machine", "machines"))}
+		return core.StatusError{Code: ExitWouldReplace, Verdict: true, Msg: fmt.Sprintf("the change would replace %d %s (--fail-on-replace); nothing was changed", replaced, core.Plural(replaced, "machine", "machines"))}
 	}
 	return nil
 }

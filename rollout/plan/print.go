@@ -46,7 +46,13 @@ func planConclusion(p *v1alpha1.RolloutPlan) string {
 	if refused > 0 {
 		verdict = fmt.Sprintf("would be REFUSED (%d of %d %s)", refused, len(p.Objects), core.Plural(len(p.Objects), "object", "objects"))
 	}
-	return fmt.Sprintf("Plan: %s; %s; nothing was changed (server-side dry run).", verdict, countsText(c))
+	how := "server-side dry run"
+	for _, op := range p.Objects {
+		if op.Verdict.Local {
+			how = "local: rollout-guard's policy evaluated here, no dry run"
+		}
+	}
+	return fmt.Sprintf("Plan: %s; %s; nothing was changed (%s).", verdict, countsText(c), how)
 }
 
 // countsText is "3 machines replaced, 0 in place, 1 untouched".
@@ -85,9 +91,12 @@ func writePlanHead(out io.Writer, op v1alpha1.ObjectPlan) error {
 // why; then the API server's warnings.
 func writeVerdict(out io.Writer, op v1alpha1.ObjectPlan) error {
 	v := op.Verdict
-	if v.Admitted {
+	switch {
+	case v.Admitted && v.Local:
+		fmt.Fprintln(out, "  Verdict:  admitted by rollout-guard's policy, evaluated here (local: Cluster API's webhooks and the API server's validation not asked)")
+	case v.Admitted:
 		fmt.Fprintln(out, "  Verdict:  admitted by the API server, rollout-guard and Cluster API's webhooks (server-side dry run)")
-	} else {
+	default:
 		who := v.RefusedBy
 		var detail []string
 		if v.Webhook != "" {
@@ -95,6 +104,9 @@ func writeVerdict(out io.Writer, op v1alpha1.ObjectPlan) error {
 		}
 		if len(v.Rules) > 0 {
 			detail = append(detail, core.Plural(len(v.Rules), "rule ", "rules ")+strings.Join(v.Rules, ", "))
+		}
+		if v.Local {
+			detail = append(detail, "its policy evaluated here, local")
 		}
 		if len(detail) > 0 {
 			who += " (" + strings.Join(detail, "; ") + ")"

@@ -119,7 +119,7 @@ func (o *StatusOptions) runTopology(ctx context.Context, cl *core.Clients, clust
 		return err
 	}
 	if phase != PhaseRolledOut {
-		return core.StatusError{Code: core.ExitError, Msg: fmt.Sprintf("%s is not rolled out: %s", r.Cluster.Object, r.Cluster.Summary())}
+		return core.StatusError{Code: ExitNotRolledOut, Verdict: true, Msg: fmt.Sprintf("%s is not rolled out: %s", r.Cluster.Object, r.Cluster.Summary())}
 	}
 	return nil
 }

@@ -28,16 +28,21 @@ const (
 	// revision N (a later change replaced it), so revision N will never be
 	// the one rolled out.
 	ExitSuperseded = 5
+	// ExitNotRolledOut: with --watch=false, the one read found the rollout
+	// not yet done.
+	ExitNotRolledOut = 9
 )
 
-const statusExitCodesHelp = `Exit status:
-  0  rolled out (with --watch=false: complete on that one read)
-  1  error: bad arguments, object not found, API server unreachable;
-     with --watch=false: not complete
-  2  timeout: --timeout elapsed before the rollout was done
-  3  stalled: no progress for --progress-deadline; the blocking machines are listed
-  4  paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)
-  5  superseded: with --revision N, the object is already past revision N`
+// statusExitStatus are the exit-status lines of status' help.
+var statusExitStatus = []string{
+	"  0   rolled out (with --watch=false: on that one read)",
+	core.ExitHelpError,
+	"  2   timeout: --timeout elapsed before the rollout was done",
+	"  3   stalled: no progress for --progress-deadline; the blocking machines are listed",
+	"  4   paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)",
+	"  5   superseded: with --revision N, the object is already past revision N",
+	"  9   with --watch=false: not rolled out yet",
+}
 
 // StatusOptions are the options of `rollout status`.
 type StatusOptions struct {
@@ -67,70 +72,13 @@ func NewCommand(c *core.Session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME",
 		Short: "Watch a rollout until it is done, stalled or paused",
-		Long: `Watch the rollout of a MachineDeployment, MachinePool, KubeadmControlPlane, another
-provider's control plane or Cluster until it is done, and exit with a verdict. The object, its
-Machines and a MachineDeployment's MachineSets are watched (no polling).
-
-On a terminal the view is redrawn in place: progress bars of up-to-date, available and
-existing machines against spec.replicas, the MachineSets (new and old, wanted and existing
-replicas), one line per machine (new or old, phase, and for a machine that is not ready or
-not up to date the reason and message of its condition), and the elapsed time. Otherwise
-every change is printed on one line, and a line is printed only when it changed: a summary
-such as "machinedeployment/md-0: 1 of 3 machines up to date, 2 available (2 old machines
-pending deletion)", and for each machine that is not ready its phase and the reason and
-message of its Ready condition.
-
-A rollout is done when the controller observed the latest generation,
-spec.replicas = status.replicas = upToDateReplicas = availableReplicas, the RollingOut
-condition is not True, and there are exactly spec.replicas machines, all ready, up to date
-and not being deleted; for a MachineDeployment, also: every machine belongs to its current
-MachineSet (the one whose revision the controller wrote on the MachineDeployment), which
-wants and has spec.replicas machines, all available, and every other MachineSet wants and
-has none. A MachineDeployment's counts and its machines' UpToDate conditions lag an edit by
-a moment; which MachineSet owns each machine does not, so one read that meets all of this
-is trusted and status exits as soon as the API server shows the rollout complete. A
-KubeadmControlPlane writes its machines' UpToDate conditions before the status that observes
-the new generation. A machine created before spec.rollout.after (a restart) counts as old
-whatever its conditions say, unless rollout.after is more than a minute ahead of this
-clock (a restart scheduled for later). A MachinePool is done on its status counts
-(replicas, ready, up to date, available) and, when its infrastructure provider gives it
-Machines (label cluster.x-k8s.io/pool-name), on those Machines as well; most providers run
-a pool's instances without Machines. Availability already includes minReadySeconds. --grace D additionally
-requires the done state to hold for D (default 0).
-
---revision N waits for revision N (rollout history; rollout-guard stamps it on every
-change) to be the live one and rolled out. If the object is already past N, a later change
-superseded it: status exits 5 at once instead of waiting for a revision that will not come.
-
-cluster/NAME watches the cluster's control plane, then each of its MachineDeployments and
-MachinePools, in turn, within one --timeout.
-
-A ClusterClass cluster (one with spec.topology) is watched as a whole instead: its Cluster,
-control plane, MachineDeployments, MachinePools, Machines and MachineSets at once. Cluster
-API upgrades a topology in steps (a chained upgrade: the control plane one minor at a time,
-the workers when the kubelet version skew requires it and at the end), and while it does,
-it writes the versions still to apply in the Cluster's status.controlPlane.upgradePlan and
-status.workers.upgradePlan. status shows these steps in order, each done, now (the current
-one, the first not rolled out) or next, from the control plane's spec.version and its
-machines' versions and the worker pools' versions, with the Cluster's TopologyReconciled
-condition while it is not True. Such a cluster is done only when its spec.topology.version
-is reached by the control plane (spec.version and every machine) and by every
-MachineDeployment and MachinePool of the topology, and every object is rolled out: a step
-rolled out on the way is not the end. Watching one topology-owned object instead ends at
-its own step.
-
--o json prints one JSON object per change: {"time", "object", "phase" (Progressing,
-Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "available",
-"ready", "machines": [{"name", "phase", "upToDate", "ready", "deleting", "reason",
-"message"}], "done"}. For a ClusterClass cluster the first event of each change is the
-cluster's ("object": "cluster/NAME", the counts summed over its objects, no machines) with
-"upgrade": {"version", "reached", "controlPlane" and "workers": [{"object", "version",
-"machines": [{"version", "machines"}]}], "controlPlanePlan", "workersPlan", "steps":
-[{"version", "part" (controlPlane, workers), "state" (RolledOut, RollingOut, Pending),
-"current", "objects", "applied", "rolledOut"}], "missing", "missingMachinePools",
-"topologyReconciled"}; its objects' events follow, with the cluster's phase and done.
-
-` + statusExitCodesHelp,
+		Long: `Watch the rollout of a worker pool, control plane or Cluster until it is done, and exit
+with a verdict. It watches the object, its Machines and MachineSets (no polling) and is done
+on the first read where the controller observed the generation and every machine is ready,
+up to date and of the current MachineSet. cluster/NAME watches the control plane, then each
+worker pool; a ClusterClass cluster is watched through every step of its upgrade. On a
+terminal the view is redrawn in place; otherwise a line per change. More (when a rollout is
+done, -o json's fields): docs/cli.md, section status.`,
 		Example: `  # Wait for a worker pool to roll out
   rollout status machinedeployment/md-0
 
@@ -148,10 +96,11 @@ cluster's ("object": "cluster/NAME", the counts summed over its objects, no mach
   rollout status md/md-0 --revision 7`,
 		RunE: core.RunE(o),
 	}
+	core.SetExitStatus(cmd, statusExitStatus...)
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json (one JSON object per change); default: one line per change.")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", true, "Watch until the rollout is done; with --watch=false, report the current state once.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "Give up after this long (e.g. 10m) and exit 2; 0 waits forever.")
-	cmd.Flags().DurationVar(&o.Grace, "grace", o.Grace, "How long a complete state must hold before the rollout is declared done (0: done on the first read where it is complete; see above).")
+	cmd.Flags().DurationVar(&o.Grace, "grace", o.Grace, "How long a complete state must hold before the rollout is declared done (0: done on the first read where it is complete).")
 	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Wait for this revision (rollout history) to be rolled out; exit 5 if the object is already past it. Not with cluster/NAME.")
 	cmd.Flags().DurationVar(&o.ProgressDeadline, "progress-deadline", o.ProgressDeadline, "Exit 3 (stalled) when the rollout makes no progress for this long.")
 	return cmd
@@ -333,7 +282,7 @@ func (o *StatusOptions) reportObjects(ctx context.Context, cl *core.Clients, obj
 		}
 	}
 	if failed > 0 {
-		return core.StatusError{Code: core.ExitError, Msg: fmt.Sprintf("%d of %d objects not rolled out", failed, len(objs))}
+		return core.StatusError{Code: ExitNotRolledOut, Verdict: true, Msg: fmt.Sprintf("%d of %d objects not rolled out", failed, len(objs))}
 	}
 	return nil
 }

@@ -71,11 +71,11 @@ func TestObjectErrors(t *testing.T) {
 		`--template "devmachinetemplate" is not KIND/NAME: write e.g. --template devmachinetemplate/NAME`)
 
 	// The policy refuses a worker pool newer than its control plane, before sending.
-	rolloutCmd(t, md, "--version", "v1.35.0", "-n", w.Namespace).fails(t,
+	rolloutCmd(t, md, "--version", "v1.35.0", "-n", w.Namespace).refused(t,
 		"rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+
 			`MachineDeployment.cluster.x-k8s.io "c1-md-0" is invalid: spec.template.spec.version: Forbidden: MachineDeployment c1-md-0: v1.35.0 is newer than v1.34.2, the oldest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet must not be newer than the API server [rule WorkerNewerThanControlPlane]; keep spec.template.spec.version at v1.34.x or older until every machine of control plane KubeadmControlPlane c1-control-plane runs v1.35 or newer`+
 			"\nTo ask the guard itself, add --dry-run=server.")
-	rolloutCmd(t, md, "--version", "v1.35.x", "-n", w.Namespace).fails(t,
+	rolloutCmd(t, md, "--version", "v1.35.x", "-n", w.Namespace).refused(t,
 		"rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+
 			`MachineDeployment.cluster.x-k8s.io "c1-md-0" is invalid: spec.template.spec.version: Invalid value: "v1.35.x": MachineDeployment c1-md-0: spec.template.spec.version "v1.35.x" is not a valid Kubernetes version [rule InvalidVersion]; write a Kubernetes version such as v1.35.2`+
 			"\nTo ask the guard itself, add --dry-run=server.")

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -68,11 +69,11 @@ func TestMachinePool(t *testing.T) {
 
 	refusal := `MachinePool.cluster.x-k8s.io "c1-mp-0" is invalid: spec.template.spec.version: Forbidden: MachinePool c1-mp-0: v1.32.4 is 4 minors older than v1.36.1, the newest version of control plane KubeadmControlPlane c1-control-plane (its spec.version); a kubelet may be at most 3 minors older than the API server [rule WorkerTooOld]; set spec.template.spec.version to v1.33.x or newer`
 	r := rolloutCmd(t, "undo", ref, "-n", w.Namespace)
-	r.fails(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+
+	r.refused(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+
 		"\nTo ask the guard itself, add --dry-run=server. To override (members of the guard's override groups only; recorded in the history), add --force --reason TEXT.")
 	assert.Empty(t, r.stdout)
 	assert.EqualValues(t, 2, env.Stamps(t, mp).Revision, "nothing was sent")
-	rolloutCmd(t, "undo", ref, "-n", w.Namespace, "--dry-run=server").fails(t, mpGuardPrefix+refusal)
+	rolloutCmd(t, "undo", ref, "-n", w.Namespace, "--dry-run=server").refused(t, mpGuardPrefix+refusal)
 	assert.EqualValues(t, 2, env.Stamps(t, mp).Revision)
 	assert.Equal(t, "v1.35.2", mp.Spec.Template.Spec.Version)
 
@@ -115,7 +116,7 @@ func TestTopologyStatusWithMachinePools(t *testing.T) {
 	require.NoError(t, env.Client.Update(ctx, w.Cluster))
 
 	r := rolloutCmd(t, "status", "cluster/"+clusterName, "-n", w.Namespace, "--watch=false")
-	assert.Equal(t, 1, r.code, "stderr:\n%s", r.stderr)
+	assert.Equal(t, rollout.ExitNotRolledOut, r.code, "stderr:\n%s", r.stderr)
 	require.EqualValues(t, 2, *mp.Spec.Replicas)
 	assert.Contains(t, r.stdout, "machinepool/c1-mp-0: 1 of 2 instances up to date, 2 available\n")
 	assert.Contains(t, r.stderr, "MachinePool topology mp-1 not created yet")

@@ -155,6 +155,10 @@ type runOptions struct {
 	// tee, when set, also receives stdout and stderr, interleaved as a
 	// terminal shows them.
 	tee io.Writer
+	// terminal runs the CLI as if a person answered at a terminal, with
+	// stdin as what they type.
+	terminal bool
+	stdin    string
 }
 
 // rolloutAs runs the CLI with args as user (see kubeconfigs).
@@ -180,6 +184,8 @@ func runCLI(t *testing.T, o runOptions, args ...string) result {
 	}
 	opts := framework.RolloutOptions(cacheDir, out, errOut)
 	opts.Now = now
+	opts.IOStreams.In = strings.NewReader(o.stdin)
+	opts.Terminal = func() bool { return o.terminal }
 	if o.beforeWrite != nil {
 		opts.BeforeWrite = func(ctx context.Context, _ client.Object) error { return o.beforeWrite(ctx) }
 	}
@@ -204,6 +210,14 @@ func (r result) ok(t *testing.T) string {
 func (r result) fails(t *testing.T, want string) {
 	t.Helper()
 	assert.Equal(t, 1, r.code, "exit code; stdout:\n%s", r.stdout)
+	assert.True(t, strings.HasSuffix(r.stderr, "error: "+want+"\n"), "stderr:\n%s\nwant it to end with:\nerror: %s", r.stderr, want)
+}
+
+// refused asserts that a run was refused by the policy or the guard
+// (exit 6) with exactly the message want on stderr, as fails does.
+func (r result) refused(t *testing.T, want string) {
+	t.Helper()
+	assert.Equal(t, rollout.ExitRefused, r.code, "exit code; stdout:\n%s", r.stdout)
 	assert.True(t, strings.HasSuffix(r.stderr, "error: "+want+"\n"), "stderr:\n%s\nwant it to end with:\nerror: %s", r.stderr, want)
 }
 

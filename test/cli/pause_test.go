@@ -43,7 +43,7 @@ func TestPauseResume(t *testing.T) {
 	w.Refresh(t)
 	assert.Contains(t, w.KCP.Annotations, clusterv1.PausedAnnotation)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane already paused\n", rolloutCmd(t, "pause", kcp, "-n", w.Namespace).ok(t))
-	rolloutCmd(t, "restart", "kcp/"+kcpName, "-n", w.Namespace).fails(t,
+	rolloutCmd(t, "restart", "kcp/"+kcpName, "-n", w.Namespace, "--yes").fails(t,
 		"cannot restart KubeadmControlPlane cli-pause/c1-control-plane: it is paused (annotation cluster.x-k8s.io/paused), so Cluster API would not roll it out; resume it first with: rollout resume kubeadmcontrolplane/c1-control-plane -n cli-pause")
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane resumed\n", rolloutCmd(t, "resume", kcp, "-n", w.Namespace).ok(t))
 	w.Refresh(t)
@@ -86,14 +86,14 @@ func TestSelectorAndCluster(t *testing.T) {
 	assert.Contains(t, r.stderr, "error: cannot restart MachineDeployment cli-selector/c1-md-1: it is paused")
 	rolloutCmd(t, "resume", "md/c1-md-1", "-n", w.Namespace).ok(t)
 
-	out = rolloutCmd(t, "restart", "cluster/c1", "-n", w.Namespace, "--at", "2033-01-01T00:00:00Z").ok(t)
+	out = rolloutCmd(t, "restart", "cluster/c1", "-n", w.Namespace, "--at", "2033-01-01T00:00:00Z", "--yes").ok(t)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restart scheduled at 2033-01-01T00:00:00Z\n"+
 		"machinedeployment.cluster.x-k8s.io/c1-md-0 restart scheduled at 2033-01-01T00:00:00Z\n"+
 		"machinedeployment.cluster.x-k8s.io/c1-md-1 restart scheduled at 2033-01-01T00:00:00Z\n", out)
 
 	// A paused control plane stops the cluster's restart before any worker.
 	rolloutCmd(t, "pause", "kcp/"+kcpName, "-n", w.Namespace).ok(t)
-	r = rolloutCmd(t, "restart", "clusters/c1", "-n", w.Namespace)
+	r = rolloutCmd(t, "restart", "clusters/c1", "-n", w.Namespace, "--yes")
 	r.fails(t, "cannot restart KubeadmControlPlane cli-selector/c1-control-plane: it is paused (annotation cluster.x-k8s.io/paused), so Cluster API would not roll it out; resume it first with: rollout resume kubeadmcontrolplane/c1-control-plane -n cli-selector\nthe control plane restarts first: its worker pools were not restarted")
 	assert.Empty(t, r.stdout)
 }

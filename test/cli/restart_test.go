@@ -29,14 +29,14 @@ func TestRestart(t *testing.T) {
 	out = rolloutCmd(t, "restart", "md/"+mdName, "-n", w.Namespace).ok(t)
 	assert.Equal(t, "machinedeployment.cluster.x-k8s.io/c1-md-0 already restarted (spec.rollout.after is 2031-05-06T07:08:09Z)\n", out)
 
-	out = rolloutCmd(t, "restart", "kcp/"+kcpName, "-n", w.Namespace, "--at", "2032-01-02T03:04:05Z").ok(t)
+	out = rolloutCmd(t, "restart", "kcp/"+kcpName, "-n", w.Namespace, "--yes", "--at", "2032-01-02T03:04:05Z").ok(t)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restart scheduled at 2032-01-02T03:04:05Z\n", out)
 	w.Refresh(t)
 	assert.Equal(t, time.Date(2032, 1, 2, 3, 4, 5, 0, time.UTC), w.KCP.Spec.Rollout.After.Time.UTC())
 
-	// `rollout KIND NAME` with no flag is a restart now.
+	// `rollout KIND NAME` with no switch flag is a restart now, once confirmed.
 	setNow(fixed.Add(time.Minute))
-	out = rolloutCmd(t, "kubeadmcontrolplane", kcpName, "-n", w.Namespace).ok(t)
+	out = rolloutCmd(t, "kubeadmcontrolplane", kcpName, "-n", w.Namespace, "--yes").ok(t)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restarted\n", out)
 	w.Refresh(t)
 	assert.Equal(t, fixed.Add(time.Minute), w.KCP.Spec.Rollout.After.Time.UTC())

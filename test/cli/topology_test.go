@@ -27,13 +27,13 @@ func TestTopology(t *testing.T) {
 	assert.Equal(t, "RollingUpdate", string(workers[1].Rollout.Strategy.Type), "the rest of the pool's rollout is kept")
 	assert.True(t, w.MD.Spec.Rollout.After.IsZero(), "the MachineDeployment itself is not edited")
 
-	out = rolloutCmd(t, "restart", kcp, "-n", w.Namespace, "--at", "2034-01-01T00:00:00Z").ok(t)
+	out = rolloutCmd(t, "restart", kcp, "-n", w.Namespace, "--at", "2034-01-01T00:00:00Z", "--yes").ok(t)
 	assert.Equal(t, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane restarted through Cluster cli-topology/c1 (spec.topology.controlPlane.rollout.after)\n", out)
 	w.Refresh(t)
 	assert.Equal(t, at, w.Cluster.Spec.Topology.ControlPlane.Rollout.After.UTC())
 	assert.True(t, w.KCP.Spec.Rollout.After.IsZero())
 
-	out = rolloutCmd(t, "restart", "cluster/c1", "-n", w.Namespace, "--at", "2035-01-01T00:00:00Z").ok(t)
+	out = rolloutCmd(t, "restart", "cluster/c1", "-n", w.Namespace, "--at", "2035-01-01T00:00:00Z", "--yes").ok(t)
 	assert.Equal(t, "cluster.cluster.x-k8s.io/c1 restarted (spec.topology.controlPlane.rollout.after)\n"+
 		"cluster.cluster.x-k8s.io/c1 restarted (spec.topology.workers.machineDeployments[name=md-other].rollout.after)\n"+
 		"cluster.cluster.x-k8s.io/c1 restarted (spec.topology.workers.machineDeployments[name=md-0].rollout.after)\n", out)

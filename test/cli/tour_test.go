@@ -90,9 +90,9 @@ func TestTour(t *testing.T) {
 	md, kcp := "machinedeployment/"+mdName, "kcp/"+kcpName
 
 	s.run("admin", false, "restart", md, "-n", "demo").ok(t)
-	s.run("admin", false, "restart", kcp, "-n", "demo", "--at", "2030-01-02T03:00:00Z").ok(t)
-	s.run("admin", false, md, "-n", "demo").ok(t)
-	s.run("admin", false, "restart", "cluster/c1", "-n", "demo").ok(t)
+	s.run("admin", false, "restart", kcp, "-n", "demo", "--at", "2030-01-02T03:00:00Z", "--yes").ok(t)
+	s.run("admin", false, md, "-n", "demo", "--yes").ok(t)
+	s.run("admin", false, "restart", "cluster/c1", "-n", "demo", "--yes").ok(t)
 	s.save("restart.txt")
 
 	s.run("admin", false, "pause", md, "-n", "demo").ok(t)
@@ -141,7 +141,7 @@ func TestTour(t *testing.T) {
 	tw := newWorld(t, "demo-topology", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2", Topology: true})
 	s = newSession(t, tw.MD, tw.KCP)
 	s.run("admin", false, "restart", md, "-n", "demo-topology").ok(t)
-	s.run("admin", false, "restart", kcp, "-n", "demo-topology").ok(t)
+	s.run("admin", false, "restart", kcp, "-n", "demo-topology", "--yes").ok(t)
 	s.run("admin", false, "undo", md, "-n", "demo-topology")
 	s.run("admin", false, "pause", kcp, "-n", "demo-topology")
 	s.save("topology.txt")

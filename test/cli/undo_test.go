@@ -38,20 +38,20 @@ func TestUndoEtcdDowngrade(t *testing.T) {
 
 	// Refused before sending, with the guard's text.
 	r := rolloutCmd(t, "undo", kcp, "-n", w.Namespace)
-	r.fails(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+"\n"+hint)
+	r.refused(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+"\n"+hint)
 	assert.Empty(t, r.stdout)
 	assert.EqualValues(t, 2, env.Stamps(t, w.KCP).Revision)
 
 	// The guard itself says the same.
-	rolloutCmd(t, "undo", kcp, "-n", w.Namespace, "--dry-run=server").fails(t, kcpGuardPrefix+refusal)
+	rolloutCmd(t, "undo", kcp, "-n", w.Namespace, "--dry-run=server").refused(t, kcpGuardPrefix+refusal)
 
 	// A client dry run shows what would change, then the refusal.
 	r = rolloutCmd(t, "undo", kcp, "-n", w.Namespace, "--dry-run=client")
-	r.fails(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+"\n"+hint)
+	r.refused(t, "rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+refusal+"\n"+hint)
 	golden(t, "undo/kcp-dry-run-client.txt", r.stdout)
 
 	// --force outside the override group: the guard refuses and says why.
-	rolloutAs(t, "mallory", "undo", kcp, "-n", w.Namespace, "--force", "--reason", "INC-42: roll back").fails(t, kcpGuardPrefix+
+	rolloutAs(t, "mallory", "undo", kcp, "-n", w.Namespace, "--force", "--reason", "INC-42: roll back").refused(t, kcpGuardPrefix+
 		strings.TrimSuffix(refusal, "]")+`, metadata.annotations[rollout-guard.io/override]: Forbidden: override not honoured: user mallory is not in an override group (platform-admins)]`)
 	assert.EqualValues(t, 2, env.Stamps(t, w.KCP).Revision)
 
@@ -68,9 +68,9 @@ func TestUndoEtcdDowngrade(t *testing.T) {
 	historyAware := `KubeadmControlPlane.controlplane.cluster.x-k8s.io "c1-control-plane" is invalid: [` +
 		`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: Kubernetes downgrade from v1.34.2 (the highest version it has run, per revision 2) to v1.33.4 is not supported by kubeadm [rule ControlPlaneDowngrade]; keep spec.version at v1.34.x or later; a control plane cannot be downgraded in place (to go back, restore from an etcd backup), ` +
 		`spec.version: Forbidden: KubeadmControlPlane c1-control-plane: etcd downgrade from 3.6.5 (revision 2) to 3.5.24 (kubeadm's default for v1.33.4) is not supported; etcd cannot return to an older minor by replacing members [rule EtcdDowngrade]; keep etcd at 3.6: set spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag to a 3.6.x tag such as 3.6.5-0, or downgrade etcd with its own procedure (etcdctl downgrade enable) outside Cluster API first]`
-	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.Namespace).fails(t,
+	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.Namespace).refused(t,
 		"rollout-guard's policy refuses this change (checked before sending; nothing was changed): "+historyAware+"\nTo ask the guard itself, add --dry-run=server.")
-	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.Namespace, "--dry-run=server").fails(t, kcpGuardPrefix+historyAware)
+	rolloutCmd(t, kcp, "--version", "v1.33.4", "-n", w.Namespace, "--dry-run=server").refused(t, kcpGuardPrefix+historyAware)
 
 	settle(t, w.KCP)
 	golden(t, "history/kcp-override-table.txt", rolloutCmd(t, "history", kcp, "-n", w.Namespace).ok(t))

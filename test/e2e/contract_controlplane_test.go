@@ -270,7 +270,7 @@ func TestContractControlPlane(t *testing.T) {
 	// refused before sending.
 	ref := "kthreescontrolplane.controlplane.cluster.x-k8s.io/c1-cp"
 	code, _, stderr := runRollout(t, "undo", ref, "-n", cp.GetNamespace())
-	assert.Equal(t, 1, code, stderr)
+	assert.Equal(t, rollout.ExitRefused, code, stderr)
 	assert.Equal(t, "error: rollout-guard's policy refuses this change (checked before sending; nothing was changed): KthreesControlPlane.controlplane.cluster.x-k8s.io \"c1-cp\" is invalid: ["+
 		"spec.version: Forbidden: KthreesControlPlane c1-cp: Kubernetes downgrade from v1.35.2 to v1.34.3 is not supported: a Kubernetes control plane cannot be downgraded [rule ControlPlaneDowngrade]; keep spec.version at v1.35.x or later; a control plane cannot be downgraded in place (to go back, restore its datastore from a backup), "+
 		"spec.version: Forbidden: KthreesControlPlane c1-cp: MachineDeployment c1-md-0 runs v1.35.2, newer than v1.34.3; a kubelet must not be newer than the API server [rule ControlPlaneLeavesWorkerNewer]; keep spec.version at v1.35.x or later while MachineDeployment c1-md-0 runs v1.35]\n"+
@@ -278,7 +278,7 @@ func TestContractControlPlane(t *testing.T) {
 	assert.EqualValues(t, 2, env.Stamps(t, cp).Revision, "nothing was sent")
 
 	// Its kind has spec.rollout.after: restart sets it.
-	code, out, stderr = runRollout(t, "restart", ref, "-n", cp.GetNamespace())
+	code, out, stderr = runRollout(t, "restart", ref, "-n", cp.GetNamespace(), "--yes")
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "kthreescontrolplane.controlplane.cluster.x-k8s.io/c1-cp restarted\n", out)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cp), cp))

@@ -82,7 +82,7 @@ func templateSwitch(t *testing.T) {
 	assert.False(t, op.Duration.Known, "the pool has never rolled out: %s", op.Duration.Basis)
 	report(t, 0, change...)
 	_, strict := plan(t, rollout.ExitWouldReplace, append(change, "--fail-on-replace")...)
-	assert.Equal(t, "error: the change would replace 3 machines (--fail-on-replace); nothing was changed\n", strict.Stderr)
+	assert.Equal(t, "the change would replace 3 machines (--fail-on-replace); nothing was changed\n", strict.Stderr)
 	assert.Equal(t, before, storedOf(t, md), "plan stored nothing: no stamp, no history record")
 
 	// Make the change: exactly the machines listed are replaced.

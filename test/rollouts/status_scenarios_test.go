@@ -95,7 +95,7 @@ func TestStatusWaitsForControlPlaneRestart(t *testing.T) {
 	name := "kcp/" + demo.ControlPlaneName()
 
 	begin := time.Now()
-	require.Equal(t, 0, runRollout(t, "restart", name).Code, "rollout restart")
+	require.Equal(t, 0, runRollout(t, "restart", name, "--yes").Code, "rollout restart")
 	r := runRollout(t, "status", name, "--timeout", "3m")
 	require.Equal(t, 0, r.Code, "exit code; stderr:\n%s", r.Stderr)
 	requireAllNew(t, controlPlaneLabels(), old, controlPlaneMachines)

@@ -170,6 +170,12 @@ type PlanVerdict struct {
 	// Warnings are the warnings the API server returned (rollout-guard's
 	// among them, e.g. the steps of a chained upgrade).
 	Warnings []string `json:"warnings,omitempty"`
+	// Local is true when the verdict is rollout-guard's policy evaluated
+	// by the CLI (plan --local, or a plan whose server-side dry run was not
+	// permitted) on the facts the guard reads: the admission webhooks and
+	// the API server's validation were not asked. The other parts of the
+	// plan are the same as with a dry run.
+	Local bool `json:"local,omitempty"`
 }
 
 // PlanFieldChange is one field that changes.

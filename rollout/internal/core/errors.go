@@ -26,10 +26,42 @@ func (e GuardError) Error() string { return e.Err.Error() }
 // Unwrap returns the API server's error.
 func (e GuardError) Unwrap() error { return e.Err }
 
+// ExitCode is ExitRefused when a webhook denied the change, ExitError when
+// the API server could not call one.
+func (e GuardError) ExitCode() int {
+	if strings.Contains(e.Err.Error(), "denied the request") {
+		return ExitRefused
+	}
+	return ExitError
+}
+
 // isAdmissionAnswer reports whether err comes from an admission webhook.
 func isAdmissionAnswer(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "admission webhook") && (strings.Contains(msg, "denied the request") || strings.Contains(msg, "failed calling webhook"))
+}
+
+// AdmissionRefusal is a refusal by the API server's own admission control:
+// a ValidatingAdmissionPolicy denied the change.
+type AdmissionRefusal struct {
+	// Err is the API server's error, with what the CLI was doing.
+	Err error
+}
+
+// Error is what the CLI was doing and the API server's message.
+func (e AdmissionRefusal) Error() string { return e.Err.Error() }
+
+// Unwrap returns the API server's error.
+func (e AdmissionRefusal) Unwrap() error { return e.Err }
+
+// ExitCode is ExitRefused.
+func (e AdmissionRefusal) ExitCode() int { return ExitRefused }
+
+// isPolicyDenial reports whether err is a ValidatingAdmissionPolicy's
+// denial: `ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ...`.
+func isPolicyDenial(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "ValidatingAdmissionPolicy") && strings.Contains(msg, "denied request")
 }
 
 // failedCallingGuard finds the guard's webhook in the API server's
@@ -86,6 +118,8 @@ func (c Call) Explain(err error) error {
 			c.Purpose, name, err)}
 	case isAdmissionAnswer(err):
 		return GuardError{err}
+	case isPolicyDenial(err):
+		return AdmissionRefusal{fmt.Errorf("cannot %s: the API server's admission refused it, nothing was changed: %w", c.Purpose, err)}
 	case apierrors.IsNotFound(err) && c.Name != "":
 		return fmt.Errorf("%s %q not found in namespace %q: check the name and the namespace (-n), e.g. with kubectl get %s -n %s",
 			c.Kind, c.Name, c.Namespace, c.GR.String(), c.Namespace)
@@ -151,6 +185,20 @@ type StatusError struct {
 	// Code is the exit code; Msg says why.
 	Code int
 	Msg  string
+	// Verdict marks an answer to what was asked rather than a failure
+	// (status not yet rolled out, plan --fail-on-replace): it is printed
+	// without "error: ".
+	Verdict bool
+}
+
+// IsVerdict reports whether the error is printed as a verdict, without
+// "error: ".
+func (e StatusError) IsVerdict() bool { return e.Verdict }
+
+// IsVerdict reports whether err is a verdict, printed without "error: ".
+func IsVerdict(err error) bool {
+	var v interface{ IsVerdict() bool }
+	return errors.As(err, &v) && v.IsVerdict()
 }
 
 // Error is the verdict's message.

@@ -1,9 +1,15 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -17,7 +23,9 @@ const (
 	// Argo CD's own namespace.
 	ArgoCDTrackingAnnotation = "argocd.argoproj.io/tracking-id"
 	// ArgoCDInstanceLabel is Argo CD's label tracking method (its default
-	// before 3.0): the Application's name.
+	// before 3.0): the Application's name. It is also one of Kubernetes'
+	// recommended labels, which Helm charts set to their release: alone it
+	// says nothing; with an Argo CD Application of that name it is Argo CD's.
 	ArgoCDInstanceLabel = "app.kubernetes.io/instance"
 	// FluxKustomizeNameLabel is the name of the Flux Kustomization that
 	// applied an object.
@@ -78,12 +86,22 @@ func (g gitOps) String() string {
 	return fmt.Sprintf("%s (%s, %s)", g.controller, g.owner, g.mark)
 }
 
-// GitOpsOf tells whether a GitOps controller manages obj, from the marks it
-// leaves: Argo CD's tracking annotation or instance label, Flux's
+// GitOpsOf tells whether a GitOps controller manages obj, from the marks
+// that are its own: Argo CD's tracking annotation, Flux's
 // kustomize-controller or helm-controller labels, or a field manager of one
 // of them in metadata.managedFields. The marks that name the owner come
-// first.
+// first. Argo CD's tracking label, which Helm sets too, needs the Argo CD
+// Application it names (see Session.GitOpsOfLive).
 func GitOpsOf(obj client.Object) (gitOps, bool) {
+	if g, ok := ownMarks(obj); ok {
+		return g, true
+	}
+	return fieldManagers(obj)
+}
+
+// ownMarks finds the annotation and labels that only a GitOps controller
+// sets, and that name what applies the object.
+func ownMarks(obj client.Object) (gitOps, bool) {
 	ann, labels := obj.GetAnnotations(), obj.GetLabels()
 	if id := ann[ArgoCDTrackingAnnotation]; id != "" {
 		app, _, _ := strings.Cut(id, ":")
@@ -97,9 +115,12 @@ func GitOpsOf(obj client.Object) (gitOps, bool) {
 		return gitOps{controller: flux, owner: "HelmRelease " + namespaced(labels[FluxHelmNamespaceLabel], name),
 			mark: "labels " + FluxHelmNameLabel + " and namespace"}, true
 	}
-	if app := labels[ArgoCDInstanceLabel]; app != "" {
-		return gitOps{controller: argoCD, owner: argoCDApplication(app), mark: "label " + ArgoCDInstanceLabel + ", Argo CD's tracking label"}, true
-	}
+	return gitOps{}, false
+}
+
+// fieldManagers finds a GitOps controller's field manager in
+// metadata.managedFields.
+func fieldManagers(obj client.Object) (gitOps, bool) {
 	for _, mf := range obj.GetManagedFields() {
 		if ctrl, ok := gitOpsFieldManagers[mf.Manager]; ok {
 			return gitOps{controller: ctrl, mark: fmt.Sprintf("field manager %s in metadata.managedFields", mf.Manager)}, true
@@ -173,9 +194,10 @@ func (e gitOpsError) Error() string {
 }
 
 // CheckGitOps stops a live change of obj when a GitOps controller manages
-// it, unless force: then it warns that the controller will revert it.
-func (c *Session) CheckGitOps(verb string, obj client.Object, force bool, inGit string) error {
-	g, ok := GitOpsOf(obj)
+// it (GitOpsOfLive), unless force: then it warns that the controller will
+// revert it.
+func (c *Session) CheckGitOps(ctx context.Context, cl *Clients, verb string, obj client.Object, force bool, inGit string) error {
+	g, ok := c.GitOpsOfLive(ctx, cl, obj)
 	if !ok {
 		return nil
 	}
@@ -184,4 +206,50 @@ func (c *Session) CheckGitOps(verb string, obj client.Object, force bool, inGit 
 	}
 	c.Warnf("%s is managed by %s; changing it here anyway (--force): %s will revert it at its next sync unless Git has the same change", Describe(obj, KindOf(obj)), g, g.controller)
 	return nil
+}
+
+// ArgoCDApplication is the kind of Argo CD's Applications.
+var ArgoCDApplication = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+
+// GitOpsOfLive is GitOpsOf, and Argo CD's label tracking: the label
+// app.kubernetes.io/instance counts only when an Argo CD Application of
+// that name exists in the cluster (Helm sets the label to its release on
+// everything a chart makes). When the CLI may not read Applications it
+// says so, and does not count the label.
+func (c *Session) GitOpsOfLive(ctx context.Context, cl *Clients, obj client.Object) (gitOps, bool) {
+	if g, ok := ownMarks(obj); ok {
+		return g, true
+	}
+	if app := obj.GetLabels()[ArgoCDInstanceLabel]; app != "" {
+		found, err := argoCDApplicationExists(ctx, cl, app)
+		switch {
+		case err != nil:
+			c.Warnf("%s has the label %s=%s, which Argo CD's label tracking sets (as does Helm), and the CLI cannot read Argo CD's Applications to tell which (%v): if Argo CD manages it, it will revert this change at its next sync",
+				Describe(obj, KindOf(obj)), ArgoCDInstanceLabel, app, APIStatusOf(err))
+		case found:
+			return gitOps{controller: argoCD, owner: argoCDApplication(app), mark: "label " + ArgoCDInstanceLabel + ", Argo CD's tracking label"}, true
+		}
+	}
+	return fieldManagers(obj)
+}
+
+// argoCDApplicationExists reports whether the Argo CD Application a
+// tracking label names exists: "name" in any namespace, "namespace_name"
+// in that namespace. An API server that does not serve Applications has
+// none.
+func argoCDApplicationExists(ctx context.Context, cl *Clients, app string) (bool, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(ArgoCDApplication.GroupVersion().WithKind(ArgoCDApplication.Kind + "List"))
+	opts := []client.ListOption{client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", app)}}
+	if ns, name, ok := strings.Cut(app, "_"); ok {
+		opts = []client.ListOption{client.InNamespace(ns), client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}}
+	}
+	err := cl.Client.List(ctx, list, opts...)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("listing Argo CD Applications (applications.argoproj.io): %w", err)
+	}
+	return len(list.Items) > 0, nil
 }

@@ -29,6 +29,9 @@ func (e *PolicyRefusal) Error() string {
 	return s
 }
 
+// ExitCode is ExitRefused.
+func (e *PolicyRefusal) ExitCode() int { return ExitRefused }
+
 // CheckPolicy judges the change of oldObj into newObj with the guard's own
 // policy, reading the cluster through the CLI's live client. A refusal is a
 // *PolicyRefusal with the guard's exact text; when the facts cannot be read

@@ -34,15 +34,15 @@ const (
 	// guard, a conflict that could not be resolved, a
 	// denied permission, an unreachable API server.
 	ExitError = 1
+	// ExitRefused: rollout-guard's policy (checked by the CLI before
+	// sending), an admission webhook or a ValidatingAdmissionPolicy refused
+	// the change; nothing was changed.
+	ExitRefused = 6
+	// ExitNotConfirmed: a change that replaces machines needs a
+	// confirmation (--yes, or yes at the terminal) and did not get it;
+	// nothing was changed.
+	ExitNotConfirmed = 10
 )
-
-// ExitCodesHelp documents the exit codes in every command's help.
-const ExitCodesHelp = `Exit status:
-  0  success, including "nothing to do" (already paused, already at that revision)
-  1  error: bad arguments, object or template not found, paused or topology-managed
-     object, a live change of a GitOps-managed object or an undo to a revision of
-     unknown author without --force, refused by rollout-guard's policy or by the
-     guard, conflict, permission denied, API server unreachable`
 
 // Options configure the command tree.
 type Options struct {
@@ -64,6 +64,10 @@ type Options struct {
 	// server just before each write is sent, after every check. It lets
 	// tests interleave a concurrent change; an error stops the write.
 	BeforeWrite func(ctx context.Context, obj client.Object) error
+	// Terminal, when set, reports whether a person answers at a terminal
+	// (the restart of a control plane asks first). Default: whether stdin
+	// and stderr are terminals.
+	Terminal func() bool
 }
 
 // Session is the state shared by the commands of one invocation.
@@ -215,7 +219,7 @@ func ExitCode(err error) int {
 // ChangeCause is the change-cause a write carries: --change-cause when
 // given, else the command line without its connection flags (--kubeconfig,
 // --context, -n, --token, --as, ...), which say nothing about the change and
-// may hold secrets.
+// may hold secrets, and without --yes.
 func (c *Session) ChangeCause(cmd *cobra.Command, explicit string) string {
 	if cmd.Flags().Changed("change-cause") {
 		return explicit
@@ -232,6 +236,9 @@ func (c *Session) ChangeCause(cmd *cobra.Command, explicit string) string {
 		if a == "--" {
 			words = append(words, quoteAll(args[i:])...)
 			break
+		}
+		if a == "--yes" || a == "-y" || strings.HasPrefix(a, "--yes=") {
+			continue // the confirmation says nothing about the change
 		}
 		if f, inline, ok := connectionFlag(conn, a); ok {
 			if !inline && f.Value.Type() != "bool" && i+1 < len(args) {
@@ -296,4 +303,36 @@ func RunE(o options) func(*cobra.Command, []string) error {
 		}
 		return o.Run(cmd.Context())
 	}
+}
+
+// The exit-status lines of the commands' help, one per outcome; each
+// command lists those it can end with (SetExitStatus).
+const (
+	// ExitHelpOK is ExitOK's line.
+	ExitHelpOK = `  0   done, or nothing to do`
+	// ExitHelpError is ExitError's line for the commands that only read.
+	ExitHelpError = `  1   error: bad arguments, object not found, permission denied, API server unreachable`
+	// ExitHelpChangeError is ExitError's line for the commands that change
+	// an object.
+	ExitHelpChangeError = `  1   error: bad arguments, not found, a paused, topology- or GitOps-managed object,
+      conflict, permission denied, API server or rollout-guard unreachable`
+	// ExitHelpRefused is ExitRefused's line.
+	ExitHelpRefused = `  6   refused by rollout-guard's policy or by admission (a webhook, an admission policy);
+      nothing was changed`
+	// ExitHelpNotConfirmed is ExitNotConfirmed's line.
+	ExitHelpNotConfirmed = `  10  not confirmed: a restart that replaces machines needs --yes without a terminal;
+      nothing was changed`
+)
+
+// ExitStatusAnnotation holds a command's exit-status block, which its help
+// prints after the flags.
+const ExitStatusAnnotation = "rollout-guard.io/exit-status"
+
+// SetExitStatus gives cmd's help its exit-status block: lines, one per
+// exit code the command can end with.
+func SetExitStatus(cmd *cobra.Command, lines ...string) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[ExitStatusAnnotation] = "Exit status:\n" + strings.Join(lines, "\n")
 }

@@ -1,0 +1,29 @@
+package rollout
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestVersionAsked: --version alone (with connection flags written with
+// their values) asks for the CLI's version; with a resource or a value it
+// is the template switch's flag.
+func TestVersionAsked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--version"}, true},
+		{[]string{"--version", "--kubeconfig=/tmp/k"}, true},
+		{[]string{"--context=prod", "--version"}, true},
+		{[]string{"md/md-0", "--version", "v1.35.2"}, false},
+		{[]string{"--version", "v1.35.2"}, false},
+		{[]string{"--version=v1.35.2"}, false},
+		{[]string{"version"}, false},
+		{[]string{"-n", "prod", "--version"}, false},
+		{nil, false},
+	} {
+		assert.Equal(t, tc.want, versionAsked(tc.args), "%q", tc.args)
+	}
+}
