@@ -116,6 +116,42 @@ func TestStamperNewRevisionOverwritesForgedStamps(t *testing.T) {
 	assert.Equal(t, "uid-1", string(list.Items[0].OwnerReferences[0].UID))
 }
 
+// A create is revision 1 by its requester, with the change-cause it gives;
+// an object created with the stamps of an earlier life (moved by clusterctl,
+// restored from a backup) keeps none of them, its change-cause included.
+func TestStamperCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ann       map[string]string
+		wantCause string
+	}{
+		{name: "with a change-cause", ann: map[string]string{revisions.AnnotationChangeCause: "first pool of the cluster"}, wantCause: "first pool of the cluster"},
+		{name: "without one", wantCause: "created"},
+		{name: "carrying the stamps of an earlier life", ann: map[string]string{
+			revisions.AnnotationRevision: "5", revisions.AnnotationChangedBy: "alice", revisions.AnnotationChangeCause: "upgrade to v1.36",
+		}, wantCause: "created"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := stamper(t)
+			md := machineDeployment("tmpl-a", tc.ann)
+			md.UID = ""
+			raw, err := json.Marshal(md)
+			require.NoError(t, err)
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "1", Operation: admissionv1.Create, Namespace: "ns", Name: "md-0",
+				Kind:     metav1.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"},
+				UserInfo: authenticationv1.UserInfo{Username: "mover"},
+				Object:   runtime.RawExtension{Raw: raw},
+			}}
+			ann := applyResponse(t, req, s.Handle(context.Background(), req))
+			assert.Equal(t, "1", ann[revisions.AnnotationRevision])
+			assert.Equal(t, "mover", ann[revisions.AnnotationChangedBy])
+			assert.Equal(t, tc.wantCause, ann[revisions.AnnotationChangeCause])
+			assert.Equal(t, revisions.ChangeCreated, ann[revisions.AnnotationChangeType])
+		})
+	}
+}
+
 func TestStamperDryRunRecordsNothing(t *testing.T) {
 	s, c := stamper(t)
 	req := updateRequest(t, stored(t, c, machineDeployment("tmpl-a", nil)), machineDeployment("tmpl-b", nil), "bob", true)

@@ -79,7 +79,11 @@ func (s *Stamper) readChange(req admission.Request, oldObj, newObj client.Object
 	if oldObj != nil {
 		c.oldAnn = oldObj.GetAnnotations()
 	}
-	if cause := c.newAnn[revisions.AnnotationChangeCause]; cause != "" && cause != c.oldAnn[revisions.AnnotationChangeCause] {
+	// A created object that carries a revision stamp was exported from
+	// somewhere the guard stamped it (clusterctl move, a restore): its
+	// change-cause is that revision's, not this request's.
+	carried := oldObj == nil && c.newAnn[revisions.AnnotationRevision] != ""
+	if cause := c.newAnn[revisions.AnnotationChangeCause]; cause != "" && cause != c.oldAnn[revisions.AnnotationChangeCause] && !carried {
 		c.clientCause = cause
 	}
 	return c, nil
