@@ -25,9 +25,8 @@ type change struct {
 	oldAnn, newAnn map[string]string
 	newSnap        revisions.Snapshot
 	// id names the object in messages: "Kind namespace/name".
-	id      string
-	user    string
-	manager string
+	id   string
+	user string
 	// clientCause is the change cause the client set with this request, ""
 	// when it set none.
 	clientCause string
@@ -65,12 +64,11 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 func (s *Stamper) readChange(req admission.Request, oldObj, newObj client.Object) (change, error) {
 	c := change{
 		req: req, oldObj: oldObj, newObj: newObj,
-		id:      fmt.Sprintf("%s %s/%s", s.Kind.GVK.Kind, newObj.GetNamespace(), newObj.GetName()),
-		user:    req.UserInfo.Username,
-		manager: fieldManagerOf(req),
-		newAnn:  newObj.GetAnnotations(),
-		now:     s.now(),
-		dryRun:  req.DryRun != nil && *req.DryRun,
+		id:     fmt.Sprintf("%s %s/%s", s.Kind.GVK.Kind, newObj.GetNamespace(), newObj.GetName()),
+		user:   req.UserInfo.Username,
+		newAnn: newObj.GetAnnotations(),
+		now:    s.now(),
+		dryRun: req.DryRun != nil && *req.DryRun,
 	}
 	var err error
 	if c.newSnap, err = s.Kind.Snapshot(newObj); err != nil {
@@ -98,7 +96,7 @@ func (s *Stamper) revision(ctx context.Context, c change) (revisions.Record, *re
 		if reason := createUnverified(c.newObj); reason != "" {
 			noteUnverified(ctx, s.Kind.GVK.Kind, reason, "nothing (a create)", c.newObj, c.user)
 		}
-		return revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: c.manager,
+		return revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: fieldManagerOf(c.req),
 			ChangeCause: firstNonEmpty(c.clientCause, "created"), ChangeType: revisions.ChangeCreated}, nil, nil
 	}
 	oldSnap, err := s.Kind.Snapshot(c.oldObj)
@@ -137,7 +135,7 @@ func (s *Stamper) restart(ctx context.Context, c change, oldSnap revisions.Snaps
 			return nil, fmt.Errorf("rollout-guard could not record the last restart of %s: %w", c.id, err)
 		}
 	}
-	return &revisions.Restart{At: c.now, By: c.user, FieldManager: c.manager, After: after, Cause: c.clientCause}, nil
+	return &revisions.Restart{At: c.now, By: c.user, FieldManager: fieldManagerOf(c.req), After: after, Cause: c.clientCause}, nil
 }
 
 // nextRevision records the revision a new content replaces, then returns
@@ -174,7 +172,7 @@ func (s *Stamper) nextRevision(ctx context.Context, c change, oldSnap revisions.
 	if inPlace, err := revisions.IsInPlace(oldSnap, c.newSnap); err == nil && inPlace {
 		changeType = revisions.ChangeInPlace
 	}
-	return revisions.Record{Revision: next, History: []int64{next}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: c.manager,
+	return revisions.Record{Revision: next, History: []int64{next}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: fieldManagerOf(c.req),
 		ChangeCause: cause, ChangeType: changeType}, nil
 }
 
