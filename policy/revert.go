@@ -34,6 +34,9 @@ type controlPlaneMachine struct {
 type unrolledBump struct {
 	history skew.History
 	running []skew.Version
+	// nothingRan says the control plane never had a Machine
+	// (neverHadMachine): it has run nothing at all.
+	nothingRan bool
 }
 
 // bumpOf is the version a revert from oldVersion to newVersion takes back:
@@ -49,8 +52,13 @@ func bumpOf(oldVersion, newVersion skew.Version) skew.Version {
 // set to bump, unset when only its etcd image tag changed) never rolled out:
 // its stamp knows what ran before it, the cluster has control-plane Machines
 // and none was created since the bump was made, and none has or runs bump.
-// It returns what ran before the bump when so.
-func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, clusterName string, bump skew.Version) (*unrolledBump, error) {
+// It returns what ran before the bump when so. A control plane that never
+// had a Machine ran nothing, whatever its stamps say. cluster is the stored
+// Cluster when the caller has it, else nil.
+func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, clusterName string, bump skew.Version) (*unrolledBump, error) {
+	if never, err := f.neverHadMachine(ctx, kcp, cluster, clusterName); err != nil || never {
+		return nothingRan(never), err
+	}
 	before, changedAt, stamped := kcp.lastRevision()
 	if !stamped || clusterName == "" {
 		return nil, nil
@@ -60,6 +68,15 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, clusterNa
 		return nil, err
 	}
 	return unrolledSince(before, changedAt, kcp.running, machines, bump), nil
+}
+
+// nothingRan is the unrolled bump of a control plane that never had a
+// Machine, nil when it had one.
+func nothingRan(never bool) *unrolledBump {
+	if !never {
+		return nil
+	}
+	return &unrolledBump{nothingRan: true}
 }
 
 // lastRevision returns what the control plane ran before its latest
@@ -98,9 +115,13 @@ func unrolledSince(before revisions.HighestRun, changedAt time.Time, running []s
 // and none has or runs bump. Its whole history then predates the bump —
 // except a step of a chained upgrade towards bump that the topology
 // controller already gave kcp: while that step never rolled out either
-// (as unrolledKCPBump judges it), what ran is what ran before it.
-func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, clusterName string, bump skew.Version) (*unrolledBump, error) {
-	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, clusterName)
+// (as unrolledKCPBump judges it), what ran is what ran before it. A control
+// plane that never had a Machine ran nothing.
+func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, bump skew.Version) (*unrolledBump, error) {
+	if never, err := f.neverHadMachine(ctx, kcp, cluster, cluster.Name); err != nil || never {
+		return nothingRan(never), err
+	}
+	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, cluster.Name)
 	if err != nil || len(machines) == 0 {
 		return nil, err
 	}
@@ -182,9 +203,12 @@ func (p Policy) RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.
 	if bump.Text() == "" && !lowersEtcd(old.version, old.etcdTag, newVersion, newTag) {
 		return nil, nil
 	}
-	u, err := p.facts().unrolledKCPBump(ctx, old, clusterNameOf(oldKCP), bump)
+	u, err := p.facts().unrolledKCPBump(ctx, old, nil, clusterNameOf(oldKCP), bump)
 	if err != nil || u == nil {
 		return nil, err
+	}
+	if u.nothingRan {
+		return &revisions.HighestRun{}, nil
 	}
 	before, _, _ := old.lastRevision()
 	return &before, nil

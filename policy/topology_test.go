@@ -31,6 +31,8 @@ type topologyWorld struct {
 	highest       *revisions.HighestRun
 	running       []string
 	objects       []client.Object
+	// kcpStatus, when set, changes the KubeadmControlPlane built.
+	kcpStatus func(*controlplanev1.KubeadmControlPlane)
 }
 
 func (w topologyWorld) policy(t *testing.T) Policy {
@@ -64,6 +66,9 @@ func (w topologyWorld) kcp() *controlplanev1.KubeadmControlPlane {
 	if w.highest != nil {
 		raw, _ := json.Marshal(w.highest)
 		kcp.Annotations[revisions.AnnotationHighestRun] = string(raw)
+	}
+	if w.kcpStatus != nil {
+		w.kcpStatus(kcp)
 	}
 	return kcp
 }
@@ -208,8 +213,8 @@ func TestRevertOfAKubeadmControlPlaneBump(t *testing.T) {
 		{name: "below what ran before the bump: refused", to: "v1.34.3",
 			world:     topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, running: []string{"v1.35.2"}, objects: []client.Object{cpMachine("cp-1", "v1.35.2", before)}},
 			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Kubernetes downgrade from v1.35.2"},
-		{name: "no control-plane machine at all: nothing shows what runs, refused", to: "v1.35.2",
-			world:     topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest},
+		{name: "no control-plane machine listed, Cluster provisioned and unpaused: the first may not be seen yet, refused", to: "v1.35.2",
+			world:     topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, objects: []client.Object{demoCluster(provisioned)}},
 			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}},
 		{name: "a stamp that does not know what ran before: refused as before", to: "v1.35.2",
 			world: topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: &revisions.HighestRun{Kubernetes: "v1.36.1", KubernetesRevision: 4}, running: []string{"v1.35.2"},
