@@ -37,6 +37,9 @@ const (
 	// ExitSuperseded: status --revision N found the object already past
 	// that revision.
 	ExitSuperseded = status.ExitSuperseded
+	// ExitWaitingForDeletion: status found a MachineDeployment with the
+	// OnDelete strategy waiting for its old machines to be deleted by hand.
+	ExitWaitingForDeletion = status.ExitWaitingForDeletion
 	// ExitRefused: plan found the change would be refused (by
 	// rollout-guard, Cluster API's webhooks or the API server).
 	ExitRefused = plan.ExitRefused

@@ -85,6 +85,10 @@ type StatusReport struct {
 	Machines []MachineStatus `json:"machines"`
 	// Done is true once the rollout is declared done.
 	Done bool `json:"done"`
+	// OldToDelete are, for a MachineDeployment with the OnDelete strategy
+	// whose controller has done all it does by itself, the old Machines
+	// that wait to be deleted by hand (see waitingForDeletion).
+	OldToDelete []string `json:"oldMachinesToDelete,omitempty"`
 	// Upgrade is, on the report of a ClusterClass cluster (object
 	// "cluster/NAME"), where it stands against its spec.topology.version;
 	// nil on every other report.
@@ -117,6 +121,8 @@ type StatusReport struct {
 	// deleting: the object is being deleted (a MachineDeployment of a
 	// ClusterClass cluster that its topology no longer has).
 	deleting bool
+	// namespace is the object's namespace.
+	namespace string
 	// countsOnly: a kind whose Machines are optional (a MachinePool) has
 	// none, so its status counts are of instances, not Machines.
 	countsOnly bool
@@ -214,6 +220,8 @@ func EvaluateStatusAt(obj client.Object, machines []clusterv1.Machine, machineSe
 	machinesCounted := int32(len(s.Machines)) == s.Replicas || s.countsOnly
 	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
 		!s.RollingOut && allGood && machinesCounted && (sets == nil || sets.settled)
+	s.namespace = obj.GetNamespace()
+	s.OldToDelete = waitingForDeletion(obj, s, sets)
 	return s
 }
 
@@ -231,6 +239,9 @@ func (s StatusReport) Summary() string {
 	}
 	if !s.Observed {
 		return fmt.Sprintf("waiting for generation %d to be observed", s.Generation)
+	}
+	if n := len(s.OldToDelete); n > 0 {
+		return fmt.Sprintf("%s; %d of %d machines up to date, %d available", onDeleteSummary(n), s.UpToDate, s.Replicas, s.Available)
 	}
 	unit := "machines"
 	if s.countsOnly {
@@ -266,7 +277,8 @@ func (s StatusReport) Summary() string {
 
 // StatusVerdict is what a StatusTracker concludes from a state.
 type StatusVerdict struct {
-	// Phase is Progressing, Confirming, RolledOut, Paused or Stalled.
+	// Phase is Progressing, Confirming, RolledOut, Paused, Stalled or
+	// WaitingForDeletion.
 	Phase string
 	// Wake is when the verdict may change without a new event (the end
 	// of the grace period or of the progress deadline); zero for a final
@@ -292,6 +304,9 @@ type StatusTracker struct {
 func (t *StatusTracker) Observe(s StatusReport, now time.Time) StatusVerdict {
 	if s.Paused != "" {
 		return StatusVerdict{Phase: PhasePaused}
+	}
+	if len(s.OldToDelete) > 0 {
+		return StatusVerdict{Phase: PhaseWaitingForDeletion}
 	}
 	if key := progressKey(s); key != t.lastKey || t.lastProgress.IsZero() {
 		t.lastKey, t.lastProgress = key, now

@@ -37,7 +37,9 @@ const statusExitCodesHelp = `Exit status:
   2  timeout: --timeout elapsed before the rollout was done
   3  stalled: no progress for --progress-deadline; the blocking machines are listed
   4  paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)
-  5  superseded: with --revision N, the object is already past revision N`
+  5  superseded: with --revision N, the object is already past revision N
+  8  waiting for deletion: a MachineDeployment with the OnDelete strategy waits for
+     its old machines to be deleted by hand (they are listed)`
 
 // StatusOptions are the options of `rollout status`.
 type StatusOptions struct {
@@ -95,7 +97,11 @@ whatever its conditions say, unless rollout.after is more than a minute ahead of
 clock (a restart scheduled for later). A MachinePool is done on its status counts
 (replicas, ready, up to date, available) and, when its infrastructure provider gives it
 Machines (label cluster.x-k8s.io/pool-name), on those Machines as well; most providers run
-a pool's instances without Machines. Availability already includes minReadySeconds. --grace D additionally
+a pool's instances without Machines. A MachineDeployment with the OnDelete strategy replaces
+a machine only when someone deletes it: once its controller has done all it does by itself
+(every machine deleted so far replaced, ready and up to date), status exits 8 at once,
+"waiting for N old machines to be deleted (OnDelete strategy)", and names them.
+Availability already includes minReadySeconds. --grace D additionally
 requires the done state to hold for D (default 0).
 
 --revision N waits for revision N (rollout history; rollout-guard stamps it on every
@@ -120,10 +126,11 @@ rolled out on the way is not the end. Watching one topology-owned object instead
 its own step.
 
 -o json prints one JSON object per change: {"time", "object", "phase" (Progressing,
-Confirming, RolledOut, Paused, Stalled, TimedOut), "replicas", "upToDate", "available",
-"ready", "machines": [{"name", "phase", "upToDate", "ready", "deleting", "reason",
-"message"}], "done"}. For a ClusterClass cluster the first event of each change is the
-cluster's ("object": "cluster/NAME", the counts summed over its objects, no machines) with
+Confirming, RolledOut, Paused, Stalled, WaitingForDeletion, TimedOut), "replicas",
+"upToDate", "available", "ready", "machines": [{"name", "phase", "upToDate", "ready",
+"deleting", "reason", "message"}], "oldMachinesToDelete" (OnDelete), "done"}. For a
+ClusterClass cluster the first event of each change is the cluster's ("object":
+"cluster/NAME", the counts summed over its objects, no machines) with
 "upgrade": {"version", "reached", "controlPlane" and "workers": [{"object", "version",
 "machines": [{"version", "machines"}]}], "controlPlanePlan", "workersPlan", "steps":
 [{"version", "part" (controlPlane, workers), "state" (RolledOut, RollingOut, Pending),
@@ -305,7 +312,7 @@ func (o *StatusOptions) Evaluate(obj client.Object, machines []clusterv1.Machine
 // reportObjects prints each object's state once (--watch=false): an error
 // unless every one is rolled out.
 func (o *StatusOptions) reportObjects(ctx context.Context, cl *core.Clients, objs []client.Object, p *StatusPrinter) error {
-	failed := 0
+	failed, waiting := 0, []StatusReport(nil)
 	for _, obj := range objs {
 		w := o.objectWatcher(cl, obj)
 		w.seed(objectSource, obj)
@@ -328,9 +335,17 @@ func (o *StatusOptions) reportObjects(ctx context.Context, cl *core.Clients, obj
 		if s.Paused != "" {
 			s.Phase = PhasePaused
 		}
+		if len(s.OldToDelete) > 0 && s.Paused == "" {
+			s.Phase = PhaseWaitingForDeletion
+			waiting = append(waiting, *s)
+		}
 		if err := p.Print(*s, now); err != nil {
 			return err
 		}
+	}
+	if failed > 0 && failed == len(waiting) {
+		// Nothing else holds them: the OnDelete verdict.
+		return onDeleteVerdict(waiting[0], waiting[0].namespace)
 	}
 	if failed > 0 {
 		return core.StatusError{Code: core.ExitError, Msg: fmt.Sprintf("%d of %d objects not rolled out", failed, len(objs))}
