@@ -27,6 +27,11 @@ type controlPlaneMachine struct {
 	name     string
 	versions []skew.Version // spec.version, and the node's kubelet version when known
 	created  time.Time
+	// updating: Cluster API is updating the Machine in place (annotation
+	// clusterv1.UpdateInProgressAnnotation). It sets that annotation
+	// before the Machine's new spec, so the Machine may already run what
+	// its spec does not say yet.
+	updating bool
 }
 
 // unrolledBump is what a control plane ran before a bump that never rolled
@@ -135,10 +140,14 @@ func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, clus
 }
 
 // unrolledIfNoneRuns returns the facts of an unrolled bump, or nil when a
-// running version or a machine has bump or newer, or is not a version.
+// running version or a machine has bump or newer, or is not a version, or
+// a machine is being updated in place (what it runs cannot be told).
 func unrolledIfNoneRuns(history skew.History, running []skew.Version, machines []controlPlaneMachine, bump skew.Version) *unrolledBump {
 	all := append([]skew.Version(nil), running...)
 	for _, m := range machines {
+		if m.updating {
+			return nil
+		}
 		all = append(all, m.versions...)
 	}
 	if bump.Text() != "" {
@@ -173,7 +182,8 @@ func (f factReader) controlPlaneMachines(ctx context.Context, namespace, cluster
 		if m.Status.NodeInfo != nil {
 			versions = readOnce(versions, m.Status.NodeInfo.KubeletVersion)
 		}
-		out = append(out, controlPlaneMachine{name: m.Name, versions: versions, created: m.CreationTimestamp.Time})
+		_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
+		out = append(out, controlPlaneMachine{name: m.Name, versions: versions, created: m.CreationTimestamp.Time, updating: updating})
 	}
 	return out, nil
 }

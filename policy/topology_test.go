@@ -100,6 +100,12 @@ func cpMachine(name, version string, created time.Time) *clusterv1.Machine {
 	return m
 }
 
+// updatingInPlace marks m as being updated in place by Cluster API.
+func updatingInPlace(m *clusterv1.Machine) *clusterv1.Machine {
+	m.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
+	return m
+}
+
 var sandboxClass = []string{"v1.32.4", "v1.33.5", "v1.34.3", "v1.35.2", "v1.36.1"}
 
 func TestTopologyVersionChanges(t *testing.T) {
@@ -216,6 +222,14 @@ func TestRevertOfAKubeadmControlPlaneBump(t *testing.T) {
 		{name: "no control-plane machine listed, Cluster provisioned and unpaused: the first may not be seen yet, refused", to: "v1.35.2",
 			world:     topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, objects: []client.Object{demoCluster(provisioned)}},
 			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}},
+		{name: "a machine made before the bump, updated in place to it: refused", to: "v1.35.2",
+			world: topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, running: []string{"v1.35.2"},
+				objects: []client.Object{cpMachine("cp-1", "v1.36.1", before)}},
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Kubernetes downgrade from v1.36.1 to v1.35.2"},
+		{name: "a machine made before the bump, its in-place update begun: refused", to: "v1.35.2",
+			world: topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, running: []string{"v1.35.2"},
+				objects: []client.Object{updatingInPlace(cpMachine("cp-1", "v1.35.2", before))}},
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Kubernetes downgrade from v1.36.1 to v1.35.2"},
 		{name: "a stamp that does not know what ran before: refused as before", to: "v1.35.2",
 			world: topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: &revisions.HighestRun{Kubernetes: "v1.36.1", KubernetesRevision: 4}, running: []string{"v1.35.2"},
 				objects: []client.Object{cpMachine("cp-1", "v1.35.2", before)}},
