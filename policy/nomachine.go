@@ -19,9 +19,11 @@ import (
 //     which only its controller writes, and keeps once true);
 //   - no control-plane Machine of its Cluster is listed;
 //   - its controller cannot create the first Machine while the change is
-//     admitted: the KubeadmControlPlane or its Cluster is paused
-//     (annotation cluster.x-k8s.io/paused, or the Cluster's spec.paused).
-//     Cluster API's controllers do nothing for a paused cluster.
+//     admitted: the KubeadmControlPlane or its Cluster is paused (Cluster
+//     API's controllers do nothing for a paused cluster): the annotation
+//     cluster.x-k8s.io/paused on the object judged, or the Cluster's
+//     spec.paused. A Cluster read rather than judged is known by its
+//     spec.paused only: the guard's cache keeps no annotation of others.
 //
 // An unpaused control plane without Machines is about to get its first one
 // (Cluster API creates it as soon as the Cluster's infrastructure is
@@ -54,7 +56,7 @@ func (f factReader) neverHadMachine(ctx context.Context, kcp *kcpRead, cluster *
 		case err != nil:
 			return false, fmt.Errorf("reading Cluster %s/%s: %w", kcp.obj.Namespace, clusterName, err)
 		}
-		cluster = got
+		return specPaused(got), nil
 	}
 	return cannotCreateMachines(cluster), nil
 }
@@ -70,10 +72,16 @@ func kcpReportsNoMachine(kcp *kcpRead) bool {
 }
 
 // cannotCreateMachines reports whether Cluster API's control-plane
-// controller creates no Machine for cluster: it is paused.
+// controller creates no Machine for cluster, the object judged: it is
+// paused.
 func cannotCreateMachines(cluster *clusterv1.Cluster) bool {
 	if _, paused := cluster.Annotations[clusterv1.PausedAnnotation]; paused {
 		return true
 	}
+	return specPaused(cluster)
+}
+
+// specPaused reports whether cluster's spec.paused is true.
+func specPaused(cluster *clusterv1.Cluster) bool {
 	return cluster.Spec.Paused != nil && *cluster.Spec.Paused
 }

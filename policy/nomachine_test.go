@@ -71,7 +71,8 @@ func TestControlPlaneThatNeverHadAMachine(t *testing.T) {
 		wantText  []string
 	}{
 		{name: "Cluster paused (spec.paused): allowed", to: "v1.35.2", world: world(nil, demoCluster(pausedSpec))},
-		{name: "Cluster paused (annotation): allowed", to: "v1.35.2", world: world(nil, demoCluster(pausedAnnotation))},
+		{name: "Cluster paused by annotation only, which the guard's cache does not keep: refused", to: "v1.35.2",
+			world: world(nil, demoCluster(pausedAnnotation)), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: downgrade},
 		{name: "KubeadmControlPlane paused, Cluster provisioned: allowed", to: "v1.35.2", world: world(kcpPaused, demoCluster(provisioned))},
 		{name: "Cluster not paused, infrastructure not provisioned yet: it may be any moment, refused", to: "v1.35.2",
 			world: world(nil, demoCluster(nil)), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: downgrade},
