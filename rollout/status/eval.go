@@ -241,7 +241,9 @@ func (s StatusReport) Summary() string {
 		return fmt.Sprintf("waiting for generation %d to be observed", s.Generation)
 	}
 	if n := len(s.OldToDelete); n > 0 {
-		return fmt.Sprintf("%s; %d of %d machines up to date, %d available", onDeleteSummary(n), s.UpToDate, s.Replicas, s.Available)
+		// The counts of the status lag the machines' UpToDate conditions;
+		// which machines are old is known from their MachineSets.
+		return fmt.Sprintf("%s; %d of %d machines replaced", onDeleteSummary(n), len(s.Machines)-n, s.Replicas)
 	}
 	unit := "machines"
 	if s.countsOnly {
