@@ -53,6 +53,9 @@ type MachineStatus struct {
 	Ready bool `json:"ready"`
 	// Deleting reports the Machine is being deleted.
 	Deleting bool `json:"deleting"`
+	// Updating reports the Machine is being updated in place (Cluster
+	// API's InPlaceUpdates): it is kept, and not done yet.
+	Updating bool `json:"updating,omitempty"`
 	// Reason and Message say why the Machine is not ready (its Ready
 	// condition), or else not up to date (its UpToDate condition).
 	Reason  string `json:"reason"`
@@ -205,7 +208,8 @@ func EvaluateStatusAt(obj client.Object, machines []clusterv1.Machine, machineSe
 		case !ms.UpToDate && upC != nil:
 			ms.Reason, ms.Message = upC.Reason, core.ConditionLine(upC.Message)
 		}
-		if !ms.Ready || !ms.UpToDate || ms.Deleting || ms.Old {
+		applyInPlace(m, &ms)
+		if !ms.Ready || !ms.UpToDate || ms.Deleting || ms.Old || ms.Updating {
 			allGood = false
 		}
 		s.Machines = append(s.Machines, ms)
@@ -250,15 +254,21 @@ func (s StatusReport) Summary() string {
 		unit = "instances"
 	}
 	line := fmt.Sprintf("%d of %d %s up to date, %d available", s.UpToDate, s.Replicas, unit, s.Available)
-	old := 0
+	old, updating := 0, 0
 	for _, m := range s.Machines {
 		if m.Old {
 			old++
+		}
+		if m.Updating {
+			updating++
 		}
 	}
 	var extra []string
 	if old > 0 {
 		extra = append(extra, fmt.Sprintf("%d old %s pending deletion", old, core.Plural(old, "machine", "machines")))
+	}
+	if updating > 0 {
+		extra = append(extra, fmt.Sprintf("%d %s updating in place", updating, core.Plural(updating, "machine", "machines")))
 	}
 	if n := len(s.Machines); n != int(s.Replicas) && !s.countsOnly {
 		extra = append(extra, fmt.Sprintf("%d %s", n, core.Plural(n, "machine exists", "machines exist")))
@@ -339,7 +349,7 @@ func progressKey(s StatusReport) string {
 		fmt.Fprintf(&b, "%s %t %d %d %d %d;", ms.Name, ms.New, ms.Replicas, ms.Current, ms.UpToDate, ms.Available)
 	}
 	for _, m := range s.Machines {
-		fmt.Fprintf(&b, "%s %s %t %t %t %s;", m.Name, m.Phase, m.Ready, m.UpToDate, m.Deleting, m.Reason)
+		fmt.Fprintf(&b, "%s %s %t %t %t %t %s;", m.Name, m.Phase, m.Ready, m.UpToDate, m.Deleting, m.Updating, m.Reason)
 	}
 	b.WriteString(s.progress)
 	return b.String()

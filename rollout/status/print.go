@@ -20,10 +20,13 @@ func (m MachineStatus) Line() string {
 		return s + ", being deleted"
 	}
 	var what []string
+	if m.Updating {
+		what = append(what, "updating in place")
+	}
 	if !m.Ready {
 		what = append(what, "not ready")
 	}
-	if !m.UpToDate {
+	if !m.UpToDate && !m.Updating {
 		what = append(what, "not up to date")
 	}
 	if len(what) > 0 {
@@ -46,7 +49,7 @@ func (m MachineStatus) lineKey() string {
 func blocking(s StatusReport) string {
 	var b strings.Builder
 	for _, m := range s.Machines {
-		if m.Ready && m.UpToDate && !m.Deleting {
+		if m.Ready && m.UpToDate && !m.Deleting && !m.Updating {
 			continue
 		}
 		b.WriteString("\n  " + m.Line())
@@ -115,7 +118,7 @@ func (p *StatusPrinter) Print(s StatusReport, now time.Time) error {
 	for _, m := range s.Machines {
 		k := s.Object + " " + m.Name
 		key, line := "", ""
-		if !m.Ready {
+		if !m.Ready || m.Updating {
 			key, line = m.lineKey(), "  "+m.Line()
 		}
 		if p.Last[k] != key {

@@ -101,7 +101,11 @@ a pool's instances without Machines. A MachineDeployment with the OnDelete strat
 a machine only when someone deletes it: once its controller has done all it does by itself
 (every machine deleted so far replaced, ready and up to date), status exits 8 at once,
 "waiting for N old machines to be deleted (OnDelete strategy)", and names them.
-Availability already includes minReadySeconds. --grace D additionally
+A machine Cluster API updates in place (InPlaceUpdates: annotation
+in-place-updates.internal.cluster.x-k8s.io/update-in-progress, condition Updating) is kept:
+it is shown updating, with the reason and message of its update, and the rollout is done
+once every machine is updated and up to date. Availability already includes
+minReadySeconds. --grace D additionally
 requires the done state to hold for D (default 0).
 
 --revision N waits for revision N (rollout history; rollout-guard stamps it on every
@@ -128,9 +132,9 @@ its own step.
 -o json prints one JSON object per change: {"time", "object", "phase" (Progressing,
 Confirming, RolledOut, Paused, Stalled, WaitingForDeletion, TimedOut), "replicas",
 "upToDate", "available", "ready", "machines": [{"name", "phase", "upToDate", "ready",
-"deleting", "reason", "message"}], "oldMachinesToDelete" (OnDelete), "done"}. For a
-ClusterClass cluster the first event of each change is the cluster's ("object":
-"cluster/NAME", the counts summed over its objects, no machines) with
+"deleting", "updating" (in place), "reason", "message"}], "oldMachinesToDelete" (OnDelete),
+"done"}. For a ClusterClass cluster the first event of each change is the cluster's
+("object": "cluster/NAME", the counts summed over its objects, no machines) with
 "upgrade": {"version", "reached", "controlPlane" and "workers": [{"object", "version",
 "machines": [{"version", "machines"}]}], "controlPlanePlan", "workersPlan", "steps":
 [{"version", "part" (controlPlane, workers), "state" (RolledOut, RollingOut, Pending),
