@@ -56,6 +56,10 @@ type MachineStatus struct {
 	// Updating reports the Machine is being updated in place (Cluster
 	// API's InPlaceUpdates): it is kept, and not done yet.
 	Updating bool `json:"updating,omitempty"`
+	// Cause says why the Machine is replaced when no edit caused it: a
+	// MachineHealthCheck's remediation, or certificates that expire soon
+	// (see causeOf); "" otherwise.
+	Cause string `json:"cause,omitempty"`
 	// Reason and Message say why the Machine is not ready (its Ready
 	// condition), or else not up to date (its UpToDate condition).
 	Reason  string `json:"reason"`
@@ -209,6 +213,7 @@ func EvaluateStatusAt(obj client.Object, machines []clusterv1.Machine, machineSe
 			ms.Reason, ms.Message = upC.Reason, core.ConditionLine(upC.Message)
 		}
 		applyInPlace(m, &ms)
+		ms.Cause = causeOf(m)
 		if !ms.Ready || !ms.UpToDate || ms.Deleting || ms.Old || ms.Updating {
 			allGood = false
 		}

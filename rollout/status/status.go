@@ -104,8 +104,11 @@ a machine only when someone deletes it: once its controller has done all it does
 A machine Cluster API updates in place (InPlaceUpdates: annotation
 in-place-updates.internal.cluster.x-k8s.io/update-in-progress, condition Updating) is kept:
 it is shown updating, with the reason and message of its update, and the rollout is done
-once every machine is updated and up to date. Availability already includes
-minReadySeconds. --grace D additionally
+once every machine is updated and up to date. A machine replaced without an edit is named
+with its cause ("cause"): a MachineHealthCheck's remediation (its HealthCheckSucceeded
+condition False, OwnerRemediated present), or certificates that expire within the
+KubeadmControlPlane's spec.rollout.before.certificatesExpiryDays. Availability already
+includes minReadySeconds. --grace D additionally
 requires the done state to hold for D (default 0).
 
 --revision N waits for revision N (rollout history; rollout-guard stamps it on every
@@ -132,7 +135,8 @@ its own step.
 -o json prints one JSON object per change: {"time", "object", "phase" (Progressing,
 Confirming, RolledOut, Paused, Stalled, WaitingForDeletion, TimedOut), "replicas",
 "upToDate", "available", "ready", "machines": [{"name", "phase", "upToDate", "ready",
-"deleting", "updating" (in place), "reason", "message"}], "oldMachinesToDelete" (OnDelete),
+"deleting", "updating" (in place), "reason", "message", "cause"}], "oldMachinesToDelete"
+(OnDelete),
 "done"}. For a ClusterClass cluster the first event of each change is the cluster's
 ("object": "cluster/NAME", the counts summed over its objects, no machines) with
 "upgrade": {"version", "reached", "controlPlane" and "workers": [{"object", "version",
