@@ -21,9 +21,10 @@ import (
 //   - its controller cannot create the first Machine while the change is
 //     admitted: the KubeadmControlPlane or its Cluster is paused (Cluster
 //     API's controllers do nothing for a paused cluster): the annotation
-//     cluster.x-k8s.io/paused on the object judged, or the Cluster's
-//     spec.paused. A Cluster read rather than judged is known by its
-//     spec.paused only: the guard's cache keeps no annotation of others.
+//     cluster.x-k8s.io/paused on the object judged (the KubeadmControlPlane,
+//     or a topology Cluster), or the Cluster's spec.paused. What is read
+//     rather than judged is known by its spec only: the guard's cache keeps
+//     no annotation of others.
 //
 // An unpaused control plane without Machines is about to get its first one
 // (Cluster API creates it as soon as the Cluster's infrastructure is
@@ -42,23 +43,23 @@ func (f factReader) neverHadMachine(ctx context.Context, kcp *kcpRead, cluster *
 	if err != nil || len(machines) > 0 {
 		return false, err
 	}
+	if cluster != nil {
+		// A topology change: the Cluster is judged, its control plane read.
+		return cannotCreateMachines(cluster), nil
+	}
 	if _, paused := kcp.obj.Annotations[clusterv1.PausedAnnotation]; paused {
 		return true, nil
 	}
-	if cluster == nil {
-		got := &clusterv1.Cluster{}
-		err := f.reader.Get(ctx, types.NamespacedName{Namespace: kcp.obj.Namespace, Name: clusterName}, got, f.getOptions()...)
-		switch {
-		case apierrors.IsNotFound(err):
-			// The controller creates no Machine without its owning
-			// Cluster.
-			return true, nil
-		case err != nil:
-			return false, fmt.Errorf("reading Cluster %s/%s: %w", kcp.obj.Namespace, clusterName, err)
-		}
-		return specPaused(got), nil
+	got := &clusterv1.Cluster{}
+	err = f.reader.Get(ctx, types.NamespacedName{Namespace: kcp.obj.Namespace, Name: clusterName}, got, f.getOptions()...)
+	switch {
+	case apierrors.IsNotFound(err):
+		// The controller creates no Machine without its owning Cluster.
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading Cluster %s/%s: %w", kcp.obj.Namespace, clusterName, err)
 	}
-	return cannotCreateMachines(cluster), nil
+	return specPaused(got), nil
 }
 
 // kcpReportsNoMachine reports whether the status of a KubeadmControlPlane

@@ -145,6 +145,9 @@ func TestTopologyRevertOfAControlPlaneThatNeverHadAMachine(t *testing.T) {
 			world: world("v1.36.1", given, nil, cpMachine("cp-1", "v1.36.1", givenAt.Add(time.Minute))), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}},
 		{name: "initialized control plane: refused", cluster: pausedSpec,
 			world: world("v1.36.1", given, initialized), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}},
+		{name: "control plane paused, but it is read, not judged, and the Cluster is not paused: refused",
+			world:     world("v1.36.1", given, func(k *controlplanev1.KubeadmControlPlane) { k.Annotations[clusterv1.PausedAnnotation] = "" }),
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}},
 	}
 	bypass := func(version string, mutate func(*clusterv1.Cluster)) *clusterv1.Cluster {
 		c := demoCluster(mutate)
