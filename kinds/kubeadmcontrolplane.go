@@ -32,6 +32,7 @@ var KubeadmControlPlane = Kind{
 		*kcp = controlplanev1.KubeadmControlPlane{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
 		kcp.Status.Version = l.Status.Version //nolint:staticcheck // read by the policy on older controllers
 		kcp.Status.Versions = l.Status.Versions
+		kcp.Status.Initialization, kcp.Status.Replicas, kcp.Status.LastRemediation = l.Status.Initialization, l.Status.Replicas, l.Status.LastRemediation
 	}),
 	Decide: decideAs("KubeadmControlPlane", Judge.DecideKubeadmControlPlane),
 	Trim: trimAs(func(kcp *controlplanev1.KubeadmControlPlane) {
@@ -39,15 +40,21 @@ var KubeadmControlPlane = Kind{
 		kcp.Spec.KubeadmConfigSpec = bootstrapv1.KubeadmConfigSpec{}
 		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdImageTag
 		kcp.Status = controlplanev1.KubeadmControlPlaneStatus{
-			Version:  kcp.Status.Version, //nolint:staticcheck // read by the policy on older controllers
-			Versions: kcp.Status.Versions,
+			Version:         kcp.Status.Version, //nolint:staticcheck // read by the policy on older controllers
+			Versions:        kcp.Status.Versions,
+			Initialization:  kcp.Status.Initialization,
+			LastRemediation: kcp.Status.LastRemediation,
 		}
 	}),
 }
 
 // kcpRunStatus is what the policy reads of a KubeadmControlPlane's status:
-// the versions its machines run.
+// the versions its machines run, and whether it ever had a Machine
+// (initialized, replicas, a remediation).
 type kcpRunStatus struct {
-	Version  string                    `json:"version,omitempty"`
-	Versions []clusterv1.StatusVersion `json:"versions,omitempty"`
+	Version         string                                                 `json:"version,omitempty"`
+	Versions        []clusterv1.StatusVersion                              `json:"versions,omitempty"`
+	Initialization  controlplanev1.KubeadmControlPlaneInitializationStatus `json:"initialization,omitempty"`
+	Replicas        *int32                                                 `json:"replicas,omitempty"`
+	LastRemediation controlplanev1.LastRemediationStatus                   `json:"lastRemediation,omitempty"`
 }

@@ -136,7 +136,7 @@ func (p Policy) DecideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 	if old != nil && refusesDowngrade(d) {
 		// Going back: allowed if what is taken back never rolled out.
 		bump := bumpOf(change.OldVersion, change.NewVersion)
-		u, err := p.facts().unrolledKCPBump(ctx, old, clusterName, bump)
+		u, err := p.facts().unrolledKCPBump(ctx, old, nil, clusterName, bump)
 		if err != nil {
 			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
 		}
@@ -286,9 +286,9 @@ func (p Policy) unrolledTopologyChange(ctx context.Context, cluster *clusterv1.C
 	if given := bumpOf(bump, kcp.version); given.Text() == "" {
 		// The control plane's spec has the bump (or more): its latest
 		// revision must be one that never rolled out.
-		u, err = p.facts().unrolledKCPBump(ctx, kcp, cluster.Name, bump)
+		u, err = p.facts().unrolledKCPBump(ctx, kcp, cluster, cluster.Name, bump)
 	} else {
-		u, err = p.facts().unrolledTopologyBump(ctx, kcp, cluster.Name, bump)
+		u, err = p.facts().unrolledTopologyBump(ctx, kcp, cluster, bump)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)

@@ -27,6 +27,11 @@ type controlPlaneMachine struct {
 	name     string
 	versions []skew.Version // spec.version, and the node's kubelet version when known
 	created  time.Time
+	// updating: Cluster API is updating the Machine in place (annotation
+	// clusterv1.UpdateInProgressAnnotation). It sets that annotation
+	// before the Machine's new spec, so the Machine may already run what
+	// its spec does not say yet.
+	updating bool
 }
 
 // unrolledBump is what a control plane ran before a bump that never rolled
@@ -34,6 +39,9 @@ type controlPlaneMachine struct {
 type unrolledBump struct {
 	history skew.History
 	running []skew.Version
+	// nothingRan says the control plane never had a Machine
+	// (neverHadMachine): it has run nothing at all.
+	nothingRan bool
 }
 
 // bumpOf is the version a revert from oldVersion to newVersion takes back:
@@ -49,8 +57,13 @@ func bumpOf(oldVersion, newVersion skew.Version) skew.Version {
 // set to bump, unset when only its etcd image tag changed) never rolled out:
 // its stamp knows what ran before it, the cluster has control-plane Machines
 // and none was created since the bump was made, and none has or runs bump.
-// It returns what ran before the bump when so.
-func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, clusterName string, bump skew.Version) (*unrolledBump, error) {
+// It returns what ran before the bump when so. A control plane that never
+// had a Machine ran nothing, whatever its stamps say. cluster is the stored
+// Cluster when the caller has it, else nil.
+func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, clusterName string, bump skew.Version) (*unrolledBump, error) {
+	if never, err := f.neverHadMachine(ctx, kcp, cluster, clusterName); err != nil || never {
+		return nothingRan(never), err
+	}
 	before, changedAt, stamped := kcp.lastRevision()
 	if !stamped || clusterName == "" {
 		return nil, nil
@@ -60,6 +73,15 @@ func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, clusterNa
 		return nil, err
 	}
 	return unrolledSince(before, changedAt, kcp.running, machines, bump), nil
+}
+
+// nothingRan is the unrolled bump of a control plane that never had a
+// Machine, nil when it had one.
+func nothingRan(never bool) *unrolledBump {
+	if !never {
+		return nil
+	}
+	return &unrolledBump{nothingRan: true}
 }
 
 // lastRevision returns what the control plane ran before its latest
@@ -98,9 +120,13 @@ func unrolledSince(before revisions.HighestRun, changedAt time.Time, running []s
 // and none has or runs bump. Its whole history then predates the bump —
 // except a step of a chained upgrade towards bump that the topology
 // controller already gave kcp: while that step never rolled out either
-// (as unrolledKCPBump judges it), what ran is what ran before it.
-func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, clusterName string, bump skew.Version) (*unrolledBump, error) {
-	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, clusterName)
+// (as unrolledKCPBump judges it), what ran is what ran before it. A control
+// plane that never had a Machine ran nothing.
+func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, bump skew.Version) (*unrolledBump, error) {
+	if never, err := f.neverHadMachine(ctx, kcp, cluster, cluster.Name); err != nil || never {
+		return nothingRan(never), err
+	}
+	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, cluster.Name)
 	if err != nil || len(machines) == 0 {
 		return nil, err
 	}
@@ -114,10 +140,14 @@ func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, clus
 }
 
 // unrolledIfNoneRuns returns the facts of an unrolled bump, or nil when a
-// running version or a machine has bump or newer, or is not a version.
+// running version or a machine has bump or newer, or is not a version, or
+// a machine is being updated in place (what it runs cannot be told).
 func unrolledIfNoneRuns(history skew.History, running []skew.Version, machines []controlPlaneMachine, bump skew.Version) *unrolledBump {
 	all := append([]skew.Version(nil), running...)
 	for _, m := range machines {
+		if m.updating {
+			return nil
+		}
 		all = append(all, m.versions...)
 	}
 	if bump.Text() != "" {
@@ -152,7 +182,8 @@ func (f factReader) controlPlaneMachines(ctx context.Context, namespace, cluster
 		if m.Status.NodeInfo != nil {
 			versions = readOnce(versions, m.Status.NodeInfo.KubeletVersion)
 		}
-		out = append(out, controlPlaneMachine{name: m.Name, versions: versions, created: m.CreationTimestamp.Time})
+		_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
+		out = append(out, controlPlaneMachine{name: m.Name, versions: versions, created: m.CreationTimestamp.Time, updating: updating})
 	}
 	return out, nil
 }
@@ -182,9 +213,12 @@ func (p Policy) RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.
 	if bump.Text() == "" && !lowersEtcd(old.version, old.etcdTag, newVersion, newTag) {
 		return nil, nil
 	}
-	u, err := p.facts().unrolledKCPBump(ctx, old, clusterNameOf(oldKCP), bump)
+	u, err := p.facts().unrolledKCPBump(ctx, old, nil, clusterNameOf(oldKCP), bump)
 	if err != nil || u == nil {
 		return nil, err
+	}
+	if u.nothingRan {
+		return &revisions.HighestRun{}, nil
 	}
 	before, _, _ := old.lastRevision()
 	return &before, nil

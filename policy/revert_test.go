@@ -228,6 +228,10 @@ func TestVersionsReadOnce(t *testing.T) {
 			{name: "a kubelet that is no version", running: []string{"v1.35.2"}, machines: []controlPlaneMachine{machine("v1.35.2", "1.35")}, bump: v("v1.36.1")},
 			{name: "a bump that is no version", running: []string{"v1.35.2"}, bump: v("1.36")},
 			{name: "an etcd bump only", running: []string{"v1.35.2", "1.35"}, bump: skew.Version{}, wantRunning: []string{"v1.35.2", "1.35"}},
+			{name: "a machine being updated in place, its spec not updated yet", running: []string{"v1.35.2"},
+				machines: []controlPlaneMachine{{name: "cp-1", versions: skew.ReadVersions([]string{"v1.35.2"}), updating: true}}, bump: v("v1.36.1")},
+			{name: "an etcd bump only, a machine being updated in place", running: []string{"v1.35.2"},
+				machines: []controlPlaneMachine{{name: "cp-1", versions: skew.ReadVersions([]string{"v1.35.2"}), updating: true}}, bump: skew.Version{}},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

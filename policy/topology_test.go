@@ -31,6 +31,8 @@ type topologyWorld struct {
 	highest       *revisions.HighestRun
 	running       []string
 	objects       []client.Object
+	// kcpStatus, when set, changes the KubeadmControlPlane built.
+	kcpStatus func(*controlplanev1.KubeadmControlPlane)
 }
 
 func (w topologyWorld) policy(t *testing.T) Policy {
@@ -65,6 +67,9 @@ func (w topologyWorld) kcp() *controlplanev1.KubeadmControlPlane {
 		raw, _ := json.Marshal(w.highest)
 		kcp.Annotations[revisions.AnnotationHighestRun] = string(raw)
 	}
+	if w.kcpStatus != nil {
+		w.kcpStatus(kcp)
+	}
 	return kcp
 }
 
@@ -92,6 +97,12 @@ func cpMachine(name, version string, created time.Time) *clusterv1.Machine {
 	m.Spec.ClusterName = "demo"
 	m.Spec.Version = version
 	m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: version}
+	return m
+}
+
+// updatingInPlace marks m as being updated in place by Cluster API.
+func updatingInPlace(m *clusterv1.Machine) *clusterv1.Machine {
+	m.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
 	return m
 }
 
@@ -208,9 +219,17 @@ func TestRevertOfAKubeadmControlPlaneBump(t *testing.T) {
 		{name: "below what ran before the bump: refused", to: "v1.34.3",
 			world:     topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, running: []string{"v1.35.2"}, objects: []client.Object{cpMachine("cp-1", "v1.35.2", before)}},
 			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Kubernetes downgrade from v1.35.2"},
-		{name: "no control-plane machine at all: nothing shows what runs, refused", to: "v1.35.2",
-			world:     topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest},
+		{name: "no control-plane machine listed, Cluster provisioned and unpaused: the first may not be seen yet, refused", to: "v1.35.2",
+			world:     topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, objects: []client.Object{demoCluster(provisioned)}},
 			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}},
+		{name: "a machine made before the bump, updated in place to it: refused", to: "v1.35.2",
+			world: topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, running: []string{"v1.35.2"},
+				objects: []client.Object{cpMachine("cp-1", "v1.36.1", before)}},
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Kubernetes downgrade from v1.36.1 to v1.35.2"},
+		{name: "a machine made before the bump, its in-place update begun: refused", to: "v1.35.2",
+			world: topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, running: []string{"v1.35.2"},
+				objects: []client.Object{updatingInPlace(cpMachine("cp-1", "v1.35.2", before))}},
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Kubernetes downgrade from v1.36.1 to v1.35.2"},
 		{name: "a stamp that does not know what ran before: refused as before", to: "v1.35.2",
 			world: topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: &revisions.HighestRun{Kubernetes: "v1.36.1", KubernetesRevision: 4}, running: []string{"v1.35.2"},
 				objects: []client.Object{cpMachine("cp-1", "v1.35.2", before)}},

@@ -163,11 +163,16 @@ func cpWorkerOf(name, version string) *clusterv1.Machine {
 }
 
 // clusterKCP is KubeadmControlPlane cp of cluster c1 at version.
+// clusterKCP is the control plane of cluster c1, initialized (its workers
+// joined it).
 func clusterKCP(version string) *controlplanev1.KubeadmControlPlane {
-	return &controlplanev1.KubeadmControlPlane{
+	kcp := &controlplanev1.KubeadmControlPlane{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
 		Spec:       controlplanev1.KubeadmControlPlaneSpec{Version: version},
 	}
+	initialized := true
+	kcp.Status.Initialization.ControlPlaneInitialized = &initialized
+	return kcp
 }
 
 // workerWorld is a Policy over objs: with the guard's spec.clusterName index,

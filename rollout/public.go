@@ -44,6 +44,9 @@ const (
 	// ExitRefused: the change is refused by rollout-guard's policy or an
 	// admission webhook (plan: or the API server); nothing was changed.
 	ExitRefused = core.ExitRefused
+	// ExitWaitingForDeletion: status found a MachineDeployment with the
+	// OnDelete strategy waiting for its old machines to be deleted by hand.
+	ExitWaitingForDeletion = status.ExitWaitingForDeletion
 	// ExitWouldReplace: plan --fail-on-replace found the change would
 	// replace machines.
 	ExitWouldReplace = plan.ExitWouldReplace

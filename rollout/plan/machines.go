@@ -25,6 +25,10 @@ type machineChange struct {
 	// restartAt is the planned spec.rollout.after; zero when it does not
 	// change.
 	restartAt time.Time
+	// inPlaceIfAccepted names the Runtime Extension handlers Cluster API
+	// asks first whether a machine replaced for its content can be updated
+	// in place instead (see inPlaceHandlers); "" when none is registered.
+	inPlaceIfAccepted string
 }
 
 // changeText is a list of changes on one line: "version v1.34.3 →
@@ -78,6 +82,7 @@ func planMachineDeploymentMachines(newMD *clusterv1.MachineDeployment, ch machin
 			rollout = ch.rollout
 		}
 		pm.Action, pm.Reason = ch.decide(m, rollout)
+		pm.InPlaceIfAccepted = ch.inPlaceFor(rollout)
 		out = append(out, pm)
 	}
 	sortMachines(out)
@@ -134,6 +139,7 @@ func planControlPlaneMachines(newKCP *controlplanev1.KubeadmControlPlane, ch mac
 			rollout = nil // already runs the new version
 		}
 		pm.Action, pm.Reason = ch.decide(m, rollout)
+		pm.InPlaceIfAccepted = ch.inPlaceFor(rollout)
 		out = append(out, pm)
 	}
 	sortMachines(out)

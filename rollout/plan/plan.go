@@ -238,6 +238,7 @@ func newRolloutPlan(change string, objs []v1alpha1.ObjectPlan) *v1alpha1.Rollout
 func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	var refused []string
 	replaced := 0
+	maybe, handlers := inPlaceCandidates(p)
 	for _, op := range p.Objects {
 		if !op.Verdict.Admitted {
 			by := op.Verdict.RefusedBy
@@ -251,6 +252,9 @@ func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	switch {
 	case len(refused) > 0:
 		return core.StatusError{Code: ExitRefused, Msg: "the change would be refused: " + strings.Join(refused, "; ") + "; nothing was changed"}
+	case failOnReplace && replaced > 0 && maybe > 0:
+		return core.StatusError{Code: ExitWouldReplace, Msg: fmt.Sprintf("the change would replace %d %s (--fail-on-replace); %d of them Cluster API first offers for an in-place update to %s (with its InPlaceUpdates feature gate): whether it accepts is known only when Cluster API asks, so plan cannot promise that none is replaced; nothing was changed",
+			replaced, core.Plural(replaced, "machine", "machines"), maybe, handlers)}
 	case failOnReplace && replaced > 0:
 		return core.StatusError{Code: ExitWouldReplace, Verdict: true, Msg: fmt.Sprintf("the change would replace %d %s (--fail-on-replace); nothing was changed", replaced, core.Plural(replaced, "machine", "machines"))}
 	}

@@ -54,6 +54,7 @@ func (machineDeploymentPlanner) planMachines(ctx context.Context, c planSession,
 	if err != nil {
 		return err
 	}
+	in.change.inPlaceIfAccepted = c.inPlaceHandlers(ctx, cl, p)
 	if op.Machines, err = planMachineDeploymentMachines(p, in.change, in.machines, sets); err != nil {
 		return fmt.Errorf("cannot %s: %w", in.purpose, err)
 	}
@@ -77,8 +78,9 @@ func (machineDeploymentPlanner) planMachines(ctx context.Context, c planSession,
 // (with its etcd) when its version changes.
 type controlPlanePlanner struct{}
 
-func (controlPlanePlanner) planMachines(_ context.Context, _ planSession, _ *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
+func (controlPlanePlanner) planMachines(ctx context.Context, c planSession, cl *core.Clients, in machinePlanInput, op *v1alpha1.ObjectPlan) error {
 	p := in.planned.(*controlplanev1.KubeadmControlPlane)
+	in.change.inPlaceIfAccepted = c.inPlaceHandlers(ctx, cl, p)
 	op.Machines = planControlPlaneMachines(p, in.change, in.machines)
 	op.Counts = countMachines(op.Machines)
 	if op.Counts.Replace > 0 {

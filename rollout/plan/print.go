@@ -168,6 +168,9 @@ func writeMachines(out io.Writer, op v1alpha1.ObjectPlan) error {
 		fmt.Fprintf(out, "  Strategy: %s\n", op.Strategy.Description)
 	}
 	fmt.Fprintf(out, "  Machines: %s\n", countsText(op.Counts))
+	if n, handlers := inPlaceCandidates(&v1alpha1.RolloutPlan{Objects: []v1alpha1.ObjectPlan{op}}); n > 0 {
+		fmt.Fprintf(out, "  In place: %d %s %s\n", n, core.Plural(n, "machine", "machines"), inPlaceText(handlers))
+	}
 	if len(op.Machines) == 0 {
 		return nil
 	}
@@ -179,8 +182,12 @@ func writeMachines(out io.Writer, op v1alpha1.ObjectPlan) error {
 			owner = "machineset/" + m.MachineSet
 		}
 		row := fmt.Sprintf("    %s\t%s\t%s\t%s", m.Name, owner, core.OrNone(m.Version), m.Action)
-		if m.Reason != "" {
-			row += "\t" + m.Reason
+		reason := m.Reason
+		if m.InPlaceIfAccepted != "" {
+			reason = inPlaceText(m.InPlaceIfAccepted) + ": " + reason
+		}
+		if reason != "" {
+			row += "\t" + reason
 		}
 		fmt.Fprintln(w, row)
 	}

@@ -53,6 +53,13 @@ type MachineStatus struct {
 	Ready bool `json:"ready"`
 	// Deleting reports the Machine is being deleted.
 	Deleting bool `json:"deleting"`
+	// Updating reports the Machine is being updated in place (Cluster
+	// API's InPlaceUpdates): it is kept, and not done yet.
+	Updating bool `json:"updating,omitempty"`
+	// Cause says why the Machine is replaced when no edit caused it: a
+	// MachineHealthCheck's remediation, or certificates that expire soon
+	// (see causeOf); "" otherwise.
+	Cause string `json:"cause,omitempty"`
 	// Reason and Message say why the Machine is not ready (its Ready
 	// condition), or else not up to date (its UpToDate condition).
 	Reason  string `json:"reason"`
@@ -85,6 +92,10 @@ type StatusReport struct {
 	Machines []MachineStatus `json:"machines"`
 	// Done is true once the rollout is declared done.
 	Done bool `json:"done"`
+	// OldToDelete are, for a MachineDeployment with the OnDelete strategy
+	// whose controller has done all it does by itself, the old Machines
+	// that wait to be deleted by hand (see waitingForDeletion).
+	OldToDelete []string `json:"oldMachinesToDelete,omitempty"`
 	// Upgrade is, on the report of a ClusterClass cluster (object
 	// "cluster/NAME"), where it stands against its spec.topology.version;
 	// nil on every other report.
@@ -117,6 +128,8 @@ type StatusReport struct {
 	// deleting: the object is being deleted (a MachineDeployment of a
 	// ClusterClass cluster that its topology no longer has).
 	deleting bool
+	// namespace is the object's namespace.
+	namespace string
 	// countsOnly: a kind whose Machines are optional (a MachinePool) has
 	// none, so its status counts are of instances, not Machines.
 	countsOnly bool
@@ -199,7 +212,9 @@ func EvaluateStatusAt(obj client.Object, machines []clusterv1.Machine, machineSe
 		case !ms.UpToDate && upC != nil:
 			ms.Reason, ms.Message = upC.Reason, core.ConditionLine(upC.Message)
 		}
-		if !ms.Ready || !ms.UpToDate || ms.Deleting || ms.Old {
+		applyInPlace(m, &ms)
+		ms.Cause = causeOf(m)
+		if !ms.Ready || !ms.UpToDate || ms.Deleting || ms.Old || ms.Updating {
 			allGood = false
 		}
 		s.Machines = append(s.Machines, ms)
@@ -214,6 +229,8 @@ func EvaluateStatusAt(obj client.Object, machines []clusterv1.Machine, machineSe
 	machinesCounted := int32(len(s.Machines)) == s.Replicas || s.countsOnly
 	s.Complete = s.Observed && s.Current == s.Replicas && s.UpToDate == s.Replicas && s.Available == s.Replicas &&
 		!s.RollingOut && allGood && machinesCounted && (sets == nil || sets.settled)
+	s.namespace = obj.GetNamespace()
+	s.OldToDelete = waitingForDeletion(obj, s, sets)
 	return s
 }
 
@@ -232,20 +249,31 @@ func (s StatusReport) Summary() string {
 	if !s.Observed {
 		return fmt.Sprintf("waiting for generation %d to be observed", s.Generation)
 	}
+	if n := len(s.OldToDelete); n > 0 {
+		// The counts of the status lag the machines' UpToDate conditions;
+		// which machines are old is known from their MachineSets.
+		return fmt.Sprintf("%s; %d of %d machines replaced", onDeleteSummary(n), len(s.Machines)-n, s.Replicas)
+	}
 	unit := "machines"
 	if s.countsOnly {
 		unit = "instances"
 	}
 	line := fmt.Sprintf("%d of %d %s up to date, %d available", s.UpToDate, s.Replicas, unit, s.Available)
-	old := 0
+	old, updating := 0, 0
 	for _, m := range s.Machines {
 		if m.Old {
 			old++
+		}
+		if m.Updating {
+			updating++
 		}
 	}
 	var extra []string
 	if old > 0 {
 		extra = append(extra, fmt.Sprintf("%d old %s pending deletion", old, core.Plural(old, "machine", "machines")))
+	}
+	if updating > 0 {
+		extra = append(extra, fmt.Sprintf("%d %s updating in place", updating, core.Plural(updating, "machine", "machines")))
 	}
 	if n := len(s.Machines); n != int(s.Replicas) && !s.countsOnly {
 		extra = append(extra, fmt.Sprintf("%d %s", n, core.Plural(n, "machine exists", "machines exist")))
@@ -266,7 +294,8 @@ func (s StatusReport) Summary() string {
 
 // StatusVerdict is what a StatusTracker concludes from a state.
 type StatusVerdict struct {
-	// Phase is Progressing, Confirming, RolledOut, Paused or Stalled.
+	// Phase is Progressing, Confirming, RolledOut, Paused, Stalled or
+	// WaitingForDeletion.
 	Phase string
 	// Wake is when the verdict may change without a new event (the end
 	// of the grace period or of the progress deadline); zero for a final
@@ -292,6 +321,9 @@ type StatusTracker struct {
 func (t *StatusTracker) Observe(s StatusReport, now time.Time) StatusVerdict {
 	if s.Paused != "" {
 		return StatusVerdict{Phase: PhasePaused}
+	}
+	if len(s.OldToDelete) > 0 {
+		return StatusVerdict{Phase: PhaseWaitingForDeletion}
 	}
 	if key := progressKey(s); key != t.lastKey || t.lastProgress.IsZero() {
 		t.lastKey, t.lastProgress = key, now
@@ -322,7 +354,7 @@ func progressKey(s StatusReport) string {
 		fmt.Fprintf(&b, "%s %t %d %d %d %d;", ms.Name, ms.New, ms.Replicas, ms.Current, ms.UpToDate, ms.Available)
 	}
 	for _, m := range s.Machines {
-		fmt.Fprintf(&b, "%s %s %t %t %t %s;", m.Name, m.Phase, m.Ready, m.UpToDate, m.Deleting, m.Reason)
+		fmt.Fprintf(&b, "%s %s %t %t %t %t %s;", m.Name, m.Phase, m.Ready, m.UpToDate, m.Deleting, m.Updating, m.Reason)
 	}
 	b.WriteString(s.progress)
 	return b.String()

@@ -91,6 +91,8 @@ func (o *StatusOptions) follow(ctx context.Context, w *watcher, view func(now ti
 				return nil
 			case PhasePaused:
 				return core.StatusError{Code: ExitPaused, Msg: fmt.Sprintf("%s is paused (%s): it will not roll out until resumed", s.Object, s.Paused)}
+			case PhaseWaitingForDeletion:
+				return onDeleteVerdict(*s, s.namespace)
 			case PhaseStalled:
 				return core.StatusError{Code: ExitStalled, Msg: fmt.Sprintf("%s made no progress for %s (--progress-deadline)%s", s.Object, o.ProgressDeadline, v.stalled())}
 			}

@@ -100,7 +100,7 @@ func liveMachines(s StatusReport, onlyPending bool) []string {
 	}
 	lines := make([]string, 0, len(s.Machines))
 	for _, m := range s.Machines {
-		if onlyPending && m.Ready && m.UpToDate && !m.Deleting && !m.Old {
+		if onlyPending && m.Ready && m.UpToDate && !m.Deleting && !m.Old && !m.Updating {
 			continue
 		}
 		age := "new"

@@ -17,13 +17,16 @@ import (
 func (m MachineStatus) Line() string {
 	s := fmt.Sprintf("machine %s: %s", m.Name, m.Phase)
 	if m.Deleting {
-		return s + ", being deleted"
+		return s + ", being deleted" + m.causeText()
 	}
 	var what []string
+	if m.Updating {
+		what = append(what, "updating in place")
+	}
 	if !m.Ready {
 		what = append(what, "not ready")
 	}
-	if !m.UpToDate {
+	if !m.UpToDate && !m.Updating {
 		what = append(what, "not up to date")
 	}
 	if len(what) > 0 {
@@ -32,7 +35,16 @@ func (m MachineStatus) Line() string {
 	if why := strings.TrimPrefix(strings.TrimSuffix(m.Reason+": "+m.Message, ": "), ": "); why != "" {
 		s += ": " + why
 	}
-	return s
+	return s + m.causeText()
+}
+
+// causeText is "; replaced because CAUSE" for a machine replaced without an
+// edit, "" otherwise.
+func (m MachineStatus) causeText() string {
+	if m.Cause == "" {
+		return ""
+	}
+	return "; replaced because " + m.Cause
 }
 
 // lineKey is what must change for the machine's line to be printed again:
@@ -46,7 +58,7 @@ func (m MachineStatus) lineKey() string {
 func blocking(s StatusReport) string {
 	var b strings.Builder
 	for _, m := range s.Machines {
-		if m.Ready && m.UpToDate && !m.Deleting {
+		if m.Ready && m.UpToDate && !m.Deleting && !m.Updating {
 			continue
 		}
 		b.WriteString("\n  " + m.Line())
@@ -115,7 +127,7 @@ func (p *StatusPrinter) Print(s StatusReport, now time.Time) error {
 	for _, m := range s.Machines {
 		k := s.Object + " " + m.Name
 		key, line := "", ""
-		if !m.Ready {
+		if !m.Ready || m.Updating || m.Cause != "" {
 			key, line = m.lineKey(), "  "+m.Line()
 		}
 		if p.Last[k] != key {

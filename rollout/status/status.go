@@ -41,6 +41,8 @@ var statusExitStatus = []string{
 	"  3   stalled: no progress for --progress-deadline; the blocking machines are listed",
 	"  4   paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)",
 	"  5   superseded: with --revision N, the object is already past revision N",
+	"  8   waiting for deletion: a MachineDeployment with the OnDelete strategy waits for its",
+	"      old machines to be deleted by hand (they are listed)",
 	"  9   with --watch=false: not rolled out yet",
 }
 
@@ -254,7 +256,7 @@ func (o *StatusOptions) Evaluate(obj client.Object, machines []clusterv1.Machine
 // reportObjects prints each object's state once (--watch=false): an error
 // unless every one is rolled out.
 func (o *StatusOptions) reportObjects(ctx context.Context, cl *core.Clients, objs []client.Object, p *StatusPrinter) error {
-	failed := 0
+	failed, waiting := 0, []StatusReport(nil)
 	for _, obj := range objs {
 		w := o.objectWatcher(cl, obj)
 		w.seed(objectSource, obj)
@@ -277,9 +279,17 @@ func (o *StatusOptions) reportObjects(ctx context.Context, cl *core.Clients, obj
 		if s.Paused != "" {
 			s.Phase = PhasePaused
 		}
+		if len(s.OldToDelete) > 0 && s.Paused == "" {
+			s.Phase = PhaseWaitingForDeletion
+			waiting = append(waiting, *s)
+		}
 		if err := p.Print(*s, now); err != nil {
 			return err
 		}
+	}
+	if failed > 0 && failed == len(waiting) {
+		// Nothing else holds them: the OnDelete verdict.
+		return onDeleteVerdict(waiting[0], waiting[0].namespace)
 	}
 	if failed > 0 {
 		return core.StatusError{Code: ExitNotRolledOut, Verdict: true, Msg: fmt.Sprintf("%d of %d objects not rolled out", failed, len(objs))}

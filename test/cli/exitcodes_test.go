@@ -162,6 +162,7 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				require.NoError(t, env.Client.Status().Update(context.Background(), mp))
 				rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", ns).ok(t)
 				require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(w.MD), w.MD))
+				onDeleteWaitingForDeletion(t, w)
 			},
 			cases: []exitCase{
 				{name: "rolled out", args: []string{"status", "mp/c1-mp-0"}, code: rollout.ExitOK},
@@ -171,6 +172,7 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				{name: "stalled", args: []string{"status", kcp, "--progress-deadline", "1s", "--timeout", "10m"}, code: rollout.ExitStalled},
 				{name: "superseded", args: []string{"status", md, "--revision", "1"}, code: rollout.ExitSuperseded},
 				{name: "not rolled out yet, one read", args: []string{"status", kcp, "--watch=false"}, code: rollout.ExitNotRolledOut},
+				{name: "waiting for deletion (OnDelete)", args: []string{"status", "md/" + onDeletePool}, code: rollout.ExitWaitingForDeletion},
 				{name: "paused", args: []string{"status", md, "--paused-by-the-case-before"}, code: rollout.ExitPaused},
 			}},
 	} {
@@ -258,4 +260,59 @@ func freezeRestarts(t *testing.T, ns string) {
 		err := env.Client.Patch(ctx, md.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), "restarts are frozen")
 	}, 30*time.Second, 100*time.Millisecond, "the admission policy never took effect")
+}
+
+// onDeletePool is the MachineDeployment of onDeleteWaitingForDeletion.
+const onDeletePool = "c1-md-ondelete"
+
+// onDeleteWaitingForDeletion creates MachineDeployment onDeletePool with the
+// OnDelete strategy as Cluster API leaves it after a template switch: its
+// controller observed the change and made the new MachineSet (revision 2,
+// no replicas), and the one Machine, of the old MachineSet, waits for
+// someone to delete it. The environment runs no Cluster API controller:
+// the statuses are written as the controllers write them.
+func onDeleteWaitingForDeletion(t *testing.T, w *framework.World) {
+	t.Helper()
+	ctx := context.Background()
+	md := w.Pool(onDeletePool, "v1.34.2").WithReplicas(1).
+		WithAnnotations(map[string]string{clusterv1.RevisionAnnotation: "2"}).Build()
+	md.Spec.Rollout.Strategy.Type = clusterv1.OnDeleteMachineDeploymentStrategyType
+	require.NoError(t, env.Client.Create(ctx, md))
+	one, none := ptr.To[int32](1), ptr.To[int32](0)
+	md.Status.ObservedGeneration = md.Generation
+	md.Status.Replicas, md.Status.ReadyReplicas, md.Status.AvailableReplicas, md.Status.UpToDateReplicas = one, one, one, none
+	md.Status.Conditions = []metav1.Condition{{Type: clusterv1.RollingOutCondition, Status: metav1.ConditionFalse, Reason: "NotRollingOut", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, env.Client.Status().Update(ctx, md))
+
+	var old *clusterv1.MachineSet
+	for _, set := range []struct {
+		name, revision string
+		replicas       *int32
+	}{{onDeletePool + "-old", "1", one}, {onDeletePool + "-new", "2", none}} {
+		ms := builder.MachineSet(w.Namespace, set.name).WithClusterName(framework.WorldClusterName).WithReplicas(*set.replicas).
+			WithVersion("v1.34.2").WithBootstrapTemplate(onDeletePool).WithInfrastructureTemplate(onDeletePool).
+			WithSelector(map[string]string{clusterv1.MachineSetNameLabel: set.name}).OwnedBy(md, set.revision).Build()
+		require.NoError(t, env.Client.Create(ctx, ms))
+		ms.Status.ObservedGeneration = ms.Generation
+		ms.Status.Replicas, ms.Status.ReadyReplicas, ms.Status.AvailableReplicas, ms.Status.UpToDateReplicas = set.replicas, set.replicas, set.replicas, set.replicas
+		require.NoError(t, env.Client.Status().Update(ctx, ms))
+		if set.revision == "1" {
+			old = ms
+		}
+	}
+
+	m := builder.Machine(w.Namespace, onDeletePool+"-old-0").
+		WithLabels(map[string]string{clusterv1.MachineDeploymentNameLabel: md.Name, clusterv1.MachineSetNameLabel: old.Name}).
+		WithClusterName(framework.WorldClusterName).WithVersion("v1.34.2").WithBootstrapDataSecret("bootstrap").
+		WithInfrastructureRef("DevMachine", onDeletePool+"-old-0").WithNodeVersion("v1.34.2").Build()
+	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: old.Name, UID: old.UID, Controller: ptr.To(true)}}
+	status := m.Status
+	require.NoError(t, env.Client.Create(ctx, m))
+	m.Status = status
+	m.Status.Phase = "Running"
+	m.Status.Conditions = []metav1.Condition{
+		{Type: clusterv1.MachineReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()},
+		{Type: clusterv1.MachineUpToDateCondition, Status: metav1.ConditionFalse, Reason: "NotUpToDate", LastTransitionTime: metav1.Now()},
+	}
+	require.NoError(t, env.Client.Status().Update(ctx, m))
 }

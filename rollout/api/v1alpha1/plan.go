@@ -245,6 +245,14 @@ type PlanMachine struct {
 	// Reason says why, e.g. "infrastructureRef DevMachineTemplate/md-0 →
 	// DevMachineTemplate/md-0-v2", "created before spec.rollout.after".
 	Reason string `json:"reason,omitempty"`
+	// InPlaceIfAccepted, on a machine to be replaced, names the Runtime
+	// Extension handlers registered for the hook Cluster API asks before it
+	// updates such a machine in place (CanUpdateMachine for a control
+	// plane, CanUpdateMachineSet for a MachineDeployment), comma-separated:
+	// with Cluster API's InPlaceUpdates feature gate, the machine is
+	// updated in place if one of them accepts the change, otherwise
+	// replaced. Empty when no such handler is registered.
+	InPlaceIfAccepted string `json:"inPlaceIfAccepted,omitempty"`
 }
 
 // PlanCounts count machines by action.
