@@ -15,15 +15,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/clientcmd"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout"
 	historyv1 "github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
-	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
 // rolloutTimeout bounds one restart of the demo.
@@ -208,75 +205,4 @@ func TestMoveToDirectoryFindsTheDemo(t *testing.T) {
 		assert.True(t, slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, want) }),
 			"clusterctl move --to-directory wrote no %s*; it wrote %v", want, files)
 	}
-}
-
-// `sandbox --clusters 0 --class-cluster=false` is an empty management
-// cluster to move clusters to: ready without a demo cluster, its providers
-// in clusterctl's inventory as `clusterctl init` leaves them, stopped clean
-// by an interrupt.
-func TestEmptySandboxIsAManagementClusterToMoveTo(t *testing.T) {
-	work := t.TempDir()
-	bin := filepath.Join(work, "sandbox")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sandbox")
-	build.Dir = ".."
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/sandbox: %s", out)
-
-	var stdout sandbox.SyncBuffer
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "--dir", filepath.Join(work, "state"), "--bin-dir", sb.Env.BinDir, "--clusters", "0", "--class-cluster=false")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		select {
-		case err := <-exited:
-			exited <- err
-			require.Fail(c, "the sandbox ended", "%v; stdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-		default:
-		}
-		assert.Contains(c, stdout.String(), "sandbox ready in", "the sandbox's output")
-	}, 3*time.Minute, time.Second)
-	assert.Contains(t, stdout.String(), "a management cluster with the Cluster API controllers", "the tour of an empty sandbox")
-
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(work, "state", "kubeconfig"))
-	require.NoError(t, err)
-	target, err := client.New(cfg, client.Options{Scheme: sb.Scheme})
-	require.NoError(t, err)
-	ctx := context.Background()
-	clusters := &clusterv1.ClusterList{}
-	require.NoError(t, target.List(ctx, clusters))
-	assert.Empty(t, clusters.Items, "Clusters in the empty sandbox")
-
-	providers := &unstructured.UnstructuredList{}
-	providers.SetAPIVersion("clusterctl.cluster.x-k8s.io/v1alpha3")
-	providers.SetKind("ProviderList")
-	require.NoError(t, target.List(ctx, providers))
-	var got []string
-	for _, p := range providers.Items {
-		typ, _, _ := unstructured.NestedString(p.Object, "type")
-		version, _, _ := unstructured.NestedString(p.Object, "version")
-		got = append(got, p.GetNamespace()+"/"+p.GetName()+" "+typ+" "+version)
-	}
-	_, capiVersion, _ := strings.Cut(filepath.Base(sb.Env.ClusterAPIDir), "@")
-	assert.ElementsMatch(t, []string{
-		"capi-system/cluster-api CoreProvider " + capiVersion,
-		"capi-kubeadm-bootstrap-system/bootstrap-kubeadm BootstrapProvider " + capiVersion,
-		"capi-kubeadm-control-plane-system/control-plane-kubeadm ControlPlaneProvider " + capiVersion,
-		"capd-system/infrastructure-docker InfrastructureProvider " + capiVersion,
-	}, got, "clusterctl's provider inventory")
-
-	require.NoError(t, cmd.Process.Signal(os.Interrupt))
-	err = <-exited
-	stopped = true
-	require.NoError(t, err, "the sandbox's exit after an interrupt; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	assert.Contains(t, stdout.String(), "sandbox stopped", "the sandbox's output")
 }
