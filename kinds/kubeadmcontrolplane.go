@@ -15,7 +15,8 @@ var kubeadmControlPlaneGVK = controlplanev1.GroupVersion.WithKind("KubeadmContro
 // are spec.version, spec.machineTemplate and spec.kubeadmConfigSpec, its
 // restarts spec.rollout.after. Decoded lean and cached, it keeps
 // status.version and status.versions (the versions its machines run, which
-// the policy reads); the cache drops its kubeadmConfigSpec but the etcd
+// the policy reads) and what says it ever had a Machine (initialization,
+// replicas, the last remediation); the cache drops its kubeadmConfigSpec but the etcd
 // image tag (the version etcd runs): files, commands and kubeadm's
 // configurations, most of a control plane's size, are read by no policy
 // rule, and the history reconciler reads them from the API server when
@@ -43,6 +44,7 @@ var KubeadmControlPlane = Kind{
 			Version:         kcp.Status.Version, //nolint:staticcheck // read by the policy on older controllers
 			Versions:        kcp.Status.Versions,
 			Initialization:  kcp.Status.Initialization,
+			Replicas:        kcp.Status.Replicas,
 			LastRemediation: kcp.Status.LastRemediation,
 		}
 	}),
