@@ -115,6 +115,11 @@ type machineEntry struct {
 	created                              time.Time
 	// labels are the labels the policy reads (see keptMachineLabel), sorted.
 	labels []machineLabel
+	// updatingInPlace: the Machine carries Cluster API's in-place update
+	// annotation, which the revert rule reads (such a Machine may already
+	// run what its spec does not say yet). Its other annotations are
+	// dropped.
+	updatingInPlace bool
 }
 
 type machineLabel struct{ key, value string }
@@ -146,6 +151,9 @@ func (e *machineEntry) machine() clusterv1.Machine {
 	if e.kubeletVersion != "" {
 		m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: e.kubeletVersion}
 	}
+	if e.updatingInPlace {
+		m.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
+	}
 	return m
 }
 
@@ -173,6 +181,7 @@ func newMachineEntry(m *clusterv1.Machine) *machineEntry {
 	if m.Status.NodeInfo != nil {
 		e.kubeletVersion = shared(m.Status.NodeInfo.KubeletVersion)
 	}
+	_, e.updatingInPlace = m.Annotations[clusterv1.UpdateInProgressAnnotation]
 	for k, v := range m.Labels {
 		if keptMachineLabel(k) {
 			e.labels = append(e.labels, machineLabel{shared(k), shared(v)})

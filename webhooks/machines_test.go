@@ -29,6 +29,12 @@ func machineOf(ns, name, cluster, version, kubelet string, labels map[string]str
 	return m
 }
 
+// updatingInPlace gives m Cluster API's in-place update annotation.
+func updatingInPlace(m *clusterv1.Machine) *clusterv1.Machine {
+	m.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
+	return m
+}
+
 // TestMachineReader: the policy's cached List of a cluster's Machines
 // (namespace and cluster-name field, as policy.workersOf and the revert
 // check make it) is answered from the store with what the policy reads;
@@ -40,6 +46,7 @@ func TestMachineReader(t *testing.T) {
 		machineOf("ns", "cp-0", "c1", "v1.35.0", "v1.35.0", map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.ClusterNameLabel: "c1"}),
 		machineOf("ns", "md-0-a", "c1", "v1.34.0", "v1.33.4", map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0", clusterv1.ClusterTopologyOwnedLabel: "", "team": "a"}),
 		machineOf("ns", "md-0-b", "c1", "v1.34.0", "", map[string]string{clusterv1.MachinePoolNameLabel: "mp-0"}),
+		updatingInPlace(machineOf("ns", "cp-1", "c1", "v1.35.0", "v1.35.0", map[string]string{clusterv1.MachineControlPlaneLabel: ""})),
 		machineOf("ns", "other", "c2", "v1.30.0", "", nil),
 		machineOf("ns2", "same-cluster-name", "c1", "v1.30.0", "", nil),
 	} {
@@ -59,7 +66,8 @@ func TestMachineReader(t *testing.T) {
 	for _, m := range list.Items {
 		got[m.Name] = m
 	}
-	require.Len(t, got, 3, "the Machines of Cluster ns/c1")
+	require.Len(t, got, 4, "the Machines of Cluster ns/c1")
+	assert.Equal(t, map[string]string{clusterv1.UpdateInProgressAnnotation: ""}, got["cp-1"].Annotations, "the in-place update annotation, which the revert rule reads")
 	cp, worker, pooled := got["cp-0"], got["md-0-a"], got["md-0-b"]
 	assert.Equal(t, map[string]string{clusterv1.MachineControlPlaneLabel: ""}, cp.Labels)
 	assert.Equal(t, map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0", clusterv1.ClusterTopologyOwnedLabel: ""}, worker.Labels)
