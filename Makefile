@@ -55,10 +55,13 @@ build-race: ## Build bin/webhook-race: the guard with the race detector, for the
 
 .PHONY: generate
 # controller-gen writes the DeepCopy methods of the CLI's output types
-# (rollout/api/v1alpha1/zz_generated.deepcopy.go); run it after changing them.
+# (rollout/api/v1alpha1/zz_generated.deepcopy.go) and of the stored API
+# (api/v1alpha1), and the stored API's CRD (config/crd); run it after
+# changing them.
 CONTROLLER_GEN ?= go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
-generate: ## Regenerate the DeepCopy methods of rollout/api/v1alpha1.
+generate: ## Regenerate the DeepCopy methods of rollout/api/v1alpha1 and api/v1alpha1, and config/crd.
 	$(CONTROLLER_GEN) object paths=./rollout/api/v1alpha1/...
+	$(CONTROLLER_GEN) object crd paths=./api/v1alpha1/... output:crd:dir=config/crd/bases
 
 .PHONY: lint
 lint: ## gofmt and go vet over every module.
@@ -92,7 +95,7 @@ e2e: tools node-tools cert-manager-tools clusterctl build build-race ## End-to-e
 test: lint unit fuzz-smoke e2e ## Everything CI checks: lint, unit tests, a short run of every fuzz target, end-to-end tests.
 
 # Fuzz targets of the product module, as package:target.
-FUZZ_TARGETS := ./skew:FuzzParseVersion ./revisions:FuzzFromControllerRevision \
+FUZZ_TARGETS := ./skew:FuzzParseVersion ./revisions:FuzzFromRolloutRevision \
 	./webhooks:FuzzKubeadmControlPlaneAdmission ./webhooks:FuzzStamper ./webhooks:FuzzAdmissionReview
 # make test bounds each target by a number of executions, not by time: on a
 # busy machine a time-bounded run can end inside a slow worker start and

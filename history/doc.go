@@ -1,10 +1,10 @@
 // Package history keeps the revision history of MachineDeployments,
 // MachinePools, KubeadmControlPlanes and the control planes of other
-// providers (every kind of package kinds with revisions) in apps/v1
-// ControllerRevisions: the Recorder writes one revision (idempotently, keyed
+// providers (every kind of package kinds with revisions) in
+// RolloutRevisions (api/v1alpha1): the Recorder writes one revision (idempotently, keyed
 // by the hash of its content), List reads an object's history with one
 // request, the Index keeps the records (the metadata of the
-// ControllerRevisions) in memory so that recording and numbering need no
+// RolloutRevisions) in memory so that recording and numbering need no
 // read, and the Reconciler makes sure the live revision
 // of every object is recorded and prunes old ones.
 //

@@ -12,7 +12,8 @@ import (
 	"time"
 	"unique"
 
-	appsv1 "k8s.io/api/apps/v1"
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,17 +29,17 @@ import (
 )
 
 // ownerUIDIndex is the name of the Index's informer index: the owner UID
-// label of a ControllerRevision.
+// label of a RolloutRevision.
 const ownerUIDIndex = "rollout-guard.io/owner-uid"
 
 // Index is what the guard knows of recorded revisions without asking the
 // API server: the metadata (labels and annotations, where a revision's
-// record lives — not its data) of every ControllerRevision the guard made,
+// record lives — not its data) of every RolloutRevision the guard made,
 // kept by a metadata-only informer and indexed by owner.
 //
 // Why: numbering a new revision needs the object's history, and recording
 // one needs to know whether its content is recorded already. Read from the
-// API server, that was a GET and a List of ControllerRevisions for every
+// API server, that was a GET and a List of RolloutRevisions for every
 // recorded revision, and a List per object when the guard starts. From the
 // Index it costs no request. The Index may lag the API server by a watch
 // event — as the watch-cache List it replaces did (FromWatchCache) — so a
@@ -62,28 +63,27 @@ type Index struct {
 type entryStore interface {
 	// byOwner returns the entries labelled with ownerUID.
 	byOwner(ownerUID string) ([]*indexEntry, error)
-	// get returns the entry of ControllerRevision namespace/name, nil when
+	// get returns the entry of RolloutRevision namespace/name, nil when
 	// there is none.
 	get(namespace, name string) (*indexEntry, error)
 }
 
 // NewIndex makes the Index and the metadata-only informer behind it, which
 // mgr runs on every replica (each webhook records revisions), for the
-// ControllerRevisions labelled with an owner UID — those the guard made;
-// the history of DaemonSets and StatefulSets is not its business.
+// RolloutRevisions labelled with an owner UID (every one the guard makes).
 func NewIndex(mgr manager.Manager) (*Index, error) {
 	mc, err := metadata.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("the metadata client of the revision index: %w", err)
 	}
-	informer := metadatainformer.NewFilteredMetadataInformer(mc, appsv1.SchemeGroupVersion.WithResource("controllerrevisions"), metav1.NamespaceAll, 0,
+	informer := metadatainformer.NewFilteredMetadataInformer(mc, rgv1alpha1.Resource, metav1.NamespaceAll, 0,
 		toolscache.Indexers{ownerUIDIndex: byOwnerUID},
 		func(o *metav1.ListOptions) { o.LabelSelector = revisions.LabelOwnerUID }).Informer()
 	if err := informer.SetTransform(toEntry); err != nil {
 		return nil, fmt.Errorf("the revision index: %w", err)
 	}
 	if err := mgr.Add(runInformer{informer}); err != nil {
-		return nil, fmt.Errorf("watching the metadata of ControllerRevisions: %w", err)
+		return nil, fmt.Errorf("watching the metadata of RolloutRevisions: %w", err)
 	}
 	return &Index{entries: indexerStore{informer.GetIndexer()}, synced: informer.HasSynced}, nil
 }
@@ -143,7 +143,7 @@ func (s indexerStore) get(namespace, name string) (*indexEntry, error) {
 	return e, nil
 }
 
-// indexEntry is what the Index keeps of one ControllerRevision: what
+// indexEntry is what the Index keeps of one RolloutRevision: what
 // numbering, recording and pruning read — name, namespace,
 // resourceVersion, labels and annotations — with the strings many
 // revisions repeat (keys, namespaces, owner UIDs, kinds, numbers,
@@ -152,7 +152,7 @@ func (s indexerStore) get(namespace, name string) (*indexEntry, error) {
 // MaxRefusedOverrides) are left out: they are read and written whole from
 // the API server, and a patch from the Index never touches a key it does
 // not hold. An entry never changes once made: a new version of the
-// ControllerRevision is a new entry.
+// RolloutRevision is a new entry.
 //
 // The keys are held apart from the values, in a keySet that every entry
 // with the same label and annotation keys shares — nearly all of them, as
@@ -178,7 +178,7 @@ var keySets sync.Map
 
 // maxSharedKeySets bounds keySets. Nothing removes a set from it, so
 // records that each carried keys of their own (a tool labelling the
-// guard's ControllerRevisions with unique keys) would grow it without
+// guard's RolloutRevisions with unique keys) would grow it without
 // end; past the bound, a new set of keys is held by its entry alone.
 const maxSharedKeySets = 1024
 
@@ -228,10 +228,10 @@ func (e *indexEntry) label(key string) string {
 	return ""
 }
 
-// metadata returns the ControllerRevision's metadata as the entry holds
+// metadata returns the RolloutRevision's metadata as the entry holds
 // it, in maps of its own.
 func (e *indexEntry) metadata() *metav1.PartialObjectMetadata {
-	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "ControllerRevision"}}
+	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: rgv1alpha1.GroupVersion.String(), Kind: "RolloutRevision"}}
 	out.Namespace, out.Name, out.ResourceVersion = e.namespace, e.name, e.resourceVersion
 	n := len(e.keys.labels)
 	out.Labels, out.Annotations = toMap(e.keys.labels, e.values[:n]), toMap(e.keys.annotations, e.values[n:])
@@ -250,7 +250,7 @@ func toMap(keys, values []string) map[string]string {
 	return out
 }
 
-// toEntry is the transform of the Index's informer: a ControllerRevision's
+// toEntry is the transform of the Index's informer: a RolloutRevision's
 // metadata becomes its indexEntry (an entry stays as it is: the informer
 // may transform what it already holds).
 func toEntry(in any) (any, error) {
@@ -263,7 +263,7 @@ func toEntry(in any) (any, error) {
 	return in, nil
 }
 
-// newEntry is the indexEntry of a ControllerRevision's metadata.
+// newEntry is the indexEntry of a RolloutRevision's metadata.
 func newEntry(obj *metav1.PartialObjectMetadata) *indexEntry {
 	labels := slices.Sorted(maps.Keys(obj.Labels))
 	annotations := slices.DeleteFunc(slices.Sorted(maps.Keys(obj.Annotations)), func(k string) bool { return k == AnnotationRefusedOverrides })
@@ -339,7 +339,7 @@ func (i *Index) List(_ context.Context, namespace, ownerUID string) (revs []revi
 	return revs, true, nil
 }
 
-// Get returns the metadata of the ControllerRevision name in namespace,
+// Get returns the metadata of the RolloutRevision name in namespace,
 // nil when the Index holds none. ok is false when the Index cannot answer
 // (not filled yet).
 func (i *Index) Get(_ context.Context, namespace, name string) (_ *metav1.PartialObjectMetadata, ok bool, _ error) {
@@ -348,7 +348,7 @@ func (i *Index) Get(_ context.Context, namespace, name string) (_ *metav1.Partia
 	}
 	e, err := i.entries.get(namespace, name)
 	if err != nil {
-		return nil, false, fmt.Errorf("reading ControllerRevision %s/%s from the revision index: %w", namespace, name, err)
+		return nil, false, fmt.Errorf("reading RolloutRevision %s/%s from the revision index: %w", namespace, name, err)
 	}
 	if e == nil {
 		return nil, true, nil
@@ -391,7 +391,7 @@ func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, own
 	// between them (controller-runtime's merge patch, with the
 	// resourceVersion read as precondition) touches only what differs,
 	// never the data nor an annotation the Index does not hold.
-	base := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name,
+	base := &rgv1alpha1.RolloutRevision{ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name,
 		ResourceVersion: meta.ResourceVersion, Labels: meta.Labels, Annotations: meta.Annotations}, Revision: old.Record.Revision}
 	updated := base.DeepCopy()
 	updated.Labels, updated.Annotations, updated.OwnerReferences, updated.Revision = want.Labels, want.Annotations, want.OwnerReferences, want.Revision
@@ -403,7 +403,7 @@ func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, own
 
 // unchanged says whether the record as the Index holds it (meta) is the
 // record as it should be (want): a patch between them would be empty.
-func unchanged(meta *metav1.PartialObjectMetadata, want *appsv1.ControllerRevision) bool {
+func unchanged(meta *metav1.PartialObjectMetadata, want *rgv1alpha1.RolloutRevision) bool {
 	return reflect.DeepEqual(meta.Annotations, want.Annotations) && reflect.DeepEqual(meta.Labels, want.Labels)
 }
 

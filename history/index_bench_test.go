@@ -36,7 +36,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			cr := revisions.ControllerRevision(md, mdGVK, snap, revisions.Record{Revision: int64(n), History: []int64{int64(n)},
+			cr := revisions.RolloutRevision(md, mdGVK, snap, revisions.Record{Revision: int64(n), History: []int64{int64(n)},
 				ChangedBy: "system:serviceaccount:flux-system:kustomize-controller", FieldManager: "kustomize-controller",
 				ChangeCause: "spec.template.spec.version", ChangeType: revisions.ChangeRollout, ChangedAt: time.Date(2026, 12, 1, 10, n, o%60, 0, time.UTC)})
 			cr.UID = types.UID(fmt.Sprintf("0d3b8f4e-77aa-4e1b-8c2d-%012d", o*perOwner+n))
@@ -81,12 +81,12 @@ func BenchmarkIndexMemory(b *testing.B) {
 	}
 }
 
-// sharedMetadata keeps a ControllerRevision's metadata as an ObjectMeta —
+// sharedMetadata keeps a RolloutRevision's metadata as an ObjectMeta —
 // name, namespace, resourceVersion, labels and annotations, repeated
 // strings shared — the form the revision Index kept before indexEntry.
 func sharedMetadata(in any) (any, error) {
 	obj := in.(*metav1.PartialObjectMetadata)
-	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: shared(appsv1.SchemeGroupVersion.String()), Kind: shared("ControllerRevision")}}
+	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: shared(appsv1.SchemeGroupVersion.String()), Kind: shared("RolloutRevision")}}
 	out.Name, out.Namespace, out.ResourceVersion = obj.Name, shared(obj.Namespace), obj.ResourceVersion
 	out.Labels = make(map[string]string, len(obj.Labels))
 	for k, v := range obj.Labels {

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -30,9 +31,9 @@ func fakeWithIndex(t *testing.T, objs ...client.Object) client.WithWatch {
 	s := runtime.NewScheme()
 	require.NoError(t, controlplanev1.AddToScheme(s))
 	require.NoError(t, clusterv1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithIndex(&appsv1.ControllerRevision{}, ownerUIDIndex, func(obj client.Object) []string {
+		WithIndex(&rgv1alpha1.RolloutRevision{}, ownerUIDIndex, func(obj client.Object) []string {
 			return []string{obj.GetLabels()[revisions.LabelOwnerUID]}
 		}).Build()
 }
@@ -43,12 +44,12 @@ func indexOver(c client.Reader) *Index {
 	return &Index{entries: readerStore{c}, synced: func() bool { return true }}
 }
 
-// readerStore is an entryStore that reads the ControllerRevisions of a
+// readerStore is an entryStore that reads the RolloutRevisions of a
 // client and turns each into its entry as the informer does.
 type readerStore struct{ reader client.Reader }
 
 func (s readerStore) byOwner(ownerUID string) ([]*indexEntry, error) {
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	if err := s.reader.List(context.Background(), list, client.MatchingLabels{revisions.LabelOwnerUID: ownerUID}); err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func (s readerStore) byOwner(ownerUID string) ([]*indexEntry, error) {
 }
 
 func (s readerStore) get(namespace, name string) (*indexEntry, error) {
-	cr := &appsv1.ControllerRevision{}
+	cr := &rgv1alpha1.RolloutRevision{}
 	if err := s.reader.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cr); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
@@ -68,8 +69,8 @@ func (s readerStore) get(namespace, name string) (*indexEntry, error) {
 }
 
 // entryOf is the entry the informer makes of cr's metadata.
-func entryOf(cr *appsv1.ControllerRevision) *indexEntry {
-	e, _ := toEntry(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()})
+func entryOf(cr *rgv1alpha1.RolloutRevision) *indexEntry {
+	e, _ := toEntry(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rollout-guard.io/v1alpha1", Kind: "RolloutRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()})
 	return e.(*indexEntry)
 }
 
@@ -127,7 +128,7 @@ func counting(c client.WithWatch, n requests) client.Client {
 }
 
 // TestIndexListsAsAListOfWholeRevisions: the Index gives an object's
-// history as a List of whole ControllerRevisions does — same names,
+// history as a List of whole RolloutRevisions does — same names,
 // numbers, records and hashes, in the same order — without the data; and
 // nothing before it is filled. Both read a fake client here; the same
 // comparison with kube-apiserver is test/e2e's TestIndexListsAsTheAPIServer.
@@ -139,14 +140,14 @@ func TestIndexListsAsAListOfWholeRevisions(t *testing.T) {
 		snap, err := revisions.ForKubeadmControlPlane(kcp)
 		require.NoError(t, err)
 		n := int64(i + 1)
-		objs = append(objs, revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap,
+		objs = append(objs, revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap,
 			revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice", ChangedAt: time.Date(2026, 3, 1, 10, i, 0, 0, time.UTC)}))
 	}
 	other := kcpAt("v1.35.1", 1)
 	other.Name, other.UID = "cp-other", "uid-other"
 	snap, err := revisions.ForKubeadmControlPlane(other)
 	require.NoError(t, err)
-	objs = append(objs, revisions.ControllerRevision(other, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1}))
+	objs = append(objs, revisions.RolloutRevision(other, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1}))
 	c := fakeWithIndex(t, objs...)
 
 	whole, bad, err := List(ctx, c, "ns", "uid-cp")
@@ -183,7 +184,7 @@ func TestRecordingFromTheIndex(t *testing.T) {
 	require.NoError(t, err)
 	snapB, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	server := fakeWithIndex(t, revisions.ControllerRevision(a, kinds.KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}))
+	server := fakeWithIndex(t, revisions.RolloutRevision(a, kinds.KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}))
 	n := requests{}
 	r := &Recorder{Client: counting(server, n), Reader: counting(server, n), Index: indexOver(server)}
 
@@ -234,14 +235,14 @@ func TestRecordFromTheIndexPatchesOnlyTheVersionItRead(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snapB, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	server := fakeWithIndex(t, revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
+	server := fakeWithIndex(t, revisions.RolloutRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
 	// The Index holds the record as it was; then another replica adds a restart.
-	stale := fakeWithIndex(t, revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
-	cr := &appsv1.ControllerRevision{}
+	stale := fakeWithIndex(t, revisions.RolloutRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"}))
+	cr := &rgv1alpha1.RolloutRevision{}
 	require.NoError(t, server.Get(ctx, client.ObjectKey{Namespace: "ns", Name: revisions.Name(b.Name, snapB.Hash)}, cr))
 	cr.Annotations[revisions.AnnotationRestarts] = `[{"at":"2026-03-01T11:00:00Z","by":"dave","after":"2026-03-01T11:00:00Z"}]`
 	require.NoError(t, server.Update(ctx, cr))
-	staleCR := &appsv1.ControllerRevision{}
+	staleCR := &rgv1alpha1.RolloutRevision{}
 	require.NoError(t, stale.Get(ctx, client.ObjectKeyFromObject(cr), staleCR))
 	require.NotEqual(t, cr.ResourceVersion, staleCR.ResourceVersion, "the Index holds an older version")
 
@@ -269,13 +270,13 @@ func TestIndexEntry(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snap, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	cr := revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 2, History: []int64{1, 2}, ChangedBy: "bob", FieldManager: "rollout",
+	cr := revisions.RolloutRevision(b, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 2, History: []int64{1, 2}, ChangedBy: "bob", FieldManager: "rollout",
 		ChangeCause: "rollout kcp/cp --version v1.36.0", ChangeType: revisions.ChangeRollout, ChangedAt: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
 		Restarts: []revisions.Restart{{At: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T11:00:00Z"}}})
 	cr.Annotations[AnnotationRefusedOverrides] = `[{"at":"2026-03-01T12:00:00Z","by":"eve","reason":"x","rules":["EtcdDowngrade"]}]`
 	cr.Annotations[AnnotationNumberedAbove] = "5"
 	cr.ResourceVersion, cr.UID, cr.Finalizers = "42", "uid-cr", []string{"x"}
-	in := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()}
+	in := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rollout-guard.io/v1alpha1", Kind: "RolloutRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()}
 
 	got, err := toEntry(in)
 	require.NoError(t, err)
@@ -353,11 +354,11 @@ func TestRecordFromTheIndexKeepsWhatItDoesNotHold(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snapB, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
-	full := revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"})
+	full := revisions.RolloutRevision(b, kinds.KubeadmControlPlane.GVK, snapB, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "bob"})
 	full.Annotations[AnnotationRefusedOverrides] = `[{"at":"2026-03-01T12:00:00Z","by":"eve","reason":"x","rules":["EtcdDowngrade"]}]`
 	server := fakeWithIndex(t, full)
 	// The Index's copy, at the same resourceVersion, without the attempts.
-	stored := &appsv1.ControllerRevision{}
+	stored := &rgv1alpha1.RolloutRevision{}
 	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(full), stored))
 	index := &Index{entries: fixedStore{entryOf(stored)}, synced: func() bool { return true }}
 
@@ -366,7 +367,7 @@ func TestRecordFromTheIndexKeepsWhatItDoesNotHold(t *testing.T) {
 	restart := revisions.Record{Revision: 2, History: []int64{2}, Restarts: []revisions.Restart{{At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), By: "carol", After: "2026-03-01T12:00:00Z"}}}
 	require.NoError(t, r.Record(ctx, b, kinds.KubeadmControlPlane.GVK, snapB, restart))
 	assert.Equal(t, requests{"patch": 1}, n)
-	after := &appsv1.ControllerRevision{}
+	after := &rgv1alpha1.RolloutRevision{}
 	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(full), after))
 	assert.Equal(t, full.Annotations[AnnotationRefusedOverrides], after.Annotations[AnnotationRefusedOverrides])
 	assert.Contains(t, after.Annotations[revisions.AnnotationRestarts], "carol")

@@ -19,7 +19,7 @@ import (
 const memoSize = 4096
 
 // memoTTL bounds how long a remembered record is trusted without reading
-// it back: a ControllerRevision deleted behind the guard's back (by hand)
+// it back: a RolloutRevision deleted behind the guard's back (by hand)
 // is recorded again at the latest this long after.
 const memoTTL = 10 * time.Minute
 

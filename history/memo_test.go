@@ -68,7 +68,7 @@ func TestMemoCovers(t *testing.T) {
 	m.remember(owner("a", "7"), "h1", stored)
 	m.forget(owner("a", "8"), "h1")
 	_, ok := m.covered(owner("a", "7"), "h1", stored)
-	assert.False(t, ok, "forgotten: its ControllerRevision was deleted")
+	assert.False(t, ok, "forgotten: its RolloutRevision was deleted")
 }
 
 // TestRecorderSkipsWhatItJustRecorded: recording again what this Recorder

@@ -15,7 +15,7 @@ import (
 // errors.
 var recordErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "rollout_guard_revision_record_errors_total",
-	Help: "Revisions that could not be recorded in a ControllerRevision (after retries), by kind of the object whose history it is.",
+	Help: "Revisions that could not be recorded in a RolloutRevision (after retries), by kind of the object whose history it is.",
 }, []string{"kind"})
 
 func init() {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,7 +27,7 @@ import (
 // a recorded one does not count. The alert on recording failures reads
 // this counter.
 func TestRecordErrorsAreCounted(t *testing.T) {
-	crs := schema.GroupResource{Group: "apps", Resource: "controllerrevisions"}
+	crs := schema.GroupResource{Group: "apps", Resource: "rolloutrevisions"}
 	for _, tc := range []struct {
 		name   string
 		create func() error
@@ -40,7 +41,7 @@ func TestRecordErrorsAreCounted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := runtime.NewScheme()
 			require.NoError(t, controlplanev1.AddToScheme(s))
-			require.NoError(t, appsv1.AddToScheme(s))
+			require.NoError(t, rgv1alpha1.AddToScheme(s))
 			c := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
 				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 					if err := tc.create(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,12 +33,12 @@ func raceScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	return s
 }
 
 // twelveRevisions is a history of revisions 1 to 12, each its own content;
-// unlabelled, their ControllerRevisions lack revisions.LabelRevision, as
+// unlabelled, their RolloutRevisions lack revisions.LabelRevision, as
 // records made before the label existed.
 func twelveRevisions(t *testing.T, unlabelled bool) []client.Object {
 	t.Helper()
@@ -45,7 +47,7 @@ func twelveRevisions(t *testing.T, unlabelled bool) []client.Object {
 		kcp := kcpAt(fmt.Sprintf("v1.35.%d", i), i)
 		snap, err := revisions.ForKubeadmControlPlane(kcp)
 		require.NoError(t, err)
-		cr := revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}})
+		cr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}})
 		if unlabelled {
 			delete(cr.Labels, revisions.LabelRevision)
 		}
@@ -88,9 +90,9 @@ func TestPruneOnlyAsListed(t *testing.T) {
 			if tc.renumberFirst {
 				// As a recorder renumbers content the object went back
 				// to: the record's number, stamps and label change at once.
-				first := &appsv1.ControllerRevision{}
+				first := &rgv1alpha1.RolloutRevision{}
 				require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: listed[0].Name}, first))
-				again := revisions.ControllerRevision(kcpAt("v1.35.1", 13), kinds.KubeadmControlPlane.GVK, listed[0].Snapshot,
+				again := revisions.RolloutRevision(kcpAt("v1.35.1", 13), kinds.KubeadmControlPlane.GVK, listed[0].Snapshot,
 					revisions.Merge(listed[0].Record, revisions.Record{Revision: 13, History: []int64{13}}))
 				first.Revision, first.Labels, first.Annotations = again.Revision, again.Labels, again.Annotations
 				require.NoError(t, c.Update(ctx, first))
@@ -121,14 +123,14 @@ func TestRecordCreatesARevisionPrunedBetweenReadAndUpdate(t *testing.T) {
 	kcp := kcpAt("v1.35.1", 1)
 	snap, err := revisions.ForKubeadmControlPlane(kcp)
 	require.NoError(t, err)
-	existing := revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
+	existing := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
 	prunedOnce := false
 	c := fake.NewClientBuilder().WithScheme(raceScheme(t)).WithObjects(existing).WithInterceptorFuncs(interceptor.Funcs{
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if !prunedOnce {
 				// Another replica prunes it right after this one read it.
 				prunedOnce = true
-				require.NoError(t, c.Delete(ctx, &appsv1.ControllerRevision{ObjectMeta: existing.ObjectMeta}))
+				require.NoError(t, c.Delete(ctx, &rgv1alpha1.RolloutRevision{ObjectMeta: existing.ObjectMeta}))
 			}
 			return c.Update(ctx, obj, opts...)
 		},
@@ -140,10 +142,10 @@ func TestRecordCreatesARevisionPrunedBetweenReadAndUpdate(t *testing.T) {
 	require.NoError(t, r.Record(ctx, back, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 5, History: []int64{5}, ChangedBy: "alice"}))
 
 	require.True(t, prunedOnce, "the update raced a prune")
-	cr := &appsv1.ControllerRevision{}
+	cr := &rgv1alpha1.RolloutRevision{}
 	err = c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: existing.Name}, cr)
 	require.NoError(t, err, "recorded again after the prune (NotFound: %v)", apierrors.IsNotFound(err))
-	rev, err := revisions.FromControllerRevision(cr)
+	rev, err := revisions.FromRolloutRevision(cr)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, rev.Record.Revision)
 	assert.Equal(t, "alice", rev.Record.ChangedBy)
@@ -163,16 +165,16 @@ func TestRecordOfARenumberedRevisionDeletedByAPruneComesBack(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(raceScheme(t)).WithObjects(append(twelveRevisions(t, false), back)...).Build()
 	listed, _, err := List(ctx, c, "ns", "uid-cp")
 	require.NoError(t, err)
-	require.NoError(t, c.Delete(ctx, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: listed[0].Name}}),
+	require.NoError(t, c.Delete(ctx, &rgv1alpha1.RolloutRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: listed[0].Name}}),
 		"the prune's request deletes the record it listed as revision 1")
 
 	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane, Limit: 10}
 	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
 	require.NoError(t, err)
 
-	cr := &appsv1.ControllerRevision{}
+	cr := &rgv1alpha1.RolloutRevision{}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: listed[0].Name}, cr), "recorded again")
-	rev, err := revisions.FromControllerRevision(cr)
+	rev, err := revisions.FromRolloutRevision(cr)
 	require.NoError(t, err)
 	assert.EqualValues(t, 13, rev.Record.Revision)
 	assert.Equal(t, []int64{13}, rev.Record.History, "the numbers the content was live under before are lost with the record")
@@ -190,7 +192,7 @@ func TestPruneWithoutDeleteCollection(t *testing.T) {
 	forbidden := interceptor.NewClient(server, interceptor.Funcs{
 		DeleteAllOf: func(context.Context, client.WithWatch, client.Object, ...client.DeleteAllOfOption) error {
 			n["deletecollection"]++
-			return apierrors.NewForbidden(appsv1.Resource("controllerrevisions"), "", fmt.Errorf("deletecollection is not allowed"))
+			return apierrors.NewForbidden(appsv1.Resource("rolloutrevisions"), "", fmt.Errorf("deletecollection is not allowed"))
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			n["delete"]++

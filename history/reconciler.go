@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,7 +104,7 @@ type Reconciler struct {
 	// that instead of reading the object, when the cached copy notes the
 	// same hash.
 	Pending *Pending
-	// APIReader lists ControllerRevisions without caching them.
+	// APIReader lists RolloutRevisions without caching them.
 	APIReader client.Reader
 	// Recorder writes revisions.
 	Recorder *Recorder
@@ -461,7 +462,7 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, liveHash stri
 		if apierrors.IsForbidden(err) {
 			// An install whose role lacks deletecollection (an older
 			// manifest): prune one by one, as before.
-			log.FromContext(ctx).Info("cannot prune revisions in one request; pruning them one by one (grant deletecollection on controllerrevisions)", "error", err.Error())
+			log.FromContext(ctx).Info("cannot prune revisions in one request; pruning them one by one (grant deletecollection on rolloutrevisions)", "error", err.Error())
 			batched = false
 		} else if err != nil {
 			return err
@@ -514,8 +515,8 @@ func (r *Reconciler) deleteNumbered(ctx context.Context, obj client.Object, numb
 		return fmt.Errorf("selecting the revisions of %s/%s to prune: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
 	selector := labels.NewSelector().Add(*owner, *numbered)
-	if err := r.Client.DeleteAllOf(ctx, &appsv1.ControllerRevision{}, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return fmt.Errorf("pruning the ControllerRevisions %s in %s: %w", selector, obj.GetNamespace(), err)
+	if err := r.Client.DeleteAllOf(ctx, &rgv1alpha1.RolloutRevision{}, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return fmt.Errorf("pruning the RolloutRevisions %s in %s: %w", selector, obj.GetNamespace(), err)
 	}
 	return nil
 }
@@ -523,7 +524,7 @@ func (r *Reconciler) deleteNumbered(ctx context.Context, obj client.Object, numb
 // deleteAsListed removes one revision of obj if it is still as listed (its
 // resourceVersion as precondition); changed since, it stays.
 func (r *Reconciler) deleteAsListed(ctx context.Context, obj client.Object, rev revisions.Revision) error {
-	cr := &appsv1.ControllerRevision{}
+	cr := &rgv1alpha1.RolloutRevision{}
 	cr.Namespace, cr.Name = obj.GetNamespace(), rev.Name
 	var del []client.DeleteOption
 	if rev.ResourceVersion != "" {
@@ -532,9 +533,9 @@ func (r *Reconciler) deleteAsListed(ctx context.Context, obj client.Object, rev 
 	err := r.Client.Delete(ctx, cr, del...)
 	switch {
 	case apierrors.IsConflict(err):
-		log.FromContext(ctx).V(1).Info("not pruning a revision changed since it was listed", "revision", rev.Record.Revision, "controllerRevision", rev.Name)
+		log.FromContext(ctx).V(1).Info("not pruning a revision changed since it was listed", "revision", rev.Record.Revision, "rolloutRevision", rev.Name)
 	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("pruning ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+		return fmt.Errorf("pruning RolloutRevision %s/%s: %w", cr.Namespace, cr.Name, err)
 	}
 	return nil
 }

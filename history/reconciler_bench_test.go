@@ -40,7 +40,7 @@ func BenchmarkReconcileRecorded(b *testing.B) {
 		rec := revisions.Record{Revision: int64(n), History: []int64{int64(n)}, ChangedBy: "system:serviceaccount:flux-system:kustomize-controller",
 			FieldManager: "kustomize-controller", ChangeCause: "version v1.35.0 → " + kcp.Spec.Version, ChangeType: revisions.ChangeRollout,
 			ChangedAt: time.Date(2026, 12, 1, 10, n, 0, 0, time.UTC)}
-		cr := revisions.ControllerRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, rec)
+		cr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, rec)
 		cr.ResourceVersion = fmt.Sprint(2000 + n)
 		if err := indexer.Add(newEntry(&metav1.PartialObjectMetadata{ObjectMeta: cr.ObjectMeta})); err != nil {
 			b.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,7 +45,7 @@ func TestReconcilerRecordsLiveAndPrunes(t *testing.T) {
 	s := runtime.NewScheme()
 	require.NoError(t, clusterv1.AddToScheme(s))
 	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 
 	// History: 25 revisions; revision 3 ran v1.36 (the highest), the others v1.35.x.
 	var objs []runtime.Object
@@ -55,7 +57,7 @@ func TestReconcilerRecordsLiveAndPrunes(t *testing.T) {
 		old := kcpAt(version, i)
 		snap, err := revisions.ForKubeadmControlPlane(old)
 		require.NoError(t, err)
-		objs = append(objs, revisions.ControllerRevision(old, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
+		objs = append(objs, revisions.RolloutRevision(old, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
 	}
 	live := kcpAt("v1.35.99", 26)
 	objs = append(objs, live)
@@ -80,7 +82,7 @@ func TestReconcilerRecordsLiveAndPrunes(t *testing.T) {
 func TestReconcilerAdoptsAnUnstampedObject(t *testing.T) {
 	s := runtime.NewScheme()
 	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	kcp := kcpAt("v1.35.1", 0)
 	kcp.Annotations = nil
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(kcp).Build()
@@ -150,7 +152,7 @@ func TestReconcilerPrunesFromTheIndex(t *testing.T) {
 					live = obj // recorded by the reconcile below
 					continue
 				}
-				objs = append(objs, revisions.ControllerRevision(obj, tc.kind.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
+				objs = append(objs, revisions.RolloutRevision(obj, tc.kind.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}}))
 			}
 			server := fakeWithIndex(t, append(objs, live)...)
 			n := requests{}
@@ -158,8 +160,8 @@ func TestReconcilerPrunesFromTheIndex(t *testing.T) {
 			r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c, Index: indexOver(server)}, Kind: tc.kind, Limit: 10, PruneBatch: tc.batch}
 			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}})
 			require.NoError(t, err)
-			assert.Equal(t, tc.wantLists, n["list"], "Lists of ControllerRevisions")
-			assert.Equal(t, tc.wantDelete, n["deletecollection"], "DeleteCollections of ControllerRevisions")
+			assert.Equal(t, tc.wantLists, n["list"], "Lists of RolloutRevisions")
+			assert.Equal(t, tc.wantDelete, n["deletecollection"], "DeleteCollections of RolloutRevisions")
 			assert.Zero(t, n["delete"], "single deletes")
 			assert.Equal(t, 1, n["create"], "the live revision recorded")
 			revs, _, err := List(context.Background(), server, "ns", "uid-cp")
@@ -180,7 +182,7 @@ func TestReconcilerPrunesFromTheIndex(t *testing.T) {
 func TestReconcilerReadsTheObjectFromObjectReader(t *testing.T) {
 	s := runtime.NewScheme()
 	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	whole := kcpAt("v1.35.2", 4)
 	whole.Spec.KubeadmConfigSpec.PreKubeadmCommands = []string{"sysctl --system"}
 	whole.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = "3.6.5-0"
@@ -230,7 +232,7 @@ func TestReconcilerWaitsForTheIndex(t *testing.T) {
 	old.Spec.Template.Spec.Version = "v1.35.1"
 	snap, err := revisions.ForMachineDeployment(old)
 	require.NoError(t, err)
-	recorded := revisions.ControllerRevision(old, kinds.MachineDeployment.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
+	recorded := revisions.RolloutRevision(old, kinds.MachineDeployment.GVK, snap, revisions.Record{Revision: 1, History: []int64{1}})
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "md"}}
 
 	t.Run("filled while it waits", func(t *testing.T) {
@@ -292,8 +294,8 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 	trimmedSnap, err := revisions.ForMachineDeployment(trimmed(""))
 	require.NoError(t, err)
 	require.NotEqual(t, wholeSnap.Hash, trimmedSnap.Hash)
-	asStamped := revisions.ControllerRevision(whole, kinds.MachineDeployment.GVK, wholeSnap, stamps)
-	asOne := revisions.ControllerRevision(whole, kinds.MachineDeployment.GVK, wholeSnap, revisions.Record{Revision: 1, History: []int64{1}})
+	asStamped := revisions.RolloutRevision(whole, kinds.MachineDeployment.GVK, wholeSnap, stamps)
+	asOne := revisions.RolloutRevision(whole, kinds.MachineDeployment.GVK, wholeSnap, revisions.Record{Revision: 1, History: []int64{1}})
 	other := whole.DeepCopy()
 	other.Spec.Template.Spec.Version = "v1.35.1"
 	otherSnap, err := revisions.ForMachineDeployment(other)
@@ -303,7 +305,7 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 	// sent; read whole, the live content is recorded, numbered above it
 	// (3) as content the guard did not admit — the number and the mark on
 	// the other record are the reads and writes of that.
-	otherRecorded := revisions.ControllerRevision(other, kinds.MachineDeployment.GVK, otherSnap, stamps)
+	otherRecorded := revisions.RolloutRevision(other, kinds.MachineDeployment.GVK, otherSnap, stamps)
 
 	for _, tc := range []struct {
 		name       string
@@ -377,7 +379,7 @@ func TestReconcilerKnowsRecordedContentByItsCachedHash(t *testing.T) {
 func TestReconcilerRecordsTheStampedRestart(t *testing.T) {
 	s := runtime.NewScheme()
 	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	kcp := kcpAt("v1.35.1", 3)
 	restart := revisions.Restart{At: time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC), By: "alice", After: "2031-05-06T07:08:09Z"}
 	stamp, err := revisions.RestartStamp(restart)
@@ -406,12 +408,12 @@ func TestReconcilerRecordsTheStampedRestart(t *testing.T) {
 // reconciler gives up quietly (the deletion takes the object with it);
 // any other refusal, such as a missing right, is still an error, retried.
 func TestReconcilerLeavesATerminatingNamespaceAlone(t *testing.T) {
-	terminating := apierrors.NewForbidden(appsv1.Resource("controllerrevisions"), "cp-1",
+	terminating := apierrors.NewForbidden(appsv1.Resource("rolloutrevisions"), "cp-1",
 		fmt.Errorf("unable to create new content in namespace ns because it is being terminated"))
 	terminating.ErrStatus.Details.Causes = append(terminating.ErrStatus.Details.Causes,
 		metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated", Field: "metadata.namespace"})
-	missingRight := apierrors.NewForbidden(appsv1.Resource("controllerrevisions"), "cp-1",
-		fmt.Errorf(`User "guard" cannot create resource "controllerrevisions"`))
+	missingRight := apierrors.NewForbidden(appsv1.Resource("rolloutrevisions"), "cp-1",
+		fmt.Errorf(`User "guard" cannot create resource "rolloutrevisions"`))
 	cases := []struct {
 		name    string
 		refusal error
@@ -424,11 +426,11 @@ func TestReconcilerLeavesATerminatingNamespaceAlone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := runtime.NewScheme()
 			require.NoError(t, controlplanev1.AddToScheme(s))
-			require.NoError(t, appsv1.AddToScheme(s))
+			require.NoError(t, rgv1alpha1.AddToScheme(s))
 			creates := 0
 			c := fake.NewClientBuilder().WithScheme(s).WithObjects(kcpAt("v1.35.1", 0)).
 				WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					if _, ok := obj.(*appsv1.ControllerRevision); ok {
+					if _, ok := obj.(*rgv1alpha1.RolloutRevision); ok {
 						creates++
 						return tc.refusal
 					}

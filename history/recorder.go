@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,7 +24,7 @@ import (
 // when it has one, else (and whenever the Index turns out to be behind: a
 // conflict, or a create that finds the record made) with a live reader.
 type Recorder struct {
-	// Client writes ControllerRevisions.
+	// Client writes RolloutRevisions.
 	Client client.Client
 	// Reader reads them; the manager's APIReader.
 	Reader client.Reader
@@ -37,10 +38,10 @@ type Recorder struct {
 	inFlight inFlight
 }
 
-// Record makes sure the ControllerRevision of snap for owner exists and
+// Record makes sure the RolloutRevision of snap for owner exists and
 // carries rec, merged with what it already records. Recording the same
 // revision twice changes nothing; identical content recorded under two
-// revision numbers is one ControllerRevision listing both.
+// revision numbers is one RolloutRevision listing both.
 func (r *Recorder) Record(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record) error {
 	_, err := r.record(ctx, owner, ownerGVK, snap, rec)
 	return err
@@ -72,10 +73,10 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		return recorded{stored: known}, nil
 	}
 	var out recorded
-	desired := revisions.ControllerRevision(owner, ownerGVK, snap, rec)
-	what := fmt.Sprintf("revision %d of %s %s/%s (ControllerRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), desired.Name)
+	desired := revisions.RolloutRevision(owner, ownerGVK, snap, rec)
+	what := fmt.Sprintf("revision %d of %s %s/%s (RolloutRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), desired.Name)
 	// NotFound too: pruning (by any replica) may delete the content's
-	// ControllerRevision between the read and the update below; read again
+	// RolloutRevision between the read and the update below; read again
 	// and create it.
 	attempt := 0
 	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
@@ -90,7 +91,7 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 				return err
 			}
 		}
-		existing := &appsv1.ControllerRevision{}
+		existing := &rgv1alpha1.RolloutRevision{}
 		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
 			out, err = r.create(ctx, owner, ownerGVK, snap, rec, false, what)
@@ -99,12 +100,12 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", what, err)
 		}
-		old, err := revisions.FromControllerRevision(existing)
+		old, err := revisions.FromRolloutRevision(existing)
 		if err != nil {
 			// A damaged record of the same name: replace it with what is known now.
 			old = revisions.Revision{Name: existing.Name}
 		}
-		var want *appsv1.ControllerRevision
+		var want *rgv1alpha1.RolloutRevision
 		if out, want, err = r.merge(ctx, owner, ownerGVK, snap, rec, old, existing.Annotations, false); err != nil {
 			return err
 		}
@@ -145,13 +146,13 @@ func withRecord(revs []revisions.Revision, rev revisions.Revision) []revisions.R
 }
 
 // create numbers snap (listing owner's history from the Index when
-// fromIndex, see number) and creates its ControllerRevision.
+// fromIndex, see number) and creates its RolloutRevision.
 func (r *Recorder) create(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, fromIndex bool, what string) (recorded, error) {
 	numbered, listed, err := r.number(ctx, owner, snap, rec, nil, fromIndex)
 	if err != nil {
 		return recorded{}, err
 	}
-	cr := revisions.ControllerRevision(owner, ownerGVK, snap, numbered)
+	cr := revisions.RolloutRevision(owner, ownerGVK, snap, numbered)
 	if err := r.Client.Create(ctx, cr); err != nil {
 		return recorded{}, fmt.Errorf("recording %s: %w", what, err)
 	}
@@ -165,9 +166,9 @@ func (r *Recorder) create(ctx context.Context, owner client.Object, ownerGVK sch
 // merge folds rec into old, the record of snap as read (from the API
 // server, or from the Index when fromIndex), numbering it anew when rec's
 // number may name other content (see number). It returns what is then
-// stored and the ControllerRevision that records it, keeping the
+// stored and the RolloutRevision that records it, keeping the
 // annotations of the record as read (existing) that rec does not make.
-func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, old revisions.Revision, existing map[string]string, fromIndex bool) (recorded, *appsv1.ControllerRevision, error) {
+func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, old revisions.Revision, existing map[string]string, fromIndex bool) (recorded, *rgv1alpha1.RolloutRevision, error) {
 	var out recorded
 	numbered := rec
 	if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
@@ -180,7 +181,7 @@ func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK sche
 	}
 	merged := revisions.Merge(old.Record, numbered)
 	out.stored = merged
-	want := revisions.ControllerRevision(owner, ownerGVK, snap, merged)
+	want := revisions.RolloutRevision(owner, ownerGVK, snap, merged)
 	if out.listed != nil {
 		out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: want.Name})
 	}
@@ -200,7 +201,7 @@ func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK sche
 // the object's own stamps do not know.
 //
 // It reads that number from the replaced content's own record, without
-// listing the history (a List of ControllerRevisions scans the namespace,
+// listing the history (a List of RolloutRevisions scans the namespace,
 // which costs the most of an admission with thousands of objects), when
 // the record agrees with the stamps. That is enough because every number
 // above the stamps is given to content the guard did not admit, recorded
@@ -215,7 +216,7 @@ func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, owne
 	return max(rec.Revision, out.stored.Revision, out.listedHighest(), out.above), nil
 }
 
-// AnnotationNumberedAbove is set on the ControllerRevision of the content
+// AnnotationNumberedAbove is set on the RolloutRevision of the content
 // whose number the object carried when other content became live without
 // the guard and was numbered above it (see number): the highest such
 // number. The object may come back to this content, still stamped with its
@@ -224,7 +225,7 @@ func (r *Recorder) RecordReplaced(ctx context.Context, owner client.Object, owne
 // reusing the number of the unadmitted content.
 const AnnotationNumberedAbove = revisions.Prefix + "numbered-above"
 
-// numberedAbove reads the AnnotationNumberedAbove of a ControllerRevision's
+// numberedAbove reads the AnnotationNumberedAbove of a RolloutRevision's
 // annotations, 0 when absent or malformed.
 func numberedAbove(annotations map[string]string) int64 {
 	n, err := strconv.ParseInt(annotations[AnnotationNumberedAbove], 10, 64)
@@ -235,12 +236,12 @@ func numberedAbove(annotations map[string]string) int64 {
 }
 
 // markNumberedAbove raises the AnnotationNumberedAbove of the
-// ControllerRevision name to n.
+// RolloutRevision name to n.
 func (r *Recorder) markNumberedAbove(ctx context.Context, namespace, name string, n int64) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cr := &appsv1.ControllerRevision{}
+		cr := &rgv1alpha1.RolloutRevision{}
 		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cr); err != nil {
-			return fmt.Errorf("reading ControllerRevision %s/%s: %w", namespace, name, err)
+			return fmt.Errorf("reading RolloutRevision %s/%s: %w", namespace, name, err)
 		}
 		if numberedAbove(cr.Annotations) >= n {
 			return nil
@@ -250,7 +251,7 @@ func (r *Recorder) markNumberedAbove(ctx context.Context, namespace, name string
 		}
 		cr.Annotations[AnnotationNumberedAbove] = strconv.FormatInt(n, 10)
 		if err := r.Client.Update(ctx, cr); err != nil {
-			return fmt.Errorf("marking ControllerRevision %s/%s numbered above by %d: %w", namespace, name, n, err)
+			return fmt.Errorf("marking RolloutRevision %s/%s numbered above by %d: %w", namespace, name, n, err)
 		}
 		return nil
 	})
@@ -311,7 +312,7 @@ func (r *Recorder) number(ctx context.Context, owner client.Object, snap revisio
 	return out, revs, nil
 }
 
-// nameOf returns the ControllerRevision name of the content hash in revs.
+// nameOf returns the RolloutRevision name of the content hash in revs.
 func nameOf(revs []revisions.Revision, hash string) string {
 	for _, rev := range revs {
 		if rev.Snapshot.Hash == hash {
@@ -366,17 +367,17 @@ const UnadmittedCause = "recorded by rollout-guard: changed while rollout-guard 
 // damaged record never hides the rest. opts are added to the List request
 // (e.g. FromWatchCache).
 func List(ctx context.Context, reader client.Reader, namespace string, ownerUID string, opts ...client.ListOption) ([]revisions.Revision, []error, error) {
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	opts = append([]client.ListOption{client.InNamespace(namespace), client.MatchingLabels{revisions.LabelOwnerUID: ownerUID}}, opts...)
 	if err := reader.List(ctx, list, opts...); err != nil {
-		return nil, nil, fmt.Errorf("listing the ControllerRevisions of %s in %s: %w", ownerUID, namespace, err)
+		return nil, nil, fmt.Errorf("listing the RolloutRevisions of %s in %s: %w", ownerUID, namespace, err)
 	}
 	var out []revisions.Revision
 	var bad []error
 	for i := range list.Items {
-		rev, err := revisions.FromControllerRevision(&list.Items[i])
+		rev, err := revisions.FromRolloutRevision(&list.Items[i])
 		if err != nil {
-			bad = append(bad, fmt.Errorf("ControllerRevision %s/%s: %w", namespace, list.Items[i].Name, err))
+			bad = append(bad, fmt.Errorf("RolloutRevision %s/%s: %w", namespace, list.Items[i].Name, err))
 			continue
 		}
 		out = append(out, rev)
@@ -385,7 +386,7 @@ func List(ctx context.Context, reader client.Reader, namespace string, ownerUID 
 	return out, bad, nil
 }
 
-// AnnotationRefusedOverrides lists, on the ControllerRevision of the live
+// AnnotationRefusedOverrides lists, on the RolloutRevision of the live
 // revision, the break-glass overrides that were asked by users outside the
 // override groups and refused: JSON []RefusedOverride, the most recent
 // MaxRefusedOverrides.
@@ -406,7 +407,7 @@ type RefusedOverride struct {
 	Rules []string `json:"rules"`
 }
 
-// RecordRefusedOverride records a refused override on the ControllerRevision
+// RecordRefusedOverride records a refused override on the RolloutRevision
 // of the live revision of owner (recording that revision first if needed).
 func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, refused RefusedOverride) error {
 	if err := r.Record(ctx, owner, ownerGVK, snap, rec); err != nil {
@@ -414,9 +415,9 @@ func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Objec
 	}
 	name := revisions.Name(owner.GetName(), snap.Hash)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cr := &appsv1.ControllerRevision{}
+		cr := &rgv1alpha1.RolloutRevision{}
 		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, cr); err != nil {
-			return fmt.Errorf("reading ControllerRevision %s/%s: %w", owner.GetNamespace(), name, err)
+			return fmt.Errorf("reading RolloutRevision %s/%s: %w", owner.GetNamespace(), name, err)
 		}
 		var list []RefusedOverride
 		if raw := cr.Annotations[AnnotationRefusedOverrides]; raw != "" {
@@ -437,13 +438,13 @@ func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Objec
 		}
 		cr.Annotations[AnnotationRefusedOverrides] = string(data)
 		if err := r.Client.Update(ctx, cr); err != nil {
-			return fmt.Errorf("recording a refused override on ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+			return fmt.Errorf("recording a refused override on RolloutRevision %s/%s: %w", cr.Namespace, cr.Name, err)
 		}
 		return nil
 	})
 }
 
-// FromWatchCache lets the API server answer a List of ControllerRevisions
+// FromWatchCache lets the API server answer a List of RolloutRevisions
 // from its watch cache without first waiting for the cache to catch up with
 // etcd (resourceVersion "0"). A consistent List waits for that under load
 // (apiserver_watch_cache_read_wait_seconds in docs/benchmarks.md), most of

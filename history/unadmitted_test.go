@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -54,7 +55,7 @@ func TestNumberingOfUnadmittedContent(t *testing.T) {
 					snap, err := revisions.ForKubeadmControlPlane(old)
 					require.NoError(t, err)
 					n := int64(i + 1)
-					objs = append(objs, revisions.ControllerRevision(old, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice"}))
+					objs = append(objs, revisions.RolloutRevision(old, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: n, History: []int64{n}, ChangedBy: "alice"}))
 				}
 				c := fakeWithIndex(t, objs...)
 				r := &Recorder{Client: c, Reader: c}
@@ -101,7 +102,7 @@ func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
 	ctx := context.Background()
 	s := runtime.NewScheme()
 	require.NoError(t, controlplanev1.AddToScheme(s))
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	a, b := kcpAt("v1.35.2", 2), kcpAt("v1.35.3", 2)
 	snapA, err := revisions.ForKubeadmControlPlane(a)
 	require.NoError(t, err)
@@ -109,8 +110,8 @@ func TestContentBackAfterAnUnadmittedChange(t *testing.T) {
 	require.NoError(t, err)
 	lists := 0
 	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(a.DeepCopy(),
-		revisions.ControllerRevision(a, kinds.KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "alice"}),
-		revisions.ControllerRevision(b, kinds.KubeadmControlPlane.GVK, snapB, Unadmitted(3, time.Now())),
+		revisions.RolloutRevision(a, kinds.KubeadmControlPlane.GVK, snapA, revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "alice"}),
+		revisions.RolloutRevision(b, kinds.KubeadmControlPlane.GVK, snapB, Unadmitted(3, time.Now())),
 	).Build(), interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 		lists++
 		return c.List(ctx, list, opts...)
@@ -180,7 +181,7 @@ func noNumberReuseAfterSlipSlipAdmit(t *testing.T, indexed bool) {
 	snap0, err := revisions.ForKubeadmControlPlane(live)
 	require.NoError(t, err)
 	c := fakeWithIndex(t,
-		revisions.ControllerRevision(live, kinds.KubeadmControlPlane.GVK, snap0, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}),
+		revisions.RolloutRevision(live, kinds.KubeadmControlPlane.GVK, snap0, revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: "alice"}),
 	)
 	stamped := int64(1)
 	for round := range 20 {

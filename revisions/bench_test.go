@@ -26,14 +26,14 @@ func BenchmarkForMachineDeployment(b *testing.B) {
 	}
 }
 
-func BenchmarkControllerRevisionRoundTrip(b *testing.B) {
+func BenchmarkRolloutRevisionRoundTrip(b *testing.B) {
 	kcp := newKCP()
 	snap := kcpSnap(b, kcp)
 	rec := fullRecord()
 	b.ReportAllocs()
 	for b.Loop() {
-		cr := revisions.ControllerRevision(kcp, kcpGVK, snap, rec)
-		if _, err := revisions.FromControllerRevision(cr); err != nil {
+		cr := revisions.RolloutRevision(kcp, kcpGVK, snap, rec)
+		if _, err := revisions.FromRolloutRevision(cr); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -34,7 +34,7 @@ func contractCP(version, infra string) *unstructured.Unstructured {
 
 // TestContractControlPlaneRevisions: a control plane of another provider
 // is recorded by the contract's fields only (spec.version,
-// spec.machineTemplate), round-trips through a ControllerRevision labelled
+// spec.machineTemplate), round-trips through a RolloutRevision labelled
 // with the contract kind and owned by the provider's kind, diffs, and rolls
 // back through those fields alone.
 func TestContractControlPlaneRevisions(t *testing.T) {
@@ -52,10 +52,10 @@ func TestContractControlPlaneRevisions(t *testing.T) {
 	assert.Empty(t, run.Etcd.Text(), "no etcd is known of another provider")
 
 	gvk := schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KthreesControlPlane"}
-	cr := ControllerRevision(contractCP("v1.35.2", "cp-a"), gvk, snap, Record{Revision: 2, History: []int64{2}})
+	cr := RolloutRevision(contractCP("v1.35.2", "cp-a"), gvk, snap, Record{Revision: 2, History: []int64{2}})
 	assert.Equal(t, KindContractControlPlane, cr.Labels[LabelOwnerKind])
 	assert.Equal(t, "KthreesControlPlane", cr.OwnerReferences[0].Kind)
-	got, err := FromControllerRevision(cr)
+	got, err := FromRolloutRevision(cr)
 	require.NoError(t, err)
 	assert.Equal(t, snap.Hash, got.Snapshot.Hash)
 

@@ -1,8 +1,8 @@
 // Package revisions defines what one revision of a rollout is made of for a
 // Cluster API MachineDeployment, MachinePool, KubeadmControlPlane and a
 // control plane of another provider read through Cluster API's
-// control-plane contract, and how the guard records it in apps/v1
-// ControllerRevisions so that `rollout history` and `rollout undo` work
+// control-plane contract, and how the guard records it in
+// RolloutRevisions (package api/v1alpha1) so that `rollout history` and `rollout undo` work
 // whoever made the change.
 //
 // A revision has two parts:
@@ -21,9 +21,9 @@
 // The mutating webhook stamps a Record on every change of such an object
 // that alters its Snapshot (Record.Annotations), stamps a restart with the
 // rollout.after change it is (AnnotationRestart, RestartStamp), and records
-// the revision being replaced as a ControllerRevision owned by the object
-// (ControllerRevision, Merge); the CLI reads them back
-// (FromControllerRevision, Sort), shows what changed (Diff, ChangeCause,
+// the revision being replaced as a RolloutRevision owned by the object
+// (RolloutRevision, Merge); the CLI reads them back
+// (FromRolloutRevision, Sort), shows what changed (Diff, ChangeCause,
 // IsInPlace) and undoes a change (RollbackPatch). A control plane's recorded
 // revisions also tell the policy in package skew the highest Kubernetes and
 // etcd versions it has run (HighestOf, HighestRun.History).

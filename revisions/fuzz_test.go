@@ -3,17 +3,18 @@ package revisions_test
 import (
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// FuzzFromControllerRevision feeds arbitrary data, labels and annotations to
-// FromControllerRevision and what reads its result: no input may panic, and
-// whatever decodes must re-encode to a ControllerRevision that decodes equal.
-func FuzzFromControllerRevision(f *testing.F) {
+// FuzzFromRolloutRevision feeds arbitrary data, labels and annotations to
+// FromRolloutRevision and what reads its result: no input may panic, and
+// whatever decodes must re-encode to a RolloutRevision that decodes equal.
+func FuzzFromRolloutRevision(f *testing.F) {
 	kcpData := kcpSnap(f, newKCP()).Data
 	mdData := mdSnap(f, newMD()).Data
 	f.Add(revisions.KindKubeadmControlPlane, "", string(kcpData), "3", "1,3", `[{"at":"2026-03-01T11:00:00Z","by":"bob","after":"x"}]`, "2026-03-01T10:00:00Z")
@@ -25,7 +26,7 @@ func FuzzFromControllerRevision(f *testing.F) {
 	f.Add(revisions.KindKubeadmControlPlane, "", `{"version":"v1.34.2","kubeadmConfigSpec":{"clusterConfiguration":{"etcd":{"local":{"imageTag":7}}}}}`, "", "", "", "")
 
 	f.Fuzz(func(t *testing.T, kind, hash, data, revision, history, restarts, changedAt string) {
-		cr := &appsv1.ControllerRevision{
+		cr := &rgv1alpha1.RolloutRevision{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: "x", Namespace: "default",
 				Labels: map[string]string{revisions.LabelOwnerKind: kind, revisions.LabelHash: hash},
@@ -40,8 +41,8 @@ func FuzzFromControllerRevision(f *testing.F) {
 		}
 		if hash == "" {
 			// Give well-formed data its real hash, to get past the check.
-			if _, err := revisions.FromControllerRevision(cr); err == nil {
-				t.Fatal("a ControllerRevision without a hash label decoded")
+			if _, err := revisions.FromRolloutRevision(cr); err == nil {
+				t.Fatal("a RolloutRevision without a hash label decoded")
 			}
 			s := revisions.Snapshot{Kind: kind, Data: []byte(data)}
 			if got, err := revisions.Diff(s, s); err == nil && len(got) != 0 {
@@ -49,7 +50,7 @@ func FuzzFromControllerRevision(f *testing.F) {
 			}
 			cr.Labels[revisions.LabelHash] = revisions.CanonicalHash(kind, []byte(data))
 		}
-		rev, err := revisions.FromControllerRevision(cr)
+		rev, err := revisions.FromRolloutRevision(cr)
 		if err != nil {
 			return
 		}
@@ -66,7 +67,7 @@ func FuzzFromControllerRevision(f *testing.F) {
 		if kind == revisions.KindMachineDeployment {
 			owner, gvk = newMD(), mdGVK
 		}
-		again, err := revisions.FromControllerRevision(revisions.ControllerRevision(owner, gvk, rev.Snapshot, rev.Record))
+		again, err := revisions.FromRolloutRevision(revisions.RolloutRevision(owner, gvk, rev.Snapshot, rev.Record))
 		if err != nil {
 			t.Fatalf("re-encoded revision does not decode: %v", err)
 		}

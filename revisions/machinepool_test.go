@@ -21,7 +21,7 @@ func testMachinePool(version, infra string) *clusterv1.MachinePool {
 
 // TestMachinePoolRevisions: a MachinePool's revision is its spec.template in
 // the canonical form of a MachineDeployment's, under its own kind; it
-// round-trips through a ControllerRevision, summarises, diffs and rolls back
+// round-trips through a RolloutRevision, summarises, diffs and rolls back
 // through spec.template.
 func TestMachinePoolRevisions(t *testing.T) {
 	mp := testMachinePool("v1.35.2", "mp-0-a")
@@ -41,8 +41,8 @@ func TestMachinePoolRevisions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Summary{Version: "v1.35.2", Infrastructure: "DevMachinePool/mp-0-a"}, sum)
 
-	cr := ControllerRevision(mp, clusterv1.GroupVersion.WithKind("MachinePool"), snap, Record{Revision: 3, History: []int64{3}, ChangedBy: "alice"})
-	got, err := FromControllerRevision(cr)
+	cr := RolloutRevision(mp, clusterv1.GroupVersion.WithKind("MachinePool"), snap, Record{Revision: 3, History: []int64{3}, ChangedBy: "alice"})
+	got, err := FromRolloutRevision(cr)
 	require.NoError(t, err)
 	assert.Equal(t, snap.Hash, got.Snapshot.Hash)
 	assert.Equal(t, KindMachinePool, got.Snapshot.Kind)

@@ -14,7 +14,7 @@ import (
 const Prefix = "rollout-guard.io/"
 
 // Annotations stamped by the mutating webhook on MachineDeployment and
-// KubeadmControlPlane objects, and copied onto their ControllerRevisions.
+// KubeadmControlPlane objects, and copied onto their RolloutRevisions.
 const (
 	// AnnotationRevision is the revision number of the object's current
 	// content, e.g. "7".
@@ -47,7 +47,7 @@ const (
 	AnnotationOverrideRules = Prefix + "override-rules"
 	// AnnotationRestart is the JSON of the latest Restart of the object's
 	// live revision, stamped with the rollout.after change it is. The
-	// restart is recorded in the revision's ControllerRevision from the
+	// restart is recorded in the revision's RolloutRevision from the
 	// object as the API server stored it (by the history reconciler, or
 	// with the revision when it is replaced), never from the request: a
 	// request that was not the API server's stores nothing, so it records
@@ -55,10 +55,10 @@ const (
 	AnnotationRestart = Prefix + "restart"
 )
 
-// Labels and annotations on ControllerRevisions.
+// Labels and annotations on RolloutRevisions.
 const (
 	// LabelOwnerUID is the UID of the MachineDeployment or
-	// KubeadmControlPlane a ControllerRevision belongs to: one List call with
+	// KubeadmControlPlane a RolloutRevision belongs to: one List call with
 	// this label finds an object's whole history.
 	LabelOwnerUID = Prefix + "owner-uid"
 	// LabelOwnerKind is KindMachineDeployment, KindMachinePool or
@@ -94,7 +94,7 @@ const (
 	// KindContractControlPlane is a control plane of another provider,
 	// read through Cluster API's control-plane contract: a revision is its
 	// spec.version and spec.machineTemplate, the contract's fields. Its
-	// ControllerRevisions carry this kind in LabelOwnerKind (the owner
+	// RolloutRevisions carry this kind in LabelOwnerKind (the owner
 	// reference names the provider's kind).
 	KindContractControlPlane = "ContractControlPlane"
 )
@@ -183,7 +183,7 @@ func StampsOf(obj interface{ GetAnnotations() map[string]string }) Record {
 	return rec
 }
 
-// RecordFromAnnotations reads the stamps of an object or a ControllerRevision.
+// RecordFromAnnotations reads the stamps of an object or a RolloutRevision.
 // Missing or empty stamps give zero values; a malformed one gives an error
 // naming the annotation. History is returned ascending, without duplicates,
 // and includes Revision when Revision is set.
@@ -249,7 +249,7 @@ func RecordFromAnnotations(ann map[string]string) (Record, error) {
 // (a stale override must not be credited to a later revision); a caller may
 // delete the keys whose value is "" instead of storing empty annotations.
 // RecordFromAnnotations reads "" and a missing key the same. History and
-// Restarts are not among them: ControllerRevision records them (the
+// Restarts are not among them: RolloutRevision records them (the
 // stamper sets AnnotationRestart, the latest restart, itself).
 func (r Record) Annotations() map[string]string {
 	ann := map[string]string{

@@ -199,8 +199,8 @@ func TestMerge(t *testing.T) {
 		md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md", UID: "u"}}
 		snap, err := revisions.ForMachineDeployment(md)
 		require.NoError(t, err)
-		cr := revisions.ControllerRevision(md, clusterv1.GroupVersion.WithKind("MachineDeployment"), snap, rec)
-		back, err := revisions.FromControllerRevision(cr)
+		cr := revisions.RolloutRevision(md, clusterv1.GroupVersion.WithKind("MachineDeployment"), snap, rec)
+		back, err := revisions.FromRolloutRevision(cr)
 		require.NoError(t, err)
 		assert.Equal(t, rec.History, back.Record.History)
 		assert.Len(t, back.Record.Restarts, revisions.MaxRestarts)

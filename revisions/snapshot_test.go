@@ -16,7 +16,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// The hash is stored in ControllerRevision names and labels: changing the
+// The hash is stored in RolloutRevision names and labels: changing the
 // canonical form orphans every recorded history. These literals catch an
 // accidental change; change them only with a migration.
 func TestGoldenHash(t *testing.T) {
@@ -292,9 +292,9 @@ func TestKubeadmControlPlaneDifferent(t *testing.T) {
 // The same content under the two kinds hashes differently.
 func TestHashIncludesKind(t *testing.T) {
 	md := mdSnap(t, newMD())
-	cr := revisions.ControllerRevision(newKCP(), controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"), md, revisions.Record{Revision: 1})
+	cr := revisions.RolloutRevision(newKCP(), controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"), md, revisions.Record{Revision: 1})
 	cr.Labels[revisions.LabelOwnerKind] = revisions.KindKubeadmControlPlane
-	_, err := revisions.FromControllerRevision(cr)
+	_, err := revisions.FromRolloutRevision(cr)
 	require.Error(t, err)
 }
 

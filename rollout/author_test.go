@@ -97,9 +97,9 @@ func unknownAuthorWorld(t *testing.T, adopted bool) []client.Object {
 	live := revisions.Record{Revision: 3, History: []int64{3}, ChangedBy: "admin", ChangedAt: at(10 * time.Hour), FieldManager: "kubectl-edit",
 		ChangeCause: "kubeadmConfigSpec.files, kubeadmConfigSpec.preKubeadmCommands; machineTemplate.metadata.labels[tier] old → new", ChangeType: revisions.ChangeRollout}
 	objs := []client.Object{
-		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, content("old", false), first),
-		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, content("old", true), history.Unadmitted(2, at(20*time.Hour))),
-		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, content("new", false), live),
+		revisions.RolloutRevision(kcp, core.KubeadmControlPlane.GVK, content("old", false), first),
+		revisions.RolloutRevision(kcp, core.KubeadmControlPlane.GVK, content("old", true), history.Unadmitted(2, at(20*time.Hour))),
+		revisions.RolloutRevision(kcp, core.KubeadmControlPlane.GVK, content("new", false), live),
 	}
 	kcp.Spec.MachineTemplate.ObjectMeta.Labels = map[string]string{"tier": "new"}
 	kcp.Annotations = map[string]string{}

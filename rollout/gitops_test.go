@@ -228,9 +228,9 @@ func gitOpsWorld(t *testing.T, mark func(client.Object)) []client.Object {
 	}
 	argo := "system:serviceaccount:argocd:argocd-application-controller"
 	objs := []client.Object{
-		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, kcpAt("old"), rec(1, 48*time.Hour, argo, "argocd-controller", "created")),
-		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdAt("v1.35.0"), rec(1, 47*time.Hour, "admin", "kubectl-create", "created")),
-		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdAt("v1.34.1"), rec(2, 30*time.Hour, argo, "argocd-controller", "version v1.35.0 → v1.34.1")),
+		revisions.RolloutRevision(kcp, core.KubeadmControlPlane.GVK, kcpAt("old"), rec(1, 48*time.Hour, argo, "argocd-controller", "created")),
+		revisions.RolloutRevision(md, core.MachineDeployment.GVK, mdAt("v1.35.0"), rec(1, 47*time.Hour, "admin", "kubectl-create", "created")),
+		revisions.RolloutRevision(md, core.MachineDeployment.GVK, mdAt("v1.34.1"), rec(2, 30*time.Hour, argo, "argocd-controller", "version v1.35.0 → v1.34.1")),
 	}
 	stamp(kcp, rec(2, 20*time.Hour, "admin", "kubectl-edit", "machineTemplate.metadata.labels[tier] old → new"))
 	stamp(md, rec(3, 10*time.Hour, "admin", "rollout", "rollout md/c1-md-0 --version v1.34.2"))
@@ -417,7 +417,7 @@ func TestEmitFlags(t *testing.T) {
 
 // TestHistoryRevisionData: history --revision N -o yaml|json prints the
 // revision as the object it is a revision of, its content at its place in
-// the spec and its stamps as annotations; -o name its ControllerRevision;
+// the spec and its stamps as annotations; -o name its RolloutRevision;
 // the table marks the revisions a GitOps controller made.
 func TestHistoryRevisionData(t *testing.T) {
 	cl := newFakeClient(gitOpsWorld(t, argoTracked)...)
@@ -445,10 +445,10 @@ func TestHistoryRevisionData(t *testing.T) {
 
 	out, _, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--revision", "2", "-o", "name")
 	require.Equal(t, core.ExitOK, code)
-	assert.Regexp(t, `^controllerrevision\.apps/c1-md-0-[0-9a-f]{10}\n$`, out)
+	assert.Regexp(t, `^rolloutrevision\.rollout-guard\.io/c1-md-0-[0-9a-f]{10}\n$`, out)
 	_, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0", "--revision", "3", "-o", "name")
 	assert.Equal(t, core.ExitError, code)
-	assert.Equal(t, "error: revision 3 of MachineDeployment demo/c1-md-0 is live and not recorded in a ControllerRevision yet (rollout-guard records it shortly after each change); try again in a moment, or print it with -o yaml\n", errOut)
+	assert.Equal(t, "error: revision 3 of MachineDeployment demo/c1-md-0 is live and not recorded in a RolloutRevision yet (rollout-guard records it shortly after each change); try again in a moment, or print it with -o yaml\n", errOut)
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "md/c1-md-0")
 	require.Equal(t, core.ExitOK, code, errOut)

@@ -60,10 +60,10 @@ func chainHistory(t *testing.T) []client.Object {
 	mdCreated := topology(1, at(72*time.Hour-30*time.Second), "created", revisions.ChangeCreated)
 	mdCreated.Restarts = []revisions.Restart{{At: at(26 * time.Hour), By: capiManager, FieldManager: history.TopologyFieldManager, After: "2026-11-30T10:00:00Z"}}
 	objs := []client.Object{
-		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, kcpSnap("v1.33.4"), topology(1, at(72*time.Hour), "created", revisions.ChangeCreated)),
-		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdSnap("v1.33.4"), mdCreated),
-		revisions.ControllerRevision(kcp, core.KubeadmControlPlane.GVK, kcpSnap("v1.34.2"), topology(2, at(2*time.Hour), "version v1.33.4 → v1.34.2", revisions.ChangeRollout)),
-		revisions.ControllerRevision(md, core.MachineDeployment.GVK, mdSnap("v1.35.0"), topology(2, at(time.Hour), "version v1.33.4 → v1.35.0", revisions.ChangeRollout)),
+		revisions.RolloutRevision(kcp, core.KubeadmControlPlane.GVK, kcpSnap("v1.33.4"), topology(1, at(72*time.Hour), "created", revisions.ChangeCreated)),
+		revisions.RolloutRevision(md, core.MachineDeployment.GVK, mdSnap("v1.33.4"), mdCreated),
+		revisions.RolloutRevision(kcp, core.KubeadmControlPlane.GVK, kcpSnap("v1.34.2"), topology(2, at(2*time.Hour), "version v1.33.4 → v1.34.2", revisions.ChangeRollout)),
+		revisions.RolloutRevision(md, core.MachineDeployment.GVK, mdSnap("v1.35.0"), topology(2, at(time.Hour), "version v1.33.4 → v1.35.0", revisions.ChangeRollout)),
 	}
 	stamp := func(obj client.Object, rec revisions.Record) {
 		ann := obj.GetAnnotations()
@@ -95,7 +95,7 @@ func TestHistoryCluster(t *testing.T) {
 
 	out, _, code = runFake(t, cl, historyNow, "history", "cluster/c1", "-o", "name")
 	require.Equal(t, core.ExitOK, code)
-	assert.Regexp(t, regexp.MustCompile(`^(controllerrevision\.apps/c1-(control-plane|md-0)-[0-9a-f]+\n){4}$`), out)
+	assert.Regexp(t, regexp.MustCompile(`^(rolloutrevision\.rollout-guard\.io/c1-(control-plane|md-0)-[0-9a-f]+\n){4}$`), out)
 
 	out, _, code = runFake(t, cl, historyNow, "history", "cluster/c1", "-o", "json")
 	require.Equal(t, core.ExitOK, code)

@@ -65,7 +65,7 @@ func TestHistoryUntracked(t *testing.T) {
 
 	out, errOut, code := runFake(t, cl, gitOpsNow, "history", "md/md")
 	require.Equal(t, core.ExitOK, code, errOut)
-	assert.Equal(t, `No revision history recorded for MachineDeployment demo/md: no ControllerRevisions and no rollout-guard.io/ stamps. Is rollout-guard installed? It records every change from the moment it is.
+	assert.Equal(t, `No revision history recorded for MachineDeployment demo/md: no RolloutRevisions and no rollout-guard.io/ stamps. Is rollout-guard installed? It records every change from the moment it is.
 What the cluster still has: the machinedeployment.clusters.x-k8s.io/revision annotations of its MachineSets (Cluster API deletes old MachineSets, and records no author or cause):
 REVISION   MACHINESET   VERSION   INFRASTRUCTURE            BOOTSTRAP   REPLICAS   AGE
 9          md-a         v1.34.1   DevMachineTemplate/md-a   <none>      0          2d
@@ -74,7 +74,7 @@ REVISION   MACHINESET   VERSION   INFRASTRUCTURE            BOOTSTRAP   REPLICAS
 
 	out, errOut, code = runFake(t, cl, gitOpsNow, "history", "kcp/cp")
 	require.Equal(t, core.ExitOK, code, errOut)
-	assert.Equal(t, `No revision history recorded for KubeadmControlPlane demo/cp: no ControllerRevisions and no rollout-guard.io/ stamps. Is rollout-guard installed? It records every change from the moment it is.
+	assert.Equal(t, `No revision history recorded for KubeadmControlPlane demo/cp: no RolloutRevisions and no rollout-guard.io/ stamps. Is rollout-guard installed? It records every change from the moment it is.
 A KubeadmControlPlane keeps no history of its own; only the live revision is known:
 REVISION   VERSION   INFRASTRUCTURE   BOOTSTRAP   AGE
 live       v1.34.2   <none>           inline      2d

@@ -128,7 +128,7 @@ func TestClusterIncludesMachinePools(t *testing.T) {
 	require.NoError(t, err)
 	rec, err := revisions.RecordFromAnnotations(mine.Annotations)
 	require.NoError(t, err)
-	objs := append(chainHistory(t), mine, other, revisions.ControllerRevision(mine, core.MachinePool.GVK, snap, rec))
+	objs := append(chainHistory(t), mine, other, revisions.RolloutRevision(mine, core.MachinePool.GVK, snap, rec))
 
 	out, errOut, code := runFake(t, newFakeClient(objs...), historyNow, "history", "cluster/c1")
 	require.Equal(t, core.ExitOK, code, errOut)

@@ -150,7 +150,7 @@ func (o *UndoOptions) loadRevisions(ctx context.Context, cl *core.Clients, obj c
 	}
 	set.WarnStale(o.Session)
 	if !set.Recorded() {
-		return nil, fmt.Errorf("cannot %s: rollout-guard recorded no history for it (no ControllerRevisions, no %s stamps), so there is nothing to roll back to; is the guard installed? See %s history %s",
+		return nil, fmt.Errorf("cannot %s: rollout-guard recorded no history for it (no RolloutRevisions, no %s stamps), so there is nothing to roll back to; is the guard installed? See %s history %s",
 			purpose, revisions.Prefix, o.Session.Name(), o.ref)
 	}
 	return set, nil

@@ -76,7 +76,7 @@ func TestUndoRefused(t *testing.T) {
 	require.NoError(t, cl.Create(context.Background(), bare))
 	_, errOut, code = runFake(t, cl, gitOpsNow, "undo", "md/bare")
 	assert.Equal(t, core.ExitError, code)
-	assert.Equal(t, "error: cannot undo MachineDeployment demo/bare: rollout-guard recorded no history for it (no ControllerRevisions, no rollout-guard.io/ stamps), so there is nothing to roll back to; is the guard installed? See rollout history machinedeployment/bare\n", errOut)
+	assert.Equal(t, "error: cannot undo MachineDeployment demo/bare: rollout-guard recorded no history for it (no RolloutRevisions, no rollout-guard.io/ stamps), so there is nothing to roll back to; is the guard installed? See rollout history machinedeployment/bare\n", errOut)
 
 	md := gitOpsMD()
 	getObj(t, cl, md)

@@ -4,7 +4,8 @@ import (
 	"maps"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -41,7 +42,7 @@ import (
 //
 // Every kind loses its managed fields. Other kinds (control planes of other
 // providers, read as unstructured through the contract) keep their content
-// minus managed fields. ControllerRevisions are not in this cache: see
+// minus managed fields. RolloutRevisions are not in this cache: see
 // ClientOptions.
 //
 // pending, when not nil, keeps the whole revision content the cache saw
@@ -119,13 +120,13 @@ func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.Transf
 }
 
 // ClientOptions returns the client options of the guard's manager: reads of
-// ControllerRevisions through the client always go to the API server. A
+// RolloutRevisions through the client always go to the API server. A
 // cached copy of every revision of every object, data included, would be
 // the largest thing the guard holds; history.Index keeps only their
 // metadata, in an informer of its own, and a revision's data is read live
 // when needed.
 func ClientOptions() client.Options {
-	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&appsv1.ControllerRevision{}}}}
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&rgv1alpha1.RolloutRevision{}}}}
 }
 
 // trimMeta keeps the object metadata an informer and the guard's readers

@@ -323,13 +323,13 @@ func TestCacheTransformsPassOtherTypes(t *testing.T) {
 	}
 }
 
-// TestControllerRevisionsAreNeverCached: history reads them live.
-func TestControllerRevisionsAreNeverCached(t *testing.T) {
+// TestRolloutRevisionsAreNeverCached: history reads them live.
+func TestRolloutRevisionsAreNeverCached(t *testing.T) {
 	opts := ClientOptions()
 	require.NotNil(t, opts.Cache)
 	require.Len(t, opts.Cache.DisableFor, 1)
-	assert.Equal(t, "*v1.ControllerRevision", fmt.Sprintf("%T", opts.Cache.DisableFor[0]))
+	assert.Equal(t, "*v1alpha1.RolloutRevision", fmt.Sprintf("%T", opts.Cache.DisableFor[0]))
 	for key := range CacheOptions(nil).ByObject {
-		assert.NotEqual(t, "*v1.ControllerRevision", fmt.Sprintf("%T", key))
+		assert.NotEqual(t, "*v1alpha1.RolloutRevision", fmt.Sprintf("%T", key))
 	}
 }

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,11 +66,11 @@ func TestStamperRecordsOnlyWhatWasStored(t *testing.T) {
 			ann := applyResponse(t, req, s.Handle(context.Background(), req))
 			assert.Equal(t, "mallory", ann[revisions.AnnotationChangedBy], "answered as any request")
 
-			list := &appsv1.ControllerRevisionList{}
+			list := &rgv1alpha1.RolloutRevisionList{}
 			require.NoError(t, c.List(context.Background(), list))
 			if tt.wantReason == "" {
 				require.Len(t, list.Items, 1)
-				rev, err := revisions.FromControllerRevision(&list.Items[0])
+				rev, err := revisions.FromRolloutRevision(&list.Items[0])
 				require.NoError(t, err)
 				assert.Equal(t, "alice", rev.Record.ChangedBy)
 				assert.EqualValues(t, 4, rev.Record.Revision)
@@ -95,7 +96,7 @@ func TestStamperStampsARestartInsteadOfRecordingIt(t *testing.T) {
 	req := updateRequest(t, md, restarted, "mallory", false)
 	ann := applyResponse(t, req, s.Handle(context.Background(), req))
 
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, c.List(context.Background(), list))
 	assert.Empty(t, list.Items, "a restart was recorded at admission, before the API server stored it")
 	assert.Equal(t, "4", ann[revisions.AnnotationRevision])
@@ -128,7 +129,7 @@ func TestStamperStampsARestartInsteadOfRecordingIt(t *testing.T) {
 	assert.NotContains(t, fresh, revisions.AnnotationRestart)
 	require.NoError(t, c.List(context.Background(), list))
 	require.Len(t, list.Items, 1)
-	rev, err := revisions.FromControllerRevision(&list.Items[0])
+	rev, err := revisions.FromRolloutRevision(&list.Items[0])
 	require.NoError(t, err)
 	require.Len(t, rev.Record.Restarts, 1)
 	assert.Equal(t, "mallory", rev.Record.Restarts[0].By)
@@ -160,7 +161,7 @@ func TestStamperCountsACreateWithAnIdentity(t *testing.T) {
 			assert.Equal(t, before, testutil.ToFloat64(counter))
 		})
 	}
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, c.List(context.Background(), list))
 	assert.Empty(t, list.Items)
 }
@@ -234,10 +235,10 @@ func TestStamperRecordsTheStoredRestartItReplaces(t *testing.T) {
 	ann := applyResponse(t, req, s.Handle(context.Background(), req))
 	assert.Contains(t, ann[revisions.AnnotationRestart], `"by":"bob"`)
 
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, c.List(context.Background(), list))
 	require.Len(t, list.Items, 1)
-	rev, err := revisions.FromControllerRevision(&list.Items[0])
+	rev, err := revisions.FromRolloutRevision(&list.Items[0])
 	require.NoError(t, err)
 	require.Len(t, rev.Record.Restarts, 1)
 	assert.Equal(t, "alice", rev.Record.Restarts[0].By)

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -58,7 +59,7 @@ func TestStampOfARevertForgetsTheBump(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := testScheme(t)
-			require.NoError(t, appsv1.AddToScheme(s))
+			require.NoError(t, rgv1alpha1.AddToScheme(s))
 			c := fake.NewClientBuilder().WithScheme(s).Build()
 			st := &Stamper{Kind: kinds.KubeadmControlPlane, Recorder: &history.Recorder{Client: c, Reader: c}, Stored: Persisted{Cache: c, Live: c},
 				Policy: testFacts(t, tt.machines...), Decoder: newLeanDecoder(s)}

@@ -65,6 +65,7 @@ type Options struct {
 //	/mutate-cluster-x-k8s-io-v1beta2-machinedeployment
 //	/mutate-cluster-x-k8s-io-v1beta2-machinepool
 //	/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
+//	/mutate-rollout-guard-io-v1alpha1-rolloutrevision (OwnerLabeler)
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
@@ -83,6 +84,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		}
 	}
 	overrides := policy.OverrideGroups(opts.OverrideGroups)
+	restorers := AccessReviews{Client: mgr.GetClient()}
 	// What the webhooks record, they record of objects as the API server
 	// stored them: the cache's copy at the request's resourceVersion, or a
 	// read.
@@ -120,14 +122,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		validating := admission.WithValidator[*unstructured.Unstructured](mgr.GetScheme(), v)
 		validating.WithContextFunc = withCaller
 		mgr.GetWebhookServer().Register(ValidateContractControlPlanePath(gk), validating)
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder, Restorers: restorers}
 		mgr.GetWebhookServer().Register(MutateContractControlPlanePath(gk), &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
 	for _, kind := range kinds.WithRevisions() {
 		path := mutatePath(kind.GVK)
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder}
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder, Restorers: restorers}
 		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
+	mgr.GetWebhookServer().Register(MutateRolloutRevisionPath, &webhook.Admission{Handler: OwnerLabeler{}})
 	return nil
 }
 

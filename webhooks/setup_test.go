@@ -28,3 +28,11 @@ func TestStampersServeThePathsOfTheManifests(t *testing.T) {
 		assert.Equal(t, named[kind.GVK.Kind], path, kind.GVK.Kind)
 	}
 }
+
+// TestOwnerLabelerServesThePathOfTheManifests: the RolloutRevision owner
+// labeler is registered at the path the shipped configuration calls.
+func TestOwnerLabelerServesThePathOfTheManifests(t *testing.T) {
+	manifests, err := os.ReadFile("../config/webhook/manifests.yaml")
+	require.NoError(t, err)
+	assert.Contains(t, string(manifests), "path: "+MutateRolloutRevisionPath+"\n")
+}

@@ -26,7 +26,7 @@ import (
 // polices. On every change of what a rollout is made of it
 // stamps the object with the next revision number, who made the change (from
 // the request, never from the object), when, through which field manager and
-// why; it records the revision being replaced in a ControllerRevision when
+// why; it records the revision being replaced in a RolloutRevision when
 // the request's old object is what the API server stored (Persisted); it
 // stamps a restart (rollout.after changed) for the history reconciler to
 // record once stored; and it overwrites any stamp a client tried to set
@@ -44,6 +44,10 @@ type Stamper struct {
 	Policy policy.Decider
 	// Overrides says who may use the break-glass override.
 	Overrides policy.OverrideGroups
+	// Restorers tells who may create the object with the revision stamps
+	// it carried elsewhere, kept as they are (a move or a restore); nil
+	// keeps none.
+	Restorers Restorers
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Decoder decodes admission requests.

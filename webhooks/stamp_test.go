@@ -3,16 +3,20 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"testing"
+
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,7 +43,7 @@ func machineDeployment(infra string, ann map[string]string) *clusterv1.MachineDe
 
 func stamper(t testing.TB) (*Stamper, client.Client) {
 	s := testScheme(t)
-	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	c := fake.NewClientBuilder().WithScheme(s).Build()
 	return &Stamper{
 		Kind:     kinds.MachineDeployment,
@@ -106,10 +110,10 @@ func TestStamperNewRevisionOverwritesForgedStamps(t *testing.T) {
 	assert.NotContains(t, ann, revisions.AnnotationOverriddenBy, "a forged override stamp survived")
 
 	// The replaced revision 4 is recorded, owned by the MachineDeployment.
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, c.List(context.Background(), list))
 	require.Len(t, list.Items, 1)
-	rev, err := revisions.FromControllerRevision(&list.Items[0])
+	rev, err := revisions.FromRolloutRevision(&list.Items[0])
 	require.NoError(t, err)
 	assert.EqualValues(t, 4, rev.Record.Revision)
 	assert.Equal(t, "alice", rev.Record.ChangedBy)
@@ -152,12 +156,78 @@ func TestStamperCreate(t *testing.T) {
 	}
 }
 
+// restorers is a Restorers that answers from a set of users, or fails.
+type restorers struct {
+	may map[string]bool
+	err error
+}
+
+func (r restorers) MayRestore(_ context.Context, user authenticationv1.UserInfo, namespace string) (bool, error) {
+	return r.may[user.Username+"@"+namespace], r.err
+}
+
+// TestStamperCreateRestores: a create carrying well-formed stamps keeps
+// them as they are when its user may create RolloutRevisions in the
+// namespace (clusterctl move, a restore); anyone else, malformed stamps, a
+// create the API server did not send or an unanswered access review get
+// the stamps of any create.
+func TestStamperCreateRestores(t *testing.T) {
+	carried := map[string]string{
+		revisions.AnnotationRevision: "5", revisions.AnnotationChangedBy: "alice", revisions.AnnotationChangeCause: "upgrade to v1.36",
+		revisions.AnnotationChangedAt: "2026-01-02T03:04:05Z", revisions.AnnotationFieldManager: "rollout",
+	}
+	mayRestore := restorers{may: map[string]bool{"admin@ns": true}}
+	for _, tc := range []struct {
+		name      string
+		user      string
+		ann       map[string]string
+		uid       string
+		restorers Restorers
+		kept      bool
+	}{
+		{name: "a user who may create RolloutRevisions", user: "admin", ann: carried, restorers: mayRestore, kept: true},
+		{name: "a user who may not", user: "editor", ann: carried, restorers: mayRestore},
+		{name: "no stamps carried", user: "admin", restorers: mayRestore},
+		{name: "malformed stamps", user: "admin", ann: map[string]string{revisions.AnnotationRevision: "five"}, restorers: mayRestore},
+		{name: "a create with an identity, which no API server sends", user: "admin", ann: carried, uid: "4d2c", restorers: mayRestore},
+		{name: "the access review fails", user: "admin", ann: carried, restorers: restorers{err: errors.New("connection refused")}},
+		{name: "no Restorers", user: "admin", ann: carried},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := stamper(t)
+			s.Restorers = tc.restorers
+			md := machineDeployment("tmpl-a", maps.Clone(tc.ann))
+			md.UID = types.UID(tc.uid)
+			raw, err := json.Marshal(md)
+			require.NoError(t, err)
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "1", Operation: admissionv1.Create, Namespace: "ns", Name: "md-0",
+				Kind:     metav1.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"},
+				UserInfo: authenticationv1.UserInfo{Username: tc.user},
+				Object:   runtime.RawExtension{Raw: raw},
+			}}
+			resp := s.Handle(context.Background(), req)
+			ann := applyResponse(t, req, resp)
+			if tc.kept {
+				assert.Empty(t, resp.Patches, "a restore changes nothing")
+				for k, v := range carried {
+					assert.Equal(t, v, ann[k], k)
+				}
+				return
+			}
+			assert.Equal(t, "1", ann[revisions.AnnotationRevision])
+			assert.Equal(t, tc.user, ann[revisions.AnnotationChangedBy])
+			assert.Equal(t, revisions.ChangeCreated, ann[revisions.AnnotationChangeType])
+		})
+	}
+}
+
 func TestStamperDryRunRecordsNothing(t *testing.T) {
 	s, c := stamper(t)
 	req := updateRequest(t, stored(t, c, machineDeployment("tmpl-a", nil)), machineDeployment("tmpl-b", nil), "bob", true)
 	ann := applyResponse(t, req, s.Handle(context.Background(), req))
 	assert.Equal(t, "2", ann[revisions.AnnotationRevision], "a dry-run still shows the stamps it would get")
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, c.List(context.Background(), list))
 	assert.Empty(t, list.Items, "a dry-run recorded a revision")
 }

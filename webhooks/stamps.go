@@ -43,6 +43,9 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	if err != nil {
 		return nil, err
 	}
+	if s.restores(ctx, c) {
+		return nil, nil
+	}
 	rec, restart, err := s.revision(ctx, c)
 	if err != nil {
 		return nil, err
@@ -85,6 +88,31 @@ func (s *Stamper) readChange(req admission.Request, oldObj, newObj client.Object
 		c.clientCause = cause
 	}
 	return c, nil
+}
+
+// restores says whether a create keeps the revision stamps it carries, as
+// they are: when they are well formed and the request's user may restore
+// history (Restorers) — `clusterctl move` and a restore from its directory
+// backup, which bring the object's RolloutRevisions next. Otherwise, or
+// when the API server cannot say, the create is stamped as any other.
+func (s *Stamper) restores(ctx context.Context, c change) bool {
+	if c.oldObj != nil || s.Restorers == nil || c.newAnn[revisions.AnnotationRevision] == "" || createUnverified(c.newObj) != "" {
+		return false
+	}
+	if _, err := revisions.RecordFromAnnotations(c.newAnn); err != nil {
+		return false
+	}
+	logger := log.FromContext(ctx)
+	ok, err := s.Restorers.MayRestore(ctx, c.req.UserInfo, c.newObj.GetNamespace())
+	if err != nil {
+		logger.Info("stamping a created object anew: could not tell whether its user may restore its history", "object", c.id, "user", c.user, "error", err.Error())
+		return false
+	}
+	if ok {
+		logger.Info("keeping the revision stamps a created object carries: its history is being restored (clusterctl move, a backup)",
+			"object", c.id, "user", c.user, "revision", c.newAnn[revisions.AnnotationRevision])
+	}
+	return ok
 }
 
 // revision returns the revision stamps of the object after the request

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -34,6 +36,7 @@ func testScheme(t testing.TB) *runtime.Scheme {
 	require.NoError(t, clientgoscheme.AddToScheme(s))
 	require.NoError(t, clusterv1.AddToScheme(s))
 	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	return s
 }
 

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -78,7 +80,7 @@ func main() {
 	fs.IntVar(&o.historyLimit, "history-limit", history.DefaultLimit, "revisions kept per MachineDeployment, MachinePool or KubeadmControlPlane; older ones are pruned, never the live one nor those that raised a control plane's highest versions")
 	fs.IntVar(&o.pruneBatch, "prune-batch", history.DefaultPruneBatch, "an object's history is pruned back to --history-limit once it holds this many revisions more, in one request; 1 prunes at every revision beyond the limit (one request each)")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, keep serving admission this long while /readyz fails, so the Service stops sending new connections before the server stops listening (the API server does not retry a webhook call that fails to connect)")
-	fs.BoolVar(&o.revisionIndex, "revision-index", true, "keep the records of the guard's ControllerRevisions (their labels and annotations, not their data) in memory, so recording a revision needs no read from the API server; its live heap per revision is in docs/install.md, Sizing. false reads them from the API server instead: a GET and a List per recorded revision, a List per object when the guard starts")
+	fs.BoolVar(&o.revisionIndex, "revision-index", true, "keep the records of the guard's RolloutRevisions (their labels and annotations, not their data) in memory, so recording a revision needs no read from the API server; its live heap per revision is in docs/install.md, Sizing. false reads them from the API server instead: a GET and a List per recorded revision, a List per object when the guard starts")
 	fs.StringVar(&o.enforcement, "enforcement", string(webhooks.EnforcementDeny), "what the validating webhooks do with a change the policy refuses: deny refuses it; warn allows it with the refusal as a warning and counts it in rollout_guard_admission_decisions_total{outcome=\"warned\"}, to see what the guard would refuse before it refuses anything (docs/install.md, Adopting the guard in stages); history is recorded either way")
 	fs.StringVar(&o.armNamespace, "arm-namespace", "", "namespace of the RoleBinding "+arming.Name+" the guard creates once it serves, arming its webhooks (their match condition "+arming.ConditionName+" names this namespace: docs/install.md, Arming); default: the pod's namespace")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
@@ -128,7 +130,7 @@ func signalContext(delay time.Duration, draining *atomic.Bool) context.Context {
 func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	log := ctrl.Log.WithName("setup")
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme, rgv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return fmt.Errorf("building the scheme: %w", err)
 		}
@@ -185,7 +187,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		// over at once is safe and lets the next replica's reconciler
 		// start without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		// The cache holds only what the guard reads; of ControllerRevisions
+		// The cache holds only what the guard reads; of RolloutRevisions
 		// the revision index (history.Index) keeps the metadata of the
 		// guard's own, their data is read live.
 		Cache:  webhooks.CacheOptions(pending),
@@ -226,6 +228,9 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
+	}
+	if err := mgr.Add(history.Migration{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}); err != nil {
+		return fmt.Errorf("adding the history migration: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)

@@ -127,7 +127,7 @@ func (o *HistoryOptions) runCluster(ctx context.Context, cl *core.Clients, clust
 		if strings.ToLower(o.PrintFlags.Output) == "name" {
 			for _, r := range rows {
 				if r.Restart == nil && r.Rev.Name != "" {
-					fmt.Fprintf(o.Session.IOStreams.Out, "controllerrevision.apps/%s\n", r.Rev.Name)
+					fmt.Fprintf(o.Session.IOStreams.Out, "rolloutrevision.rollout-guard.io/%s\n", r.Rev.Name)
 				}
 			}
 			return nil

@@ -271,12 +271,12 @@ func (o *HistoryOptions) diff(set *core.RevisionSet) error {
 }
 
 // printData prints the history as data: -o json|yaml, or the
-// ControllerRevisions with -o name.
+// RolloutRevisions with -o name.
 func (o *HistoryOptions) printData(set *core.RevisionSet) error {
 	if strings.ToLower(o.PrintFlags.Output) == "name" {
 		for _, r := range set.Revs {
 			if r.Name != "" {
-				fmt.Fprintf(o.Session.IOStreams.Out, "controllerrevision.apps/%s\n", r.Name)
+				fmt.Fprintf(o.Session.IOStreams.Out, "rolloutrevision.rollout-guard.io/%s\n", r.Name)
 			}
 		}
 		return nil

@@ -13,14 +13,14 @@ import (
 
 // printRevision prints one revision as data: -o yaml|json the revision as
 // the object it is a revision of (revisionObject), -o name its
-// ControllerRevision.
+// RolloutRevision.
 func (o *HistoryOptions) printRevision(set *core.RevisionSet, r revisions.Revision) error {
 	if strings.ToLower(o.PrintFlags.Output) == "name" {
 		if r.Name == "" {
-			return fmt.Errorf("%s of %s is live and not recorded in a ControllerRevision yet (rollout-guard records it shortly after each change); try again in a moment, or print it with -o yaml",
+			return fmt.Errorf("%s of %s is live and not recorded in a RolloutRevision yet (rollout-guard records it shortly after each change); try again in a moment, or print it with -o yaml",
 				core.Label(r), core.Describe(set.Obj, set.Kind))
 		}
-		_, err := fmt.Fprintf(o.Session.IOStreams.Out, "controllerrevision.apps/%s\n", r.Name)
+		_, err := fmt.Fprintf(o.Session.IOStreams.Out, "rolloutrevision.rollout-guard.io/%s\n", r.Name)
 		return err
 	}
 	u, err := revisionObject(set, r)
@@ -36,7 +36,7 @@ func (o *HistoryOptions) printRevision(set *core.RevisionSet, r revisions.Revisi
 
 // revisionObject is revision r of set's object as that object: kubectl
 // prints a revision as the object that holds it (a ReplicaSet, a
-// ControllerRevision); a revision here is part of a MachineDeployment or
+// RolloutRevision); a revision here is part of a MachineDeployment or
 // KubeadmControlPlane, so it is printed as one: the object's apiVersion,
 // kind, name and namespace, the revision's stamps as its annotations (as the
 // object carried them while the revision was live, with the numbers it was
@@ -57,9 +57,9 @@ func revisionObject(set *core.RevisionSet, r revisions.Revision) (*unstructured.
 	u.SetGroupVersionKind(set.Kind.GVK)
 	u.SetNamespace(set.Obj.GetNamespace())
 	u.SetName(set.Obj.GetName())
-	// The ControllerRevision codec writes a record's stamps as the object
+	// The RolloutRevision codec writes a record's stamps as the object
 	// carries them.
-	cr := revisions.ControllerRevision(set.Obj, set.Kind.GVK, r.Snapshot, r.Record)
+	cr := revisions.RolloutRevision(set.Obj, set.Kind.GVK, r.Snapshot, r.Record)
 	u.SetAnnotations(cr.Annotations)
 	return u, nil
 }

@@ -33,22 +33,22 @@ func entryOf(set *core.RevisionSet, r revisions.Revision, withContent bool) (v1a
 		return v1alpha1.HistoryRevision{}, fmt.Errorf("reading revision %d: %w", r.Record.Revision, err)
 	}
 	e := v1alpha1.HistoryRevision{
-		Revision:           r.Record.Revision,
-		History:            r.Record.History,
-		Live:               r.Snapshot.Hash == set.Live.Hash,
-		ControllerRevision: r.Name,
-		Hash:               r.Snapshot.Hash,
-		Version:            sum.Version,
-		Infrastructure:     sum.Infrastructure,
-		Bootstrap:          sum.Bootstrap,
-		EtcdImageTag:       sum.EtcdImageTag,
-		ChangedBy:          r.Record.ChangedBy,
-		AuthorUnknown:      core.AuthorUnknownOf(r.Record),
-		FieldManager:       r.Record.FieldManager,
-		GitOps:             core.GitOpsController(r.Record),
-		ChangeType:         r.Record.ChangeType,
-		ChangeCause:        r.Record.ChangeCause,
-		Restarts:           r.Record.Restarts,
+		Revision:        r.Record.Revision,
+		History:         r.Record.History,
+		Live:            r.Snapshot.Hash == set.Live.Hash,
+		RolloutRevision: r.Name,
+		Hash:            r.Snapshot.Hash,
+		Version:         sum.Version,
+		Infrastructure:  sum.Infrastructure,
+		Bootstrap:       sum.Bootstrap,
+		EtcdImageTag:    sum.EtcdImageTag,
+		ChangedBy:       r.Record.ChangedBy,
+		AuthorUnknown:   core.AuthorUnknownOf(r.Record),
+		FieldManager:    r.Record.FieldManager,
+		GitOps:          core.GitOpsController(r.Record),
+		ChangeType:      r.Record.ChangeType,
+		ChangeCause:     r.Record.ChangeCause,
+		Restarts:        r.Record.Restarts,
 	}
 	if o := r.Record.Override; o != nil {
 		e.Override = &v1alpha1.HistoryOverride{By: o.By, Reason: o.Reason, Rules: o.Rules}

@@ -33,7 +33,7 @@ func (o *HistoryOptions) untracked(ctx context.Context, cl *core.Clients, set *c
 		return o.printHistory(h)
 	}
 	out := o.Session.IOStreams.Out
-	fmt.Fprintf(out, "No revision history recorded for %s: no ControllerRevisions and no %s stamps. Is rollout-guard installed? It records every change from the moment it is.\n",
+	fmt.Fprintf(out, "No revision history recorded for %s: no RolloutRevisions and no %s stamps. Is rollout-guard installed? It records every change from the moment it is.\n",
 		core.Describe(obj, set.Kind), revisions.Prefix)
 	now := o.Session.Now()
 	if set.Kind.MachineSets != nil {

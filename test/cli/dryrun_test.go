@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"testing"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,7 +22,7 @@ type storedState struct {
 	Generation      int64
 	Spec            string
 	Annotations     map[string]string
-	// History is the ControllerRevisions labelled with the object's UID:
+	// History is the RolloutRevisions labelled with the object's UID:
 	// each one's resourceVersion, by name.
 	History map[string]string
 }
@@ -36,7 +37,7 @@ func stored(t *testing.T, obj client.Object) storedState {
 	require.NoError(t, err)
 	spec, err := json.Marshal(u["spec"])
 	require.NoError(t, err)
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, env.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()),
 		client.MatchingLabels{revisions.LabelOwnerUID: string(fresh.GetUID())}))
 	history := map[string]string{}
@@ -51,7 +52,7 @@ func stored(t *testing.T, obj client.Object) storedState {
 // --dry-run=server — a template switch of the control plane, an undo of
 // the worker pool — is answered by the API server and the guard and
 // stores nothing: the object's resourceVersion, generation, spec and
-// annotations, and its history (its ControllerRevisions and their
+// annotations, and its history (its RolloutRevisions and their
 // resourceVersions), are as they were. The same command without the flag
 // changes each of them, so the comparison can tell.
 func TestServerDryRunStoresNothing(t *testing.T) {
@@ -68,7 +69,7 @@ func TestServerDryRunStoresNothing(t *testing.T) {
 		args []string
 		// said is what the dry run prints, sent is what the real run prints last.
 		said, sent string
-		// revisions is how many ControllerRevisions the object has once
+		// revisions is how many RolloutRevisions the object has once
 		// the real run's change is recorded.
 		revisions int
 	}{
@@ -101,7 +102,7 @@ func TestServerDryRunStoresNothing(t *testing.T) {
 			assert.NotEqual(t, before.Annotations[revisions.AnnotationRevision], after.Annotations[revisions.AnnotationRevision], "revision stamp after the change")
 			assert.NotEqual(t, before.History, after.History, "history after the change")
 			// The dry run left no record behind for the real run to meet.
-			assert.Len(t, after.History, tc.revisions, "ControllerRevisions after the change: %v", after.History)
+			assert.Len(t, after.History, tc.revisions, "RolloutRevisions after the change: %v", after.History)
 		})
 	}
 }

@@ -37,7 +37,7 @@ func newWorld(t *testing.T, ns string, spec framework.WorldSpec) *framework.Worl
 }
 
 // waitRecorded waits until the guard has recorded obj's live revision in a
-// ControllerRevision (its reconciler does so shortly after each change), so
+// RolloutRevision (its reconciler does so shortly after each change), so
 // that history output does not depend on its timing.
 func waitRecorded(t *testing.T, obj client.Object) {
 	t.Helper()

@@ -64,5 +64,5 @@ func TestWithoutGuard(t *testing.T) {
 	assert.Contains(t, out, "machineSet: c1-md-0-rev3\n")
 
 	rolloutCmd(t, "undo", "md/"+mdName, "-n", ns).fails(t,
-		"cannot undo MachineDeployment cli-noguard/c1-md-0: rollout-guard recorded no history for it (no ControllerRevisions, no rollout-guard.io/ stamps), so there is nothing to roll back to; is the guard installed? See rollout history machinedeployment/c1-md-0")
+		"cannot undo MachineDeployment cli-noguard/c1-md-0: rollout-guard recorded no history for it (no RolloutRevisions, no rollout-guard.io/ stamps), so there is nothing to roll back to; is the guard installed? See rollout history machinedeployment/c1-md-0")
 }

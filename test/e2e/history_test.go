@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -346,17 +347,17 @@ func writeChanges(ctx context.Context, c client.Client, wr writer, obj client.Ob
 	return nil, fmt.Errorf("unknown mode %s", wr.mode)
 }
 
-// assertOwnedBy checks that every ControllerRevision of obj names it as owner, by UID.
+// assertOwnedBy checks that every RolloutRevision of obj names it as owner, by UID.
 func assertOwnedBy(t *testing.T, namespace string, obj client.Object) {
 	t.Helper()
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, env.Client.List(context.Background(), list, client.InNamespace(namespace), client.MatchingLabels{revisions.LabelOwnerUID: string(obj.GetUID())}))
 	require.NotEmpty(t, list.Items)
 	for _, cr := range list.Items {
 		owner := metav1.GetControllerOf(&cr)
-		if assert.NotNil(t, owner, "ControllerRevision %s has no controller owner", cr.Name) {
-			assert.Equal(t, obj.GetUID(), owner.UID, "ControllerRevision %s", cr.Name)
-			assert.Equal(t, obj.GetName(), owner.Name, "ControllerRevision %s", cr.Name)
+		if assert.NotNil(t, owner, "RolloutRevision %s has no controller owner", cr.Name) {
+			assert.Equal(t, obj.GetUID(), owner.UID, "RolloutRevision %s", cr.Name)
+			assert.Equal(t, obj.GetName(), owner.Name, "RolloutRevision %s", cr.Name)
 		}
 	}
 }

@@ -16,9 +16,9 @@ import (
 )
 
 // TestIndexListsAsTheAPIServer: the revision index the guard answers from
-// (history.Index: a metadata-only informer of ControllerRevisions, each
+// (history.Index: a metadata-only informer of RolloutRevisions, each
 // kept as a compact entry) gives an object's history as a List of whole
-// ControllerRevisions from kube-apiserver does — same names, numbers,
+// RolloutRevisions from kube-apiserver does — same names, numbers,
 // records and hashes, in the same order — without the data. The history
 // package's unit test (TestIndexListsAsAListOfWholeRevisions) compares the
 // two over a fake client; here the index reads the API server's

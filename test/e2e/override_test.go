@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -104,7 +105,7 @@ func refusedOverridesOf(t *testing.T, w *framework.World) []history.RefusedOverr
 	t.Helper()
 	snap, err := revisions.ForKubeadmControlPlane(w.KCP)
 	require.NoError(t, err)
-	cr := &appsv1.ControllerRevision{}
+	cr := &rgv1alpha1.RolloutRevision{}
 	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: revisions.Name(w.KCP.Name, snap.Hash)}, cr))
 	var out []history.RefusedOverride
 	require.NoError(t, json.Unmarshal([]byte(cr.Annotations[history.AnnotationRefusedOverrides]), &out))

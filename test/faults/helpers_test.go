@@ -73,7 +73,7 @@ func historyOf(t *testing.T, uid types.UID) []revisions.Revision {
 	t.Helper()
 	revs, bad, err := history.List(context.Background(), sb.Client, demo.Namespace, string(uid))
 	require.NoError(t, err)
-	require.Empty(t, bad, "damaged ControllerRevisions")
+	require.Empty(t, bad, "damaged RolloutRevisions")
 	return revs
 }
 
@@ -86,7 +86,7 @@ func byHash(t *testing.T, revs []revisions.Revision) map[string][]int64 {
 	owner := map[int64]string{}
 	for _, r := range revs {
 		_, dup := out[r.Snapshot.Hash]
-		require.False(t, dup, "content %s recorded in two ControllerRevisions", r.Snapshot.Hash)
+		require.False(t, dup, "content %s recorded in two RolloutRevisions", r.Snapshot.Hash)
 		nums := r.Record.History
 		if len(nums) == 0 {
 			nums = []int64{r.Record.Revision}

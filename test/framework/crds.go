@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -172,4 +173,30 @@ func isEmptyYAML(doc []byte) bool {
 		}
 	}
 	return true
+}
+
+// GuardCRDDir is the kustomization of the guard's own CRD, relative to the
+// repository root.
+const GuardCRDDir = "config/crd"
+
+// LoadGuardCRDs reads the CRD of the guard's history store, RolloutRevision,
+// as the install ships it: built with kustomize from GuardCRDDir under
+// repoRoot, clusterctl's label included.
+func LoadGuardCRDs(repoRoot string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	objs, err := BuildKustomization(filepath.Join(repoRoot, GuardCRDDir))
+	if err != nil {
+		return nil, fmt.Errorf("loading the guard's CRD: %w", err)
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, o := range objs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, crd); err != nil {
+			return nil, fmt.Errorf("loading the guard's CRD %s: %w", o.GetName(), err)
+		}
+		crds = append(crds, crd)
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("loading the guard's CRD: %s builds no CRD", GuardCRDDir)
+	}
+	return crds, nil
 }

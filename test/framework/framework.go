@@ -218,6 +218,11 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		return nil, fmt.Errorf("loading the development infrastructure CRDs: %w", err)
 	}
 	crds = append(crds, infraCRDs...)
+	guardCRDs, err := LoadGuardCRDs(e.RepoRoot)
+	if err != nil {
+		return nil, err
+	}
+	crds = append(crds, guardCRDs...)
 	if e.Scheme, err = NewScheme(); err != nil {
 		return nil, err
 	}

@@ -11,8 +11,8 @@ import (
 func TestParseMetrics(t *testing.T) {
 	page := `# HELP apiserver_request_total Counter of apiserver requests.
 # TYPE apiserver_request_total counter
-apiserver_request_total{code="201",resource="controllerrevisions",verb="POST"} 30
-apiserver_request_total{code="409",resource="controllerrevisions",verb="POST"} 2
+apiserver_request_total{code="201",resource="rolloutrevisions",verb="POST"} 30
+apiserver_request_total{code="409",resource="rolloutrevisions",verb="POST"} 2
 apiserver_request_total{code="200",resource="machines",verb="LIST"} 7
 # HELP workqueue_depth Current depth of workqueue.
 # TYPE workqueue_depth gauge
@@ -26,12 +26,12 @@ controller_runtime_webhook_latency_seconds_count{webhook="/validate"} 4
 `
 	samples, err := ParseMetrics(strings.NewReader(page))
 	require.NoError(t, err)
-	assert.Equal(t, map[string]float64{"POST": 32}, SumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb"))
+	assert.Equal(t, map[string]float64{"POST": 32}, SumBy(samples, "apiserver_request_total", map[string]string{"resource": "rolloutrevisions"}, "verb"))
 	assert.Equal(t, map[string]float64{"": 3}, SumBy(samples, "workqueue_depth", nil))
 	assert.Equal(t, map[string]float64{"/validate": 0.5}, SumBy(samples, "controller_runtime_webhook_latency_seconds_sum", nil, "webhook"))
 	assert.Equal(t, map[string]float64{"/validate": 4}, SumBy(samples, "controller_runtime_webhook_latency_seconds_count", nil, "webhook"))
 	assert.Len(t, Select(samples, "apiserver_request_total", nil), 3)
-	got := Select(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions", "code": "409"})
+	got := Select(samples, "apiserver_request_total", map[string]string{"resource": "rolloutrevisions", "code": "409"})
 	require.Len(t, got, 1)
 	assert.Equal(t, 2.0, got[0].Value)
 	assert.Empty(t, Select(samples, "apiserver_request_total", map[string]string{"resource": "nodes"}))

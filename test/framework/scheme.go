@@ -3,6 +3,8 @@ package framework
 import (
 	"fmt"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -33,6 +35,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		add  func(*runtime.Scheme) error
 	}{
 		{"client-go", clientgoscheme.AddToScheme},
+		{"rollout-guard.io/v1alpha1", rgv1alpha1.AddToScheme},
 		{"apiextensions/v1", apiextensionsv1.AddToScheme},
 		{"cluster.x-k8s.io/v1beta1", clusterv1beta1.AddToScheme},
 		{"cluster.x-k8s.io/v1beta2", clusterv1.AddToScheme},

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,7 +131,7 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 
-	// Every ControllerRevision ever created in the namespace, so that a
+	// Every RolloutRevision ever created in the namespace, so that a
 	// revision missing at the end is known to have been recorded, then
 	// pruned, rather than never recorded.
 	recorded := watchRecorded(t, ns)
@@ -138,7 +139,7 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 
 	obj := tc.create(ns)
 	require.NoError(t, env.Client.Create(ctx, obj))
-	names := map[int64]string{} // revision number -> its ControllerRevision
+	names := map[int64]string{} // revision number -> its RolloutRevision
 	note := func(o client.Object, want int64) {
 		t.Helper()
 		rec, err := revisions.RecordFromAnnotations(o.GetAnnotations())
@@ -167,7 +168,7 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 		listedNums []int64
 		listedRevs []revisions.Revision
 		listErr    error
-		polls      int // the Lists of ControllerRevisions this test makes
+		polls      int // the Lists of RolloutRevisions this test makes
 	)
 	ok := assert.Eventually(t, func() bool {
 		list, bad, err := history.List(ctx, env.Client, ns, string(obj.GetUID()))
@@ -194,8 +195,8 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	require.Equal(t, tc.want, got, "the revisions kept")
 
 	// What recording and pruning cost the API server: every
-	// ControllerRevision request it counted since the object was made
-	// (nothing else in this package touches ControllerRevisions meanwhile),
+	// RolloutRevision request it counted since the object was made
+	// (nothing else in this package touches RolloutRevisions meanwhile),
 	// less this test's own Lists and the long-running watches.
 	guard := map[string]float64{}
 	for verb, n := range revisionRequests(t) {
@@ -207,13 +208,13 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	for _, n := range guard {
 		all += n
 	}
-	t.Logf("%s: ControllerRevision requests for %d revisions: %v, %.2f per revision", tc.kind.GVK.Kind, last, guard, all/float64(last))
+	t.Logf("%s: RolloutRevision requests for %d revisions: %v, %.2f per revision", tc.kind.GVK.Kind, last, guard, all/float64(last))
 	assert.Equal(t, 1.0, guard["DELETE"], "the history pruned in one DeleteCollection request")
-	assert.LessOrEqual(t, all/float64(last), 1.2, "ControllerRevision requests per recorded revision: %v", guard)
+	assert.LessOrEqual(t, all/float64(last), 1.2, "RolloutRevision requests per recorded revision: %v", guard)
 
 	for _, r := range revs {
 		assert.Equal(t, []int64{r.Record.Revision}, r.Record.History, "revision %d: every content was live once", r.Record.Revision)
-		assert.Equal(t, names[r.Record.Revision], r.Name, "revision %d: its ControllerRevision", r.Record.Revision)
+		assert.Equal(t, names[r.Record.Revision], r.Name, "revision %d: its RolloutRevision", r.Record.Revision)
 	}
 
 	// Every revision was recorded (the watch may deliver the last creations
@@ -242,11 +243,11 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	mu.Unlock()
 	for n := int64(1); n <= last; n++ {
 		name := names[n]
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.ControllerRevision{})
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rgv1alpha1.RolloutRevision{})
 		if slices.Contains(tc.want, n) {
-			assert.NoError(t, err, "revision %d (ControllerRevision %s) kept", n, name)
+			assert.NoError(t, err, "revision %d (RolloutRevision %s) kept", n, name)
 		} else {
-			assert.True(t, apierrors.IsNotFound(err), "revision %d (ControllerRevision %s) pruned: got %v", n, name, err)
+			assert.True(t, apierrors.IsNotFound(err), "revision %d (RolloutRevision %s) pruned: got %v", n, name, err)
 		}
 	}
 
@@ -295,12 +296,12 @@ func numbers(from, to int64) []int64 {
 	return out
 }
 
-// revisionRequests returns the API server's count of ControllerRevision
+// revisionRequests returns the API server's count of RolloutRevision
 // requests (apiserver_request_total), by verb; a DeleteCollection counts
 // as one DELETE.
 func revisionRequests(t *testing.T) map[string]float64 {
 	t.Helper()
-	return apiRequests(t, "controllerrevisions")
+	return apiRequests(t, "rolloutrevisions")
 }
 
 // apiRequests returns the API server's count of requests of resource
@@ -312,7 +313,7 @@ func apiRequests(t *testing.T, resource string) map[string]float64 {
 	return framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": resource}, "verb")
 }
 
-// watchRecorded watches the ControllerRevisions of namespace ns until the
+// watchRecorded watches the RolloutRevisions of namespace ns until the
 // test ends; the function it returns gives the names of all that were
 // created so far, and the most that existed at once.
 func watchRecorded(t *testing.T, ns string) func() (map[string]bool, int) {
@@ -320,7 +321,7 @@ func watchRecorded(t *testing.T, ns string) func() (map[string]bool, int) {
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := wc.Watch(ctx, &appsv1.ControllerRevisionList{}, client.InNamespace(ns))
+	w, err := wc.Watch(ctx, &rgv1alpha1.RolloutRevisionList{}, client.InNamespace(ns))
 	require.NoError(t, err)
 	var mu sync.Mutex
 	added := map[string]bool{}
@@ -329,7 +330,7 @@ func watchRecorded(t *testing.T, ns string) func() (map[string]bool, int) {
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			cr, ok := ev.Object.(*appsv1.ControllerRevision)
+			cr, ok := ev.Object.(*rgv1alpha1.RolloutRevision)
 			if !ok {
 				continue
 			}

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,7 +201,7 @@ func TestNamespaceOptOutThroughTheAPIServer(t *testing.T) {
 		assert.Equal(t, "v1.34.1", kcp.Spec.Version)
 		assert.Equal(t, "2", kcp.GetAnnotations()[revisions.AnnotationRevision], "the mutating webhook stamped it: %v", kcp.GetAnnotations())
 		assert.NotEmpty(t, kcp.GetAnnotations()[revisions.AnnotationChangedBy])
-		var crs appsv1.ControllerRevisionList
+		var crs rgv1alpha1.RolloutRevisionList
 		require.NoError(t, env.Client.List(ctx, &crs, client.InNamespace(optedOut),
 			client.MatchingLabels{revisions.LabelOwnerUID: string(kcp.GetUID()), revisions.LabelRevision: "1"}))
 		assert.Len(t, crs.Items, 1, "the revision the downgrade replaced is recorded")

@@ -30,12 +30,12 @@ import (
 // comments in config/rbac and the RBAC section of docs/install.md.
 var (
 	// guardRules: read the Cluster API objects the policy judges against,
-	// keep history in ControllerRevisions, authenticate and authorize
+	// keep history in RolloutRevisions, authenticate and authorize
 	// metrics callers.
 	guardRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "clusterclasses", "machinedeployments", "machinepools", "machines"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
@@ -62,7 +62,7 @@ var (
 	// rollout-guard-control-planes.
 	aggregationLabel = map[string]string{"rollout-guard.io/aggregate-to-control-planes": "true"}
 	// writableResources are the only resources any shipped rule may write.
-	writableResources = []string{"controllerrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews", "rolebindings", "roles"}
+	writableResources = []string{"rolloutrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews", "rolebindings", "roles"}
 )
 
 // TestShippedRBACIsLeastPrivilege pins every rule config/rbac ships and
@@ -102,7 +102,7 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 
 // TestShippedRBACWritesOnlyHistoryAndLease checks, over every role
 // config/rbac ships, the promise docs/reliability.md makes: no access to
-// Secrets in any form, and writes only to ControllerRevisions (the history)
+// Secrets in any form, and writes only to RolloutRevisions (the history)
 // cluster-wide and, in the guard's own namespace, to its leader-election
 // Lease, the Events announcing it and the RoleBinding that arms its
 // webhooks (binding only the marker's Role, which grants one get of one
@@ -148,7 +148,7 @@ func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
 		}
 		for _, res := range r.Resources {
 			switch {
-			case res == "controllerrevisions" && slices.Equal(r.APIGroups, []string{"apps"}):
+			case res == "rolloutrevisions" && slices.Equal(r.APIGroups, []string{"apps"}):
 			case (res == "leases" && slices.Equal(r.APIGroups, []string{"coordination.k8s.io"})) ||
 				(res == "events" && slices.Equal(r.APIGroups, []string{""})):
 				assert.Equal(t, framework.GuardNamespace, sr.namespace, "%s written outside the guard's namespace: %v", res, r)
@@ -210,9 +210,9 @@ func TestGuardRunsAsItsServiceAccount(t *testing.T) {
 	}{
 		{"list", "cluster.x-k8s.io", "machines", "", "", true},
 		{"watch", "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes", "", "", true},
-		{"create", "apps", "controllerrevisions", "", "team-a", true},
-		{"delete", "apps", "controllerrevisions", "", "team-a", true},
-		{"deletecollection", "apps", "controllerrevisions", "", "team-a", true},
+		{"create", "apps", "rolloutrevisions", "", "team-a", true},
+		{"delete", "apps", "rolloutrevisions", "", "team-a", true},
+		{"deletecollection", "apps", "rolloutrevisions", "", "team-a", true},
 		{"create", "authentication.k8s.io", "tokenreviews", "", "", true},
 		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
 		{"update", "coordination.k8s.io", "leases", "", framework.GuardNamespace, true},
@@ -222,7 +222,7 @@ func TestGuardRunsAsItsServiceAccount(t *testing.T) {
 		{"list", "", "secrets", "", "", false},
 		{"watch", "", "secrets", "", "", false},
 		{"create", "", "secrets", "", framework.GuardNamespace, false},
-		{"update", "apps", "controllerrevisions", "status", "team-a", false},
+		{"update", "apps", "rolloutrevisions", "status", "team-a", false},
 		{"create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", false},
 		{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", false},
 		{"create", "", "serviceaccounts", "token", framework.GuardNamespace, false},

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -137,7 +138,7 @@ func rolledOut(t *testing.T, res string) {
 }
 
 // stored is what the API server stores of an object and of its history:
-// its resourceVersion and every ControllerRevision of it with its own.
+// its resourceVersion and every RolloutRevision of it with its own.
 type stored struct {
 	resourceVersion string
 	revisions       map[string]string
@@ -148,7 +149,7 @@ func storedOf(t *testing.T, obj client.Object) stored {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, sb.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj))
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, sb.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{revisions.LabelOwnerUID: string(obj.GetUID())}))
 	s := stored{resourceVersion: obj.GetResourceVersion(), revisions: map[string]string{}}
 	for _, cr := range list.Items {

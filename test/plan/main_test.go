@@ -19,7 +19,7 @@
 //     worker machine as replaced, with the preflight check that would hold
 //     them;
 //   - a user who may only read what a plan reads and patch the kinds it
-//     plans (no write of ControllerRevisions) gets the admin's plans, the
+//     plans (no write of RolloutRevisions) gets the admin's plans, the
 //     refused undo included, and writes nothing;
 //   - a chained upgrade of the ClusterClass cluster lists the steps the
 //     topology controller then takes, as the control plane's recorded

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,7 +33,7 @@ import (
 // write it previews), nothing more.
 const planner = "planner"
 
-// plannerRules are its rights in the clusters' namespace. ControllerRevisions
+// plannerRules are its rights in the clusters' namespace. RolloutRevisions
 // (the recorded history) it may only get and list; it may not update
 // MachineDeployments or KubeadmControlPlanes, only patch them.
 var plannerRules = []rbacv1.PolicyRule{
@@ -40,14 +42,14 @@ var plannerRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{controlplanev1.GroupVersion.Group}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 	{APIGroups: []string{"infrastructure.cluster.x-k8s.io"}, Resources: []string{"devmachinetemplates"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"bootstrap.cluster.x-k8s.io"}, Resources: []string{"kubeadmconfigtemplates"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{appsv1.GroupName}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list"}},
+	{APIGroups: []string{appsv1.GroupName}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list"}},
 }
 
 // restrictedUser runs plans as planner, through a kubeconfig that
 // impersonates it: a template switch, a bootstrap template switch, a
 // version, and the undo the guard refuses. Each exits as the admin's does
 // with the same plan, and nothing is written: the objects' resourceVersions
-// and every ControllerRevision of the namespace are unchanged.
+// and every RolloutRevision of the namespace are unchanged.
 func restrictedUser(t *testing.T) {
 	kubeconfig := grantPlanner(t)
 	md := builder.MachineDeployment(demo.Namespace, demo.MachineDeploymentName()).Build()
@@ -88,7 +90,7 @@ func restrictedUser(t *testing.T) {
 
 	assert.Equal(t, beforeMD, storedOf(t, md), "the planner's plans stored nothing")
 	assert.Equal(t, beforeKCP, storedOf(t, kcp))
-	assert.Equal(t, beforeRevisions, revisionsIn(t, demo.Namespace), "no ControllerRevision created, changed or deleted")
+	assert.Equal(t, beforeRevisions, revisionsIn(t, demo.Namespace), "no RolloutRevision created, changed or deleted")
 	assert.Equal(t, workersBefore, machines(t, workers()))
 
 	// The rights were those of the Role: the API server denies the planner
@@ -96,7 +98,7 @@ func restrictedUser(t *testing.T) {
 	as, err := sb.ClientAs(planner)
 	require.NoError(t, err)
 	for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection", "watch"} {
-		assert.False(t, allowed(t, as, verb, appsv1.GroupName, "controllerrevisions"), "the planner may not %s controllerrevisions", verb)
+		assert.False(t, allowed(t, as, verb, appsv1.GroupName, "rolloutrevisions"), "the planner may not %s rolloutrevisions", verb)
 	}
 	assert.False(t, allowed(t, as, "update", clusterv1.GroupVersion.Group, "machinedeployments"))
 	assert.False(t, allowed(t, as, "update", controlplanev1.GroupVersion.Group, "kubeadmcontrolplanes"))
@@ -123,8 +125,8 @@ func grantPlanner(t *testing.T) string {
 	require.NoError(t, err)
 	framework.WaitFor(t, rolloutTimeout, pollInterval, "the planner's RoleBinding in effect", func() (bool, string) {
 		ok := allowed(t, as, "patch", controlplanev1.GroupVersion.Group, "kubeadmcontrolplanes") &&
-			allowed(t, as, "list", appsv1.GroupName, "controllerrevisions")
-		return ok, fmt.Sprintf("patch kubeadmcontrolplanes and list controllerrevisions allowed: %t", ok)
+			allowed(t, as, "list", appsv1.GroupName, "rolloutrevisions")
+		return ok, fmt.Sprintf("patch kubeadmcontrolplanes and list rolloutrevisions allowed: %t", ok)
 	})
 
 	kc, err := clientcmd.LoadFromFile(sb.Kubeconfig)
@@ -162,11 +164,11 @@ func planAs(t *testing.T, kubeconfig string, want int, args ...string) (*v1alpha
 	return decodePlan(t, want, args, run)
 }
 
-// revisionsIn returns every ControllerRevision of namespace: name →
+// revisionsIn returns every RolloutRevision of namespace: name →
 // resourceVersion.
 func revisionsIn(t *testing.T, namespace string) map[string]string {
 	t.Helper()
-	list := &appsv1.ControllerRevisionList{}
+	list := &rgv1alpha1.RolloutRevisionList{}
 	require.NoError(t, sb.Client.List(context.Background(), list, client.InNamespace(namespace)))
 	out := map[string]string{}
 	for _, cr := range list.Items {

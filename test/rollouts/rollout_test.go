@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/blang/semver/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -184,25 +185,25 @@ func clonedFrom(template string) func(*clusterv1.Machine) error {
 	}
 }
 
-// requireHistory waits until the guard's ControllerRevisions of the object
+// requireHistory waits until the guard's RolloutRevisions of the object
 // with uid record every revision of live with its user, and revision
 // replaced (without checking its user: the demo was created by the admin).
 func requireHistory(t *testing.T, uid types.UID, live map[int64]string, replaced int64) {
 	t.Helper()
 	var last string
 	framework.WaitFor(t, rolloutTimeout, pollInterval, "the revisions in the guard's history", func() (bool, string) {
-		list := &appsv1.ControllerRevisionList{}
+		list := &rgv1alpha1.RolloutRevisionList{}
 		require.NoError(t, sb.Client.List(context.Background(), list,
 			client.InNamespace(demo.Namespace), client.MatchingLabels{revisions.LabelOwnerUID: string(uid)}))
 		byRevision := map[int64]string{} // revision → user
 		for i := range list.Items {
-			rev, err := revisions.FromControllerRevision(&list.Items[i])
+			rev, err := revisions.FromRolloutRevision(&list.Items[i])
 			require.NoError(t, err)
 			for _, n := range rev.Record.History {
 				byRevision[n] = rev.Record.ChangedBy
 			}
 		}
-		last = fmt.Sprintf("%d ControllerRevisions, revision → user: %v", len(list.Items), byRevision)
+		last = fmt.Sprintf("%d RolloutRevisions, revision → user: %v", len(list.Items), byRevision)
 		if _, ok := byRevision[replaced]; !ok {
 			return false, last
 		}

@@ -289,14 +289,14 @@ func (p *poolWatch) checkHistory(t *testing.T, from, to string) []string {
 		name := p.names[uid]
 		revs, bad, err := revhistory.List(context.Background(), sb.Client, cc.Namespace, string(uid))
 		require.NoError(t, err)
-		assert.Empty(t, bad, "MachineDeployment %s: damaged ControllerRevisions", name)
+		assert.Empty(t, bad, "MachineDeployment %s: damaged RolloutRevisions", name)
 		described := framework.DescribeHistory(revs)
 
 		recorded := map[string][]int64{}
 		owner := map[int64]string{}
 		for _, r := range revs {
 			_, dup := recorded[r.Snapshot.Hash]
-			assert.False(t, dup, "MachineDeployment %s: content %s recorded in two ControllerRevisions\n%s", name, r.Snapshot.Hash, described)
+			assert.False(t, dup, "MachineDeployment %s: content %s recorded in two RolloutRevisions\n%s", name, r.Snapshot.Hash, described)
 			recorded[r.Snapshot.Hash] = numbersOf(r)
 			for _, n := range numbersOf(r) {
 				if other, taken := owner[n]; taken && other != r.Snapshot.Hash {

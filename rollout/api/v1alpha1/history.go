@@ -37,7 +37,7 @@ type HistoryObject struct {
 	Namespace string `json:"namespace"`
 	// Name is the object's name.
 	Name string `json:"name"`
-	// UID is the object's UID, which its ControllerRevisions carry.
+	// UID is the object's UID, which its RolloutRevisions carry.
 	UID string `json:"uid"`
 }
 
@@ -49,9 +49,11 @@ type HistoryRevision struct {
 	History []int64 `json:"history,omitempty"`
 	// Live marks the live revision.
 	Live bool `json:"live,omitempty"`
-	// ControllerRevision is the name of the record, "" while the live
-	// revision is not yet recorded.
-	ControllerRevision string `json:"controllerRevision,omitempty"`
+	// RolloutRevision is the name of the RolloutRevision that records the
+	// revision, "" while the live revision is not yet recorded. Its key is
+	// the one it had when history was kept in ControllerRevisions: the keys
+	// of this version never change.
+	RolloutRevision string `json:"controllerRevision,omitempty"`
 	// Hash is the content's hash.
 	Hash string `json:"hash"`
 	// Version is the Kubernetes version.

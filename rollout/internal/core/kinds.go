@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -212,11 +214,11 @@ func contractControlPlane(gvk schema.GroupVersionKind, resource string) Kind {
 	return k
 }
 
-// Scheme holds the types the CLI reads and writes: client-go's (apps/v1
-// ControllerRevisions), Cluster API v1beta2 core and kubeadm control plane.
+// Scheme holds the types the CLI reads and writes: client-go's, Cluster API v1beta2
+// core and kubeadm control plane, and the guard's RolloutRevisions.
 var Scheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplanev1.AddToScheme, rgv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("building the scheme: %v", err))
 		}

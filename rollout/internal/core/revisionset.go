@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/history"
@@ -51,7 +52,7 @@ func (c *Session) LoadHistory(ctx context.Context, cl *Clients, obj client.Objec
 	}
 	revs, bad, err := history.List(ctx, cl.Client, obj.GetNamespace(), string(obj.GetUID()))
 	if err != nil {
-		return nil, Call{Verb: "list", GR: appsv1.SchemeGroupVersion.WithResource("controllerrevisions").GroupResource(), Kind: "ControllerRevision",
+		return nil, Call{Verb: "list", GR: rgv1alpha1.Resource.GroupResource(), Kind: "RolloutRevision",
 			Namespace: obj.GetNamespace(), Purpose: purpose}.Explain(err)
 	}
 	s := &RevisionSet{Obj: obj, Kind: KindOf(obj), Live: live, Revs: revs, Bad: bad}

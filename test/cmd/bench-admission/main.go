@@ -43,7 +43,7 @@
 // pooled figures, every ratio with its spread over rounds (min–max) and
 // the targets, the CPU time each process spent per edit (read from
 // /proc: a profile from outside), the API server's count of
-// ControllerRevision requests per recorded revision, and, with --summary,
+// RolloutRevision requests per recorded revision, and, with --summary,
 // the same figures as JSON in one section of bench/summary.json.
 package main
 
@@ -197,7 +197,7 @@ type bench struct {
 	// results[config][workload] are the figures of the measured edits.
 	results map[string]map[workload]*cell
 	// revisionEdits counts the guard's edits that made a new revision
-	// (measured and warm-up); revisionReqs the ControllerRevision
+	// (measured and warm-up); revisionReqs the RolloutRevision
 	// requests the API server counted meanwhile, by verb.
 	revisionEdits int
 	revisionReqs  map[string]float64

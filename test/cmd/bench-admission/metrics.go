@@ -14,11 +14,11 @@ import (
 
 // benchResources are the resources whose watch-cache waits the report shows:
 // the ones the edits and the guard touch.
-var benchResources = []string{"controllerrevisions", "machinedeployments", "kubeadmcontrolplanes", "clusters", "machines"}
+var benchResources = []string{"rolloutrevisions", "machinedeployments", "kubeadmcontrolplanes", "clusters", "machines"}
 
 // apiServerMetrics prints, from the API server's own metrics over the
 // whole run, the time it spent calling each webhook and checking the
-// policy, and the requests the guard made for ControllerRevisions, the
+// policy, and the requests the guard made for RolloutRevisions, the
 // writes it adds to an edit.
 func (b *bench) apiServerMetrics(ctx context.Context, cfg *rest.Config) error {
 	samples, err := framework.APIServerMetrics(ctx, cfg)
@@ -46,13 +46,13 @@ func (b *bench) apiServerMetrics(ctx context.Context, cfg *rest.Config) error {
 		fmt.Fprintf(w, "| %s | %.0f | %.3f |\n", k, counts[k], 1000*sums[k]/counts[k])
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| ControllerRevision requests (apiserver_request_duration_seconds) | verb | requests | mean ms |")
+	fmt.Fprintln(w, "| RolloutRevision requests (apiserver_request_duration_seconds) | verb | requests | mean ms |")
 	fmt.Fprintln(w, "|---|---|---|---|")
-	where := map[string]string{"resource": "controllerrevisions"}
+	where := map[string]string{"resource": "rolloutrevisions"}
 	sums = framework.SumBy(samples, "apiserver_request_duration_seconds_sum", where, "verb")
 	counts = framework.SumBy(samples, "apiserver_request_duration_seconds_count", where, "verb")
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
-		fmt.Fprintf(w, "| controllerrevisions | %s | %.0f | %.2f |\n", k, counts[k], 1000*sums[k]/counts[k])
+		fmt.Fprintf(w, "| rolloutrevisions | %s | %.0f | %.2f |\n", k, counts[k], 1000*sums[k]/counts[k])
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| watch cache: consistent reads waiting for freshness (apiserver_watch_cache_read_wait_seconds) | resource | reads | mean ms |")

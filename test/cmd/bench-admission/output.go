@@ -98,7 +98,7 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 	}
 
 	if b.revisionEdits > 0 {
-		fmt.Fprintf(w, "\n# ControllerRevision requests, and GETs of the edited kinds, during the guard's slices (apiserver_request_total), for %d edits that made a new revision\n\n", b.revisionEdits)
+		fmt.Fprintf(w, "\n# RolloutRevision requests, and GETs of the edited kinds, during the guard's slices (apiserver_request_total), for %d edits that made a new revision\n\n", b.revisionEdits)
 		fmt.Fprintln(w, "| verb | requests | per recorded revision |")
 		fmt.Fprintln(w, "|---|---|---|")
 		var total float64
@@ -151,7 +151,7 @@ type workloadFig struct {
 	ServerMSPerCall map[string]float64 `json:"server_ms_per_call,omitempty"`
 }
 
-// revisionFig is the API server's count of ControllerRevision requests
+// revisionFig is the API server's count of RolloutRevision requests
 // during the guard's slices.
 type revisionFig struct {
 	Edits       int                `json:"edits_making_a_revision"`

@@ -361,7 +361,7 @@ func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []
 	}
 }
 
-// revisionRequests reads the API server's count of ControllerRevision
+// revisionRequests reads the API server's count of RolloutRevision
 // requests, by verb, and of GETs of the edited kinds (as "GET
 // kubeadmcontrolplanes" and "GET machinedeployments"): the guard's reads
 // of an object whose stored copy its cache had not seen yet (the check of
@@ -373,7 +373,7 @@ func (b *bench) revisionRequests(ctx context.Context) (map[string]float64, error
 	if err != nil {
 		return nil, err
 	}
-	out := framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": "controllerrevisions"}, "verb")
+	out := framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": "rolloutrevisions"}, "verb")
 	for _, resource := range []string{"kubeadmcontrolplanes", "machinedeployments"} {
 		for verb, v := range framework.SumBy(samples, "apiserver_request_total", map[string]string{"resource": resource, "verb": "GET"}, "verb") {
 			out[verb+" "+resource] += v

@@ -229,7 +229,7 @@ func benchHistory(ctx context.Context, o options, out io.Writer, log io.Writer) 
 	defer os.RemoveAll(cacheDir)
 	args := []string{"history", "md/" + md.Name, "-n", md.Namespace, "--kubeconfig", env.Kubeconfig}
 	fmt.Fprintf(out, "\n# rollout %s (MachineDeployment with %d revisions)\n\n", strings.Join(args[:4], " "), o.revisions)
-	fmt.Fprintln(out, "| run | discovery cache | API requests | of which discovery | lists of ControllerRevisions | other requests | wall ms | rows printed |")
+	fmt.Fprintln(out, "| run | discovery cache | API requests | of which discovery | lists of RolloutRevisions | other requests | wall ms | rows printed |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
 	var warm []time.Duration
 	hist := &historyFig{Revisions: o.revisions}
@@ -262,7 +262,7 @@ func benchHistory(ctx context.Context, o options, out io.Writer, log io.Writer) 
 			switch {
 			case isDiscovery(r):
 				discovery++
-			case strings.HasPrefix(r, "GET /apis/apps/v1/namespaces/"+md.Namespace+"/controllerrevisions"):
+			case strings.HasPrefix(r, "GET /apis/apps/v1/namespaces/"+md.Namespace+"/rolloutrevisions"):
 				lists++
 			default:
 				other++
@@ -355,20 +355,20 @@ func createWorld(ctx context.Context, c client.Client) (*clusterv1.MachineDeploy
 	return md, nil
 }
 
-// waitRevisions waits until md's history holds n ControllerRevisions.
+// waitRevisions waits until md's history holds n RolloutRevisions.
 func waitRevisions(ctx context.Context, c client.Client, md *clusterv1.MachineDeployment, n int) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevisionList"))
+		list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("RolloutRevisionList"))
 		if err := c.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingLabels{revisions.LabelOwnerUID: string(md.UID)}); err != nil {
-			return fmt.Errorf("listing the ControllerRevisions of MachineDeployment %s: %w", md.Name, err)
+			return fmt.Errorf("listing the RolloutRevisions of MachineDeployment %s: %w", md.Name, err)
 		}
 		if len(list.Items) == n {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("MachineDeployment %s has %d ControllerRevisions after 60s, want %d", md.Name, len(list.Items), n)
+			return fmt.Errorf("MachineDeployment %s has %d RolloutRevisions after 60s, want %d", md.Name, len(list.Items), n)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

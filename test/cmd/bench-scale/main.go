@@ -7,10 +7,10 @@
 //
 // Every cluster is: a Cluster, a KubeadmControlPlane (3 replicas), 3
 // MachineDeployments, 10 Machines (3 control-plane, 7 workers) and 5
-// ControllerRevisions per MachineDeployment and KubeadmControlPlane, owned by
+// RolloutRevisions per MachineDeployment and KubeadmControlPlane, owned by
 // it and shaped like the guard's own (the live one among them), so 2,000
 // clusters are 2,000 KCPs, 6,000 MDs, 20,000 Machines and 40,000
-// ControllerRevisions. The objects are realistic (realistic.go): each
+// RolloutRevisions. The objects are realistic (realistic.go): each
 // KubeadmControlPlane has the kubeadmConfigSpec of Cluster API's quick
 // start with files and commands, and the control planes, MachineDeployments
 // and Machines have the status their controllers write, conditions
@@ -507,7 +507,7 @@ func (c *counts) total() int64 {
 }
 
 func (c *counts) String() string {
-	return fmt.Sprintf("%d Clusters, %d KubeadmControlPlanes, %d MachineDeployments, %d Machines, %d ControllerRevisions",
+	return fmt.Sprintf("%d Clusters, %d KubeadmControlPlanes, %d MachineDeployments, %d Machines, %d RolloutRevisions",
 		c.clusters.Load(), c.kcps.Load(), c.mds.Load(), c.machines.Load(), c.revisions.Load())
 }
 
@@ -669,7 +669,7 @@ func worldMachine(i, m int) *clusterv1.Machine {
 }
 
 // createWithHistory creates obj stamped as its revisionsPerObj-th revision
-// and its revisionsPerObj ControllerRevisions, as the guard would have
+// and its revisionsPerObj RolloutRevisions, as the guard would have
 // recorded them: revision k (1-based) differs from the live one by the
 // version older(obj, k) sets; the last is the live content.
 func createWithHistory(ctx context.Context, c client.Client, obj client.Object, kind kinds.Kind, older func(client.Object, int), n *counts) error {
@@ -686,9 +686,9 @@ func createWithHistory(ctx context.Context, c client.Client, obj client.Object, 
 		if err != nil {
 			return fmt.Errorf("revision %d of %s %s: %w", k, kind.GVK.Kind, obj.GetName(), err)
 		}
-		cr := revisions.ControllerRevision(obj, kind.GVK, snap, record(k))
+		cr := revisions.RolloutRevision(obj, kind.GVK, snap, record(k))
 		if err := c.Create(ctx, cr); err != nil {
-			return fmt.Errorf("creating ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+			return fmt.Errorf("creating RolloutRevision %s/%s: %w", cr.Namespace, cr.Name, err)
 		}
 		n.revisions.Add(1)
 	}
@@ -696,7 +696,7 @@ func createWithHistory(ctx context.Context, c client.Client, obj client.Object, 
 }
 
 // record is the record of revision k of every object of the world: its
-// stamps on the object when it is the live one, its ControllerRevision's.
+// stamps on the object when it is the live one, its RolloutRevision's.
 func record(k int) revisions.Record {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return revisions.Record{Revision: int64(k), History: []int64{int64(k)}, ChangedBy: "alice", ChangedAt: at.Add(time.Duration(k) * time.Hour),

@@ -202,7 +202,7 @@ Try, in another shell, from {root}:
 
   # Who changed what, and when: the guard's stamps and its recorded revisions
   {kubectl} get md {md} -o jsonpath='{.metadata.annotations}'; echo
-  {kubectl} get controllerrevisions
+  {kubectl} get rolloutrevisions
   {rollout} history kcp/{kcp}
 
   # The simulated workload cluster itself (nodes and control-plane pods, in memory):

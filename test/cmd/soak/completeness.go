@@ -16,7 +16,7 @@ type Seen struct {
 	Revision int64
 }
 
-// Recorded is one ControllerRevision of a soaked object: its content hash
+// Recorded is one RolloutRevision of a soaked object: its content hash
 // and the revision numbers it was live under (the newest
 // revisions.MaxNumbers of them).
 type Recorded struct {
@@ -27,7 +27,7 @@ type Recorded struct {
 // Completeness is the comparison of what was persisted with what history holds.
 type Completeness struct {
 	// Contents is the number of distinct persisted contents; Recorded the
-	// number of ControllerRevisions.
+	// number of RolloutRevisions.
 	Contents, Recorded int
 	// Problems lists every mismatch; none means complete.
 	Problems []string
@@ -56,7 +56,7 @@ func CheckHistory(object string, seen []Seen, recorded []Recorded, watchGaps int
 	owner := map[int64]string{}
 	for _, r := range recorded {
 		if _, dup := byHash[r.Hash]; dup {
-			c.Problems = append(c.Problems, fmt.Sprintf("%s: content %s recorded in two ControllerRevisions", object, r.Hash))
+			c.Problems = append(c.Problems, fmt.Sprintf("%s: content %s recorded in two RolloutRevisions", object, r.Hash))
 		}
 		byHash[r.Hash] = r.Numbers
 		for _, n := range r.Numbers {

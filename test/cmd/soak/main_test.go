@@ -200,8 +200,8 @@ func TestSumMetrics(t *testing.T) {
 # TYPE go_goroutines gauge
 go_goroutines 123
 apiserver_request_total{code="200",resource="machinedeployments",verb="GET"} 10
-apiserver_request_total{code="201",resource="controllerrevisions",verb="POST"} 4
-apiserver_request_total{code="200",resource="controllerrevisions",verb="LIST"} 6
+apiserver_request_total{code="201",resource="rolloutrevisions",verb="POST"} 4
+apiserver_request_total{code="200",resource="rolloutrevisions",verb="LIST"} 6
 apiserver_admission_webhook_admission_duration_seconds_count{name="stamp.machinedeployment.rollout-guard.io",operation="UPDATE",rejected="false",type="admit"} 7
 apiserver_admission_webhook_admission_duration_seconds_count{name="default.machinedeployment.cluster.x-k8s.io",operation="UPDATE",rejected="false",type="admit"} 9
 `

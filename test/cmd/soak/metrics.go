@@ -77,7 +77,7 @@ var guardMetrics = []MetricSum{
 // What it reads from kube-apiserver's.
 var apiServerMetrics = []MetricSum{
 	{Name: "apiserver_request_total"},
-	{Name: "apiserver_request_total", Match: label("resource", "controllerrevisions")},
+	{Name: "apiserver_request_total", Match: label("resource", "rolloutrevisions")},
 	{Name: "apiserver_admission_webhook_admission_duration_seconds_count", Match: guardWebhook},
 }
 

@@ -200,7 +200,7 @@ func (s *soak) evaluate(samples []Sample, histories []objectHistory, guardPID in
 		unit  string
 	}{
 		{"API server requests (apiserver_request_total, every client)", func(x Sample) float64 { return x.APIRequests }, func(x Sample) float64 { return float64(x.Edits) }, "per successful edit"},
-		{"of which ControllerRevision requests (the guard's history)", func(x Sample) float64 { return x.CRRequests }, func(x Sample) float64 { return float64(x.PolicedEdits) }, "per successful policed edit"},
+		{"of which RolloutRevision requests (the guard's history)", func(x Sample) float64 { return x.CRRequests }, func(x Sample) float64 { return float64(x.PolicedEdits) }, "per successful policed edit"},
 		{"calls of the guard's webhooks by the API server", func(x Sample) float64 { return x.WebhookCalls }, func(x Sample) float64 { return float64(x.PolicedEdits) }, "per successful policed edit"},
 		{"the guard's own API requests (its rest_client_requests_total; metrics reviews included)", func(x Sample) float64 { return x.GuardRequests }, func(x Sample) float64 { return float64(x.PolicedEdits) }, "per successful policed edit"},
 	} {

@@ -31,7 +31,7 @@ type Sample struct {
 	// because one of its watches was down): NaN when it could not be read.
 	Goroutines, HeapInuseBytes, GuardRequests, LiveDecisions float64
 	// APIRequests is the API server's apiserver_request_total summed over
-	// every label, and CRRequests over resource controllerrevisions, both
+	// every label, and CRRequests over resource rolloutrevisions, both
 	// totalled across API server restarts (Counter); NaN when unreadable.
 	APIRequests, CRRequests float64
 	// WebhookCalls is the API server's calls to the guard's webhooks

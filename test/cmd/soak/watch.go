@@ -92,7 +92,7 @@ type objectHistory struct {
 	notes    []string
 	highest  int64
 	restarts int
-	// longestList is the most revision numbers one ControllerRevision
+	// longestList is the most revision numbers one RolloutRevision
 	// holds (a content the object came back to again and again).
 	longestList int
 }
@@ -140,7 +140,7 @@ func (s *soak) checkHistories(ctx context.Context) ([]objectHistory, error) {
 		}
 		oh.check, oh.notes = CheckHistory(key, seen[key], recorded, gaps)
 		for _, e := range bad {
-			oh.check.Problems = append(oh.check.Problems, fmt.Sprintf("%s: damaged ControllerRevision: %v", key, e))
+			oh.check.Problems = append(oh.check.Problems, fmt.Sprintf("%s: damaged RolloutRevision: %v", key, e))
 		}
 		out = append(out, oh)
 	}

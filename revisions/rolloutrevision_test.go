@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -35,10 +36,10 @@ func fullRecord() revisions.Record {
 	}
 }
 
-func TestControllerRevision(t *testing.T) {
+func TestRolloutRevision(t *testing.T) {
 	md := newMD()
 	snap := mdSnap(t, md)
-	cr := revisions.ControllerRevision(md, mdGVK, snap, fullRecord())
+	cr := revisions.RolloutRevision(md, mdGVK, snap, fullRecord())
 
 	assert.Equal(t, "md-0-"+snap.Hash, cr.Name)
 	assert.Equal(t, "default", cr.Namespace)
@@ -64,36 +65,36 @@ func TestControllerRevision(t *testing.T) {
 	assert.Equal(t, "alice@example.com", cr.Annotations[revisions.AnnotationChangedBy])
 	assert.Equal(t, "EtcdDowngrade", cr.Annotations[revisions.AnnotationOverrideRules])
 
-	// Empty stamps are not written on a ControllerRevision.
-	bare := revisions.ControllerRevision(md, mdGVK, snap, revisions.Record{Revision: 2})
+	// Empty stamps are not written on a RolloutRevision.
+	bare := revisions.RolloutRevision(md, mdGVK, snap, revisions.Record{Revision: 2})
 	assert.Equal(t, map[string]string{revisions.AnnotationRevision: "2", revisions.AnnotationRevisionHistory: "2"}, bare.Annotations)
 }
 
-func TestControllerRevisionRoundTrip(t *testing.T) {
+func TestRolloutRevisionRoundTrip(t *testing.T) {
 	md, kcp := newMD(), newKCP()
 	cases := []struct {
 		name string
 		snap revisions.Snapshot
-		cr   *appsv1.ControllerRevision
+		cr   *rgv1alpha1.RolloutRevision
 		rec  revisions.Record
 	}{
-		{"machine deployment", mdSnap(t, md), revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), fullRecord()), fullRecord()},
-		{"control plane", kcpSnap(t, kcp), revisions.ControllerRevision(kcp, kcpGVK, kcpSnap(t, kcp), fullRecord()), fullRecord()},
-		{"bare record", mdSnap(t, md), revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), revisions.Record{Revision: 1}),
+		{"machine deployment", mdSnap(t, md), revisions.RolloutRevision(md, mdGVK, mdSnap(t, md), fullRecord()), fullRecord()},
+		{"control plane", kcpSnap(t, kcp), revisions.RolloutRevision(kcp, kcpGVK, kcpSnap(t, kcp), fullRecord()), fullRecord()},
+		{"bare record", mdSnap(t, md), revisions.RolloutRevision(md, mdGVK, mdSnap(t, md), revisions.Record{Revision: 1}),
 			revisions.Record{Revision: 1, History: []int64{1}}},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := revisions.FromControllerRevision(tt.cr)
+			got, err := revisions.FromRolloutRevision(tt.cr)
 			require.NoError(t, err)
 			assert.Equal(t, revisions.Revision{Snapshot: tt.snap, Record: tt.rec, Name: tt.cr.Name, Labelled: true}, got)
 
 			// Through the API server's JSON encoding and back.
 			raw, err := json.Marshal(tt.cr)
 			require.NoError(t, err)
-			var back appsv1.ControllerRevision
+			var back rgv1alpha1.RolloutRevision
 			require.NoError(t, json.Unmarshal(raw, &back))
-			got, err = revisions.FromControllerRevision(&back)
+			got, err = revisions.FromRolloutRevision(&back)
 			require.NoError(t, err)
 			assert.Equal(t, tt.snap, got.Snapshot)
 		})
@@ -108,23 +109,23 @@ func TestLabelled(t *testing.T) {
 	snap := mdSnap(t, md)
 	for _, tt := range []struct {
 		name   string
-		tamper func(*appsv1.ControllerRevision)
+		tamper func(*rgv1alpha1.RolloutRevision)
 		want   bool
 	}{
-		{"as made", func(*appsv1.ControllerRevision) {}, true},
-		{"made before the label", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelRevision) }, false},
-		{"label of another number", func(cr *appsv1.ControllerRevision) { cr.Labels[revisions.LabelRevision] = "3" }, false},
-		{"renumbered without its label", func(cr *appsv1.ControllerRevision) {
+		{"as made", func(*rgv1alpha1.RolloutRevision) {}, true},
+		{"made before the label", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Labels, revisions.LabelRevision) }, false},
+		{"label of another number", func(cr *rgv1alpha1.RolloutRevision) { cr.Labels[revisions.LabelRevision] = "3" }, false},
+		{"renumbered without its label", func(cr *rgv1alpha1.RolloutRevision) {
 			cr.Revision = 9
 			cr.Annotations[revisions.AnnotationRevision] = "9"
 		}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cr := revisions.ControllerRevision(md, mdGVK, snap, revisions.Record{Revision: 4})
+			cr := revisions.RolloutRevision(md, mdGVK, snap, revisions.Record{Revision: 4})
 			tt.tamper(cr)
-			whole, err := revisions.FromControllerRevision(cr)
+			whole, err := revisions.FromRolloutRevision(cr)
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, whole.Labelled, "from the whole ControllerRevision")
+			assert.Equal(t, tt.want, whole.Labelled, "from the whole RolloutRevision")
 			meta, err := revisions.FromMetadata(&cr.ObjectMeta)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, meta.Labelled, "from its metadata")
@@ -134,10 +135,10 @@ func TestLabelled(t *testing.T) {
 
 // The API server may re-encode Data (whitespace, escaping): the content, not
 // the bytes, is checked.
-func TestFromControllerRevisionReencodedData(t *testing.T) {
+func TestFromRolloutRevisionReencodedData(t *testing.T) {
 	kcp := newKCP()
 	snap := kcpSnap(t, kcp)
-	cr := revisions.ControllerRevision(kcp, kcpGVK, snap, revisions.Record{Revision: 3})
+	cr := revisions.RolloutRevision(kcp, kcpGVK, snap, revisions.Record{Revision: 3})
 	var pretty bytes.Buffer
 	require.NoError(t, json.Indent(&pretty, snap.Data, "", "  "))
 	unescaped := strings.ReplaceAll(pretty.String(), `\u003c`, "<")
@@ -145,47 +146,47 @@ func TestFromControllerRevisionReencodedData(t *testing.T) {
 	require.NotEqual(t, string(snap.Data), unescaped)
 	cr.Data.Raw = []byte(unescaped)
 
-	got, err := revisions.FromControllerRevision(cr)
+	got, err := revisions.FromRolloutRevision(cr)
 	require.NoError(t, err)
 	assert.Equal(t, snap, got.Snapshot)
 }
 
-func TestFromControllerRevisionErrors(t *testing.T) {
+func TestFromRolloutRevisionErrors(t *testing.T) {
 	md := newMD()
 	snap := mdSnap(t, md)
 	tests := []struct {
 		name   string
-		tamper func(*appsv1.ControllerRevision)
+		tamper func(*rgv1alpha1.RolloutRevision)
 		want   string
 	}{
-		{"tampered data", func(cr *appsv1.ControllerRevision) {
+		{"tampered data", func(cr *rgv1alpha1.RolloutRevision) {
 			cr.Data.Raw = bytes.Replace(cr.Data.Raw, []byte("v1.34.2"), []byte("v1.33.0"), 1)
 		}, "the data was changed"},
-		{"tampered hash label", func(cr *appsv1.ControllerRevision) { cr.Labels[revisions.LabelHash] = "0000000000" }, "the data was changed"},
-		{"missing hash label", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelHash) }, revisions.LabelHash},
-		{"unknown kind", func(cr *appsv1.ControllerRevision) { cr.Labels[revisions.LabelOwnerKind] = "Deployment" }, revisions.LabelOwnerKind},
-		{"empty data", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = nil }, "data is empty"},
-		{"data not JSON", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = []byte("{") }, "not JSON"},
-		{"data not an object", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = []byte(`["a"]`) }, "not a JSON object"},
-		{"trailing data", func(cr *appsv1.ControllerRevision) { cr.Data.Raw = append(cr.Data.Raw, []byte(" {}")...) }, "trailing"},
-		{"malformed stamp", func(cr *appsv1.ControllerRevision) { cr.Annotations[revisions.AnnotationChangedAt] = "noon" }, revisions.AnnotationChangedAt},
-		{"negative revision", func(cr *appsv1.ControllerRevision) { cr.Revision = -1 }, "negative"},
+		{"tampered hash label", func(cr *rgv1alpha1.RolloutRevision) { cr.Labels[revisions.LabelHash] = "0000000000" }, "the data was changed"},
+		{"missing hash label", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Labels, revisions.LabelHash) }, revisions.LabelHash},
+		{"unknown kind", func(cr *rgv1alpha1.RolloutRevision) { cr.Labels[revisions.LabelOwnerKind] = "Deployment" }, revisions.LabelOwnerKind},
+		{"empty data", func(cr *rgv1alpha1.RolloutRevision) { cr.Data.Raw = nil }, "data is empty"},
+		{"data not JSON", func(cr *rgv1alpha1.RolloutRevision) { cr.Data.Raw = []byte("{") }, "not JSON"},
+		{"data not an object", func(cr *rgv1alpha1.RolloutRevision) { cr.Data.Raw = []byte(`["a"]`) }, "not a JSON object"},
+		{"trailing data", func(cr *rgv1alpha1.RolloutRevision) { cr.Data.Raw = append(cr.Data.Raw, []byte(" {}")...) }, "trailing"},
+		{"malformed stamp", func(cr *rgv1alpha1.RolloutRevision) { cr.Annotations[revisions.AnnotationChangedAt] = "noon" }, revisions.AnnotationChangedAt},
+		{"negative revision", func(cr *rgv1alpha1.RolloutRevision) { cr.Revision = -1 }, "negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cr := revisions.ControllerRevision(md, mdGVK, snap, fullRecord())
+			cr := revisions.RolloutRevision(md, mdGVK, snap, fullRecord())
 			tt.tamper(cr)
-			_, err := revisions.FromControllerRevision(cr)
+			_, err := revisions.FromRolloutRevision(cr)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
-			assert.Contains(t, err.Error(), cr.Name, "the error names the ControllerRevision")
+			assert.Contains(t, err.Error(), cr.Name, "the error names the RolloutRevision")
 		})
 	}
-	_, err := revisions.FromControllerRevision(nil)
+	_, err := revisions.FromRolloutRevision(nil)
 	require.Error(t, err)
 }
 
-func TestControllerRevisionName(t *testing.T) {
+func TestRolloutRevisionName(t *testing.T) {
 	tests := []struct {
 		owner string
 		want  string
@@ -218,22 +219,22 @@ func TestSort(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c"}, names)
 }
 
-// TestFromMetadata: the metadata of a ControllerRevision alone gives back the
+// TestFromMetadata: the metadata of a RolloutRevision alone gives back the
 // record, name and content hash it was made with; metadata that is not one
 // of ours, or whose stamps are damaged, is an error naming it.
 func TestFromMetadata(t *testing.T) {
 	md, kcp := newMD(), newKCP()
 	for _, tc := range []struct {
 		name string
-		cr   *appsv1.ControllerRevision
+		cr   *rgv1alpha1.RolloutRevision
 		snap revisions.Snapshot
 	}{
-		{"machine deployment", revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), fullRecord()), mdSnap(t, md)},
-		{"control plane", revisions.ControllerRevision(kcp, kcpGVK, kcpSnap(t, kcp), fullRecord()), kcpSnap(t, kcp)},
+		{"machine deployment", revisions.RolloutRevision(md, mdGVK, mdSnap(t, md), fullRecord()), mdSnap(t, md)},
+		{"control plane", revisions.RolloutRevision(kcp, kcpGVK, kcpSnap(t, kcp), fullRecord()), kcpSnap(t, kcp)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cr.ResourceVersion = "42"
-			whole, err := revisions.FromControllerRevision(tc.cr)
+			whole, err := revisions.FromRolloutRevision(tc.cr)
 			require.NoError(t, err)
 			meta, err := revisions.FromMetadata(&tc.cr.ObjectMeta)
 			require.NoError(t, err)
@@ -246,15 +247,15 @@ func TestFromMetadata(t *testing.T) {
 
 	for _, tc := range []struct {
 		name  string
-		edit  func(*appsv1.ControllerRevision)
+		edit  func(*rgv1alpha1.RolloutRevision)
 		wants string
 	}{
-		{"not ours", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelOwnerKind) }, "label rollout-guard.io/owner-kind"},
-		{"no hash", func(cr *appsv1.ControllerRevision) { delete(cr.Labels, revisions.LabelHash) }, "is missing"},
-		{"damaged number", func(cr *appsv1.ControllerRevision) { cr.Annotations[revisions.AnnotationRevision] = "four" }, "not a revision number"},
+		{"not ours", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Labels, revisions.LabelOwnerKind) }, "label rollout-guard.io/owner-kind"},
+		{"no hash", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Labels, revisions.LabelHash) }, "is missing"},
+		{"damaged number", func(cr *rgv1alpha1.RolloutRevision) { cr.Annotations[revisions.AnnotationRevision] = "four" }, "not a revision number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cr := revisions.ControllerRevision(md, mdGVK, mdSnap(t, md), fullRecord())
+			cr := revisions.RolloutRevision(md, mdGVK, mdSnap(t, md), fullRecord())
 			tc.edit(cr)
 			_, err := revisions.FromMetadata(&cr.ObjectMeta)
 			require.Error(t, err)

@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -21,20 +23,20 @@ type Revision struct {
 	Snapshot Snapshot
 	// Record is who made it live, when and how.
 	Record Record
-	// Name is the name of the ControllerRevision that records it.
+	// Name is the name of the RolloutRevision that records it.
 	Name string
-	// ResourceVersion is that ControllerRevision's resourceVersion when it
+	// ResourceVersion is that RolloutRevision's resourceVersion when it
 	// was read: pruning deletes a revision only as it judged it, never one
 	// a recorder has since given a new number.
 	ResourceVersion string
-	// Labelled says whether the ControllerRevision carries LabelRevision
+	// Labelled says whether the RolloutRevision carries LabelRevision
 	// with Record.Revision, as every record made or updated since that
 	// label exists does: pruning removes labelled revisions by number in
 	// one request, older ones one by one.
 	Labelled bool
 }
 
-// ControllerRevision returns the ControllerRevision that records snap and rec
+// RolloutRevision returns the RolloutRevision that records snap and rec
 // for owner:
 //
 //   - name "<owner name>-<hash>", the owner name trimmed so that the name fits
@@ -52,7 +54,7 @@ type Revision struct {
 //   - annotations: rec's non-empty stamps (Record.Annotations),
 //     AnnotationRevisionHistory and, when there are restarts,
 //     AnnotationRestarts.
-func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap Snapshot, rec Record) *appsv1.ControllerRevision {
+func RolloutRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap Snapshot, rec Record) *rgv1alpha1.RolloutRevision {
 	ann := map[string]string{}
 	for k, v := range rec.Annotations() {
 		if v != "" {
@@ -68,8 +70,8 @@ func ControllerRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, s
 			ann[AnnotationRestarts] = string(raw)
 		}
 	}
-	cr := &appsv1.ControllerRevision{
-		TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "ControllerRevision"},
+	cr := &rgv1alpha1.RolloutRevision{
+		TypeMeta: metav1.TypeMeta{APIVersion: rgv1alpha1.GroupVersion.String(), Kind: "RolloutRevision"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      Name(owner.GetName(), snap.Hash),
 			Namespace: owner.GetNamespace(),
@@ -110,7 +112,7 @@ func ownerKindLabel(ownerGVK schema.GroupVersionKind, snap Snapshot) string {
 	return ownerGVK.Kind
 }
 
-// Name returns the name of the ControllerRevision recording the content with
+// Name returns the name of the RolloutRevision recording the content with
 // the given hash for the object named owner: "<owner>-<hash>", owner trimmed
 // so that the name is at most 253 characters and a valid DNS subdomain.
 func Name(owner, hash string) string {
@@ -128,50 +130,50 @@ func Name(owner, hash string) string {
 	return owner + "-" + hash
 }
 
-// FromControllerRevision decodes a ControllerRevision written by
-// ControllerRevision. The kind comes from LabelOwnerKind; the Data must be a
+// FromRolloutRevision decodes a RolloutRevision written by
+// RolloutRevision. The kind comes from LabelOwnerKind; the Data must be a
 // JSON object whose canonical form hashes to LabelHash (Data is
 // re-canonicalized first, so a re-encoding by the API server does not
 // matter); the Record comes from the annotations, with Revision taken from
-// the ControllerRevision's revision field. Any mismatch or malformed
-// annotation is an error naming the ControllerRevision.
-func FromControllerRevision(cr *appsv1.ControllerRevision) (Revision, error) {
+// the RolloutRevision's revision field. Any mismatch or malformed
+// annotation is an error naming the RolloutRevision.
+func FromRolloutRevision(cr *rgv1alpha1.RolloutRevision) (Revision, error) {
 	if cr == nil {
-		return Revision{}, errors.New("decode ControllerRevision: it is nil")
+		return Revision{}, errors.New("decode RolloutRevision: it is nil")
 	}
 	name := cr.Namespace + "/" + cr.Name
 	kind := cr.Labels[LabelOwnerKind]
 	if _, ok := shapes[kind]; !ok {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
 	}
 	want := cr.Labels[LabelHash]
 	if want == "" {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is missing", name, LabelHash)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: label %s is missing", name, LabelHash)
 	}
 	raw := cr.Data.Raw
 	if len(raw) == 0 && cr.Data.Object != nil {
 		b, err := json.Marshal(cr.Data.Object)
 		if err != nil {
-			return Revision{}, fmt.Errorf("decode ControllerRevision %s: data: %w", name, err)
+			return Revision{}, fmt.Errorf("decode RolloutRevision %s: data: %w", name, err)
 		}
 		raw = b
 	}
 	if len(raw) == 0 {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: data is empty", name)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: data is empty", name)
 	}
 	snap, err := snapshotOf(kind, raw)
 	if err != nil {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: data: %w", name, err)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: data: %w", name, err)
 	}
 	if snap.Hash != want {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: data hashes to %s, label %s says %s: the data was changed", name, snap.Hash, LabelHash, want)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: data hashes to %s, label %s says %s: the data was changed", name, snap.Hash, LabelHash, want)
 	}
 	rec, err := RecordFromAnnotations(cr.Annotations)
 	if err != nil {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: %w", name, err)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: %w", name, err)
 	}
 	if cr.Revision < 0 {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: revision %d is negative", name, cr.Revision)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: revision %d is negative", name, cr.Revision)
 	}
 	if cr.Revision > 0 {
 		rec.Revision = cr.Revision
@@ -193,32 +195,44 @@ func Sort(revs []Revision) {
 	})
 }
 
-// FromMetadata decodes the record a ControllerRevision carries in its
+// FromMetadata decodes the record a RolloutRevision carries in its
 // metadata alone — its labels and annotations, as a metadata-only informer
 // holds them — without its data: the Revision's Snapshot has Kind and Hash
 // but no Data. It is what numbering and pruning need, at a fraction of the
-// memory of whole ControllerRevisions. Unlike FromControllerRevision it
+// memory of whole RolloutRevisions. Unlike FromRolloutRevision it
 // cannot check the data against the hash label, and the revision number is
-// the AnnotationRevision stamp (every ControllerRevision this package makes
+// the AnnotationRevision stamp (every RolloutRevision this package makes
 // carries its number there too).
 func FromMetadata(meta metav1.Object) (Revision, error) {
 	if meta == nil {
-		return Revision{}, errors.New("decode ControllerRevision metadata: it is nil")
+		return Revision{}, errors.New("decode RolloutRevision metadata: it is nil")
 	}
 	name := meta.GetNamespace() + "/" + meta.GetName()
 	labels := meta.GetLabels()
 	kind := labels[LabelOwnerKind]
 	if _, ok := shapes[kind]; !ok {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
 	}
 	hash := labels[LabelHash]
 	if hash == "" {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: label %s is missing", name, LabelHash)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: label %s is missing", name, LabelHash)
 	}
 	rec, err := RecordFromAnnotations(meta.GetAnnotations())
 	if err != nil {
-		return Revision{}, fmt.Errorf("decode ControllerRevision %s: %w", name, err)
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: %w", name, err)
 	}
 	return Revision{Snapshot: Snapshot{Kind: kind, Hash: hash}, Record: rec, Name: meta.GetName(), ResourceVersion: meta.GetResourceVersion(),
 		Labelled: labelled(labels, rec.Revision)}, nil
+}
+
+// OwnerUID returns the UID of the controller owner reference of a recorded
+// revision, "" when it has none. It is the UID that LabelOwnerUID must
+// carry: `clusterctl move` and a restore from its directory backup create
+// the owner anew, under a new UID, and rewrite the owner references of what
+// it owns to it — not the labels.
+func OwnerUID(meta metav1.Object) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(meta); ref != nil {
+		return ref.UID
+	}
+	return ""
 }

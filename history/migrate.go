@@ -1,0 +1,155 @@
+package history
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// migrationPage is how many records one List of the Migration reads.
+const migrationPage = 500
+
+// Migration puts the guard's history where it belongs, once, when the guard
+// becomes leader:
+//
+//   - every apps/v1 ControllerRevision an earlier release recorded (those
+//     labelled revisions.LabelOwnerUID) becomes a RolloutRevision of the
+//     same name, labels, annotations, owner, data and number, and is then
+//     deleted, so an upgraded installation keeps its history;
+//   - every RolloutRevision whose owner label is not the UID of its
+//     controller owner reference — one `clusterctl move` or a restore
+//     created while no guard was there to set it (webhooks.OwnerLabeler) —
+//     gets its label set.
+//
+// Both are idempotent: a Migration cut short is finished by the next.
+// Without the rights to list ControllerRevisions it migrates none, and
+// says so.
+type Migration struct {
+	// Client writes RolloutRevisions and deletes ControllerRevisions.
+	Client client.Client
+	// Reader lists, from the API server (neither kind is cached).
+	Reader client.Reader
+}
+
+// Start runs the Migration; it never stops the guard: what fails is
+// logged and done again at the next start.
+func (m Migration) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("history-migration")
+	moved, err := m.moveControllerRevisions(ctx)
+	if err != nil {
+		logger.Error(err, "could not move the history of an earlier release; the next start tries again", "moved", moved)
+	}
+	labelled, err := m.setOwnerLabels(ctx)
+	if err != nil {
+		logger.Error(err, "could not set the owner label of moved RolloutRevisions; the next start tries again", "labelled", labelled)
+	}
+	logger.Info("earlier history migrated", "controllerRevisionsMoved", moved, "ownerLabelsSet", labelled)
+	return nil
+}
+
+// NeedLeaderElection is true: one replica migrates.
+func (Migration) NeedLeaderElection() bool { return true }
+
+// moveControllerRevisions turns the guard's ControllerRevisions into
+// RolloutRevisions, and returns how many it moved.
+func (m Migration) moveControllerRevisions(ctx context.Context) (int, error) {
+	moved := 0
+	opts := []client.ListOption{client.HasLabels{revisions.LabelOwnerUID}, client.Limit(migrationPage)}
+	for {
+		list := &appsv1.ControllerRevisionList{}
+		if err := m.Reader.List(ctx, list, opts...); err != nil {
+			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+				log.FromContext(ctx).Info("not looking for the ControllerRevisions of an earlier release: the guard may not list them", "error", err.Error())
+				return moved, nil
+			}
+			return moved, fmt.Errorf("listing the ControllerRevisions of an earlier release: %w", err)
+		}
+		for i := range list.Items {
+			if err := m.move(ctx, &list.Items[i]); err != nil {
+				return moved, err
+			}
+			moved++
+		}
+		if list.Continue == "" {
+			return moved, nil
+		}
+		opts = []client.ListOption{client.HasLabels{revisions.LabelOwnerUID}, client.Limit(migrationPage), client.Continue(list.Continue)}
+	}
+}
+
+// move records cr as a RolloutRevision and deletes it.
+func (m Migration) move(ctx context.Context, cr *appsv1.ControllerRevision) error {
+	rr := FromControllerRevision(cr)
+	if err := m.Client.Create(ctx, rr); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("recording ControllerRevision %s/%s as a RolloutRevision: %w", cr.Namespace, cr.Name, err)
+	}
+	if err := m.Client.Delete(ctx, cr, client.Preconditions{UID: &cr.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting ControllerRevision %s/%s, recorded as a RolloutRevision: %w", cr.Namespace, cr.Name, err)
+	}
+	return nil
+}
+
+// FromControllerRevision returns the RolloutRevision that records what cr,
+// a ControllerRevision of an earlier release, recorded: the same name,
+// namespace, labels, annotations, owner references, data and number, the
+// owner label set from the controller owner reference.
+func FromControllerRevision(cr *appsv1.ControllerRevision) *rgv1alpha1.RolloutRevision {
+	c := cr.DeepCopy()
+	rr := &rgv1alpha1.RolloutRevision{
+		TypeMeta: metav1.TypeMeta{APIVersion: rgv1alpha1.GroupVersion.String(), Kind: "RolloutRevision"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations, OwnerReferences: c.OwnerReferences,
+		},
+		Data:     c.Data,
+		Revision: c.Revision,
+	}
+	if uid := revisions.OwnerUID(rr); uid != "" {
+		if rr.Labels == nil {
+			rr.Labels = map[string]string{}
+		}
+		rr.Labels[revisions.LabelOwnerUID] = string(uid)
+	}
+	return rr
+}
+
+// setOwnerLabels sets the owner label of every RolloutRevision whose label
+// is not its controller owner reference's UID, and returns how many.
+func (m Migration) setOwnerLabels(ctx context.Context) (int, error) {
+	labelled := 0
+	cont := ""
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(rgv1alpha1.GroupVersion.WithKind("RolloutRevisionList"))
+		if err := m.Reader.List(ctx, list, client.Limit(migrationPage), client.Continue(cont)); err != nil {
+			return labelled, fmt.Errorf("listing RolloutRevisions: %w", err)
+		}
+		for i := range list.Items {
+			meta := &list.Items[i]
+			uid := string(revisions.OwnerUID(meta))
+			if uid == "" || meta.Labels[revisions.LabelOwnerUID] == uid {
+				continue
+			}
+			base := meta.DeepCopy()
+			if meta.Labels == nil {
+				meta.Labels = map[string]string{}
+			}
+			meta.Labels[revisions.LabelOwnerUID] = uid
+			meta.SetGroupVersionKind(rgv1alpha1.GroupVersion.WithKind("RolloutRevision"))
+			if err := m.Client.Patch(ctx, meta, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return labelled, fmt.Errorf("setting the owner label of RolloutRevision %s/%s: %w", meta.Namespace, meta.Name, err)
+			}
+			labelled++
+		}
+		if cont = list.Continue; cont == "" {
+			return labelled, nil
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/kinds"
+	"github.com/rollout-guard/rollout-guard/revisions"
+)
+
+// asControllerRevision is rr as an earlier release recorded it: an apps/v1
+// ControllerRevision of the same name, metadata, data and number.
+func asControllerRevision(rr *rgv1alpha1.RolloutRevision) *appsv1.ControllerRevision {
+	return &appsv1.ControllerRevision{ObjectMeta: *rr.ObjectMeta.DeepCopy(), Data: *rr.Data.DeepCopy(), Revision: rr.Revision}
+}
+
+// TestMigrationMovesEarlierHistory: the guard's ControllerRevisions become
+// RolloutRevisions that decode to the same revisions and are deleted; a
+// ControllerRevision of a StatefulSet is not the guard's and stays; a
+// RolloutRevision whose owner label names an owner's old UID gets the
+// owner reference's; a second run changes nothing.
+func TestMigrationMovesEarlierHistory(t *testing.T) {
+	ctx := context.Background()
+	var objs []client.Object
+	var want []revisions.Revision
+	for i := 1; i <= 3; i++ {
+		kcp := kcpAt(fmt.Sprintf("v1.35.%d", i), i)
+		snap, err := revisions.ForKubeadmControlPlane(kcp)
+		require.NoError(t, err)
+		rr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}, ChangedBy: "alice", ChangeCause: "upgrade"})
+		rev, err := revisions.FromRolloutRevision(rr)
+		require.NoError(t, err)
+		want = append(want, rev)
+		objs = append(objs, asControllerRevision(rr))
+	}
+	statefulSets := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-6d4b9", Labels: map[string]string{"app": "web"}}, Revision: 4}
+	moved := revisions.RolloutRevision(kcpAt("v1.36.0", 4), kinds.KubeadmControlPlane.GVK, mustSnap(t, kcpAt("v1.36.0", 4)), revisions.Record{Revision: 4, History: []int64{4}})
+	moved.Name = "moved"
+	moved.Labels[revisions.LabelOwnerUID] = "uid-in-the-old-management-cluster"
+	objs = append(objs, statefulSets, moved)
+
+	s := runtime.NewScheme()
+	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+
+	for run := 1; run <= 2; run++ {
+		m := Migration{Client: c, Reader: c}
+		n, err := m.moveControllerRevisions(ctx)
+		require.NoError(t, err)
+		labelled, err := m.setOwnerLabels(ctx)
+		require.NoError(t, err)
+		if run == 1 {
+			assert.Equal(t, 3, n, "ControllerRevisions moved")
+			assert.Equal(t, 1, labelled, "owner labels set")
+		} else {
+			assert.Zero(t, n, "a second run moves nothing")
+			assert.Zero(t, labelled, "a second run labels nothing")
+		}
+	}
+
+	crs := &appsv1.ControllerRevisionList{}
+	require.NoError(t, c.List(ctx, crs))
+	require.Len(t, crs.Items, 1, "only the StatefulSet's ControllerRevision is left")
+	assert.Equal(t, "web-6d4b9", crs.Items[0].Name)
+
+	got, bad, err := List(ctx, c, "ns", string(revisions.OwnerUID(moved)))
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, got, 4, "the three migrated revisions and the moved one, found by their owner")
+	for i, w := range want {
+		assert.Equal(t, w.Snapshot, got[i].Snapshot, "revision %d", i+1)
+		assert.Equal(t, w.Record, got[i].Record, "revision %d", i+1)
+		assert.Equal(t, w.Name, got[i].Name, "revision %d keeps its name", i+1)
+	}
+}
+
+func mustSnap(t *testing.T, obj client.Object) revisions.Snapshot {
+	t.Helper()
+	snap, err := kinds.KubeadmControlPlane.Snapshot(obj)
+	require.NoError(t, err)
+	return snap
+}
