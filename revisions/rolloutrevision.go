@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 )
 
 // Revision is one recorded revision of an object.

@@ -3,8 +3,6 @@ package framework
 import (
 	"fmt"
 
-	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -21,6 +19,8 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	runtimev1alpha1 "sigs.k8s.io/cluster-api/api/runtime/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 )
 
 // NewScheme returns a scheme with the client-go types, apiextensions v1 and

@@ -8,10 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
-
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
