@@ -37,13 +37,19 @@ type result struct {
 // ask the internet).
 func runClusterctl(t *testing.T, args ...string) result {
 	t.Helper()
+	return clusterctlRun(t, append(args, "--kubeconfig", sb.Kubeconfig)...)
+}
+
+// clusterctlRun runs bin/clusterctl with args alone, as runClusterctl does.
+func clusterctlRun(t *testing.T, args ...string) result {
+	t.Helper()
 	bin := filepath.Join(sb.Env.BinDir, "clusterctl")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s is missing: run make clusterctl (%v)", bin, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", sb.Kubeconfig)...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
