@@ -8,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/builder"
@@ -42,7 +40,7 @@ var plannerRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{controlplanev1.GroupVersion.Group}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 	{APIGroups: []string{"infrastructure.cluster.x-k8s.io"}, Resources: []string{"devmachinetemplates"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"bootstrap.cluster.x-k8s.io"}, Resources: []string{"kubeadmconfigtemplates"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{appsv1.GroupName}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list"}},
+	{APIGroups: []string{rgv1alpha1.GroupVersion.Group}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list"}},
 }
 
 // restrictedUser runs plans as planner, through a kubeconfig that
@@ -98,7 +96,7 @@ func restrictedUser(t *testing.T) {
 	as, err := sb.ClientAs(planner)
 	require.NoError(t, err)
 	for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection", "watch"} {
-		assert.False(t, allowed(t, as, verb, appsv1.GroupName, "rolloutrevisions"), "the planner may not %s rolloutrevisions", verb)
+		assert.False(t, allowed(t, as, verb, rgv1alpha1.GroupVersion.Group, "rolloutrevisions"), "the planner may not %s rolloutrevisions", verb)
 	}
 	assert.False(t, allowed(t, as, "update", clusterv1.GroupVersion.Group, "machinedeployments"))
 	assert.False(t, allowed(t, as, "update", controlplanev1.GroupVersion.Group, "kubeadmcontrolplanes"))
@@ -125,7 +123,7 @@ func grantPlanner(t *testing.T) string {
 	require.NoError(t, err)
 	framework.WaitFor(t, rolloutTimeout, pollInterval, "the planner's RoleBinding in effect", func() (bool, string) {
 		ok := allowed(t, as, "patch", controlplanev1.GroupVersion.Group, "kubeadmcontrolplanes") &&
-			allowed(t, as, "list", appsv1.GroupName, "rolloutrevisions")
+			allowed(t, as, "list", rgv1alpha1.GroupVersion.Group, "rolloutrevisions")
 		return ok, fmt.Sprintf("patch kubeadmcontrolplanes and list rolloutrevisions allowed: %t", ok)
 	})
 
