@@ -30,12 +30,14 @@ import (
 // comments in config/rbac and the RBAC section of docs/install.md.
 var (
 	// guardRules: read the Cluster API objects the policy judges against,
-	// keep history in RolloutRevisions, authenticate and authorize
-	// metrics callers.
+	// keep history in RolloutRevisions, move the ControllerRevisions of
+	// earlier releases into them once (list and delete), authenticate and
+	// authorize metrics callers.
 	guardRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "clusterclasses", "machinedeployments", "machinepools", "machines"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+		{APIGroups: []string{"rollout-guard.io"}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"list", "delete"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
@@ -62,12 +64,13 @@ var (
 	// rollout-guard-control-planes.
 	aggregationLabel = map[string]string{"rollout-guard.io/aggregate-to-control-planes": "true"}
 	// writableResources are the only resources any shipped rule may write.
-	writableResources = []string{"rolloutrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews", "rolebindings", "roles"}
+	writableResources = []string{"rolloutrevisions", "controllerrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews", "rolebindings", "roles"}
 )
 
 // TestShippedRBACIsLeastPrivilege pins every rule config/rbac ships and
 // checks the invariants behind them: no wildcard, no Secret, writes only to
-// the guard's history, its lease and events, and the two review APIs.
+// the guard's history (and the deletion of the earlier releases' history it
+// migrates), its lease and events, and the two review APIs.
 func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 	m := build(t, "config/rbac")
 	assert.Equal(t, guardRules, as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard")).Rules)
@@ -103,7 +106,8 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 // TestShippedRBACWritesOnlyHistoryAndLease checks, over every role
 // config/rbac ships, the promise docs/reliability.md makes: no access to
 // Secrets in any form, and writes only to RolloutRevisions (the history)
-// cluster-wide and, in the guard's own namespace, to its leader-election
+// cluster-wide, deletes of the ControllerRevisions earlier releases kept
+// history in (migrated once, at start) and, in the guard's own namespace, to its leader-election
 // Lease, the Events announcing it and the RoleBinding that arms its
 // webhooks (binding only the marker's Role, which grants one get of one
 // Lease). TokenReviews and SubjectAccessReviews
@@ -148,7 +152,11 @@ func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
 		}
 		for _, res := range r.Resources {
 			switch {
-			case res == "rolloutrevisions" && slices.Equal(r.APIGroups, []string{"apps"}):
+			case res == "rolloutrevisions" && slices.Equal(r.APIGroups, []string{"rollout-guard.io"}):
+			case res == "controllerrevisions" && slices.Equal(r.APIGroups, []string{"apps"}):
+				// The migration of earlier history: found with list, removed
+				// with delete once moved; never created or changed.
+				assert.Equal(t, []string{"list", "delete"}, r.Verbs, "ControllerRevisions beyond the migration's list and delete: %v", r)
 			case (res == "leases" && slices.Equal(r.APIGroups, []string{"coordination.k8s.io"})) ||
 				(res == "events" && slices.Equal(r.APIGroups, []string{""})):
 				assert.Equal(t, framework.GuardNamespace, sr.namespace, "%s written outside the guard's namespace: %v", res, r)
@@ -210,9 +218,11 @@ func TestGuardRunsAsItsServiceAccount(t *testing.T) {
 	}{
 		{"list", "cluster.x-k8s.io", "machines", "", "", true},
 		{"watch", "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes", "", "", true},
-		{"create", "apps", "rolloutrevisions", "", "team-a", true},
-		{"delete", "apps", "rolloutrevisions", "", "team-a", true},
-		{"deletecollection", "apps", "rolloutrevisions", "", "team-a", true},
+		{"create", "rollout-guard.io", "rolloutrevisions", "", "team-a", true},
+		{"delete", "rollout-guard.io", "rolloutrevisions", "", "team-a", true},
+		{"deletecollection", "rollout-guard.io", "rolloutrevisions", "", "team-a", true},
+		{"list", "apps", "controllerrevisions", "", "team-a", true},
+		{"delete", "apps", "controllerrevisions", "", "team-a", true},
 		{"create", "authentication.k8s.io", "tokenreviews", "", "", true},
 		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
 		{"update", "coordination.k8s.io", "leases", "", framework.GuardNamespace, true},
@@ -222,7 +232,10 @@ func TestGuardRunsAsItsServiceAccount(t *testing.T) {
 		{"list", "", "secrets", "", "", false},
 		{"watch", "", "secrets", "", "", false},
 		{"create", "", "secrets", "", framework.GuardNamespace, false},
-		{"update", "apps", "rolloutrevisions", "status", "team-a", false},
+		{"update", "rollout-guard.io", "rolloutrevisions", "status", "team-a", false},
+		{"create", "apps", "controllerrevisions", "", "team-a", false},
+		{"update", "apps", "controllerrevisions", "", "team-a", false},
+		{"deletecollection", "apps", "controllerrevisions", "", "team-a", false},
 		{"create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", false},
 		{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", false},
 		{"create", "", "serviceaccounts", "token", framework.GuardNamespace, false},
