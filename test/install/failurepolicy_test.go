@@ -87,7 +87,11 @@ func webhooksOf(t *testing.T, m manifest) map[string]registeredWebhook {
 // the guard is down), a webhook for CREATE only fails open (Ignore: Cluster
 // API and operators can still create control planes, worker pools and
 // Clusters during an outage; the reconciler records what was created as
-// adopted). The table is checked against config/webhook (the registration
+// adopted). One webhook polices nothing: the owner label of
+// RolloutRevisions, set to follow their owner reference on CREATE and
+// UPDATE (clusterctl move recreates owners under new UIDs), fails open
+// (Ignore: a move never fails on it; the guard repairs the labels it missed
+// when it starts). The table is checked against config/webhook (the registration
 // the tests and the sandbox use), config/default, config/without-certmanager
 // and what the test environment registered in its API server, so that
 // neither an edit of the manifests nor an overlay can flip a policy, add an
@@ -98,6 +102,8 @@ func TestWebhookFailurePolicyPerOperation(t *testing.T) {
 		update = admissionregistrationv1.Update
 		fail   = admissionregistrationv1.Fail
 		ignore = admissionregistrationv1.Ignore
+
+		rolloutRevisions = "rollout-guard.io/rolloutrevisions"
 	)
 	type row struct {
 		resource   string
@@ -121,11 +127,15 @@ func TestWebhookFailurePolicyPerOperation(t *testing.T) {
 		"stamp-create.machinepool.rollout-guard.io":         {"cluster.x-k8s.io/machinepools", []admissionregistrationv1.OperationType{create}, ignore},
 		"stamp.kubeadmcontrolplane.rollout-guard.io":        {"controlplane.cluster.x-k8s.io/kubeadmcontrolplanes", []admissionregistrationv1.OperationType{update}, fail},
 		"stamp-create.kubeadmcontrolplane.rollout-guard.io": {"controlplane.cluster.x-k8s.io/kubeadmcontrolplanes", []admissionregistrationv1.OperationType{create}, ignore},
+		"owner-label.rolloutrevision.rollout-guard.io":      {rolloutRevisions, []admissionregistrationv1.OperationType{create, update}, ignore},
 	}
-	// The table itself keeps the rule it pins: CREATE only → Ignore,
-	// UPDATE → Fail, never both operations in one webhook.
+	// The table itself keeps the rule it pins: for the policed kinds,
+	// CREATE only → Ignore, UPDATE → Fail, never both operations in one
+	// webhook; the guard's own history store only Ignore.
 	for name, w := range want {
 		switch {
+		case w.resource == rolloutRevisions:
+			require.Equal(t, ignore, w.policy, "table row %s", name)
 		case slices.Equal(w.operations, []admissionregistrationv1.OperationType{create}):
 			require.Equal(t, ignore, w.policy, "table row %s", name)
 		case slices.Equal(w.operations, []admissionregistrationv1.OperationType{update}):
