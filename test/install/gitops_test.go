@@ -87,7 +87,7 @@ patches:
 		"Namespace rollout-guard-system has no argocd.argoproj.io/sync-wave annotation",
 		"ClusterRoleBinding rollout-guard has no argocd.argoproj.io/sync-wave annotation",
 		"ValidatingWebhookConfiguration rollout-guard-validating is in wave 0, want a wave before 0",
-		"MutatingWebhookConfiguration rollout-guard-mutating (wave 0) is not after ClusterRole rollout-guard (wave 0)",
+		"MutatingWebhookConfiguration rollout-guard-mutating (wave 0) is not after CustomResourceDefinition rolloutrevisions.rollout-guard.io (wave 0), ClusterRole rollout-guard (wave 0)",
 		"Namespace rollout-guard-system (wave 0) is after the Deployment (wave -1), which needs it to become ready",
 		"ClusterRoleBinding rollout-guard (wave 0) is after the Deployment (wave -1)",
 		"ClusterRole rollout-guard-control-planes (wave 0) is after the Deployment (wave -1)",

@@ -135,6 +135,7 @@ func TestDefaultWiring(t *testing.T) {
 		"ClusterRole/rollout-guard-metrics-reader",
 		"ClusterRoleBinding/rollout-guard",
 		"ClusterRoleBinding/rollout-guard-control-planes",
+		"CustomResourceDefinition/rolloutrevisions.rollout-guard.io",
 		"Deployment/rollout-guard-controller-manager",
 		"Issuer/rollout-guard-ca-issuer",
 		"Issuer/rollout-guard-selfsigned-issuer",
@@ -153,13 +154,17 @@ func TestDefaultWiring(t *testing.T) {
 	}, m.ids())
 	for _, u := range m {
 		switch u.GetKind() {
-		case "Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+		case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
 			assert.Empty(t, u.GetNamespace(), "%s %s is cluster-scoped", u.GetKind(), u.GetName())
 		default:
 			assert.Equal(t, namespace, u.GetNamespace(), "%s %s", u.GetKind(), u.GetName())
 		}
 		assert.Equal(t, "rollout-guard", u.GetLabels()["app.kubernetes.io/part-of"], "%s %s", u.GetKind(), u.GetName())
 	}
+	// The history store's CRD carries clusterctl's label, so that
+	// clusterctl move carries RolloutRevisions with their objects.
+	crdLabels := m.find(t, "CustomResourceDefinition", "rolloutrevisions.rollout-guard.io").GetLabels()
+	assert.Contains(t, crdLabels, "clusterctl.cluster.x-k8s.io", "the RolloutRevision CRD is labelled for clusterctl move")
 
 	// The Deployment.
 	dep := as[appsv1.Deployment](t, m.find(t, "Deployment", deploymentName))
