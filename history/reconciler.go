@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -163,6 +165,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, nil
 	}
+	if paused, err := r.clusterPaused(ctx, obj); err != nil || paused {
+		if paused {
+			log.FromContext(ctx).V(1).Info("not recording while the object's Cluster is paused; looking again later", "after", PausedRecheck.String())
+		}
+		return ctrl.Result{RequeueAfter: PausedRecheck}, err
+	}
 	live, err := r.recordLive(ctx, req.NamespacedName, obj)
 	if err != nil || live.obj == nil {
 		return ctrl.Result{}, err
@@ -194,6 +202,37 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// PausedRecheck is how long the reconciler waits before it looks again at
+// an object whose Cluster is paused.
+const PausedRecheck = 30 * time.Second
+
+// clusterPaused says whether the Cluster of obj is paused (spec.paused),
+// false when obj names none or it does not exist.
+//
+// Why the reconciler waits while it is: `clusterctl move` and a restore
+// from its directory backup keep the Cluster paused while they create its
+// objects, stamps and all, and then their RolloutRevisions — and a
+// restore skips a revision that already exists. Recording the live
+// revision of such an object from its stamps, before its own record
+// arrives, would put a record without its earlier numbers and restarts
+// in that record's place. While a Cluster is paused no controller rolls
+// anything out, and the webhooks still record every revision an edit
+// replaces.
+func (r *Reconciler) clusterPaused(ctx context.Context, obj client.Object) (bool, error) {
+	name := r.Kind.ClusterName(obj)
+	if name == "" {
+		return false, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading the Cluster %s/%s of %s %s: %w", obj.GetNamespace(), name, r.Kind.GVK.Kind, obj.GetName(), err)
+	}
+	return ptr.Deref(cluster.Spec.Paused, false), nil
 }
 
 // workers is Workers, or DefaultWorkers.

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -446,4 +447,39 @@ func TestReconcilerLeavesATerminatingNamespaceAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReconcilerWaitsWhileTheClusterIsPaused: the live revision of an object
+// whose Cluster is paused (as clusterctl keeps it while it moves or restores
+// the cluster) is not recorded, and the reconciler looks again later; once
+// the Cluster is unpaused it is.
+func TestReconcilerWaitsWhileTheClusterIsPaused(t *testing.T) {
+	ctx := context.Background()
+	s := runtime.NewScheme()
+	require.NoError(t, clusterv1.AddToScheme(s))
+	require.NoError(t, controlplanev1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
+	live := kcpAt("v1.35.2", 4)
+	live.Labels = map[string]string{clusterv1.ClusterNameLabel: "c1"}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(live, cluster).Build()
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.KubeadmControlPlane}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cp"}}
+
+	res, err := r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, PausedRecheck, res.RequeueAfter, "looks again later")
+	revs, _, err := List(ctx, c, "ns", "uid-cp")
+	require.NoError(t, err)
+	assert.Empty(t, revs, "recorded while the Cluster is paused")
+
+	cluster.Spec.Paused = ptr.To(false)
+	require.NoError(t, c.Update(ctx, cluster))
+	res, err = r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	assert.Zero(t, res.RequeueAfter)
+	revs, _, err = List(ctx, c, "ns", "uid-cp")
+	require.NoError(t, err)
+	require.Len(t, revs, 1, "recorded once the Cluster is unpaused")
+	assert.Equal(t, int64(4), revs[0].Record.Revision)
 }
