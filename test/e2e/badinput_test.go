@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +30,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -206,21 +209,46 @@ func TestBadInputThroughTheAPIServer(t *testing.T) {
 			},
 		},
 		{
+			// A namespace editor (create on MachineDeployments, nothing on
+			// RolloutRevisions) cannot restore history: its stamps are a
+			// forgery.
 			name:  "forged stamps on create: overwritten with the creator and revision 1",
+			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
+			do: func(t *testing.T, w *framework.World, _ client.Client) error {
+				editor := grantMachineDeploymentEditor(t, w.Namespace)
+				md := w.MD.DeepCopy()
+				md.ObjectMeta = metav1.ObjectMeta{Namespace: w.Namespace, Name: "forged", Annotations: map[string]string{
+					revisions.AnnotationChangedBy: "someone-else", revisions.AnnotationRevision: "42", revisions.AnnotationOverriddenBy: "someone-else",
+				}}
+				return editor.Create(ctx, md)
+			},
+			check: func(t *testing.T, w *framework.World) {
+				md := &clusterv1.MachineDeployment{}
+				require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "forged"}, md))
+				assert.Equal(t, machineDeploymentEditor, md.Annotations[revisions.AnnotationChangedBy])
+				assert.Equal(t, "1", md.Annotations[revisions.AnnotationRevision])
+				assert.NotContains(t, md.Annotations, revisions.AnnotationOverriddenBy)
+			},
+		},
+		{
+			// Whoever may create RolloutRevisions could write that past
+			// anyway: its create with stamps is a restore (clusterctl move, a
+			// directory backup), and the stamps are kept as they are.
+			name:  "stamps on create by a user who may create RolloutRevisions: kept, a restore",
 			world: framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"},
 			do: func(_ *testing.T, w *framework.World, c client.Client) error {
 				md := w.MD.DeepCopy()
-				md.ObjectMeta = metav1.ObjectMeta{Namespace: w.Namespace, Name: "forged", Annotations: map[string]string{
+				md.ObjectMeta = metav1.ObjectMeta{Namespace: w.Namespace, Name: "restored", Annotations: map[string]string{
 					revisions.AnnotationChangedBy: "someone-else", revisions.AnnotationRevision: "42", revisions.AnnotationOverriddenBy: "someone-else",
 				}}
 				return c.Create(ctx, md)
 			},
 			check: func(t *testing.T, w *framework.World) {
 				md := &clusterv1.MachineDeployment{}
-				require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "forged"}, md))
-				assert.Equal(t, "bad-input-user", md.Annotations[revisions.AnnotationChangedBy])
-				assert.Equal(t, "1", md.Annotations[revisions.AnnotationRevision])
-				assert.NotContains(t, md.Annotations, revisions.AnnotationOverriddenBy)
+				require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "restored"}, md))
+				assert.Equal(t, "someone-else", md.Annotations[revisions.AnnotationChangedBy])
+				assert.Equal(t, "42", md.Annotations[revisions.AnnotationRevision])
+				assert.Equal(t, "someone-else", md.Annotations[revisions.AnnotationOverriddenBy])
 			},
 		},
 		{
@@ -449,4 +477,40 @@ func TestBadRequestsStraightToTheGuard(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "[rule ControlPlaneMinorSkip]")
 	assert.True(t, apierrors.IsInvalid(err), "%v", err)
+}
+
+// machineDeploymentEditor is a namespace editor of the bad-input tests: it
+// may create and read MachineDeployments, and nothing of RolloutRevisions.
+const machineDeploymentEditor = "bad-input-editor"
+
+// grantMachineDeploymentEditor gives machineDeploymentEditor its Role in
+// namespace, waits until the API server authorizes by it, and returns a
+// client that impersonates it. It checks that the editor may not create
+// RolloutRevisions there, so may not restore history.
+func grantMachineDeploymentEditor(t *testing.T, namespace string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: machineDeploymentEditor},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machinedeployments"},
+			Verbs: []string{"get", "list", "watch", "create"}}},
+	}))
+	require.NoError(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: machineDeploymentEditor},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: machineDeploymentEditor},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: machineDeploymentEditor}},
+	}))
+	allowed := func(group, resource string) bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: machineDeploymentEditor, Groups: []string{"system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "create", Group: group, Resource: resource},
+		}}
+		require.NoError(t, env.Client.Create(ctx, sar))
+		return sar.Status.Allowed
+	}
+	require.Eventually(t, func() bool { return allowed(clusterv1.GroupVersion.Group, "machinedeployments") },
+		30*time.Second, 100*time.Millisecond, "the editor's RoleBinding never took effect")
+	require.False(t, allowed(rgv1alpha1.GroupVersion.Group, rgv1alpha1.Resource.Resource), "the editor may create rolloutrevisions")
+	editor, _ := warningClient(t, machineDeploymentEditor)
+	return editor
 }
