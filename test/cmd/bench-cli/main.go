@@ -262,7 +262,7 @@ func benchHistory(ctx context.Context, o options, out io.Writer, log io.Writer) 
 			switch {
 			case isDiscovery(r):
 				discovery++
-			case strings.HasPrefix(r, "GET /apis/apps/v1/namespaces/"+md.Namespace+"/rolloutrevisions"):
+			case strings.HasPrefix(r, "GET /apis/rollout-guard.io/v1alpha1/namespaces/"+md.Namespace+"/rolloutrevisions"):
 				lists++
 			default:
 				other++

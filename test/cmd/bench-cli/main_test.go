@@ -14,7 +14,7 @@ func TestIsDiscovery(t *testing.T) {
 		{"GET /openapi/v3", true},
 		{"GET /version", true},
 		{"GET /apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machinedeployments/md", false},
-		{"GET /apis/apps/v1/namespaces/ns/rolloutrevisions?labelSelector=x", false},
+		{"GET /apis/rollout-guard.io/v1alpha1/namespaces/ns/rolloutrevisions?labelSelector=x", false},
 		{"GET /api/v1/namespaces/ns", false},
 	}
 	for _, tt := range tests {
