@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,12 +39,16 @@ type target struct {
 	client     client.Client
 	kubeconfig string
 	stdout     *sandbox.SyncBuffer
+	// stop interrupts it and checks it stopped clean; the test's cleanup
+	// calls it too.
+	stop func()
 }
 
 // startTarget builds test/cmd/sandbox (make run's command) and starts it
 // with --clusters 0 --class-cluster=false, as docs/sandbox.md says to start
-// an empty management cluster, and waits until it says it is ready. The
-// test's cleanup interrupts it and checks it stopped clean.
+// an empty management cluster, and waits until it says it is ready. Its
+// stop, or else the test's cleanup, interrupts it and checks it stopped
+// clean.
 func startTarget(t *testing.T) *target {
 	t.Helper()
 	work := t.TempDir()
@@ -60,17 +65,21 @@ func startTarget(t *testing.T) *target {
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		require.NoError(t, cmd.Process.Signal(os.Interrupt))
-		select {
-		case err := <-exited:
-			assert.NoError(t, err, "the target sandbox's exit after an interrupt; stdout:\n%s\nstderr:\n%s", tg.stdout.String(), stderr.String())
-			assert.Contains(t, tg.stdout.String(), "sandbox stopped", "the target sandbox's output")
-		case <-time.After(2 * time.Minute):
-			_ = cmd.Process.Kill()
-			t.Errorf("the target sandbox did not stop within 2 minutes of an interrupt; stdout:\n%s", tg.stdout.String())
-		}
-	})
+	var once sync.Once
+	tg.stop = func() {
+		once.Do(func() {
+			require.NoError(t, cmd.Process.Signal(os.Interrupt))
+			select {
+			case err := <-exited:
+				assert.NoError(t, err, "the target sandbox's exit after an interrupt; stdout:\n%s\nstderr:\n%s", tg.stdout.String(), stderr.String())
+				assert.Contains(t, tg.stdout.String(), "sandbox stopped", "the target sandbox's output")
+			case <-time.After(2 * time.Minute):
+				_ = cmd.Process.Kill()
+				t.Errorf("the target sandbox did not stop within 2 minutes of an interrupt; stdout:\n%s", tg.stdout.String())
+			}
+		})
+	}
+	t.Cleanup(tg.stop)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		select {
 		case err := <-exited:
@@ -98,8 +107,8 @@ func startTarget(t *testing.T) *target {
 // its guard judges an undo to revision 1 with the versions the control
 // plane ran before the move, numbers the next edit after the moved
 // revisions, and allows a template switch. A directory backup of the target
-// (`clusterctl move --to-directory`) restored into the source, which the
-// move emptied (`--from-directory`), brings that history back the same.
+// (`clusterctl move --to-directory`) restored into a fresh sandbox
+// (`--from-directory`) brings that history back the same.
 func TestMoveToAnEmptySandbox(t *testing.T) {
 	ctx := context.Background()
 	moved := sandbox.ClusterSpec{
@@ -193,8 +202,7 @@ func TestMoveToAnEmptySandbox(t *testing.T) {
 	}
 	assert.Equal(t, []int64{first.Revision, highest + 1}, numbers, "the numbers of revision 1's content after the switch back to it")
 
-	// A directory backup of the target restored into the source, which
-	// the move emptied.
+	// A directory backup of the target, restored into a fresh sandbox.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		state, err = sandbox.ReadClusterState(waitCtx, tg.client, moved.Namespace, moved.Name)
 		require.NoError(c, err)
@@ -206,9 +214,11 @@ func TestMoveToAnEmptySandbox(t *testing.T) {
 	dir := t.TempDir()
 	r := clusterctlRun(t, "move", "--kubeconfig", tg.kubeconfig, "-n", moved.Namespace, "--to-directory", dir)
 	require.Equal(t, 0, r.code, "clusterctl move --to-directory; stderr:\n%s", r.stderr)
-	r = clusterctlRun(t, "move", "--from-directory", dir, "--to-kubeconfig", sb.Kubeconfig)
+	tg.stop()
+	fresh := startTarget(t)
+	r = clusterctlRun(t, "move", "--from-directory", dir, "--to-kubeconfig", fresh.kubeconfig)
 	require.Equal(t, 0, r.code, "clusterctl move --from-directory; stderr:\n%s", r.stderr)
-	requireSameHistory(t, sb.Kubeconfig, sb.Client, moved, refs, backup, backupRecords, backupStamps, "on the source restored from the target's backup")
+	requireSameHistory(t, fresh.kubeconfig, fresh.client, moved, refs, backup, backupRecords, backupStamps, "in a fresh sandbox restored from the target's backup")
 }
 
 // upgradeVersion is the version makeHistory upgrades the control plane to.
