@@ -3,10 +3,13 @@ package history
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -29,7 +32,8 @@ const migrationPage = 500
 //     created while no guard was there to set it (webhooks.OwnerLabeler) —
 //     gets its label set.
 //
-// Both are idempotent: a Migration cut short is finished by the next.
+// Both are idempotent: a Migration cut short is finished by the next try,
+// or the next start.
 // Without the rights to list ControllerRevisions it migrates none, and
 // says so.
 type Migration struct {
@@ -39,20 +43,41 @@ type Migration struct {
 	Reader client.Reader
 }
 
-// Start runs the Migration; it never stops the guard: what fails is
-// logged and done again at the next start.
+// Start runs the Migration until it has done its job or ctx ends, trying
+// again with a growing pause (up to MigrationRetryCap) when a step fails —
+// a guard started before its CRD is served, for one. It never stops the
+// guard: what fails is logged.
 func (m Migration) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("history-migration")
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: MigrationRetryCap, Steps: math.MaxInt32}
+	for {
+		moved, labelled, err := m.run(ctx)
+		if err == nil {
+			logger.Info("earlier history migrated", "controllerRevisionsMoved", moved, "ownerLabelsSet", labelled)
+			return nil
+		}
+		pause := backoff.Step()
+		logger.Error(err, "could not finish moving history into RolloutRevisions; trying again", "controllerRevisionsMoved", moved, "ownerLabelsSet", labelled, "in", pause.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+	}
+}
+
+// MigrationRetryCap bounds the pause between two tries of the Migration.
+const MigrationRetryCap = time.Minute
+
+// run moves the ControllerRevisions and sets the owner labels once, and
+// returns how many of each it did.
+func (m Migration) run(ctx context.Context) (moved, labelled int, _ error) {
 	moved, err := m.moveControllerRevisions(ctx)
 	if err != nil {
-		logger.Error(err, "could not move the history of an earlier release; the next start tries again", "moved", moved)
+		return moved, 0, err
 	}
-	labelled, err := m.setOwnerLabels(ctx)
-	if err != nil {
-		logger.Error(err, "could not set the owner label of moved RolloutRevisions; the next start tries again", "labelled", labelled)
-	}
-	logger.Info("earlier history migrated", "controllerRevisionsMoved", moved, "ownerLabelsSet", labelled)
-	return nil
+	labelled, err = m.setOwnerLabels(ctx)
+	return moved, labelled, err
 }
 
 // NeedLeaderElection is true: one replica migrates.

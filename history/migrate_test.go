@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/kinds"
@@ -90,4 +93,38 @@ func mustSnap(t *testing.T, obj client.Object) revisions.Snapshot {
 	snap, err := kinds.KubeadmControlPlane.Snapshot(obj)
 	require.NoError(t, err)
 	return snap
+}
+
+// TestMigrationTriesAgain: a Migration whose first tries fail (the
+// RolloutRevision CRD not yet served) tries again until it is done.
+func TestMigrationTriesAgain(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := runtime.NewScheme()
+	require.NoError(t, appsv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
+	kcp := kcpAt("v1.35.1", 1)
+	rr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, mustSnap(t, kcp), revisions.Record{Revision: 1, History: []int64{1}})
+	failures := 2
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(asControllerRevision(rr)).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*rgv1alpha1.RolloutRevision); ok && failures > 0 {
+				failures--
+				return apierrors.NewNotFound(rgv1alpha1.Resource.GroupResource(), obj.GetName())
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	done := make(chan error, 1)
+	go func() { done <- Migration{Client: c, Reader: c}.Start(ctx) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the Migration did not finish after its tries failed twice")
+	}
+	assert.Zero(t, failures, "tries that failed")
+	got, _, err := List(ctx, c, "ns", "uid-cp")
+	require.NoError(t, err)
+	assert.Len(t, got, 1, "migrated once the CRD is served")
 }
