@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -92,7 +96,8 @@ func TestObjectErrors(t *testing.T) {
 }
 
 // TestForbidden runs the CLI as a user who may read but not change: the
-// error names the verb and resource the user lacks.
+// error names the verb and resource the user lacks; bound to the shipped
+// rollout-guard-history-reader, the user reads history.
 func TestForbidden(t *testing.T) {
 	w := newWorld(t, "cli-rbac", framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	grantViewer(t, w.Namespace, []rbacv1.PolicyRule{
@@ -104,6 +109,18 @@ func TestForbidden(t *testing.T) {
 		`cannot restart MachineDeployment cli-rbac/c1-md-0: user "viewer" may not patch machinedeployments.cluster.x-k8s.io in namespace "cli-rbac" (Forbidden); ask your cluster administrator for a Role granting "patch" on "machinedeployments" in API group "cluster.x-k8s.io": machinedeployments.cluster.x-k8s.io "c1-md-0" is forbidden: User "viewer" cannot patch resource "machinedeployments" in API group "cluster.x-k8s.io" in the namespace "cli-rbac"`)
 	rolloutAs(t, "viewer", "history", "kcp/"+kcpName, "-n", w.Namespace).fails(t,
 		`cannot show the history of kubeadmcontrolplane/c1-control-plane: user "viewer" may not list rolloutrevisions.rollout-guard.io in namespace "cli-rbac" (Forbidden); ask your cluster administrator for a Role granting "list" on "rolloutrevisions" in API group "rollout-guard.io": rolloutrevisions.rollout-guard.io is forbidden: User "viewer" cannot list resource "rolloutrevisions" in API group "rollout-guard.io" in the namespace "cli-rbac"`)
+	// The shipped history reader, bound in the namespace, is the right
+	// that was missing.
+	require.NoError(t, env.Client.Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: "viewer-history"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rollout-guard-history-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "viewer"}},
+	}))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r := rolloutAs(t, "viewer", "history", "kcp/"+kcpName, "-n", w.Namespace)
+		assert.Equal(c, 0, r.code, "rollout history as a viewer bound to rollout-guard-history-reader; stderr:\n%s", r.stderr)
+		assert.Contains(c, r.stdout, "REVISION")
+	}, 30*time.Second, 100*time.Millisecond)
 	rolloutAs(t, "viewer", "pause", "md/"+mdName, "-n", "default").fails(t,
 		`cannot pause machinedeployment/c1-md-0: user "viewer" may not get machinedeployments.cluster.x-k8s.io in namespace "default" (Forbidden); ask your cluster administrator for a Role granting "get" on "machinedeployments" in API group "cluster.x-k8s.io": machinedeployments.cluster.x-k8s.io "c1-md-0" is forbidden: User "viewer" cannot get resource "machinedeployments" in API group "cluster.x-k8s.io" in the namespace "default"`)
 }

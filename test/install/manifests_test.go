@@ -132,6 +132,7 @@ func TestDefaultWiring(t *testing.T) {
 		"Certificate/rollout-guard-serving-cert",
 		"ClusterRole/rollout-guard",
 		"ClusterRole/rollout-guard-control-planes",
+		"ClusterRole/rollout-guard-history-reader",
 		"ClusterRole/rollout-guard-metrics-reader",
 		"ClusterRoleBinding/rollout-guard",
 		"ClusterRoleBinding/rollout-guard-control-planes",

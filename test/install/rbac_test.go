@@ -60,6 +60,8 @@ var (
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get"}},
 	}
 	metricsReaderRules = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	// historyReaderRules: read RolloutRevisions, nothing else.
+	historyReaderRules = []rbacv1.PolicyRule{{APIGroups: []string{"rollout-guard.io"}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list", "watch"}}}
 	// aggregationLabel selects the ClusterRoles whose rules are added to
 	// rollout-guard-control-planes.
 	aggregationLabel = map[string]string{"rollout-guard.io/aggregate-to-control-planes": "true"}
@@ -76,6 +78,11 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 	assert.Equal(t, guardRules, as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard")).Rules)
 	assert.Equal(t, leaderElectionRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-leader-election")).Rules)
 	assert.Equal(t, metricsReaderRules, as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-metrics-reader")).Rules)
+	historyReader := as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-history-reader"))
+	assert.Equal(t, historyReaderRules, historyReader.Rules)
+	for k := range historyReader.Labels {
+		assert.NotContains(t, k, "rbac.authorization.k8s.io/aggregate-to-", "the history reader is aggregated into a built-in role by %s", k)
+	}
 	assert.Equal(t, armingRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-arming")).Rules)
 	assert.Equal(t, armedRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-armed")).Rules)
 	aggregated := as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-control-planes"))
