@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
@@ -207,6 +209,24 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 func bootKinds() []client.Object {
 	return []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{},
 		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}, &clusterv1.ClusterClass{}}
+}
+
+// HistoryStoreServed is a readiness check of the guard: the API server
+// serves RolloutRevisions, where every revision is recorded. Without the
+// CRD (config/crd) the guard could record nothing and would refuse every
+// change it must record; not ready, it is never armed, so its webhooks are
+// not called and Cluster API goes on unpoliced while the install says
+// what is missing.
+//
+// mapper is the manager's RESTMapper, which asks the API server's discovery
+// again for a kind it does not know yet.
+func HistoryStoreServed(mapper meta.RESTMapper) healthz.Checker {
+	return func(*http.Request) error {
+		if _, err := mapper.RESTMapping(rgv1alpha1.GroupVersion.WithKind("RolloutRevision").GroupKind(), rgv1alpha1.GroupVersion.Version); err != nil {
+			return fmt.Errorf("the API server does not serve %s, where the guard records history: install its CRD (config/crd): %w", rgv1alpha1.Resource.GroupResource(), err)
+		}
+		return nil
+	}
 }
 
 // CachesReady is the readiness check of the guard: the informers of the

@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/kinds"
 )
 
@@ -35,4 +37,19 @@ func TestOwnerLabelerServesThePathOfTheManifests(t *testing.T) {
 	manifests, err := os.ReadFile("../config/webhook/manifests.yaml")
 	require.NoError(t, err)
 	assert.Contains(t, string(manifests), "path: "+MutateRolloutRevisionPath+"\n")
+}
+
+// TestHistoryStoreServed: the guard is ready only where the API server
+// serves RolloutRevisions; without the CRD the check names it and the way
+// out.
+func TestHistoryStoreServed(t *testing.T) {
+	without := meta.NewDefaultRESTMapper(nil)
+	err := HistoryStoreServed(without)(nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rolloutrevisions.rollout-guard.io")
+	assert.Contains(t, err.Error(), "install its CRD (config/crd)")
+
+	with := meta.NewDefaultRESTMapper(nil)
+	with.Add(rgv1alpha1.GroupVersion.WithKind("RolloutRevision"), meta.RESTScopeNamespace)
+	assert.NoError(t, HistoryStoreServed(with)(nil))
 }

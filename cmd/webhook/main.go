@@ -234,18 +234,22 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
-	// Ready means: the webhook server is serving and the caches the policy
-	// reads are filled, so no request is judged against an empty cluster.
+	// Ready means: the webhook server is serving, the caches the policy
+	// reads are filled, so no request is judged against an empty cluster,
+	// and the API server serves the RolloutRevisions history is kept in.
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("caches", webhooks.CachesReady(mgr)); err != nil {
 		return fmt.Errorf("adding the cache readiness check: %w", err)
 	}
+	if err := mgr.AddReadyzCheck("history-store", webhooks.HistoryStoreServed(mgr.GetRESTMapper())); err != nil {
+		return fmt.Errorf("adding the history store readiness check: %w", err)
+	}
 	// Once serving, the guard arms its webhooks; until then the API server
 	// does not call them, so a guard that never starts blocks nothing.
 	armer := &arming.Armer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: armNamespace,
-		Ready: []healthz.Checker{mgr.GetWebhookServer().StartedChecker(), webhooks.CachesReady(mgr)}, Log: ctrl.Log.WithName("arming")}
+		Ready: []healthz.Checker{mgr.GetWebhookServer().StartedChecker(), webhooks.CachesReady(mgr), webhooks.HistoryStoreServed(mgr.GetRESTMapper())}, Log: ctrl.Log.WithName("arming")}
 	if err := mgr.Add(armer); err != nil {
 		return fmt.Errorf("adding the arming of the webhooks: %w", err)
 	}
