@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/klog/v2"
 
@@ -117,7 +118,7 @@ func Execute(ctx context.Context, o core.Options, args []string) int {
 	klog.SetLogger(logr.Discard())
 	c := &core.Session{Options: o, Args: args}
 	root := newRoot(c)
-	if versionAsked(args) {
+	if versionAsked(args, root.PersistentFlags()) {
 		// --version is also the template switch's flag, which takes a value:
 		// alone, it asks for the CLI's version, as `rollout version` does.
 		args = []string{"version"}
@@ -159,16 +160,36 @@ func PluginDisplayName(executable string) string {
 }
 
 // versionAsked reports whether args are `--version` with no resource and
-// no value: every other argument is a flag written with its value
-// (--kubeconfig=FILE).
-func versionAsked(args []string) bool {
+// no value: every other argument is a flag of flags (the root's persistent
+// ones: --kubeconfig, --context, -n…), with its value when it takes one
+// (--kubeconfig FILE or --kubeconfig=FILE).
+func versionAsked(args []string, flags *pflag.FlagSet) bool {
 	asked := false
-	for _, a := range args {
-		switch {
-		case a == "--version":
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--version" {
 			asked = true
-		case !strings.HasPrefix(a, "--") || !strings.Contains(a, "="):
+			continue
+		}
+		var f *pflag.Flag
+		switch {
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			if f = flags.Lookup(name); f == nil {
+				return false
+			}
+			if hasValue {
+				continue
+			}
+		case strings.HasPrefix(a, "-") && len(a) == 2:
+			if f = flags.ShorthandLookup(a[1:]); f == nil {
+				return false
+			}
+		default:
 			return false
+		}
+		if f.NoOptDefVal == "" { // the flag takes the next argument as its value
+			i++
 		}
 	}
 	return asked

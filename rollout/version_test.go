@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
 
 // TestVersionAsked: --version alone (with connection flags written with
@@ -21,9 +23,14 @@ func TestVersionAsked(t *testing.T) {
 		{[]string{"--version", "v1.35.2"}, false},
 		{[]string{"--version=v1.35.2"}, false},
 		{[]string{"version"}, false},
-		{[]string{"-n", "prod", "--version"}, false},
+		{[]string{"-n", "prod", "--version"}, true},
+		{[]string{"--kubeconfig", "/tmp/k", "--version"}, true},
+		{[]string{"--namespace", "prod", "--context", "dev", "--version"}, true},
+		{[]string{"--kubeconfig", "--version"}, false},
+		{[]string{"--no-such-flag", "--version"}, false},
+		{[]string{"-n", "prod", "md/md-0", "--version", "v1.35.2"}, false},
 		{nil, false},
 	} {
-		assert.Equal(t, tc.want, versionAsked(tc.args), "%q", tc.args)
+		assert.Equal(t, tc.want, versionAsked(tc.args, newRoot(&core.Session{}).PersistentFlags()), "%q", tc.args)
 	}
 }
