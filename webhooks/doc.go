@@ -15,7 +15,12 @@
 //
 // What the handlers record — the revision a change replaces, a restart, a
 // refused override — they record only of an old object the API server stored
-// (Persisted), never from a request body alone.
+// (Persisted), never from a request body alone. The one claim about the past
+// they keep is the stamps of a created object whose user may create
+// RolloutRevisions (Restorers): clusterctl move and restores, whose users
+// could write that history anyway. A third mutating webhook,
+// OwnerLabeler, keeps a RolloutRevision's owner label equal to its owner
+// reference, which a move rewrites.
 //
 // What differs between kinds (how to decode one lean, trim it for the
 // cache, take its revision) the handlers ask of package kinds. The package
