@@ -49,6 +49,21 @@ const (
 	// writes it into the DevCluster's controlPlaneEndpoint (see
 	// ClassObjects).
 	PortVariable = "controlPlanePort"
+	// WorkerImageVariable is the class variable that names the image of a
+	// cluster's worker machines, as a real class's image variable does. The
+	// in-memory backend runs no image, so a class patch writes the value
+	// into the machine metadata of the worker DevMachineTemplate
+	// (annotation WorkerImageAnnotation). That is a change of the
+	// template's spec: the topology controller rotates the template (a
+	// copy with a new name) and the MachineDeployment replaces every worker
+	// machine, as a new image does on real infrastructure.
+	WorkerImageVariable = "workerImage"
+	// DefaultWorkerImage is WorkerImageVariable's default: a Cluster that
+	// does not set the variable gets it from Cluster API's defaulting.
+	DefaultWorkerImage = "sandbox-worker:v1"
+	// WorkerImageAnnotation is the annotation of a worker DevMachine (and
+	// of its template's machine metadata) that holds WorkerImageVariable.
+	WorkerImageAnnotation = "sandbox.rollout-guard.io/worker-image"
 
 	// classReadyTimeout bounds the wait until a new ClusterClass is reconciled.
 	classReadyTimeout = 30 * time.Second
@@ -65,7 +80,8 @@ var ClassKubernetesVersions = []string{"v1.32.4", "v1.33.5", "v1.34.3", "v1.35.2
 // clusterclass-in-memory.yaml (without MachineHealthChecks, which no
 // controller of the sandbox runs). Its objects, all in Namespace:
 //
-//   - ClusterClass Name, with variable PortVariable and naming templates
+//   - ClusterClass Name, with variables PortVariable and
+//     WorkerImageVariable and naming templates
 //     that name a cluster's KubeadmControlPlane CLUSTER-control-plane, its
 //     MachineDeployments CLUSTER-TOPOLOGYNAME and its DevCluster CLUSTER;
 //   - DevClusterTemplate Name-cluster;
@@ -158,6 +174,16 @@ func ClassMachineDeploymentName(cluster, topologyName string) string {
 	return cluster + "-" + topologyName
 }
 
+// ClassClusterName is the name of the i-th (from 0) ClusterClass-based demo
+// cluster Start creates: DefaultClassClusterName, then "demo-cc-2",
+// "demo-cc-3"…, as the plain demo clusters are "demo", "demo-2"…
+func ClassClusterName(i int) string {
+	if i == 0 {
+		return DefaultClassClusterName
+	}
+	return fmt.Sprintf("%s-%d", DefaultClassClusterName, i+1)
+}
+
 // DefaultClassCluster returns the spec of the ClusterClass-based demo
 // cluster DefaultClassClusterName in namespace, on DefaultClass, with the
 // default sizes and version, and no port yet.
@@ -197,6 +223,18 @@ func ClassObjects(spec ClassSpec) []client.Object {
 				Minimum:     ptr.To[int64](1),
 				Maximum:     ptr.To[int64](65535),
 			}},
+		}, clusterv1.ClusterClassVariable{
+			Name:     WorkerImageVariable,
+			Required: ptr.To(false),
+			Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{
+				Description: "Image of the worker machines; a new value replaces every worker machine (the in-memory backend records it in annotation " + WorkerImageAnnotation + ").",
+				Type:        "string",
+				// An image reference's characters only, so that the patch's
+				// template can quote the value without escaping.
+				Pattern:   `^[a-z0-9][a-z0-9._/:@-]*$`,
+				MaxLength: ptr.To[int64](255),
+				Default:   &apiextensionsv1.JSON{Raw: []byte(`"` + DefaultWorkerImage + `"`)},
+			}},
 		}).
 		// The in-memory backend listens for a workload cluster on the port
 		// of its DevCluster's controlPlaneEndpoint, or on the next port of
@@ -214,6 +252,25 @@ func ClassObjects(spec ClassSpec) []client.Object {
 					Op: "add", Path: "/spec/template/spec/controlPlaneEndpoint",
 					ValueFrom: &clusterv1.JSONPatchValue{
 						Template: "host: " + workloadHost + "\nport: {{ ." + PortVariable + " }}",
+					},
+				}},
+			}},
+		}, clusterv1.ClusterClassPatch{
+			Name: "worker-image",
+			Definitions: []clusterv1.PatchDefinition{{
+				Selector: clusterv1.PatchSelector{
+					APIVersion: infraVersion, Kind: builder.DevMachineTemplateKind,
+					MatchResources: clusterv1.PatchSelectorMatch{
+						MachineDeploymentClass: &clusterv1.PatchSelectorMatchMachineDeploymentClass{Names: []string{WorkerClass}},
+					},
+				},
+				// The worker template has no machine metadata of its own,
+				// so the patch sets the whole of it; a JSON patch cannot
+				// add a key below a map that does not exist.
+				JSONPatches: []clusterv1.JSONPatch{{
+					Op: "add", Path: "/spec/template/metadata",
+					ValueFrom: &clusterv1.JSONPatchValue{
+						Template: "annotations:\n  " + WorkerImageAnnotation + ": {{ ." + WorkerImageVariable + " | quote }}",
 					},
 				}},
 			}},

@@ -19,12 +19,14 @@
 //
 // Start then creates demo clusters (Cluster "demo", KubeadmControlPlane
 // "demo-control-plane", MachineDeployment "demo-md-0", their templates and
-// spare templates to switch to) and, with Options.ClassCluster, a
-// ClusterClass-based one: Cluster "demo-cc" on ClusterClass "demo-class"
+// spare templates to switch to) and, with Options.ClassClusters (or
+// Options.ClassCluster), ClusterClass-based ones: Cluster "demo-cc" (then
+// "demo-cc-2"…, a fleet on one class) on ClusterClass "demo-class"
 // (whose kubernetesVersions are ClassKubernetesVersions), for which the
 // topology controller creates KubeadmControlPlane "demo-cc-control-plane"
 // and MachineDeployment "demo-cc-md-0". It waits until every machine is
-// ready. PlainClass is the spec of a second class, PlainClassName
+// ready. The class's variable WorkerImageVariable stands for the workers'
+// image: a new value on one Cluster rolls that cluster's workers only. PlainClass is the spec of a second class, PlainClassName
 // ("demo-class-plain"): the same class without kubernetesVersions, so
 // Cluster API upgrades its clusters one minor at a time. CreateClass creates
 // it (ClassClusterObjects builds a Cluster on it), and

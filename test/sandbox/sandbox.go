@@ -50,18 +50,24 @@ type Options struct {
 	WorkerMachines int32
 	// KubernetesVersion of the demo clusters. Default DefaultKubernetesVersion.
 	KubernetesVersion string
-	// ClassCluster also creates the ClusterClass-based demo cluster
-	// DefaultClassClusterName on ClusterClass DefaultClassName (see
-	// DefaultClassCluster), in Namespace.
+	// ClassClusters is how many ClusterClass-based demo clusters to create
+	// on ClusterClass DefaultClassName, in Namespace: DefaultClassClusterName
+	// ("demo-cc", see DefaultClassCluster), then "demo-cc-2", "demo-cc-3"…
+	// (see ClassClusterName), each with its own workload port. 0 creates
+	// none, unless ClassCluster is set.
+	ClassClusters int
+	// ClassCluster, with ClassClusters 0, creates the one ClusterClass-based
+	// demo cluster DefaultClassClusterName: the same as ClassClusters 1,
+	// kept for the suites written before the fleet.
 	ClassCluster bool
 	// ClassControlPlaneMachines is the number of control-plane machines of
-	// the ClusterClass-based demo cluster. Default
+	// each ClusterClass-based demo cluster. Default
 	// DefaultClassControlPlaneMachines.
 	ClassControlPlaneMachines int32
-	// ClassWorkerMachines is the number of machines of its worker pool.
+	// ClassWorkerMachines is the number of machines of each one's worker pool.
 	// Default DefaultClassWorkerMachines.
 	ClassWorkerMachines int32
-	// ClassKubernetesVersion is its topology version, one of
+	// ClassKubernetesVersion is their topology version, one of
 	// ClassKubernetesVersions. Default DefaultClassKubernetesVersion.
 	ClassKubernetesVersion string
 	// MachineStartup is how long each simulated start-up step of a machine
@@ -92,6 +98,9 @@ func (opts Options) withDefaults() Options {
 	}
 	if opts.KubernetesVersion == "" {
 		opts.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if opts.ClassClusters == 0 && opts.ClassCluster {
+		opts.ClassClusters = 1
 	}
 	if opts.MachineStartup == 0 {
 		opts.MachineStartup = DefaultMachineStartup
@@ -201,8 +210,9 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 			return nil, err
 		}
 	}
-	if opts.ClassCluster {
+	for i := range max(opts.ClassClusters, 0) {
 		spec := DefaultClassCluster(opts.Namespace)
+		spec.Name = ClassClusterName(i)
 		spec.Class.MachineStartup = opts.MachineStartup
 		spec.ControlPlaneMachines = opts.ClassControlPlaneMachines
 		spec.WorkerMachines = opts.ClassWorkerMachines

@@ -140,8 +140,22 @@ func TestClassObjects(t *testing.T) {
 	require.Len(t, class.Spec.Workers.MachineDeployments, 1)
 	assert.Equal(t, "default-worker", class.Spec.Workers.MachineDeployments[0].Class)
 	assert.Equal(t, "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}", class.Spec.Workers.MachineDeployments[0].Naming.Template)
-	require.Len(t, class.Spec.Patches, 1)
+	require.Len(t, class.Spec.Patches, 2)
 	assert.Equal(t, "host: 127.0.0.1\nport: {{ .controlPlanePort }}", class.Spec.Patches[0].Definitions[0].JSONPatches[0].ValueFrom.Template)
+
+	// The worker image: optional with a default, written into the worker
+	// DevMachineTemplate only (a spec change of it rolls the workers).
+	require.Len(t, class.Spec.Variables, 2)
+	image := class.Spec.Variables[1]
+	assert.Equal(t, "workerImage", image.Name)
+	assert.False(t, *image.Required)
+	assert.JSONEq(t, `"sandbox-worker:v1"`, string(image.Schema.OpenAPIV3Schema.Default.Raw))
+	workerPatch := class.Spec.Patches[1].Definitions[0]
+	assert.Equal(t, "DevMachineTemplate", workerPatch.Selector.Kind)
+	assert.Nil(t, workerPatch.Selector.MatchResources.ControlPlane, "the control plane's machines keep their template")
+	assert.Equal(t, []string{"default-worker"}, workerPatch.Selector.MatchResources.MachineDeploymentClass.Names)
+	assert.Equal(t, "/spec/template/metadata", workerPatch.JSONPatches[0].Path)
+	assert.Equal(t, "annotations:\n  sandbox.rollout-guard.io/worker-image: {{ .workerImage | quote }}", workerPatch.JSONPatches[0].ValueFrom.Template)
 
 	plain := ClassObjects(PlainClass("default"))
 	plainClass, ok := plain[len(plain)-1].(*clusterv1.ClusterClass)
@@ -174,6 +188,19 @@ func TestClassClusterObjects(t *testing.T) {
 	require.Len(t, topology.Variables, 1)
 	assert.Equal(t, "controlPlanePort", topology.Variables[0].Name)
 	assert.JSONEq(t, "20002", string(topology.Variables[0].Value.Raw))
+}
+
+func TestClassClusterNames(t *testing.T) {
+	var names []string
+	for i := range 3 {
+		names = append(names, ClassClusterName(i))
+	}
+	assert.Equal(t, []string{"demo-cc", "demo-cc-2", "demo-cc-3"}, names)
+
+	// ClassCluster is the one class cluster of the suites written before the fleet.
+	assert.Equal(t, 1, Options{ClassCluster: true}.withDefaults().ClassClusters)
+	assert.Equal(t, 3, Options{ClassCluster: true, ClassClusters: 3}.withDefaults().ClassClusters)
+	assert.Equal(t, 0, Options{}.withDefaults().ClassClusters)
 }
 
 func TestClusterStateReadyWithTopology(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	infrav1 "sigs.k8s.io/cluster-api/test/infrastructure/docker/api/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -34,10 +36,12 @@ import (
 const overrideGroup = "sandbox-test-overriders"
 
 // TestSandboxRunsClusterAPIAsAManagementCluster starts the one sandbox of
-// this package, with the ClusterClass-based demo cluster, and checks what
-// a management cluster installed by clusterctl does: both demo clusters
-// become ready, the ClusterClass is reconciled and names the topology's
-// objects, and Cluster API's own defaulting and validating webhooks answer.
+// this package, with a fleet of three ClusterClass-based demo clusters, and
+// checks what a management cluster installed by clusterctl does: the demo
+// clusters become ready, the ClusterClass is reconciled and names the
+// topology's objects, Cluster API's own defaulting and validating webhooks
+// answer, and a class variable changed on one cluster of the fleet rolls
+// that cluster's workers only.
 func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 	logFile, err := os.CreateTemp("", "rollout-guard-sandbox-*.log")
 	require.NoError(t, err)
@@ -56,7 +60,10 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 		},
 		ControlPlaneMachines: 1,
 		WorkerMachines:       1,
-		ClassCluster:         true,
+		// A fleet on one class; each class cluster has one control-plane
+		// and one worker machine, so the two extra ones add little to the
+		// start.
+		ClassClusters: 3,
 	})
 	require.NoError(t, err, "starting the sandbox")
 	children := framework.ChildProcesses()
@@ -64,12 +71,14 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 		assert.NoError(t, sb.Stop())
 		assert.Empty(t, framework.Survivors(children, 10*time.Second), "processes left running after Stop")
 	})
-	t.Logf("sandbox with demo and demo-cc ready after %s (environment after %s)",
+	t.Logf("sandbox with demo and demo-cc, demo-cc-2, demo-cc-3 ready after %s (environment after %s)",
 		sb.ReadyAfter.Round(100*time.Millisecond), sb.EnvironmentReadyAfter.Round(100*time.Millisecond))
 
 	require.Len(t, sb.Clusters, 1)
-	require.Len(t, sb.ClassClusters, 1)
+	require.Len(t, sb.ClassClusters, 3)
 	demo, cc := sb.Clusters[0], sb.ClassClusters[0]
+	// The fleet Start made; subtests add class clusters of their own.
+	fleet := slices.Clone(sb.ClassClusters)
 	ns := demo.Namespace
 	assert.Equal(t, "demo", demo.Name)
 	assert.Equal(t, "demo-cc", cc.Name)
@@ -109,7 +118,7 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 		for _, v := range class.Status.Variables {
 			variables = append(variables, v.Name)
 		}
-		assert.Equal(t, []string{sandbox.PortVariable}, variables)
+		assert.Equal(t, []string{sandbox.PortVariable, sandbox.WorkerImageVariable}, variables)
 	})
 
 	t.Run("Cluster API's MachineDeployment webhooks", func(t *testing.T) {
@@ -209,6 +218,76 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 		assert.Contains(t, err.Error(), `admission webhook "validation.kubeadmcontrolplane.controlplane.cluster.x-k8s.io" denied the request`)
 		assert.True(t, strings.Contains(err.Error(), "cannot be an even number when etcd is stacked"), err.Error())
 	})
+
+	t.Run("a fleet of three class clusters on one class", func(t *testing.T) {
+		ports := map[int32]string{}
+		for i, spec := range fleet {
+			assert.Equal(t, sandbox.ClassClusterName(i), spec.Name)
+			state := sb.RequireClusterReady(t, ns, spec.Name, time.Minute)
+			require.NotNil(t, state.Topology)
+			assert.Equal(t, sandbox.DefaultClassName, state.Topology.Class)
+			assert.Equal(t, 2, state.ReadyMachines)
+			// Each workload cluster listens on a port of its own.
+			assert.NotContains(t, ports, spec.Port, "%s shares its port with %s", spec.Name, ports[spec.Port])
+			ports[spec.Port] = spec.Name
+			// A Cluster that leaves the worker image out gets the default.
+			assert.Equal(t, `"`+sandbox.DefaultWorkerImage+`"`, topologyVariable(t, sb, ns, spec.Name, sandbox.WorkerImageVariable))
+		}
+		assert.Equal(t, []string{"demo-cc", "demo-cc-2", "demo-cc-3"},
+			[]string{fleet[0].Name, fleet[1].Name, fleet[2].Name})
+		assert.Len(t, fleet, 3)
+	})
+
+	t.Run("a new worker image rolls one class cluster's workers only", func(t *testing.T) {
+		target := fleet[1]
+		before := map[string]fleetMember{}
+		for _, spec := range fleet {
+			before[spec.Name] = readFleetMember(t, sb, spec)
+			require.Len(t, before[spec.Name].workers, int(spec.WorkerMachines), spec.Name)
+		}
+
+		cluster := &clusterv1.Cluster{}
+		require.NoError(t, sb.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: target.Name}, cluster))
+		edited := cluster.DeepCopy()
+		for i, v := range edited.Spec.Topology.Variables {
+			if v.Name == sandbox.WorkerImageVariable {
+				edited.Spec.Topology.Variables[i].Value.Raw = []byte(`"sandbox-worker:v2"`)
+			}
+		}
+		require.NoError(t, sb.Client.Patch(ctx, edited, client.MergeFrom(cluster)))
+
+		// The topology controller rotates the worker template, and the
+		// MachineDeployment replaces every worker machine with one of the
+		// new template.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			now := readFleetMemberC(c, sb, target)
+			if !assert.NotEqual(c, before[target.Name].workerTemplate, now.workerTemplate, "worker template not rotated yet") {
+				return
+			}
+			assert.Len(c, now.workers, int(target.WorkerMachines))
+			for _, name := range now.workers {
+				assert.NotContains(c, before[target.Name].workers, name, "old worker machine still there")
+			}
+			assert.Equal(c, "sandbox-worker:v2", now.workerImages[now.workerTemplate], "new template's worker image")
+		}, 3*time.Minute, time.Second)
+		sb.RequireClusterReady(t, ns, target.Name, 3*time.Minute)
+
+		after := readFleetMember(t, sb, target)
+		assert.Equal(t, before[target.Name].controlPlane, after.controlPlane, "the control plane's machines stay")
+		for _, name := range after.workers {
+			assert.Equal(t, "sandbox-worker:v2", after.devMachineImages[name], "DevMachine of Machine %s", name)
+		}
+		// The other clusters of the fleet keep their machines and templates.
+		for _, spec := range fleet {
+			if spec.Name == target.Name {
+				continue
+			}
+			now := readFleetMember(t, sb, spec)
+			assert.Equal(t, before[spec.Name].workerTemplate, now.workerTemplate, spec.Name)
+			assert.Equal(t, before[spec.Name].workers, now.workers, spec.Name)
+			assert.Equal(t, before[spec.Name].controlPlane, now.controlPlane, spec.Name)
+		}
+	})
 }
 
 // workerPool returns a MachineDeployment of demo's cluster at its version,
@@ -218,4 +297,84 @@ func workerPool(demo sandbox.ClusterSpec, name string) *clusterv1.MachineDeploym
 		WithSelector(map[string]string{clusterv1.ClusterNameLabel: demo.Name, "pool": name}).
 		WithVersion(demo.KubernetesVersion).WithBootstrapDataSecret(name).
 		WithInfrastructureTemplate(demo.MachineDeploymentName()).Build()
+}
+
+// fleetMember is what the worker-image rollout changes, or must not, of one
+// ClusterClass-based cluster.
+type fleetMember struct {
+	// controlPlane and workers are the names of its Machines, sorted.
+	controlPlane, workers []string
+	// workerTemplate is its MachineDeployment's DevMachineTemplate.
+	workerTemplate string
+	// workerImages is the worker image annotation of workerTemplate's
+	// machine metadata, by template name.
+	workerImages map[string]string
+	// devMachineImages is the worker image annotation of each worker
+	// Machine's DevMachine, by Machine name.
+	devMachineImages map[string]string
+}
+
+// readFleetMember reads spec's machines and worker template, failing t on
+// an error.
+func readFleetMember(t *testing.T, sb *sandbox.Sandbox, spec sandbox.ClassClusterSpec) fleetMember {
+	t.Helper()
+	member, err := fleetMemberOf(sb, spec)
+	require.NoError(t, err)
+	return member
+}
+
+// readFleetMemberC is readFleetMember inside EventuallyWithT.
+func readFleetMemberC(c *assert.CollectT, sb *sandbox.Sandbox, spec sandbox.ClassClusterSpec) fleetMember {
+	member, err := fleetMemberOf(sb, spec)
+	assert.NoError(c, err)
+	return member
+}
+
+// fleetMemberOf reads what fleetMember holds of spec from the API server.
+func fleetMemberOf(sb *sandbox.Sandbox, spec sandbox.ClassClusterSpec) (fleetMember, error) {
+	ctx := context.Background()
+	member := fleetMember{workerImages: map[string]string{}, devMachineImages: map[string]string{}}
+	md := &clusterv1.MachineDeployment{}
+	if err := sb.Client.Get(ctx, client.ObjectKey{Namespace: spec.Namespace, Name: spec.MachineDeploymentName()}, md); err != nil {
+		return member, err
+	}
+	member.workerTemplate = md.Spec.Template.Spec.InfrastructureRef.Name
+	tmpl := &infrav1.DevMachineTemplate{}
+	if err := sb.Client.Get(ctx, client.ObjectKey{Namespace: spec.Namespace, Name: member.workerTemplate}, tmpl); err != nil {
+		return member, err
+	}
+	member.workerImages[tmpl.Name] = tmpl.Spec.Template.ObjectMeta.Annotations[sandbox.WorkerImageAnnotation]
+	machines := &clusterv1.MachineList{}
+	if err := sb.Client.List(ctx, machines, client.InNamespace(spec.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: spec.Name}); err != nil {
+		return member, err
+	}
+	for _, m := range machines.Items {
+		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+			member.controlPlane = append(member.controlPlane, m.Name)
+			continue
+		}
+		member.workers = append(member.workers, m.Name)
+		dev := &infrav1.DevMachine{}
+		if err := sb.Client.Get(ctx, client.ObjectKey{Namespace: spec.Namespace, Name: m.Spec.InfrastructureRef.Name}, dev); err == nil {
+			member.devMachineImages[m.Name] = dev.Annotations[sandbox.WorkerImageAnnotation]
+		}
+	}
+	slices.Sort(member.controlPlane)
+	slices.Sort(member.workers)
+	return member, nil
+}
+
+// topologyVariable returns the raw value of variable name of Cluster
+// namespace/name's topology, "" if it is not set.
+func topologyVariable(t *testing.T, sb *sandbox.Sandbox, namespace, name, variable string) string {
+	t.Helper()
+	cluster := &clusterv1.Cluster{}
+	require.NoError(t, sb.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cluster))
+	for _, v := range cluster.Spec.Topology.Variables {
+		if v.Name == variable {
+			return string(v.Value.Raw)
+		}
+	}
+	return ""
 }

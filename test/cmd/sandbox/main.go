@@ -6,7 +6,8 @@
 // controllers (with ClusterClass and the topology controllers) and the
 // in-memory infrastructure provider in this process, a demo cluster "demo"
 // (plus "demo-2"… with --clusters) and the ClusterClass-based demo cluster
-// "demo-cc" on ClusterClass "demo-class" (unless --class-cluster=false). It
+// "demo-cc" on ClusterClass "demo-class" (plus "demo-cc-2"… with
+// --class-clusters; none with --class-clusters 0 or --class-cluster=false). It
 // writes an admin kubeconfig to
 // <dir>/kubeconfig, logs to <dir>/sandbox.log, prints a tour of commands to
 // try once every machine is ready, and runs until SIGINT or SIGTERM, then
@@ -40,14 +41,16 @@ func main() {
 func run() (retErr error) {
 	dir := flag.String("dir", ".sandbox", "state directory: kubeconfig, logs")
 	binDir := flag.String("bin-dir", "", "directory holding etcd, kube-apiserver, kubectl and webhook (default: the repository's bin/)")
-	clusters := flag.Int("clusters", 1, `number of demo clusters: "demo", then "demo-2", "demo-3"…; 0 for none (with --class-cluster=false, an empty management cluster to move clusters to)`)
+	clusters := flag.Int("clusters", 1, `number of demo clusters: "demo", then "demo-2", "demo-3"…; 0 for none (with --class-clusters 0, an empty management cluster to move clusters to)`)
 	cpMachines := flag.Int("control-plane-machines", sandbox.DefaultControlPlaneMachines, "control-plane machines of each demo cluster")
 	workerMachines := flag.Int("worker-machines", sandbox.DefaultWorkerMachines, "worker machines of each demo cluster")
-	classCluster := flag.Bool("class-cluster", true, `also create the ClusterClass-based demo cluster "`+sandbox.DefaultClassClusterName+`" (ClusterClass "`+sandbox.DefaultClassName+`")`)
-	classCPMachines := flag.Int("class-control-plane-machines", sandbox.DefaultClassControlPlaneMachines, "control-plane machines of the ClusterClass-based demo cluster")
-	classWorkerMachines := flag.Int("class-worker-machines", sandbox.DefaultClassWorkerMachines, "worker machines of the ClusterClass-based demo cluster")
+	classClusters := flag.Int("class-clusters", 1, `number of ClusterClass-based demo clusters on ClusterClass "`+sandbox.DefaultClassName+`": "`+
+		sandbox.ClassClusterName(0)+`", then "`+sandbox.ClassClusterName(1)+`", "`+sandbox.ClassClusterName(2)+`"…; 0 for none`)
+	classCluster := flag.Bool("class-cluster", true, `--class-cluster=false is the same as --class-clusters 0 (kept from before --class-clusters)`)
+	classCPMachines := flag.Int("class-control-plane-machines", sandbox.DefaultClassControlPlaneMachines, "control-plane machines of each ClusterClass-based demo cluster")
+	classWorkerMachines := flag.Int("class-worker-machines", sandbox.DefaultClassWorkerMachines, "worker machines of each ClusterClass-based demo cluster")
 	classVersion := flag.String("class-kubernetes-version", sandbox.DefaultClassKubernetesVersion,
-		"Kubernetes version of the ClusterClass-based demo cluster, one of "+strings.Join(sandbox.ClassKubernetesVersions, ", "))
+		"Kubernetes version of the ClusterClass-based demo clusters, one of "+strings.Join(sandbox.ClassKubernetesVersions, ", "))
 	startup := flag.Duration("machine-startup", sandbox.DefaultMachineStartup, "how long each simulated start-up step of a machine takes (VM, node, API server, etcd)")
 	readyTimeout := flag.Duration("ready-timeout", sandbox.DefaultReadyTimeout, "how long to wait for every demo machine to be ready")
 	flag.Usage = func() {
@@ -60,6 +63,10 @@ func run() (retErr error) {
 	}
 	if *clusters < 0 {
 		return errors.New("--clusters must be 0 or more")
+	}
+	nClassClusters, err := classClusterCount(*classClusters, *classCluster, flagSet("class-clusters"))
+	if err != nil {
+		return err
 	}
 	if *cpMachines < 1 || *workerMachines < 1 || *classCPMachines < 1 || *classWorkerMachines < 1 {
 		return errors.New("the machine counts must be at least 1")
@@ -115,7 +122,7 @@ func run() (retErr error) {
 		Clusters:                  demoClusters(*clusters),
 		ControlPlaneMachines:      int32(*cpMachines),
 		WorkerMachines:            int32(*workerMachines),
-		ClassCluster:              *classCluster,
+		ClassClusters:             nClassClusters,
 		ClassControlPlaneMachines: int32(*classCPMachines),
 		ClassWorkerMachines:       int32(*classWorkerMachines),
 		ClassKubernetesVersion:    *classVersion,
@@ -217,7 +224,7 @@ Press Ctrl-C to stop.
 
 // printManagementTour prints the tour of a sandbox without demo clusters
 // (--clusters 0): a management cluster to move clusters to or restore them
-// into, and, unless --class-cluster=false, the ClusterClass-based cluster.
+// into, and, unless --class-clusters 0, the ClusterClass-based clusters.
 func printManagementTour(sb *sandbox.Sandbox, took time.Duration, logPath string) {
 	root := sb.Env.RepoRoot
 	kubectl := relativeTo(root, filepath.Join(sb.Env.BinDir, "kubectl"))
@@ -277,6 +284,24 @@ owns KubeadmControlPlane {kcp} and MachineDeployment {md}: change them through t
 `
 		}
 	}
+	if len(sb.ClassClusters) > 1 {
+		// A variable change rolls one cluster of the fleet: a merge patch
+		// replaces the whole variables list, so it repeats the port.
+		last := sb.ClassClusters[len(sb.ClassClusters)-1]
+		var names []string
+		for _, c := range sb.ClassClusters {
+			names = append(names, c.Name)
+		}
+		text += fmt.Sprintf(`
+A fleet of %d clusters on ClusterClass {class}: %s, alike but for their ports.
+Class variable %s (default %s) is the image of a cluster's worker machines; a new
+value rotates that cluster's worker template and replaces its workers, the others keep theirs:
+
+  {kubectl} patch cluster %s --type merge -p '{"spec":{"topology":{"variables":[{"name":"%s","value":%d},{"name":"%s","value":"sandbox-worker:v2"}]}}}'
+  {kubectl} get machines -l cluster.x-k8s.io/cluster-name -L cluster.x-k8s.io/cluster-name -w
+`, len(names), strings.Join(names, ", "), sandbox.WorkerImageVariable, sandbox.DefaultWorkerImage,
+			last.Name, sandbox.PortVariable, last.Port, sandbox.WorkerImageVariable)
+	}
 	return strings.NewReplacer(
 		"{cc}", cc.Name,
 		"{class}", cc.Class.Name,
@@ -297,6 +322,34 @@ func relativeTo(dir, path string) string {
 		return path
 	}
 	return rel
+}
+
+// classClusterCount is the number of ClusterClass-based demo clusters for
+// --class-clusters n and --class-cluster enabled; explicit says whether
+// --class-clusters was given. --class-cluster=false predates
+// --class-clusters and still means none, so scripts written for it keep
+// working; with an explicit non-zero --class-clusters it is a contradiction.
+func classClusterCount(n int, enabled, explicit bool) (int, error) {
+	switch {
+	case n < 0:
+		return 0, errors.New("--class-clusters must be 0 or more")
+	case !enabled && explicit && n > 0:
+		return 0, fmt.Errorf("--class-cluster=false contradicts --class-clusters %d: give one of them", n)
+	case !enabled:
+		return 0, nil
+	}
+	return n, nil
+}
+
+// flagSet reports whether flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
 
 // demoClusters is the sandbox's Options.Clusters for --clusters n: there,
