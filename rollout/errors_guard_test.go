@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
@@ -126,5 +127,31 @@ func TestOutageNotedOnce(t *testing.T) {
 	lose(1, unavailable)
 	if len(notes) != 3 {
 		t.Errorf("every source was answered: a new failure is a new outage, noted:\n%s", strings.Join(notes, "\n"))
+	}
+}
+
+// TestExplainHistoryStoreNotServed: where the API server serves no
+// RolloutRevisions (rollout-guard not installed, or a release from before
+// them), reading history says what is missing and the way out; another
+// kind not served still points at Cluster API's CRDs.
+func TestExplainHistoryStoreNotServed(t *testing.T) {
+	history := core.Call{Verb: "list", GR: schema.GroupResource{Group: "rollout-guard.io", Resource: "rolloutrevisions"}, Kind: "RolloutRevision",
+		Namespace: "ns", Purpose: "show the history of machinedeployment/md"}
+	noMatch := &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "rollout-guard.io", Kind: "RolloutRevision"}, SearchedVersions: []string{"v1alpha1"}}
+	got := history.Explain(noMatch).Error()
+	for _, want := range []string{
+		"cannot show the history of machinedeployment/md: the API server does not serve rolloutrevisions.rollout-guard.io, where rollout-guard keeps history",
+		"install or upgrade rollout-guard with its CRD (config/crd)",
+		noMatch.Error(),
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explain = %q, want it to contain %q", got, want)
+		}
+	}
+	templates := core.Call{Verb: "get", GR: schema.GroupResource{Group: "infrastructure.cluster.x-k8s.io", Resource: "devmachinetemplates"}, Kind: "DevMachineTemplate",
+		Namespace: "ns", Name: "t", Purpose: "switch the template"}
+	other := templates.Explain(&meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "DevMachineTemplate"}}).Error()
+	if !strings.Contains(other, "are the Cluster API CRDs installed?") || strings.Contains(other, "rollout-guard keeps history") {
+		t.Errorf("explain of another kind not served = %q", other)
 	}
 }

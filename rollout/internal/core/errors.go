@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 )
 
 // GuardError is an answer of an admission webhook (the guard's refusal, or
@@ -136,6 +138,9 @@ func (c Call) Explain(err error) error {
 			c.Purpose, who, c.Verb, c.GR.String(), where, c.Verb, c.GR.Resource, c.GR.Group, APIStatusOf(err))
 	case isUnreachable(err):
 		return fmt.Errorf("cannot %s: the API server is not reachable (%w); check --kubeconfig, --context or --server", c.Purpose, err)
+	case meta.IsNoMatchError(err) && c.GR == rgv1alpha1.Resource.GroupResource():
+		return fmt.Errorf("cannot %s: the API server does not serve %s, where rollout-guard keeps history: install or upgrade rollout-guard with its CRD (config/crd); a release that kept history in ControllerRevisions is upgraded by the guard, which moves it: %w",
+			c.Purpose, c.GR.String(), err)
 	case meta.IsNoMatchError(err):
 		return fmt.Errorf("cannot %s: the API server does not serve %s (are the Cluster API CRDs installed?): %w", c.Purpose, c.GR.String(), err)
 	}
