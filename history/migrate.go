@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,6 +42,9 @@ type Migration struct {
 	Client client.Client
 	// Reader lists, from the API server (neither kind is cached).
 	Reader client.Reader
+	// Recorder merges a migrated record into one of the same content that
+	// exists already.
+	Recorder *Recorder
 }
 
 // Start runs the Migration until it has done its job or ctx ends, trying
@@ -110,16 +114,43 @@ func (m Migration) moveControllerRevisions(ctx context.Context) (int, error) {
 	}
 }
 
-// move records cr as a RolloutRevision and deletes it.
+// move records cr as a RolloutRevision and deletes it. A RolloutRevision of
+// the same content may exist already — recorded meanwhile from the object's
+// stamps, by the reconciler or an edit — and know less (earlier numbers,
+// restarts): cr's record is then merged into it, as the Recorder merges any
+// record of content already recorded.
 func (m Migration) move(ctx context.Context, cr *appsv1.ControllerRevision) error {
 	rr := FromControllerRevision(cr)
-	if err := m.Client.Create(ctx, rr); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := m.Client.Create(ctx, rr)
+	if apierrors.IsAlreadyExists(err) {
+		err = m.mergeInto(ctx, rr)
+	}
+	if err != nil {
 		return fmt.Errorf("recording ControllerRevision %s/%s as a RolloutRevision: %w", cr.Namespace, cr.Name, err)
 	}
 	if err := m.Client.Delete(ctx, cr, client.Preconditions{UID: &cr.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting ControllerRevision %s/%s, recorded as a RolloutRevision: %w", cr.Namespace, cr.Name, err)
 	}
 	return nil
+}
+
+// mergeInto records rr's revision through the Recorder, which merges it
+// into the RolloutRevision of the same content that exists.
+func (m Migration) mergeInto(ctx context.Context, rr *rgv1alpha1.RolloutRevision) error {
+	rev, err := revisions.FromRolloutRevision(rr)
+	if err != nil {
+		return err
+	}
+	ref := metav1.GetControllerOfNoCopy(rr)
+	if ref == nil {
+		return fmt.Errorf("it has no controller owner reference")
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return fmt.Errorf("its owner reference: %w", err)
+	}
+	owner := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: rr.Namespace, Name: ref.Name, UID: ref.UID}}
+	return m.Recorder.Record(ctx, owner, gv.WithKind(ref.Kind), rev.Snapshot, rev.Record)
 }
 
 // FromControllerRevision returns the RolloutRevision that records what cr,

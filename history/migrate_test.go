@@ -28,7 +28,8 @@ func asControllerRevision(rr *rgv1alpha1.RolloutRevision) *appsv1.ControllerRevi
 }
 
 // TestMigrationMovesEarlierHistory: the guard's ControllerRevisions become
-// RolloutRevisions that decode to the same revisions and are deleted; a
+// RolloutRevisions that decode to the same revisions and are deleted (one
+// merged into the thinner record of its content made before it); a
 // ControllerRevision of a StatefulSet is not the guard's and stays; a
 // RolloutRevision whose owner label names an owner's old UID gets the
 // owner reference's; a second run changes nothing.
@@ -40,7 +41,15 @@ func TestMigrationMovesEarlierHistory(t *testing.T) {
 		kcp := kcpAt(fmt.Sprintf("v1.35.%d", i), i)
 		snap, err := revisions.ForKubeadmControlPlane(kcp)
 		require.NoError(t, err)
-		rr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: int64(i), History: []int64{int64(i)}, ChangedBy: "alice", ChangeCause: "upgrade"})
+		rec := revisions.Record{Revision: int64(i), History: []int64{int64(i)}, ChangedBy: "alice", ChangeCause: "upgrade"}
+		if i == 3 {
+			// The live revision, restarted once, and already recorded
+			// from the object's stamps alone (by the reconciler of the
+			// upgraded guard) before the migration: merged, not lost.
+			rec.Restarts = []revisions.Restart{{At: time.Date(2026, 12, 1, 2, 3, 4, 0, time.UTC), By: "bob", FieldManager: "rollout", After: "2026-12-01T02:03:04Z"}}
+			objs = append(objs, revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, revisions.Record{Revision: 3, History: []int64{3}}))
+		}
+		rr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, rec)
 		rev, err := revisions.FromRolloutRevision(rr)
 		require.NoError(t, err)
 		want = append(want, rev)
@@ -58,7 +67,7 @@ func TestMigrationMovesEarlierHistory(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 
 	for run := 1; run <= 2; run++ {
-		m := Migration{Client: c, Reader: c}
+		m := Migration{Client: c, Reader: c, Recorder: &Recorder{Client: c, Reader: c}}
 		n, err := m.moveControllerRevisions(ctx)
 		require.NoError(t, err)
 		labelled, err := m.setOwnerLabels(ctx)
@@ -116,7 +125,7 @@ func TestMigrationTriesAgain(t *testing.T) {
 		},
 	}).Build()
 	done := make(chan error, 1)
-	go func() { done <- Migration{Client: c, Reader: c}.Start(ctx) }()
+	go func() { done <- Migration{Client: c, Reader: c, Recorder: &Recorder{Client: c, Reader: c}}.Start(ctx) }()
 	select {
 	case err := <-done:
 		require.NoError(t, err)

@@ -228,7 +228,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			return err
 		}
 	}
-	if err := mgr.Add(history.Migration{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}); err != nil {
+	if err := mgr.Add(history.Migration{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder}); err != nil {
 		return fmt.Errorf("adding the history migration: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
