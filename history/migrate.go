@@ -120,7 +120,7 @@ func (m Migration) moveControllerRevisions(ctx context.Context) (int, error) {
 // restarts): cr's record is then merged into it, as the Recorder merges any
 // record of content already recorded.
 func (m Migration) move(ctx context.Context, cr *appsv1.ControllerRevision) error {
-	rr := FromControllerRevision(cr)
+	rr := fromControllerRevision(cr)
 	err := m.Client.Create(ctx, rr)
 	if apierrors.IsAlreadyExists(err) {
 		err = m.mergeInto(ctx, rr)
@@ -153,11 +153,11 @@ func (m Migration) mergeInto(ctx context.Context, rr *rgv1alpha1.RolloutRevision
 	return m.Recorder.Record(ctx, owner, gv.WithKind(ref.Kind), rev.Snapshot, rev.Record)
 }
 
-// FromControllerRevision returns the RolloutRevision that records what cr,
+// fromControllerRevision returns the RolloutRevision that records what cr,
 // a ControllerRevision of an earlier release, recorded: the same name,
 // namespace, labels, annotations, owner references, data and number, the
 // owner label set from the controller owner reference.
-func FromControllerRevision(cr *appsv1.ControllerRevision) *rgv1alpha1.RolloutRevision {
+func fromControllerRevision(cr *appsv1.ControllerRevision) *rgv1alpha1.RolloutRevision {
 	c := cr.DeepCopy()
 	rr := &rgv1alpha1.RolloutRevision{
 		TypeMeta: metav1.TypeMeta{APIVersion: rgv1alpha1.GroupVersion.String(), Kind: "RolloutRevision"},
