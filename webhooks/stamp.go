@@ -30,7 +30,8 @@ import (
 // the request's old object is what the API server stored (Persisted); it
 // stamps a restart (rollout.after changed) for the history reconciler to
 // record once stored; and it overwrites any stamp a client tried to set
-// itself.
+// itself — but for the stamps a created object carries when its user may
+// restore history (Restorers: clusterctl move, a restore).
 type Stamper struct {
 	// Kind is the kind this instance stamps.
 	Kind kinds.Kind
