@@ -78,7 +78,7 @@ func (c planSession) topologyPlan(ctx context.Context, cl *core.Clients, live, p
 	from, to := live.Spec.Topology.Version, planned.Spec.Topology.Version
 	op := v1alpha1.ObjectPlan{Object: refOf(live), Changes: []v1alpha1.PlanFieldChange{}, Steps: []v1alpha1.PlanStep{}, Machines: []v1alpha1.PlanMachine{}, Holds: []v1alpha1.PlanHold{}}
 	if from == to {
-		op.Effect, op.Summary = v1alpha1.EffectNone, "spec.topology.version stays "+from+"; rollout plan previews changes of spec.topology.version (other topology changes, of the class, variables or worker pools, are passed on by the topology controller and not previewed)"
+		op.Effect, op.Summary = v1alpha1.EffectNone, "spec.topology.version stays "+from
 		op.Duration = v1alpha1.PlanDuration{Basis: "no machine is replaced"}
 		return op, nil
 	}

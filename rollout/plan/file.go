@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,22 +63,30 @@ func (o *PlanOptions) planFiles(ctx context.Context, cl *core.Clients) ([]v1alph
 	var out []v1alpha1.ObjectPlan
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
-		kind, ok := planKindOf(gvk)
-		if !ok {
-			o.c.Warnf("skipping %s %s: rollout plan previews MachineDeployments, KubeadmControlPlanes and Clusters", gvk.Kind, u.GetName())
-			continue
-		}
 		if u.GetNamespace() == "" {
 			u.SetNamespace(cl.Namespace)
 		}
-		op, err := o.planManifest(ctx, cl, kind, u)
+		if gvk.GroupKind() == clusterClassKind.GroupKind() {
+			ops, cps, err := o.planClassManifest(ctx, cl, u)
+			if err != nil {
+				return nil, err
+			}
+			out, o.clusters = append(out, ops...), append(o.clusters, cps...)
+			continue
+		}
+		kind, ok := planKindOf(gvk)
+		if !ok {
+			o.c.Warnf("skipping %s %s: rollout plan previews ClusterClasses, Clusters, MachineDeployments and KubeadmControlPlanes", gvk.Kind, u.GetName())
+			continue
+		}
+		ops, err := o.planManifest(ctx, cl, kind, u)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, op)
+		out = append(out, ops...)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("-f %v holds no MachineDeployment, KubeadmControlPlane or Cluster to plan", o.Filenames)
+		return nil, fmt.Errorf("-f %v holds no ClusterClass, Cluster, MachineDeployment or KubeadmControlPlane to plan", o.Filenames)
 	}
 	return out, nil
 }
@@ -95,8 +104,44 @@ func planKindOf(gvk schema.GroupVersionKind) (core.Kind, bool) {
 
 // planManifest plans one object of -f: a server-side apply dry run of it
 // as written (forcing ownership of its fields, as GitOps controllers do),
-// compared with the live object.
-func (o *PlanOptions) planManifest(ctx context.Context, cl *core.Clients, kind core.Kind, u *unstructured.Unstructured) (v1alpha1.ObjectPlan, error) {
+// compared with the live object. A Cluster whose topology changes beyond
+// its version is followed by what the topology controller would write.
+func (o *PlanOptions) planManifest(ctx context.Context, cl *core.Clients, kind core.Kind, u *unstructured.Unstructured) ([]v1alpha1.ObjectPlan, error) {
+	op, live, planned, err := o.planManifestObject(ctx, cl, kind, u)
+	if err != nil {
+		return nil, err
+	}
+	liveCluster, ok := live.(*clusterv1.Cluster)
+	if !ok || !op.Verdict.Admitted || !topologyChangedBeyondVersion(liveCluster, planned.(*clusterv1.Cluster)) {
+		return []v1alpha1.ObjectPlan{op}, nil
+	}
+	edited := planned.(*clusterv1.Cluster).DeepCopy()
+	// The topology controller takes the version in its own steps (the
+	// Cluster's plan above shows them); its other changes are computed at
+	// the live version.
+	edited.Spec.Topology.Version = liveCluster.Spec.Topology.Version
+	objs, cp, err := o.planClusterTopology(ctx, cl, edited)
+	if err != nil {
+		return nil, err
+	}
+	o.clusters = append(o.clusters, cp)
+	return append([]v1alpha1.ObjectPlan{op}, objs...), nil
+}
+
+// topologyChangedBeyondVersion says whether a Cluster's topology changes in
+// more than its version: its class, variables, control plane or workers.
+func topologyChangedBeyondVersion(live, planned *clusterv1.Cluster) bool {
+	if live == nil || planned == nil || !live.Spec.Topology.IsDefined() || !planned.Spec.Topology.IsDefined() {
+		return false
+	}
+	a, b := live.Spec.Topology.DeepCopy(), planned.Spec.Topology.DeepCopy()
+	a.Version, b.Version = "", ""
+	return !equality.Semantic.DeepEqual(a, b)
+}
+
+// planManifestObject plans the object of a manifest itself, and returns it
+// as stored and as it would be.
+func (o *PlanOptions) planManifestObject(ctx context.Context, cl *core.Clients, kind core.Kind, u *unstructured.Unstructured) (v1alpha1.ObjectPlan, client.Object, client.Object, error) {
 	id := kind.GVK.Kind + " " + u.GetNamespace() + "/" + u.GetName()
 	purpose := "plan the manifest of " + id
 	applied := u.DeepCopy()
@@ -108,26 +153,26 @@ func (o *PlanOptions) planManifest(ctx context.Context, cl *core.Clients, kind c
 	err := cl.Client.Get(ctx, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}, live)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return v1alpha1.ObjectPlan{}, core.Call{Verb: "get", GR: kind.GroupResource(), Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Purpose: purpose}.Explain(err)
+		return v1alpha1.ObjectPlan{}, nil, nil, core.Call{Verb: "get", GR: kind.GroupResource(), Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Purpose: purpose}.Explain(err)
 	}
 	warnings, err := o.c.CollectWarnings(func() error {
 		return cl.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.DryRunAll, client.ForceOwnership, client.FieldOwner(PlanFieldManager))
 	})
 	verdict, err := verdictOf(core.Call{Verb: "patch", GR: kind.GroupResource(), Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Purpose: purpose}.Explain(err), warnings)
 	if err != nil {
-		return v1alpha1.ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, nil, nil, err
 	}
 	if !exists {
 		op := v1alpha1.ObjectPlan{Object: v1alpha1.PlanObjectRef{Kind: kind.GVK.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}, Effect: v1alpha1.EffectCreate,
 			Summary: "created: its machines are new, none is replaced", Verdict: verdict,
 			Changes: []v1alpha1.PlanFieldChange{}, Steps: []v1alpha1.PlanStep{}, Machines: []v1alpha1.PlanMachine{}, Holds: []v1alpha1.PlanHold{}, Duration: v1alpha1.PlanDuration{Basis: "no machine is replaced"}}
-		return op, nil
+		return op, nil, nil, nil
 	}
 	// The object as it would be: the dry run's answer (decoded into
 	// applied), or when refused the manifest itself.
 	planned, err := typedOf(kind, applied)
 	if err != nil {
-		return v1alpha1.ObjectPlan{}, fmt.Errorf("cannot %s: %w", purpose, err)
+		return v1alpha1.ObjectPlan{}, nil, nil, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
 	var op v1alpha1.ObjectPlan
 	if cluster, ok := live.(*clusterv1.Cluster); ok {
@@ -136,10 +181,10 @@ func (o *PlanOptions) planManifest(ctx context.Context, cl *core.Clients, kind c
 		op, err = o.c.objectPlan(ctx, cl, live, planned, rolloutAfterChange(live, planned))
 	}
 	if err != nil {
-		return v1alpha1.ObjectPlan{}, err
+		return v1alpha1.ObjectPlan{}, nil, nil, err
 	}
 	op.Verdict = verdict
-	return op, nil
+	return op, live, planned, nil
 }
 
 // rolloutAfterChange is the planned spec.rollout.after when the change

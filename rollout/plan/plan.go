@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -13,7 +14,26 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/plan/dryrun"
 )
+
+// parseVariables reads --set-variable NAME=JSON.
+func (o *PlanOptions) parseVariables() error {
+	for _, kv := range o.SetVariables {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("--set-variable %q: write NAME=JSON, e.g. --set-variable 'workerImage=\"img:v2\"'", kv)
+		}
+		if !json.Valid([]byte(value)) {
+			return fmt.Errorf("--set-variable %s: the value %q is not JSON (a string is written in quotes: %s='\"%s\"')", name, value, name, value)
+		}
+		if o.variables == nil {
+			o.variables = map[string]json.RawMessage{}
+		}
+		o.variables[name] = json.RawMessage(value)
+	}
+	return nil
+}
 
 // Exit codes of `rollout plan`, besides ExitOK and ExitError.
 const (
@@ -69,6 +89,26 @@ type PlanOptions struct {
 	// Local is --local: judge the change with rollout-guard's policy
 	// evaluated here instead of a server-side dry run (read rights only).
 	Local bool
+	// Class is --class [NAMESPACE/]NAME: a Cluster rebased onto another
+	// ClusterClass.
+	Class string
+	// SetVariables are --set-variable NAME=JSON: a Cluster's topology
+	// variables set.
+	SetVariables []string
+	// Selector is -l: which clusters of an edited ClusterClass are planned.
+	Selector string
+	// AllNamespaces is -A: the clusters of an edited ClusterClass in every
+	// namespace (default: the class's own).
+	AllNamespaces bool
+
+	// variables are SetVariables parsed.
+	variables map[string]json.RawMessage
+	// runner runs Cluster API's topology reconciler as a dry run, made
+	// when a change needs it.
+	runner *dryrun.Runner
+	// clusters are the Clusters a change the topology controller carries
+	// out concerns.
+	clusters []v1alpha1.ClusterPlan
 
 	ref    core.Ref
 	undo   bool
@@ -122,6 +162,10 @@ section plan.`,
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "R", false, "With -f DIR, read its subdirectories too.")
 	cmd.Flags().BoolVar(&o.FailOnReplace, "fail-on-replace", false, "Exit 7 when the change would replace any machine.")
 	cmd.Flags().BoolVar(&o.Local, "local", false, "Judge the change with rollout-guard's policy evaluated here instead of a server-side dry run: needs only get, list and watch; Cluster API's webhooks and the API server's validation are not asked. KIND/NAME changes only.")
+	cmd.Flags().StringVar(&o.Class, "class", "", "Plan a rebase of cluster/NAME onto this ClusterClass, [NAMESPACE/]NAME (spec.topology.classRef).")
+	cmd.Flags().StringArrayVar(&o.SetVariables, "set-variable", nil, "Plan setting a topology variable of cluster/NAME, NAME=JSON (repeatable), e.g. --set-variable 'workerImage=\"img:v2\"'.")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "With -f of a ClusterClass: plan only its clusters matching this label selector.")
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With -f of a ClusterClass: plan its clusters in every namespace (default: the class's namespace).")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (a RolloutPlan); default a report for people.")
 	return cmd
 }
@@ -149,7 +193,10 @@ func (o *PlanOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks that exactly one change is asked and that it fits the kind.
 func (o *PlanOptions) Validate() error {
-	switching := o.Template != "" || o.BootstrapTemplate != "" || o.Version != ""
+	switching := o.Template != "" || o.BootstrapTemplate != "" || o.Version != "" || o.Class != "" || len(o.SetVariables) > 0
+	if err := o.parseVariables(); err != nil {
+		return err
+	}
 	modes := 0
 	for _, on := range []bool{switching, o.undo, o.Restart, len(o.Filenames) > 0} {
 		if on {
@@ -168,6 +215,9 @@ func (o *PlanOptions) Validate() error {
 	if o.c.state != nil {
 		o.c.state.on = o.Local
 	}
+	if (o.Selector != "" || o.AllNamespaces) && len(o.Filenames) == 0 {
+		return fmt.Errorf("-l and -A select the clusters of a ClusterClass planned with -f CLASS.yaml")
+	}
 	if o.Recursive && len(o.Filenames) == 0 {
 		return fmt.Errorf("-R/--recursive goes with -f DIR")
 	}
@@ -180,6 +230,12 @@ func (o *PlanOptions) Validate() error {
 		}
 		if kind.GVK == core.Cluster.GVK && (o.Template != "" || o.BootstrapTemplate != "") {
 			return fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects, not %s: a ClusterClass cluster's templates are in its ClusterClass", o.ref)
+		}
+		if (o.Class != "" || len(o.SetVariables) > 0) && kind.GVK != core.Cluster.GVK {
+			return fmt.Errorf("--class and --set-variable change a ClusterClass cluster's topology: write plan cluster/NAME --class NAME or --set-variable NAME=JSON, not %s", o.ref)
+		}
+		if (o.Class != "" || len(o.SetVariables) > 0) && (o.Version != "" || o.Local) {
+			return fmt.Errorf("--class and --set-variable are planned by running Cluster API's topology reconciler with server-side dry runs: plan them without --version and without --local")
 		}
 		if kind.GVK == core.Cluster.GVK && o.undo {
 			return fmt.Errorf("--to-revision works on machinedeployment and kubeadmcontrolplane objects, not %s: plan the undo of its control plane or of one of its worker pools", o.ref)
@@ -214,6 +270,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	plan := newRolloutPlan(o.change, objs)
+	plan.Clusters, plan.Fleet = o.clusters, fleetTotals(o.clusters)
 	if err := o.print(plan); err != nil {
 		return err
 	}
@@ -236,11 +293,19 @@ func newRolloutPlan(change string, objs []v1alpha1.ObjectPlan) *v1alpha1.Rollout
 // planVerdictError is the exit status of a plan as an error: nil when
 // admitted (and, with failOnReplace, replacing nothing).
 func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
-	var refused []string
+	var refused, notComputed []string
 	replaced := 0
 	maybe, handlers := inPlaceCandidates(p)
+	for _, cp := range p.Clusters {
+		switch cp.Result {
+		case v1alpha1.ClusterRefused:
+			refused = append(refused, "cluster/"+cp.Cluster.Name+": "+cp.Reason)
+		case v1alpha1.ClusterNotComputed:
+			notComputed = append(notComputed, "cluster/"+cp.Cluster.Name+": "+cp.Reason)
+		}
+	}
 	for _, op := range p.Objects {
-		if !op.Verdict.Admitted {
+		if !op.Verdict.Admitted && op.EditedThrough == nil {
 			by := op.Verdict.RefusedBy
 			if len(op.Verdict.Rules) > 0 {
 				by += " (" + strings.Join(op.Verdict.Rules, ", ") + ")"
@@ -252,6 +317,8 @@ func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	switch {
 	case len(refused) > 0:
 		return core.StatusError{Code: ExitRefused, Msg: "the change would be refused: " + strings.Join(refused, "; ") + "; nothing was changed"}
+	case len(notComputed) > 0:
+		return fmt.Errorf("what the topology controller would do could not be computed for %d %s: %s; the plan of the others is above; nothing was changed", len(notComputed), core.Plural(len(notComputed), "cluster", "clusters"), strings.Join(notComputed, "; "))
 	case failOnReplace && replaced > 0 && maybe > 0:
 		return core.StatusError{Code: ExitWouldReplace, Msg: fmt.Sprintf("the change would replace %d %s (--fail-on-replace); %d of them Cluster API first offers for an in-place update to %s (with its InPlaceUpdates feature gate): whether it accepts is known only when Cluster API asks, so plan cannot promise that none is replaced; nothing was changed",
 			replaced, core.Plural(replaced, "machine", "machines"), maybe, handlers)}
@@ -281,6 +348,11 @@ func (o *PlanOptions) planRef(ctx context.Context, cl *core.Clients) ([]v1alpha1
 		return nil, err
 	}
 	if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		if o.Class != "" || len(o.variables) > 0 {
+			objs, cps, err := o.planClusterEdit(ctx, cl, cluster)
+			o.clusters = append(o.clusters, cps...)
+			return objs, err
+		}
 		return o.planClusterRef(ctx, cl, cluster)
 	}
 	var op v1alpha1.ObjectPlan

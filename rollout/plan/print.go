@@ -26,8 +26,60 @@ func writePlan(out io.Writer, p *v1alpha1.RolloutPlan) error {
 	if len(p.Objects) > 0 {
 		fmt.Fprintln(out)
 	}
+	if len(p.Clusters) > 0 {
+		if err := writeClusters(out, p.Clusters); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, fleetText(p.Fleet))
+	}
 	_, err := fmt.Fprintln(out, planConclusion(p))
 	return err
+}
+
+// writeClusters prints one line per Cluster of a change the topology
+// controller carries out, with why it is refused or not computed.
+func writeClusters(out io.Writer, cps []v1alpha1.ClusterPlan) error {
+	fmt.Fprintln(out, "Clusters (what the topology controller would write, computed with Cluster API's own reconciler):")
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "  CLUSTER\tCLASS\tRESULT\tCONTROL PLANE\tWORKERS\tOBJECTS")
+	for _, cp := range cps {
+		objects := strings.Join(cp.Objects, ",")
+		if objects == "" {
+			objects = "-"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%d replaced\t%d replaced\t%s\n", cp.Cluster.Namespace+"/"+cp.Cluster.Name, cp.Class, cp.Result, cp.ControlPlaneReplace, cp.WorkerReplace, objects)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, cp := range cps {
+		if cp.Reason != "" {
+			fmt.Fprintf(out, "  %s %s: %s\n", cp.Cluster.Name, cp.Result, cp.Reason)
+		}
+		for _, t := range cp.TemplatesRotated {
+			fmt.Fprintf(out, "  %s: template rotated: %s\n", cp.Cluster.Name, t)
+		}
+	}
+	return nil
+}
+
+// fleetText is the fleet's totals on one line: "Fleet: 3 clusters, 3
+// control-plane and 9 worker machines replaced, 1 cluster would be
+// refused".
+func fleetText(t *v1alpha1.FleetTotals) string {
+	if t == nil {
+		return ""
+	}
+	s := fmt.Sprintf("Fleet: %d %s (%d changed, %d unchanged), %d control-plane and %d worker %s replaced", t.Clusters, core.Plural(t.Clusters, "cluster", "clusters"), t.Changed, t.Unchanged,
+		t.ControlPlaneReplace, t.WorkerReplace, core.Plural(t.WorkerReplace, "machine", "machines"))
+	if t.Refused > 0 {
+		s += fmt.Sprintf(", %d %s would be REFUSED", t.Refused, core.Plural(t.Refused, "cluster", "clusters"))
+	}
+	if t.NotComputed > 0 {
+		s += fmt.Sprintf(", %d could not be computed", t.NotComputed)
+	}
+	return s + "."
 }
 
 // planConclusion is the last line of a plan.

@@ -30,8 +30,12 @@ const (
 	EffectUpgrade = "upgrade"
 	// EffectNone: nothing a rollout is made of changes.
 	EffectNone = "none"
-	// EffectCreate: the object does not exist yet (-f).
+	// EffectCreate: the object does not exist yet (-f), or the topology
+	// controller would create it (a worker pool added).
 	EffectCreate = "create"
+	// EffectDelete: the topology controller would delete it (a worker pool
+	// removed from the topology), and with it its machines.
+	EffectDelete = "delete"
 )
 
 // The actions on one machine (PlanMachine.Action).
@@ -42,6 +46,9 @@ const (
 	ActionInPlace = "in-place"
 	// ActionUntouched: the change does not concern the machine.
 	ActionUntouched = "untouched"
+	// ActionDelete: the machine is deleted and none replaces it (its
+	// worker pool is removed).
+	ActionDelete = "delete"
 )
 
 // The kinds of holds (PlanHold.Kind).
@@ -84,13 +91,80 @@ type RolloutPlan struct {
 	// least one machine.
 	ReplacesMachines bool `json:"replacesMachines"`
 	// Objects are the objects the change touches, in order: for a Cluster,
-	// the Cluster, then its control plane and worker pools.
+	// the Cluster, then its control plane and worker pools; for a change
+	// the topology controller carries out (a ClusterClass, a Cluster's class
+	// or variables), each object it would change, cluster by cluster.
 	Objects []ObjectPlan `json:"objects"`
+	// Clusters are, for a change the topology controller carries out, the
+	// Clusters it concerns, one entry each, in the order of Objects.
+	Clusters []ClusterPlan `json:"clusters,omitempty"`
+	// Fleet sums Clusters; nil when Clusters is empty.
+	Fleet *FleetTotals `json:"fleet,omitempty"`
+}
+
+// The results of a Cluster's plan (ClusterPlan.Result).
+const (
+	// ClusterChanged: the topology controller would change some of its
+	// objects, all admitted.
+	ClusterChanged = "changed"
+	// ClusterUnchanged: the topology controller would change nothing that
+	// its machines are made of.
+	ClusterUnchanged = "unchanged"
+	// ClusterRefused: a write of the topology controller would be refused
+	// (Reason says by whom and why); the controller stops there, as it
+	// would on the real change.
+	ClusterRefused = "refused"
+	// ClusterNotComputed: what the topology controller would do could not
+	// be computed (Reason says why: a template missing, an extension the
+	// preview does not call); it is not counted as unchanged.
+	ClusterNotComputed = "not-computed"
+)
+
+// ClusterPlan is what a change the topology controller carries out does to
+// one Cluster, computed by Cluster API's own topology reconciler run with
+// every write a server-side dry run.
+type ClusterPlan struct {
+	// Cluster is the Cluster.
+	Cluster PlanObjectRef `json:"cluster"`
+	// Class is its ClusterClass after the change, "NAMESPACE/NAME".
+	Class string `json:"class"`
+	// Result is ClusterChanged, ClusterUnchanged, ClusterRefused or
+	// ClusterNotComputed.
+	Result string `json:"result"`
+	// Reason says why it is refused or not computed, in the words of who
+	// refused it or of Cluster API.
+	Reason string `json:"reason,omitempty"`
+	// Objects are the objects of Objects that belong to this Cluster,
+	// "kubeadmcontrolplane/NAME", "machinedeployment/NAME".
+	Objects []string `json:"objects"`
+	// TemplatesRotated are the templates the topology controller would
+	// create in place of changed ones, "KIND/OLD → KIND (new)".
+	TemplatesRotated []string `json:"templatesRotated"`
+	// ControlPlaneReplace and WorkerReplace count the machines replaced.
+	ControlPlaneReplace int `json:"controlPlaneReplace"`
+	WorkerReplace       int `json:"workerReplace"`
+	// Counts sum the machines of its objects by action.
+	Counts PlanCounts `json:"counts"`
+}
+
+// FleetTotals sum the Clusters of a plan.
+type FleetTotals struct {
+	// Clusters is how many Clusters the change concerns.
+	Clusters int `json:"clusters"`
+	// Changed, Unchanged, Refused and NotComputed count them by Result.
+	Changed     int `json:"changed"`
+	Unchanged   int `json:"unchanged"`
+	Refused     int `json:"refused"`
+	NotComputed int `json:"notComputed"`
+	// ControlPlaneReplace and WorkerReplace count the machines replaced.
+	ControlPlaneReplace int `json:"controlPlaneReplace"`
+	WorkerReplace       int `json:"workerReplace"`
 }
 
 // PlanObjectRef names an object of a plan.
 type PlanObjectRef struct {
-	// Kind is MachineDeployment, KubeadmControlPlane or Cluster.
+	// Kind is MachineDeployment, KubeadmControlPlane, MachinePool, Cluster
+	// or ClusterClass.
 	Kind string `json:"kind"`
 	// Namespace is the object's namespace.
 	Namespace string `json:"namespace"`
@@ -109,10 +183,11 @@ type ObjectPlan struct {
 	Object PlanObjectRef `json:"object"`
 	// EditedThrough is the object the edit is sent to when it is not Object
 	// itself: the Cluster of a topology-managed object, or of a control
-	// plane and worker pools the topology controller upgrades.
+	// plane and worker pools the topology controller upgrades; the
+	// ClusterClass whose edit the topology controller carries out.
 	EditedThrough *PlanObjectRef `json:"editedThrough,omitempty"`
 	// Effect is EffectRollout, EffectInPlace, EffectRestart, EffectUpgrade,
-	// EffectNone or EffectCreate.
+	// EffectNone, EffectCreate or EffectDelete.
 	Effect string `json:"effect"`
 	// Summary is the change on one line, e.g. "version v1.34.3 → v1.35.2".
 	Summary string `json:"summary"`
@@ -263,6 +338,8 @@ type PlanCounts struct {
 	InPlace int `json:"inPlace"`
 	// Untouched is how many the change does not concern.
 	Untouched int `json:"untouched"`
+	// Delete is how many are deleted with their worker pool.
+	Delete int `json:"delete,omitempty"`
 }
 
 // PlanHold is one thing that would keep the change from rolling out once

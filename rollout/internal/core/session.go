@@ -136,6 +136,10 @@ type Clients struct {
 	Mapper meta.RESTMapper
 	// Namespace is the namespace of the command (-n or the kubeconfig's).
 	Namespace string
+	// Config is the connection Client was made from, for what needs a
+	// client of its own (plan's run of Cluster API's topology reconciler);
+	// nil when the clients were given (Options.Connect).
+	Config *rest.Config
 }
 
 // Clients returns the invocation's API clients, connecting once: through
@@ -173,7 +177,7 @@ func (c *Session) connectKubeconfig() (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 	}
-	return &Clients{Client: cl, Mapper: mapper, Namespace: ns}, nil
+	return &Clients{Client: cl, Mapper: mapper, Namespace: ns, Config: cfg}, nil
 }
 
 // Now is the invocation's clock: Options.Now when set, else time.Now.
