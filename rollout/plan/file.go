@@ -85,7 +85,7 @@ func (o *PlanOptions) planFiles(ctx context.Context, cl *core.Clients) ([]v1alph
 		}
 		out = append(out, ops...)
 	}
-	if len(out) == 0 {
+	if len(out) == 0 && len(o.clusters) == 0 {
 		return nil, fmt.Errorf("-f %v holds no ClusterClass, Cluster, MachineDeployment or KubeadmControlPlane to plan", o.Filenames)
 	}
 	return out, nil

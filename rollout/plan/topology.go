@@ -179,8 +179,8 @@ func (o *PlanOptions) planTopologyWrites(ctx context.Context, cl *core.Clients, 
 			continue
 		}
 		if isTemplateKind(w.GVK.Kind) {
-			if w.Verb == "create" && w.Err == nil {
-				cp.TemplatesRotated = append(cp.TemplatesRotated, w.GVK.Kind+"/"+templateOrigin(w.Object)+" → "+w.GVK.Kind+" (new)")
+			if (w.Verb == "create" || w.Verb == "apply") && w.Err == nil {
+				cp.TemplatesRotated = append(cp.TemplatesRotated, w.GVK.Kind+" "+w.Name+" (new, from "+templateOrigin(w.Object)+")")
 			}
 			continue
 		}
@@ -193,6 +193,9 @@ func (o *PlanOptions) planTopologyWrites(ctx context.Context, cl *core.Clients, 
 			return nil, cp, err
 		}
 		op.EditedThrough = through
+		// The change is the topology controller's own: the hold that it
+		// reverts a direct edit does not apply.
+		op.Holds = slices.DeleteFunc(op.Holds, func(h v1alpha1.PlanHold) bool { return h.Kind == v1alpha1.HoldTopology && h.Check == clusterv1.ClusterTopologyOwnedLabel })
 		if paused {
 			op.Holds = append(op.Holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldPaused, Object: "cluster/" + cluster.Name, Message: id + " is paused: the topology controller makes these changes once it is resumed"})
 		}
@@ -363,9 +366,9 @@ func templateOrigin(u *unstructured.Unstructured) string {
 		return ""
 	}
 	if name := u.GetAnnotations()[clusterv1.TemplateClonedFromNameAnnotation]; name != "" {
-		return name
+		return "class template " + name
 	}
-	return u.GetName()
+	return "its ClusterClass"
 }
 
 // emptyObjectPlan is the plan of ref with empty lists.

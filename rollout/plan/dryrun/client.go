@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sync"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -153,8 +155,10 @@ func (c *capturingClient) record(w Write) {
 }
 
 // write records a write of obj and, unless it is not sent, sends it with
-// do, which adds the dry run to the request.
-func (c *capturingClient) write(verb string, obj client.Object, status bool, do func() error) error {
+// do, which adds the dry run to the request. A patch of an edited object is
+// applied to it here, so that later reads see what a reconciler wrote of it
+// (a ClusterClass's status).
+func (c *capturingClient) write(verb string, obj client.Object, patch client.Patch, status bool, do func() error) error {
 	k, gvk, err := c.keyOf(obj, obj.GetNamespace(), obj.GetName())
 	if err != nil {
 		return err
@@ -166,8 +170,10 @@ func (c *capturingClient) write(verb string, obj client.Object, status bool, do 
 	if !w.Edited && !status && send {
 		w.Err = do()
 	}
-	if w.Edited && status {
-		c.keepStatus(k, obj, gvk)
+	if w.Edited && patch != nil {
+		if err := c.patchEdited(k, obj, patch); err != nil {
+			return err
+		}
 	}
 	w.Object, err = toUnstructured(obj, gvk)
 	if err != nil {
@@ -177,19 +183,32 @@ func (c *capturingClient) write(verb string, obj client.Object, status bool, do 
 	return w.Err
 }
 
-// keepStatus sets the status of the edited object k to obj's: what a
-// reconciler computed for the edited object (a ClusterClass's variables and
-// conditions) is what later reads see.
-func (c *capturingClient) keepStatus(k key, obj client.Object, gvk schema.GroupVersionKind) {
-	u, err := toUnstructured(obj, gvk)
+// patchEdited applies a merge patch a reconciler sent for the edited
+// object k (as Cluster API's patch helper sends them) to it.
+func (c *capturingClient) patchEdited(k key, obj client.Object, patch client.Patch) error {
+	if patch.Type() != types.MergePatchType {
+		return nil
+	}
+	data, err := patch.Data(obj)
 	if err != nil {
-		return
+		return fmt.Errorf("reading the patch of %s %s: %w", k.gk.Kind, k.name, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if status, ok := u.Object["status"]; ok {
-		c.edited[k].Object["status"] = status
+	current, err := c.edited[k].MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("encoding %s %s: %w", k.gk.Kind, k.name, err)
 	}
+	patched, err := jsonpatch.MergePatch(current, data)
+	if err != nil {
+		return fmt.Errorf("patching %s %s: %w", k.gk.Kind, k.name, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(patched); err != nil {
+		return fmt.Errorf("decoding %s %s: %w", k.gk.Kind, k.name, err)
+	}
+	c.edited[k] = u
+	return nil
 }
 
 // Create sends the create as a dry run.
@@ -197,7 +216,7 @@ func (c *capturingClient) Create(ctx context.Context, obj client.Object, opts ..
 	if len((&client.CreateOptions{}).ApplyOptions(opts).DryRun) > 0 {
 		return c.Client.Create(ctx, obj, opts...)
 	}
-	return c.write("create", obj, false, func() error {
+	return c.write("create", obj, nil, false, func() error {
 		return c.Client.Create(ctx, obj, append(opts, client.DryRunAll)...)
 	})
 }
@@ -207,7 +226,7 @@ func (c *capturingClient) Update(ctx context.Context, obj client.Object, opts ..
 	if len((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) > 0 {
 		return c.Client.Update(ctx, obj, opts...)
 	}
-	return c.write("update", obj, false, func() error {
+	return c.write("update", obj, nil, false, func() error {
 		return c.Client.Update(ctx, obj, append(opts, client.DryRunAll)...)
 	})
 }
@@ -217,7 +236,7 @@ func (c *capturingClient) Patch(ctx context.Context, obj client.Object, patch cl
 	if len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) > 0 {
 		return c.Client.Patch(ctx, obj, patch, opts...)
 	}
-	return c.write("patch", obj, false, func() error {
+	return c.write("patch", obj, patch, false, func() error {
 		return c.Client.Patch(ctx, obj, patch, append(opts, client.DryRunAll)...)
 	})
 }
@@ -227,7 +246,7 @@ func (c *capturingClient) Delete(ctx context.Context, obj client.Object, opts ..
 	if len((&client.DeleteOptions{}).ApplyOptions(opts).DryRun) > 0 {
 		return c.Client.Delete(ctx, obj, opts...)
 	}
-	return c.write("delete", obj, false, func() error {
+	return c.write("delete", obj, nil, false, func() error {
 		return c.Client.Delete(ctx, obj, append(opts, client.DryRunAll)...)
 	})
 }
@@ -284,15 +303,15 @@ func (c *capturingClient) SubResource(subResource string) client.SubResourceClie
 type statusWriter struct{ c *capturingClient }
 
 func (s statusWriter) Create(_ context.Context, obj client.Object, _ client.Object, _ ...client.SubResourceCreateOption) error {
-	return s.c.write("create", obj, true, nil)
+	return s.c.write("create", obj, nil, true, nil)
 }
 
 func (s statusWriter) Update(_ context.Context, obj client.Object, _ ...client.SubResourceUpdateOption) error {
-	return s.c.write("update", obj, true, nil)
+	return s.c.write("update", obj, nil, true, nil)
 }
 
-func (s statusWriter) Patch(_ context.Context, obj client.Object, _ client.Patch, _ ...client.SubResourcePatchOption) error {
-	return s.c.write("patch", obj, true, nil)
+func (s statusWriter) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
+	return s.c.write("patch", obj, patch, true, nil)
 }
 
 func (s statusWriter) Apply(_ context.Context, obj runtime.ApplyConfiguration, _ ...client.SubResourceApplyOption) error {
@@ -300,7 +319,7 @@ func (s statusWriter) Apply(_ context.Context, obj runtime.ApplyConfiguration, _
 	if err != nil {
 		return err
 	}
-	return s.c.write("apply", u, true, nil)
+	return s.c.write("apply", u, nil, true, nil)
 }
 
 // applyConfigurationObject is the object an apply configuration holds.
