@@ -173,6 +173,7 @@ func (o *PlanOptions) planTopologyWrites(ctx context.Context, cl *core.Clients, 
 		}
 	}
 	writes, rerr := runner.ReconcileCluster(ctx, client.ObjectKeyFromObject(cluster))
+
 	var objs []v1alpha1.ObjectPlan
 	for _, w := range writes {
 		if w.Status || w.Edited {
@@ -264,6 +265,9 @@ func (o *PlanOptions) planWrite(ctx context.Context, cl *core.Clients, kind core
 		return op, err
 	}
 	op.Verdict = verdict
+	if !verdict.Admitted {
+		op.Summary = "the topology controller's change of it would be refused: it stops there and changes nothing"
+	}
 	return op, nil
 }
 
@@ -321,10 +325,15 @@ func convertTo(u *unstructured.Unstructured, out client.Object) error {
 	return fmt.Errorf("%s %s is %s: rollout plan -f reads v1beta2 and v1beta1", u.GetKind(), u.GetName(), gv)
 }
 
-// refusedWrite is the first write the API server refused, nil if none.
+// refusedWrite is the first write the API server refused (an admission
+// webhook or its validation; not a delete of what is gone, which the
+// topology controller ignores), nil if none.
 func refusedWrite(writes []dryrun.Write) *dryrun.Write {
 	for i := range writes {
-		if writes[i].Err != nil {
+		if writes[i].Err == nil {
+			continue
+		}
+		if v, err := verdictOf(writes[i].Err, nil); err == nil && !v.Admitted {
 			return &writes[i]
 		}
 	}

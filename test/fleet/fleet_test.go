@@ -364,7 +364,7 @@ func TestPlanEtcdDowngradeThroughAPatch(t *testing.T) {
 	assert.Equal(t, "rollout-guard", refused.Verdict.RefusedBy)
 	assert.Contains(t, refused.Verdict.Rules, "EtcdDowngrade")
 	// A tag of the minor it runs is admitted.
-	_ = plan(t, 0, "cluster/"+c1.Name, "--set-variable", variable+`="3.5.21-0"`)
+	_ = plan(t, 0, "cluster/"+c1.Name, "--set-variable", variable+`="3.5.24-0"`)
 
 	// Made: the topology controller's write is refused by the guard, and
 	// Cluster API says so in the Cluster's TopologyReconciled condition.

@@ -51,7 +51,7 @@ type key struct {
 // what the run created), and every write is sent as a server-side dry run
 // and recorded. A write the reconcilers themselves send as a dry run (the
 // topology controller's way to compare its intent with the stored object)
-// goes through unchanged and is not recorded.
+// goes through unchanged and is recorded only when refused.
 type capturingClient struct {
 	client.Client
 
@@ -260,7 +260,16 @@ func (c *capturingClient) DeleteAllOf(_ context.Context, obj client.Object, _ ..
 // Apply sends the server-side apply as a dry run.
 func (c *capturingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 	if len((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) > 0 {
-		return c.Client.Apply(ctx, obj, opts...)
+		// The topology controller's own dry run, comparing its intent
+		// with the stored object: refused, it stops the controller as the
+		// write would, so the refusal is recorded as the write's.
+		err := c.Client.Apply(ctx, obj, opts...)
+		if err != nil {
+			if u, uerr := applyConfigurationObject(obj); uerr == nil {
+				c.record(Write{Verb: "apply", GVK: u.GroupVersionKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Object: u, Err: err})
+			}
+		}
+		return err
 	}
 	u, err := applyConfigurationObject(obj)
 	if err != nil {
