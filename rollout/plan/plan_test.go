@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -482,6 +483,62 @@ func TestPlanExitStatus(t *testing.T) {
 	p := newRolloutPlan("c", nil)
 	assert.True(t, p.Admitted)
 	assert.NotNil(t, p.Objects)
+
+	// A fleet: a cluster refused exits 6 before one not computed, which is
+	// an error (no plan for it), before --fail-on-replace.
+	changed := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "a"}, Result: v1alpha1.ClusterChanged, WorkerReplace: 1}
+	notComputed := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "b"}, Result: v1alpha1.ClusterNotComputed, Reason: "template missing"}
+	refusedCluster := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "c"}, Result: v1alpha1.ClusterRefused, Reason: "EtcdDowngrade"}
+	through := admitted
+	through.EditedThrough = &v1alpha1.PlanObjectRef{Kind: "ClusterClass", Name: "class"}
+	withClusters := func(cps ...v1alpha1.ClusterPlan) *v1alpha1.RolloutPlan {
+		p := newRolloutPlan("c", []v1alpha1.ObjectPlan{through})
+		p.Clusters, p.Fleet = cps, fleetTotals(cps)
+		return p
+	}
+	assert.Equal(t, ExitWouldReplace, core.ExitCode(planVerdictError(withClusters(changed), true)))
+	err = planVerdictError(withClusters(changed, notComputed), true)
+	assert.Equal(t, core.ExitError, core.ExitCode(err))
+	assert.EqualError(t, err, "what the topology controller would do could not be computed for 1 cluster: cluster/b: template missing; the plan of the others is above; nothing was changed")
+	err = planVerdictError(withClusters(changed, notComputed, refusedCluster), false)
+	assert.Equal(t, ExitRefused, core.ExitCode(err))
+	assert.EqualError(t, err, "the change would be refused: cluster/c: EtcdDowngrade; nothing was changed")
+	assert.Equal(t, &v1alpha1.FleetTotals{Clusters: 3, Changed: 1, Refused: 1, NotComputed: 1, WorkerReplace: 1}, fleetTotals([]v1alpha1.ClusterPlan{changed, notComputed, refusedCluster}))
+	assert.Nil(t, fleetTotals(nil))
+}
+
+// TestClusterEditPatch: --class and --set-variable become one merge patch
+// with the resourceVersion, the variables list whole (a merge patch
+// replaces lists), a variable set in place and a new one appended.
+func TestClusterEditPatch(t *testing.T) {
+	cluster := &clusterv1.Cluster{}
+	cluster.ResourceVersion = "42"
+	cluster.Spec.Topology.Variables = []clusterv1.ClusterVariable{{Name: "port"}, {Name: "image"}}
+	cluster.Spec.Topology.Variables[0].Value.Raw = []byte(`8443`)
+	cluster.Spec.Topology.Variables[1].Value.Raw = []byte(`"img:v1"`)
+	patch, err := clusterEditPatch(cluster, "other/class-b", map[string]json.RawMessage{"image": json.RawMessage(`"img:v2"`), "new": json.RawMessage(`true`)})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"42"},"spec":{"topology":{"classRef":{"namespace":"other","name":"class-b"},
+		"variables":[{"name":"port","value":8443},{"name":"image","value":"img:v2"},{"name":"new","value":true}]}}}`, string(patch))
+	patch, err = clusterEditPatch(cluster, "class-b", nil)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"42"},"spec":{"topology":{"classRef":{"name":"class-b"}}}}`, string(patch))
+}
+
+// TestParseVariables: NAME=JSON, with the way out for a string without
+// quotes.
+func TestParseVariables(t *testing.T) {
+	o := &PlanOptions{SetVariables: []string{`image="img:v2"`, `replicas=3`}}
+	require.NoError(t, o.parseVariables())
+	assert.Equal(t, map[string]json.RawMessage{"image": json.RawMessage(`"img:v2"`), "replicas": json.RawMessage(`3`)}, o.variables)
+	for arg, msg := range map[string]string{
+		"image=img:v2": `--set-variable image: the value "img:v2" is not JSON (a string is written in quotes: image='"img:v2"')`,
+		"=1":           `--set-variable "=1": write NAME=JSON, e.g. --set-variable 'workerImage="img:v2"'`,
+		"image":        `--set-variable "image": write NAME=JSON, e.g. --set-variable 'workerImage="img:v2"'`,
+	} {
+		o := &PlanOptions{SetVariables: []string{arg}}
+		assert.EqualError(t, o.parseVariables(), msg, arg)
+	}
 }
 
 // TestPlanStrategy: Cluster API's defaults and the words for them.

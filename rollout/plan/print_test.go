@@ -86,7 +86,27 @@ func goldenPlans() map[string]*v1alpha1.RolloutPlan {
 			Message: "worker pool md-0 (spec.topology.workers.machineDeployments[name=md-0]) has annotation topology.cluster.x-k8s.io/defer-upgrade: the topology controller does not upgrade it until it is removed"}},
 		Duration: v1alpha1.PlanDuration{Basis: "unknown: the history of kubeadmcontrolplane/demo-cc-control-plane records no rollout or restart to learn from"},
 	}
+	fleet := newRolloutPlan("rollout plan -f demo-class.yaml", nil)
+	for _, name := range []string{"demo-cc", "demo-cc-2"} {
+		op := md
+		op.Object = v1alpha1.PlanObjectRef{Kind: "MachineDeployment", Namespace: "default", Name: name + "-md-0"}
+		op.EditedThrough = &v1alpha1.PlanObjectRef{Kind: "ClusterClass", Namespace: "default", Name: "demo-class"}
+		op.Summary = "infrastructureRef " + name + "-md-0-xtbb6 → " + name + "-md-0-jlkhb"
+		op.Changes = []v1alpha1.PlanFieldChange{{Path: "infrastructureRef", From: "DevMachineTemplate/" + name + "-md-0-xtbb6", To: "DevMachineTemplate/" + name + "-md-0-jlkhb", RollsOut: true}}
+		op.Machines = []v1alpha1.PlanMachine{{Name: name + "-md-0-lfwbl-4fd9l", Object: "machinedeployment/" + name + "-md-0", MachineSet: name + "-md-0-lfwbl", Version: "v1.33.5", Action: v1alpha1.ActionReplace, Reason: "infrastructureRef DevMachineTemplate/" + name + "-md-0-xtbb6 → DevMachineTemplate/" + name + "-md-0-jlkhb"}}
+		op.Counts = v1alpha1.PlanCounts{Replace: 1}
+		op.Duration = v1alpha1.PlanDuration{Basis: "unknown: the history of machinedeployment/" + name + "-md-0 records no rollout or restart to learn from"}
+		fleet.Objects = append(fleet.Objects, op)
+		fleet.Clusters = append(fleet.Clusters, v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Kind: "Cluster", Namespace: "default", Name: name}, Class: "default/demo-class",
+			Result: v1alpha1.ClusterChanged, Objects: []string{"machinedeployment/" + name + "-md-0"}, WorkerReplace: 1, Counts: v1alpha1.PlanCounts{Replace: 1},
+			TemplatesRotated: []string{"DevMachineTemplate " + name + "-md-0-jlkhb (new, from class template demo-class-default-worker-v2)"}})
+	}
+	fleet.Clusters = append(fleet.Clusters, v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Kind: "Cluster", Namespace: "default", Name: "demo-cc-3"}, Class: "default/demo-class",
+		Result: v1alpha1.ClusterNotComputed, Reason: "error computing the desired state of the Cluster topology: failed to compute MachineDeployments: DevMachineTemplate default/demo-class-default-worker-v2 not found",
+		Objects: []string{}, TemplatesRotated: []string{}})
+	fleet.Admitted, fleet.ReplacesMachines, fleet.Fleet = true, true, fleetTotals(fleet.Clusters)
 	return map[string]*v1alpha1.RolloutPlan{
+		"plan-class-fleet.txt":   fleet,
 		"plan-md-template.txt":   newRolloutPlan("rollout plan md/demo-md-0 --template devmachinetemplate/demo-md-0-v2", []v1alpha1.ObjectPlan{md}),
 		"plan-kcp-refused.txt":   newRolloutPlan("rollout plan kcp/demo-control-plane --to-revision 1", []v1alpha1.ObjectPlan{kcp}),
 		"plan-cluster-chain.txt": newRolloutPlan("rollout plan cluster/demo-cc --version v1.36.1", []v1alpha1.ObjectPlan{cc}),
