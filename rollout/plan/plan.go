@@ -48,7 +48,7 @@ const (
 // planExitStatus are the exit-status lines of plan's help.
 var planExitStatus = []string{
 	"  0   the change would be admitted (with --fail-on-replace: and replaces no machine)",
-	"  1   error: bad arguments, object, template or revision not found, permission denied,\n      API server or rollout-guard unreachable; no plan",
+	"  1   error: bad arguments, object, template or revision not found, permission denied,\n      API server or rollout-guard unreachable; no plan (or, for a fleet, no plan for some\n      cluster: the others are printed)",
 	"  6   refused: rollout-guard's policy, Cluster API's webhooks or the API server's validation\n      would refuse it; the plan shows who and why",
 	"  7   with --fail-on-replace: the change would be admitted and would replace machines",
 }
@@ -121,14 +121,18 @@ type PlanOptions struct {
 func NewCommand(c *core.Session) *cobra.Command {
 	o := &PlanOptions{c: planSession{Session: c, state: &localState{}}, printFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
-		Use:   "plan (KIND/NAME (--template KIND/NAME | --bootstrap-template KIND/NAME | --version V | --to-revision N | --restart) | -f FILE)",
+		Use:   "plan (KIND/NAME (--template KIND/NAME | --bootstrap-template KIND/NAME | --version V | --to-revision N | --restart) | cluster/NAME (--class NAME | --set-variable NAME=JSON) | -f FILE)",
 		Short: "Show what a change would do, before making it: verdict, steps, machines replaced, holds",
 		Long: `Preview a change without making it: the verdict (rollout-guard's and Cluster API's
 webhooks, through a server-side dry run that stores nothing), the fields that change, the
 steps (etcd per control-plane step), every machine replaced, updated in place or untouched,
 what would hold it (pauses, MachineSet preflight checks) and how long it took last time.
 The change is one the CLI makes (--template, --bootstrap-template, --version, --to-revision,
---restart; cluster/NAME --version for a ClusterClass cluster) or edited manifests (-f). It
+--restart; cluster/NAME --version, --class or --set-variable for a ClusterClass cluster) or
+edited manifests (-f), ClusterClasses among them. What the topology controller carries out (a
+class edited, a variable set, a rebase) is computed with Cluster API's own topology reconciler,
+run here with every write a server-side dry run: cluster by cluster (-f of a class: its clusters,
+-l and -A select), the objects it would change, their machines and verdicts, and fleet totals. It
 needs read rights plus patch (a dry run is authorized as the write it previews); --local, or
 a plan whose dry run is denied, evaluates rollout-guard's policy here with read rights only,
 and says so. -o json|yaml prints a RolloutPlan (rollout/api/v1alpha1). More: docs/cli.md,
@@ -141,6 +145,13 @@ section plan.`,
 
   # A chained upgrade of a ClusterClass cluster: every step
   rollout plan cluster/my-cluster --version v1.36.1
+
+  # A ClusterClass edit: every cluster of the class, the machines each replaces
+  rollout plan -f demo-class.yaml
+
+  # A variable set, a rebase onto another class
+  rollout plan cluster/my-cluster --set-variable 'workerImage="img:v2"'
+  rollout plan cluster/my-cluster --class other-class
 
   # Would an undo be refused?
   rollout plan kcp/my-cluster-control-plane --to-revision 2
