@@ -25,6 +25,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/builder"
+	"github.com/rollout-guard/rollout-guard/test/framework"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
 )
 
@@ -174,6 +175,15 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// apiRequests are the API server's requests so far: all, and dry runs.
+func apiRequests(t *testing.T) [2]float64 {
+	samples, err := framework.APIServerMetrics(context.Background(), sb.Config)
+	require.NoError(t, err)
+	all := framework.SumBy(samples, "apiserver_request_total", nil)[""]
+	dry := framework.SumBy(samples, "apiserver_request_total", map[string]string{"dry_run": "All"})[""]
+	return [2]float64{all, dry}
+}
+
 // storedState is what a plan must not change: the resourceVersions of the
 // class and the clusters, and how many RolloutRevisions there are.
 func storedState(t *testing.T, class string) map[string]string {
@@ -234,7 +244,12 @@ func TestPlanClassTemplateRotation(t *testing.T) {
 	before := storedState(t, spec.Name)
 	machines := machinesNow(t)
 
+	requests0 := apiRequests(t)
+	begin := time.Now()
 	p := plan(t, 0, "-f", path)
+	took := time.Since(begin)
+	requests1 := apiRequests(t)
+	timings.Add("%-58s %s; API requests in the window %.0f (%.0f dry runs), controllers included", "plan -f of a class edit, 3 clusters", took.Round(100*time.Millisecond), requests1[0]-requests0[0], requests1[1]-requests0[1])
 	require.Len(t, p.Clusters, 3, "every cluster of the class")
 	for i, cp := range p.Clusters {
 		assert.Equal(t, clusters[i].Name, cp.Cluster.Name)
