@@ -196,7 +196,9 @@ func (o *PlanOptions) planTopologyWrites(ctx context.Context, cl *core.Clients, 
 		op.EditedThrough = through
 		// The change is the topology controller's own: the hold that it
 		// reverts a direct edit does not apply.
-		op.Holds = slices.DeleteFunc(op.Holds, func(h v1alpha1.PlanHold) bool { return h.Kind == v1alpha1.HoldTopology && h.Check == clusterv1.ClusterTopologyOwnedLabel })
+		op.Holds = slices.DeleteFunc(op.Holds, func(h v1alpha1.PlanHold) bool {
+			return h.Kind == v1alpha1.HoldTopology && h.Check == clusterv1.ClusterTopologyOwnedLabel
+		})
 		if paused {
 			op.Holds = append(op.Holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldPaused, Object: "cluster/" + cluster.Name, Message: id + " is paused: the topology controller makes these changes once it is resumed"})
 		}
