@@ -74,6 +74,16 @@ func (o *PlanOptions) planClassManifest(ctx context.Context, cl *core.Clients, u
 	if err := convertTo(answer, class); err != nil {
 		return nil, nil, fmt.Errorf("cannot %s: %w", purpose, err)
 	}
+	objs, cps, err := o.planClass(ctx, cl, live, class, purpose)
+	return objs, cps, err
+}
+
+// planClass plans the change of the ClusterClass live to class (as it would
+// be stored): Cluster API's ClusterClass reconciler computes its status,
+// then for each of its clusters (in its namespace, or all with -A; -l
+// selects) what the topology controller would write.
+func (o *PlanOptions) planClass(ctx context.Context, cl *core.Clients, live, class *clusterv1.ClusterClass, purpose string) ([]v1alpha1.ObjectPlan, []v1alpha1.ClusterPlan, error) {
+	class = class.DeepCopy()
 	class.Status = live.Status
 	runner, err := o.topologyRun(ctx, cl)
 	if err != nil {
@@ -91,7 +101,7 @@ func (o *PlanOptions) planClassManifest(ctx context.Context, cl *core.Clients, u
 	}
 	var objs []v1alpha1.ObjectPlan
 	var cps []v1alpha1.ClusterPlan
-	through := ref
+	through := v1alpha1.PlanObjectRef{Kind: "ClusterClass", Namespace: class.Namespace, Name: class.Name}
 	for i := range clusters {
 		ops, cp, err := o.planTopologyWrites(ctx, cl, runner, &clusters[i], &through)
 		if err != nil {
@@ -100,6 +110,28 @@ func (o *PlanOptions) planClassManifest(ctx context.Context, cl *core.Clients, u
 		objs, cps = append(objs, ops...), append(cps, cp)
 	}
 	return objs, cps, nil
+}
+
+// PreviewClassChange prints what changing the ClusterClass live to changed
+// (as it would be stored) rolls: per Cluster of the class, the objects the
+// topology controller would change and their machines, computed as plan -f
+// computes it, and the fleet's totals. It returns an error with exit code
+// ExitRefused when a cluster's change would be refused, and one of exit 1
+// when a cluster's could not be computed: the way undo of a ClusterClass
+// previews its rollback before sending it.
+func PreviewClassChange(ctx context.Context, c *core.Session, cl *core.Clients, live, changed *clusterv1.ClusterClass) error {
+	o := &PlanOptions{c: planSession{Session: c}}
+	objs, cps, err := o.planClass(ctx, cl, live, changed, "preview the change of ClusterClass "+live.Namespace+"/"+live.Name)
+	if err != nil {
+		return err
+	}
+	p := newRolloutPlan("", objs)
+	p.Clusters, p.Fleet = cps, fleetTotals(cps)
+	if err := writeClusters(c.IOStreams.ErrOut, cps); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.IOStreams.ErrOut, fleetText(p.Fleet))
+	return planVerdictError(p, false)
 }
 
 // clustersOfClass lists the Clusters whose spec.topology.classRef names
