@@ -326,13 +326,18 @@ func (r FleetReport) DisplayName(c FleetCluster) string {
 }
 
 // FoldUpToDate is how many up-to-date clusters the grouped view lists by
-// name; a longer group is folded to its count.
-const FoldUpToDate = 5
+// name; a longer group is folded to one line: the first foldShown names
+// and the count of the others.
+const (
+	FoldUpToDate = 5
+	foldShown    = 3
+)
 
 // RenderFleet draws the fleet grouped by state, worst first, under its
 // totals: a head per state with clusters, then a line per cluster, its
 // name and why it is in the state; a group of more than FoldUpToDate
-// up-to-date clusters is one line with their count. The view is cut to
+// up-to-date clusters is folded to one line, a few names and the count of
+// the others. The view is cut to
 // width columns and height-1 lines (0: whole), the clusters left out
 // counted on the last line. head is its first line ("" for none). It is
 // pure, as RenderLive.
@@ -344,7 +349,9 @@ func RenderFleet(r FleetReport, head string, width, height int) []string {
 	lines = append(lines, r.Fleet+": "+r.Totals.String())
 	nameW := 0
 	for _, c := range r.Clusters {
-		nameW = max(nameW, len(r.DisplayName(c)))
+		if c.Reason != "" {
+			nameW = max(nameW, len(r.DisplayName(c)))
+		}
 	}
 	var body []string
 	for _, st := range fleetOrder {
@@ -354,7 +361,11 @@ func RenderFleet(r FleetReport, head string, width, height int) []string {
 		}
 		body = append(body, fmt.Sprintf("%s (%d)", StateText(st), n))
 		if st == v1alpha1.ClusterUpToDate && n > FoldUpToDate {
-			body = append(body, fmt.Sprintf("  %d %s up to date", n, core.Plural(n, "cluster", "clusters")))
+			var first []string
+			for _, c := range r.Clusters[len(r.Clusters)-n:][:foldShown] {
+				first = append(first, r.DisplayName(c))
+			}
+			body = append(body, fmt.Sprintf("  %s and %d more", strings.Join(first, ", "), n-foldShown))
 			continue
 		}
 		for _, c := range r.Clusters {

@@ -276,7 +276,7 @@ func (o *StatusOptions) reportFleet(w *watcher, f fleetScope, p *fleetPrinter) e
 		clusters = append(clusters, FleetStateOf(m.Cluster, r, verdict, o.ProgressDeadline))
 	}
 	r := GroupFleet(f.name, o.AllNamespaces, clusters)
-	if err := p.printFinal(r, now); err != nil {
+	if err := p.printOnce(r, now); err != nil {
 		return err
 	}
 	if r.Totals.UpToDate != r.Totals.Clusters {
@@ -452,6 +452,15 @@ func (p *fleetPrinter) print(r FleetReport, now time.Time) error {
 	return nil
 }
 
+// printOnce writes the one read of --watch=false: the grouped view, or
+// with -o json each cluster and the totals.
+func (p *fleetPrinter) printOnce(r FleetReport, now time.Time) error {
+	if p.json {
+		return p.printFinal(r, now)
+	}
+	return p.grouped(r)
+}
+
 // printFinal writes the last state: what changed, then the grouped view
 // (without a terminal), or the totals (-o json).
 func (p *fleetPrinter) printFinal(r FleetReport, now time.Time) error {
@@ -472,6 +481,11 @@ func (p *fleetPrinter) printFinal(r FleetReport, now time.Time) error {
 	if _, err := fmt.Fprintln(p.out); err != nil {
 		return err
 	}
+	return p.grouped(r)
+}
+
+// grouped writes the grouped view, whole.
+func (p *fleetPrinter) grouped(r FleetReport) error {
 	for _, l := range RenderFleet(r, "", 0, 0) {
 		if _, err := fmt.Fprintln(p.out, l); err != nil {
 			return err
