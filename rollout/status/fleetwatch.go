@@ -288,6 +288,13 @@ func (o *StatusOptions) reportFleet(w *watcher, f fleetScope, p *fleetPrinter) e
 // followFleet watches the fleet until every cluster has its verdict: each
 // cluster is judged by a StatusTracker of its own (the grace period, the
 // progress deadline), as status cluster/NAME judges one.
+//
+// Rolled out is confirmed by one more read before it is declared: the
+// watches of the kinds deliver apart, so the topology controller's
+// TopologyReconciled condition, written after the objects it patched, can
+// arrive before the patched objects do. The read lists the Clusters
+// first, then their objects: what it shows of the objects is no older
+// than what it shows of the Clusters.
 func (o *StatusOptions) followFleet(ctx context.Context, w *watcher, f fleetScope, p *fleetPrinter) error {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -330,7 +337,15 @@ func (o *StatusOptions) followFleet(ctx context.Context, w *watcher, f fleetScop
 			}
 			r := GroupFleet(f.name, o.AllNamespaces, clusters)
 			last = &r
-			if r.Final() {
+			final := r.Final()
+			if final && r.Worst() == v1alpha1.ClusterUpToDate {
+				// Not confirmed: the watches are catching up, and
+				// deliver what the read saw.
+				if final, err = o.confirmFleet(ctx, w, f); err != nil {
+					return o.endFleetWatch(ctx, err, last, p)
+				}
+			}
+			if final {
 				if err := p.printFinal(r, now); err != nil {
 					return err
 				}
@@ -351,6 +366,26 @@ func (o *StatusOptions) followFleet(ctx context.Context, w *watcher, f fleetScop
 			return o.endFleetWatch(ctx, err, last, p)
 		}
 	}
+}
+
+// confirmFleet reads the fleet of w once more, with a watcher of its own,
+// and reports whether every cluster is rolled out on that read.
+func (o *StatusOptions) confirmFleet(ctx context.Context, w *watcher, f fleetScope) (bool, error) {
+	fresh := newWatcher(w.cl, w.namespace, w.purpose, w.notes, w.sources)
+	if err := fresh.list(ctx); err != nil {
+		return false, err
+	}
+	members, err := fleetMembers(fresh)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	for _, m := range members {
+		if !EvaluateFleetMember(m, now).Cluster.Complete {
+			return false, nil
+		}
+	}
+	return len(members) > 0, nil
 }
 
 // endFleetWatch is the verdict of a fleet's watch that ended with err
