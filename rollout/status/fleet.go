@@ -196,7 +196,7 @@ func objectRollingText(o StatusReport) string {
 	if !o.Observed {
 		return fmt.Sprintf("%s: waiting for generation %d to be observed", what, o.Generation)
 	}
-	line := fmt.Sprintf("%s: %d/%d machines up to date", what, o.UpToDate, o.Replicas)
+	line := fmt.Sprintf("%s: %d/%d machines up to date", what, upToDateMachines(o), o.Replicas)
 	if old := oldMachines(o); old > 0 {
 		line += fmt.Sprintf(", %d old", old)
 	}
@@ -204,6 +204,22 @@ func objectRollingText(o StatusReport) string {
 		line += ", being deleted"
 	}
 	return line
+}
+
+// upToDateMachines counts the report's machines that stay: up to date and
+// not to be replaced (what the machines say now; the status counts lag
+// them). A MachinePool without Machines has its status count.
+func upToDateMachines(o StatusReport) int32 {
+	if o.countsOnly {
+		return o.UpToDate
+	}
+	n := int32(0)
+	for _, m := range o.Machines {
+		if m.UpToDate && !m.Old && !m.Deleting {
+			n++
+		}
+	}
+	return n
 }
 
 // oldMachines counts the report's machines to be replaced.
@@ -430,7 +446,7 @@ func ClusterStatusOf(c FleetCluster, now time.Time) v1alpha1.ClusterRolloutStatu
 
 // machineCounts are one object's counts.
 func machineCounts(o StatusReport) v1alpha1.FleetMachineCounts {
-	return v1alpha1.FleetMachineCounts{Desired: o.Replicas, UpToDate: o.UpToDate, Available: o.Available, Old: oldMachines(o)}
+	return v1alpha1.FleetMachineCounts{Desired: o.Replicas, UpToDate: upToDateMachines(o), Available: o.Available, Old: oldMachines(o)}
 }
 
 // FleetStatusOf is the fleet's FleetRolloutStatus (-o json) at now.

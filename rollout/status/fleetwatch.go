@@ -352,7 +352,7 @@ func (o *StatusOptions) followFleet(ctx context.Context, w *watcher, f fleetScop
 				if err := fleetVerdict(r, o.ProgressDeadline); err != nil || p.json {
 					return err
 				}
-				_, err := fmt.Fprintf(p.out, "%s: %s successfully rolled out\n", r.Fleet, r.Totals.String())
+				_, err := fmt.Fprintf(p.out, "%s: %d %s successfully rolled out\n", r.Fleet, r.Totals.Clusters, core.Plural(r.Totals.Clusters, "cluster", "clusters"))
 				return err
 			}
 			if err := p.print(r, now); err != nil {

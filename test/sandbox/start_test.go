@@ -359,7 +359,8 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 			assert.Equal(t, b.controlPlane, a.controlPlane, "%s: the control plane's machines stay", spec.Name)
 			assert.Contains(t, classRun.Stdout, spec.Name+": up to date\n")
 		}
-		assert.Contains(t, classRun.Stdout, "clusterclass/"+sandbox.DefaultClassName+": 3 clusters: 3 up to date\nup to date (3)\n  demo-cc\n  demo-cc-2\n  demo-cc-3\n")
+		assert.Contains(t, classRun.Stdout, "clusterclass/"+sandbox.DefaultClassName+": 3 clusters: 3 up to date\nup to date (3)\n  demo-cc\n  demo-cc-2\n  demo-cc-3\n"+
+			"clusterclass/"+sandbox.DefaultClassName+": 3 clusters successfully rolled out\n")
 
 		// The selector's fleet is the canary alone.
 		require.Equal(t, 0, waveRun.Code, "stderr: %s", waveRun.Stderr)
@@ -378,6 +379,7 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 		}
 		assert.Contains(t, lines[3], `"kind":"FleetRolloutStatus"`)
 		assert.Contains(t, lines[3], `"clusters":3,"refused":0,"stalled":0,"paused":0,"rolling":0,"upToDate":3,"done":true`)
+		t.Logf("status cc/%s --watch=false -o json (exit %d):\n%s", sandbox.DefaultClassName, js.Code, js.Stdout)
 	})
 }
 

@@ -82,8 +82,11 @@ type FleetClusterRef struct {
 type FleetMachineCounts struct {
 	// Desired is the sum of spec.replicas.
 	Desired int32 `json:"desired"`
-	// UpToDate and Available are the sums of the status counts.
-	UpToDate  int32 `json:"upToDate"`
+	// UpToDate is how many machines are up to date and stay (none of an
+	// old MachineSet, none being deleted), from the Machines themselves;
+	// for a MachinePool without Machines, its status count.
+	UpToDate int32 `json:"upToDate"`
+	// Available is the sum of the status counts of available replicas.
 	Available int32 `json:"available"`
 	// Old is how many machines are to be replaced (of an old MachineSet,
 	// out of date, or being deleted).
