@@ -207,7 +207,7 @@ func (k Kind) Takes(verb string) error {
 	if k.Verbs == nil || slices.Contains(k.Verbs, verb) {
 		return nil
 	}
-	return fmt.Errorf("%s does not take %s objects: %s works with %s only (rollout %s %s/NAME); name its Clusters' objects instead, e.g. cluster/NAME",
+	return fmt.Errorf("%s does not take %s objects: %s works with %s only (rollout %s %s/NAME); name the objects of its Clusters instead",
 		verb, k.Singular(), k.Singular(), strings.Join(k.Verbs, ", "), k.Verbs[0], k.Singular())
 }
 
