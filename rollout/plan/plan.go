@@ -309,9 +309,9 @@ func planVerdictError(p *v1alpha1.RolloutPlan, failOnReplace bool) error {
 	maybe, handlers := inPlaceCandidates(p)
 	for _, cp := range p.Clusters {
 		switch cp.Result {
-		case v1alpha1.ClusterRefused:
+		case v1alpha1.PlanClusterRefused:
 			refused = append(refused, "cluster/"+cp.Cluster.Name+": "+cp.Reason)
-		case v1alpha1.ClusterNotComputed:
+		case v1alpha1.PlanClusterNotComputed:
 			notComputed = append(notComputed, "cluster/"+cp.Cluster.Name+": "+cp.Reason)
 		}
 	}

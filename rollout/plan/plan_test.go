@@ -486,9 +486,9 @@ func TestPlanExitStatus(t *testing.T) {
 
 	// A fleet: a cluster refused exits 6 before one not computed, which is
 	// an error (no plan for it), before --fail-on-replace.
-	changed := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "a"}, Result: v1alpha1.ClusterChanged, WorkerReplace: 1}
-	notComputed := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "b"}, Result: v1alpha1.ClusterNotComputed, Reason: "template missing"}
-	refusedCluster := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "c"}, Result: v1alpha1.ClusterRefused, Reason: "EtcdDowngrade"}
+	changed := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "a"}, Result: v1alpha1.PlanClusterChanged, WorkerReplace: 1}
+	notComputed := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "b"}, Result: v1alpha1.PlanClusterNotComputed, Reason: "template missing"}
+	refusedCluster := v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Name: "c"}, Result: v1alpha1.PlanClusterRefused, Reason: "EtcdDowngrade"}
 	through := admitted
 	through.EditedThrough = &v1alpha1.PlanObjectRef{Kind: "ClusterClass", Name: "class"}
 	withClusters := func(cps ...v1alpha1.ClusterPlan) *v1alpha1.RolloutPlan {

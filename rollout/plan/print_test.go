@@ -98,11 +98,11 @@ func goldenPlans() map[string]*v1alpha1.RolloutPlan {
 		op.Duration = v1alpha1.PlanDuration{Basis: "unknown: the history of machinedeployment/" + name + "-md-0 records no rollout or restart to learn from"}
 		fleet.Objects = append(fleet.Objects, op)
 		fleet.Clusters = append(fleet.Clusters, v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Kind: "Cluster", Namespace: "default", Name: name}, Class: "default/demo-class",
-			Result: v1alpha1.ClusterChanged, Objects: []string{"machinedeployment/" + name + "-md-0"}, WorkerReplace: 1, Counts: v1alpha1.PlanCounts{Replace: 1},
+			Result: v1alpha1.PlanClusterChanged, Objects: []string{"machinedeployment/" + name + "-md-0"}, WorkerReplace: 1, Counts: v1alpha1.PlanCounts{Replace: 1},
 			TemplatesRotated: []string{"DevMachineTemplate " + name + "-md-0-jlkhb (new, from class template demo-class-default-worker-v2)"}})
 	}
 	fleet.Clusters = append(fleet.Clusters, v1alpha1.ClusterPlan{Cluster: v1alpha1.PlanObjectRef{Kind: "Cluster", Namespace: "default", Name: "demo-cc-3"}, Class: "default/demo-class",
-		Result: v1alpha1.ClusterNotComputed, Reason: "error computing the desired state of the Cluster topology: failed to compute MachineDeployments: DevMachineTemplate default/demo-class-default-worker-v2 not found",
+		Result: v1alpha1.PlanClusterNotComputed, Reason: "error computing the desired state of the Cluster topology: failed to compute MachineDeployments: DevMachineTemplate default/demo-class-default-worker-v2 not found",
 		Objects: []string{}, TemplatesRotated: []string{}})
 	fleet.Admitted, fleet.ReplacesMachines, fleet.Fleet = true, true, fleetTotals(fleet.Clusters)
 	return map[string]*v1alpha1.RolloutPlan{

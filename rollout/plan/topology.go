@@ -250,16 +250,16 @@ func (o *PlanOptions) planTopologyWrites(ctx context.Context, cl *core.Clients, 
 	}
 	switch {
 	case rerr != nil && refusedWrite(writes) != nil:
-		cp.Result = v1alpha1.ClusterRefused
+		cp.Result = v1alpha1.PlanClusterRefused
 		w := refusedWrite(writes)
 		cp.Reason = fmt.Sprintf("the topology controller's %s of %s %s: %s", w.Verb, w.GVK.Kind, w.Name, core.APIStatusOf(w.Err))
 	case rerr != nil:
-		cp.Result = v1alpha1.ClusterNotComputed
+		cp.Result = v1alpha1.PlanClusterNotComputed
 		cp.Reason = notComputedReason(rerr)
 	case len(objs) == 0 || cp.Counts.Replace+cp.Counts.InPlace+cp.Counts.Delete == 0 && !anyChange(objs):
-		cp.Result = v1alpha1.ClusterUnchanged
+		cp.Result = v1alpha1.PlanClusterUnchanged
 	default:
-		cp.Result = v1alpha1.ClusterChanged
+		cp.Result = v1alpha1.PlanClusterChanged
 	}
 	return objs, cp, nil
 }
@@ -521,13 +521,13 @@ func fleetTotals(cps []v1alpha1.ClusterPlan) *v1alpha1.FleetTotals {
 	t := &v1alpha1.FleetTotals{Clusters: len(cps)}
 	for _, cp := range cps {
 		switch cp.Result {
-		case v1alpha1.ClusterChanged:
+		case v1alpha1.PlanClusterChanged:
 			t.Changed++
-		case v1alpha1.ClusterUnchanged:
+		case v1alpha1.PlanClusterUnchanged:
 			t.Unchanged++
-		case v1alpha1.ClusterRefused:
+		case v1alpha1.PlanClusterRefused:
 			t.Refused++
-		case v1alpha1.ClusterNotComputed:
+		case v1alpha1.PlanClusterNotComputed:
 			t.NotComputed++
 		}
 		t.ControlPlaneReplace += cp.ControlPlaneReplace

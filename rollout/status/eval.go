@@ -241,6 +241,9 @@ func (s StatusReport) Summary() string {
 		return "paused (" + s.Paused + ")"
 	}
 	if s.Upgrade != nil {
+		if !s.Observed {
+			return fmt.Sprintf("waiting for the topology controller to reconcile generation %d; %s", s.Generation, s.Upgrade.Summary())
+		}
 		return s.Upgrade.Summary()
 	}
 	if s.WaitRevision > 0 {

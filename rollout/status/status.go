@@ -41,9 +41,13 @@ var statusExitStatus = []string{
 	"  3   stalled: no progress for --progress-deadline; the blocking machines are listed",
 	"  4   paused: the object is paused (spec.paused or annotation cluster.x-k8s.io/paused)",
 	"  5   superseded: with --revision N, the object is already past revision N",
+	"  6   refused (a fleet): the topology controller's write to a cluster was refused by an",
+	"      admission webhook or policy (the Cluster's TopologyReconciled condition says so)",
 	"  8   waiting for deletion: a MachineDeployment with the OnDelete strategy waits for its",
 	"      old machines to be deleted by hand (they are listed)",
 	"  9   with --watch=false: not rolled out yet",
+	"  A fleet (clusterclass/NAME, cluster -l or -A) ends once every cluster has its verdict and",
+	"  exits 0 when all are rolled out, else with the worst cluster's: 6, then 3, then 4.",
 }
 
 // StatusOptions are the options of `rollout status`.
@@ -64,15 +68,23 @@ type StatusOptions struct {
 	// Revision is --revision: wait for this revision (rollout-guard's
 	// stamp) to be the one rolled out; 0 waits for whatever is live.
 	Revision int64
+	// Selector is -l: the fleet's Clusters by label (status cluster -l
+	// SELECTOR, or a class's clusters that match it).
+	Selector string
+	// AllNamespaces is -A: the fleet's Clusters in every namespace.
+	AllNamespaces bool
 
 	ref core.Ref
+	// fleet is set when status watches a fleet: clusterclass/NAME, or
+	// cluster with -l or -A.
+	fleet *fleetTarget
 }
 
 // NewCommand returns the `rollout status` command of the invocation c.
 func NewCommand(c *core.Session) *cobra.Command {
 	o := &StatusOptions{Session: c, Watch: true, ProgressDeadline: 10 * time.Minute}
 	cmd := &cobra.Command{
-		Use:   "status KIND/NAME",
+		Use:   "status KIND/NAME | clusterclass/NAME | cluster (-l SELECTOR | -A)",
 		Short: "Watch a rollout until it is done, stalled or paused",
 		Long: `Watch the rollout of a worker pool, control plane or Cluster until it is done, and exit
 with a verdict. It watches the object, its Machines and MachineSets (no polling) and is done
@@ -80,7 +92,14 @@ on the first read where the controller observed the generation and every machine
 up to date and of the current MachineSet. cluster/NAME watches the control plane, then each
 worker pool; a ClusterClass cluster is watched through every step of its upgrade. On a
 terminal the view is redrawn in place; otherwise a line per change. More (when a rollout is
-done, -o json's fields): docs/cli.md, section status.`,
+done, -o json's fields): docs/cli.md, section status.
+
+A fleet is watched as one: clusterclass/NAME watches every Cluster of the class (its
+spec.topology.classRef), cluster -l SELECTOR the Clusters the selector matches, -A in every
+namespace. One line per cluster: up to date, rolling (which part, how many machines),
+stalled (why), paused, or refused (the topology controller's write was refused by admission),
+grouped worst first under the fleet's totals; a long group of up-to-date clusters is folded
+to one line. It ends when every cluster has its verdict, and exits with the worst.`,
 		Example: `  # Wait for a worker pool to roll out
   rollout status machinedeployment/md-0
 
@@ -95,7 +114,13 @@ done, -o json's fields): docs/cli.md, section status.`,
   rollout status md/md-0 --watch=false
 
   # Wait for the change that made revision 7 (exit 5 if a later change replaced it)
-  rollout status md/md-0 --revision 7`,
+  rollout status md/md-0 --revision 7
+
+  # Every cluster of a ClusterClass, until each is rolled out (a class or variable change)
+  rollout status clusterclass/my-class
+
+  # The clusters labelled env=prod in every namespace, once, one JSON object per cluster
+  rollout status cluster -l env=prod -A --watch=false -o json`,
 		RunE: core.RunE(o),
 	}
 	core.SetExitStatus(cmd, statusExitStatus...)
@@ -105,16 +130,37 @@ done, -o json's fields): docs/cli.md, section status.`,
 	cmd.Flags().DurationVar(&o.Grace, "grace", o.Grace, "How long a complete state must hold before the rollout is declared done (0: done on the first read where it is complete).")
 	cmd.Flags().Int64Var(&o.Revision, "revision", 0, "Wait for this revision (rollout history) to be rolled out; exit 5 if the object is already past it. Not with cluster/NAME.")
 	cmd.Flags().DurationVar(&o.ProgressDeadline, "progress-deadline", o.ProgressDeadline, "Exit 3 (stalled) when the rollout makes no progress for this long.")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector of Clusters (e.g. env=prod): watch the fleet of those clusters (status cluster -l SELECTOR), or only those of clusterclass/NAME.")
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Watch the fleet's Clusters in every namespace (status cluster -A, or clusterclass/NAME's clusters in any namespace).")
 	return cmd
 }
 
-// Complete reads the argument.
-func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
+// Complete reads the argument: one object, a ClusterClass, or the kind
+// cluster alone with -l or -A.
+func (o *StatusOptions) Complete(cmd *cobra.Command, args []string) error {
+	selected := cmd.Flags().Changed("selector") || o.AllNamespaces
+	if selected && len(args) == 1 && !strings.Contains(args[0], "/") {
+		k, err := core.ParseKind(args[0])
+		if err != nil {
+			return err
+		}
+		if k.GVK != core.Cluster.GVK {
+			return fmt.Errorf("status %s -l/-A: status selects Clusters only; write status cluster -l SELECTOR (or -A), or status clusterclass/NAME for a class's clusters", args[0])
+		}
+		o.fleet = &fleetTarget{}
+		return nil
+	}
 	ref, err := core.ParseOne("status", args)
 	if err != nil {
 		return err
 	}
 	o.ref = ref
+	switch {
+	case ref.Kind.GVK == core.ClusterClass.GVK:
+		o.fleet = &fleetTarget{class: &ref}
+	case selected:
+		return fmt.Errorf("-l/--selector and -A/--all-namespaces select a fleet of Clusters, not %s: write status cluster -l SELECTOR, status clusterclass/NAME -l SELECTOR, or drop them to watch %s", ref, ref)
+	}
 	return nil
 }
 
@@ -130,6 +176,9 @@ func (o *StatusOptions) Validate() error {
 	}
 	if o.Revision < 0 {
 		return fmt.Errorf("--revision %d: a revision is a positive number (rollout history lists them)", o.Revision)
+	}
+	if o.Revision > 0 && o.fleet != nil {
+		return fmt.Errorf("--revision applies to one machinedeployment/NAME or kubeadmcontrolplane/NAME, not to a fleet of clusters: their objects have revisions of their own")
 	}
 	if o.Revision > 0 && o.ref.Kind.GVK == core.Cluster.GVK {
 		return fmt.Errorf("--revision applies to one machinedeployment/NAME or kubeadmcontrolplane/NAME, not to %s: its control plane and pools have revisions of their own", o.ref)
@@ -147,6 +196,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
+	}
+	if o.fleet != nil {
+		return o.runFleet(ctx, cl)
 	}
 	obj, err := o.Session.Get(ctx, cl, o.ref, "status "+o.ref.String())
 	if err != nil {
@@ -180,7 +232,11 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 // timedOut turns an error caused by the --timeout into the timeout message.
 func (o *StatusOptions) timedOut(ctx context.Context, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return core.StatusError{Code: ExitTimeout, Msg: fmt.Sprintf("timed out waiting for %s to roll out (--timeout %s)", o.ref, o.Timeout)}
+		what := o.ref.String()
+		if o.fleet != nil && o.fleet.class == nil {
+			what = "the clusters"
+		}
+		return core.StatusError{Code: ExitTimeout, Msg: fmt.Sprintf("timed out waiting for %s to roll out (--timeout %s)", what, o.Timeout)}
 	}
 	return err
 }

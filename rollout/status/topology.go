@@ -172,8 +172,10 @@ type PartFacts struct {
 // The cluster is complete only when every object is complete (as
 // EvaluateStatus decides) and its spec.topology.version is reached: by the
 // control plane's spec.version and every one of its machines, and by every
-// MachineDeployment and MachinePool of the topology. During a chained
-// upgrade an intermediate step rolled out is therefore not the end.
+// MachineDeployment and MachinePool of the topology; and the topology
+// controller has reconciled the Cluster's generation (a variable or class
+// change rotates templates only once it has). During a chained upgrade an
+// intermediate step rolled out is therefore not the end.
 func EvaluateTopology(cluster *clusterv1.Cluster, objs TopologyObjects) ClusterReport {
 	return EvaluateTopologyAt(cluster, objs, time.Now())
 }
@@ -315,13 +317,25 @@ func topologyReconciled(cluster *clusterv1.Cluster) string {
 	return strings.TrimSuffix(c.Reason+": "+core.ConditionLine(c.Message), ": ")
 }
 
+// topologyObserved reports whether the topology controller reconciled the
+// Cluster's generation: its TopologyReconciled condition was written for
+// it. Just after an edit of spec.topology (a variable, a class) every
+// object still looks rolled out until the topology controller writes the
+// new templates; a condition that records no generation, or none yet,
+// says nothing.
+func topologyObserved(cluster *clusterv1.Cluster) bool {
+	c := apimeta.FindStatusCondition(cluster.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
+	return c == nil || c.ObservedGeneration == 0 || c.ObservedGeneration >= cluster.Generation
+}
+
 // clusterStatus is the Cluster's own report: its objects' counts summed,
-// paused when one of them is, complete when the upgrade u reached its
-// version, every step and every object rolled out.
+// paused when one of them is, complete when the topology controller
+// reconciled the Cluster's generation, the upgrade u reached its version,
+// every step and every object rolled out.
 func clusterStatus(cluster *clusterv1.Cluster, objects []StatusReport, u *UpgradeStatus) StatusReport {
-	s := StatusReport{Object: core.Cluster.Singular() + "/" + cluster.Name, Generation: cluster.Generation, Observed: true, Upgrade: u, Machines: []MachineStatus{}}
+	s := StatusReport{Object: core.Cluster.Singular() + "/" + cluster.Name, Generation: cluster.Generation, Observed: topologyObserved(cluster), Upgrade: u, Machines: []MachineStatus{}}
 	s.Paused = core.PausedBy(cluster)
-	complete := u.Reached
+	complete := u.Reached && s.Observed
 	var key strings.Builder
 	for _, o := range objects {
 		s.Replicas += o.Replicas

@@ -144,7 +144,7 @@ func (w *watcher) allSynced() bool {
 // be left out, see topologyMachinePools).
 func (w *watcher) has(i int) bool { return i < len(w.sources) }
 
-// of returns the objects of source i, by name.
+// of returns the objects of source i, by namespace and name.
 func (w *watcher) of(i int) []client.Object {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -152,9 +152,13 @@ func (w *watcher) of(i int) []client.Object {
 	for _, o := range w.objects[i] {
 		out = append(out, o)
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].GetName() < out[b].GetName() })
+	sort.Slice(out, func(a, b int) bool { return objectKey(out[a]) < objectKey(out[b]) })
 	return out
 }
+
+// objectKey is where the watcher keeps an object: its namespace and name
+// (a fleet's sources span namespaces).
+func objectKey(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }
 
 // put records one object of source i (deleted: forgets it) and signals the
 // change.
@@ -168,9 +172,9 @@ func (w *watcher) put(i int, obj any, deleted bool) {
 	}
 	w.mu.Lock()
 	if deleted || !w.sources[i].keep(o) {
-		delete(w.objects[i], o.GetName())
+		delete(w.objects[i], objectKey(o))
 	} else {
-		w.objects[i][o.GetName()] = o
+		w.objects[i][objectKey(o)] = o
 	}
 	w.mu.Unlock()
 	w.signal()
@@ -194,7 +198,7 @@ func (w *watcher) replaceLocked(i int, objs []client.Object) {
 	w.objects[i] = map[string]client.Object{}
 	for _, o := range objs {
 		if w.sources[i].keep(o) {
-			w.objects[i][o.GetName()] = o
+			w.objects[i][objectKey(o)] = o
 		}
 	}
 	w.synced[i] = true

@@ -163,6 +163,7 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				rolloutCmd(t, md, "--template", "devmachinetemplate/c1-md-1", "-n", ns).ok(t)
 				require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(w.MD), w.MD))
 				onDeleteWaitingForDeletion(t, w)
+				refusedFleet(t, ns)
 			},
 			cases: []exitCase{
 				{name: "rolled out", args: []string{"status", "mp/c1-mp-0"}, code: rollout.ExitOK},
@@ -173,6 +174,7 @@ func TestExitCodesAsDocumented(t *testing.T) {
 				{name: "superseded", args: []string{"status", md, "--revision", "1"}, code: rollout.ExitSuperseded},
 				{name: "not rolled out yet, one read", args: []string{"status", kcp, "--watch=false"}, code: rollout.ExitNotRolledOut},
 				{name: "waiting for deletion (OnDelete)", args: []string{"status", "md/" + onDeletePool}, code: rollout.ExitWaitingForDeletion},
+				{name: "a fleet's cluster refused", args: []string{"status", "clusterclass/" + refusedClass}, code: rollout.ExitRefused},
 				{name: "paused", args: []string{"status", md, "--paused-by-the-case-before"}, code: rollout.ExitPaused},
 			}},
 	} {
@@ -207,6 +209,28 @@ func TestExitCodesAsDocumented(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusedClass is the ClusterClass of refusedFleet.
+const refusedClass = "fleet-class"
+
+// refusedFleet makes ClusterClass refusedClass in namespace ns, with one
+// Cluster whose TopologyReconciled condition is what Cluster API writes
+// when an admission webhook refuses the topology controller's patch.
+func refusedFleet(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	class := builder.ClusterClass(ns, refusedClass).
+		WithInfrastructureClusterTemplate(builder.TemplateRef("infrastructure.cluster.x-k8s.io/v1beta2", "DevClusterTemplate", "fleet"), "").
+		WithControlPlaneTemplate(builder.TemplateRef("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlaneTemplate", "fleet"),
+			builder.TemplateRef("infrastructure.cluster.x-k8s.io/v1beta2", "DevMachineTemplate", "fleet"), "").Build()
+	require.NoError(t, env.Client.Create(ctx, class))
+	cluster := builder.Cluster(ns, "fleet-1").WithTopology(refusedClass, "v1.34.2").Build()
+	require.NoError(t, env.Client.Create(ctx, cluster))
+	cluster.Status.Conditions = []metav1.Condition{{Type: clusterv1.ClusterTopologyReconciledCondition, Status: metav1.ConditionFalse,
+		Reason: clusterv1.ClusterTopologyReconciledFailedReason, ObservedGeneration: cluster.Generation, LastTransitionTime: metav1.Now(),
+		Message: `failed to patch KubeadmControlPlane ` + ns + `/fleet-1-control-plane: admission webhook "validate.kubeadmcontrolplane.rollout-guard.io" denied the request: etcd 3.6 -> 3.5 is a downgrade [rule EtcdDowngrade]`}}
+	require.NoError(t, env.Client.Status().Update(ctx, cluster))
 }
 
 // freezeRestarts makes the API server refuse every restart of a

@@ -253,7 +253,7 @@ func TestPlanClassTemplateRotation(t *testing.T) {
 	require.Len(t, p.Clusters, 3, "every cluster of the class")
 	for i, cp := range p.Clusters {
 		assert.Equal(t, clusters[i].Name, cp.Cluster.Name)
-		assert.Equal(t, v1alpha1.ClusterChanged, cp.Result, "%+v", cp)
+		assert.Equal(t, v1alpha1.PlanClusterChanged, cp.Result, "%+v", cp)
 		assert.Equal(t, 0, cp.ControlPlaneReplace, cp.Cluster.Name)
 		assert.Equal(t, 1, cp.WorkerReplace, cp.Cluster.Name)
 		assert.Len(t, cp.TemplatesRotated, 1, cp.Cluster.Name)
@@ -291,7 +291,7 @@ func TestPlanVariableAndRebase(t *testing.T) {
 	machines := machinesNow(t)
 	p := plan(t, 0, "cluster/"+c2.Name, "--set-variable", sandbox.WorkerImageVariable+`="sandbox-worker:v2"`)
 	require.Len(t, p.Clusters, 1)
-	assert.Equal(t, v1alpha1.ClusterChanged, p.Clusters[0].Result, "%+v", p.Clusters[0])
+	assert.Equal(t, v1alpha1.PlanClusterChanged, p.Clusters[0].Result, "%+v", p.Clusters[0])
 	want := replacedBy(p)
 	assert.Equal(t, machines[c2.Name][1], want[c2.Name][1])
 	assert.Empty(t, want[c2.Name][0])
@@ -317,7 +317,7 @@ func TestPlanVariableAndRebase(t *testing.T) {
 	machines = machinesNow(t)
 	p = plan(t, 0, "cluster/"+c3.Name, "--class", other.Name)
 	require.Len(t, p.Clusters, 1)
-	assert.Equal(t, v1alpha1.ClusterChanged, p.Clusters[0].Result, "%+v", p.Clusters[0])
+	assert.Equal(t, v1alpha1.PlanClusterChanged, p.Clusters[0].Result, "%+v", p.Clusters[0])
 	assert.Equal(t, sandbox.DefaultNamespace+"/"+other.Name, p.Clusters[0].Class)
 	want = replacedBy(p)
 	assert.Equal(t, machines[c3.Name], want[c3.Name], "the rebase rotates the control plane's and the workers' templates")
@@ -359,7 +359,7 @@ func TestPlanEtcdDowngradeThroughAPatch(t *testing.T) {
 	p := plan(t, 0, "-f", path)
 	require.Len(t, p.Clusters, 2, "demo-cc and demo-cc-2: demo-cc-3 is on demo-class-b since its rebase")
 	for _, cp := range p.Clusters {
-		assert.Equal(t, v1alpha1.ClusterUnchanged, cp.Result, "a variable no cluster sets changes none: %+v", cp)
+		assert.Equal(t, v1alpha1.PlanClusterUnchanged, cp.Result, "a variable no cluster sets changes none: %+v", cp)
 	}
 	kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", path)
 	require.NoError(t, sb.WaitClassReconciled(ctx, sandbox.DefaultNamespace, sandbox.DefaultClassName))
@@ -367,7 +367,7 @@ func TestPlanEtcdDowngradeThroughAPatch(t *testing.T) {
 	p = plan(t, rollout.ExitRefused, "cluster/"+c1.Name, "--set-variable", variable+`="3.4.13-0"`)
 	require.Len(t, p.Clusters, 1)
 	cp := p.Clusters[0]
-	assert.Equal(t, v1alpha1.ClusterRefused, cp.Result)
+	assert.Equal(t, v1alpha1.PlanClusterRefused, cp.Result)
 	assert.Contains(t, cp.Reason, "[rule EtcdDowngrade]")
 	var refused *v1alpha1.ObjectPlan
 	for i := range p.Objects {

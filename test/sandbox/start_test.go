@@ -288,6 +288,99 @@ func TestSandboxRunsClusterAPIAsAManagementCluster(t *testing.T) {
 			assert.Equal(t, before[spec.Name].controlPlane, now.controlPlane, spec.Name)
 		}
 	})
+
+	t.Run("rollout status clusterclass/demo-class follows the fleet's rollout", func(t *testing.T) {
+		// One rollout of the whole fleet: a new workerImage on every
+		// cluster of the class replaces each one's worker machines.
+		before := map[string]fleetMember{}
+		for _, spec := range fleet {
+			before[spec.Name] = readFleetMember(t, sb, spec)
+			require.Len(t, before[spec.Name].workers, int(spec.WorkerMachines), spec.Name)
+		}
+		canary := fleet[len(fleet)-1]
+		labelled := &clusterv1.Cluster{}
+		require.NoError(t, sb.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: canary.Name}, labelled))
+		patch := client.MergeFrom(labelled.DeepCopy())
+		labelled.Labels = map[string]string{"wave": "canary"}
+		require.NoError(t, sb.Client.Patch(ctx, labelled, patch))
+
+		const image = "sandbox-worker:v3"
+		edited := time.Now()
+		for _, spec := range fleet {
+			cluster := &clusterv1.Cluster{}
+			require.NoError(t, sb.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: spec.Name}, cluster))
+			next := cluster.DeepCopy()
+			for i, v := range next.Spec.Topology.Variables {
+				if v.Name == sandbox.WorkerImageVariable {
+					next.Spec.Topology.Variables[i].Value.Raw = []byte(`"` + image + `"`)
+				}
+			}
+			require.NoError(t, sb.Client.Patch(ctx, next, client.MergeFrom(cluster)))
+		}
+
+		// Right after the edit, one read: not rolled out yet.
+		once := sb.RunCLI(t.TempDir(), ns, "status", "clusterclass/"+sandbox.DefaultClassName, "--watch=false")
+		t.Logf("status --watch=false right after the edit (exit %d):\n%s%s", once.Code, once.Stdout, once.Stderr)
+		assert.Equal(t, 9, once.Code, "stderr: %s", once.Stderr)
+		assert.Contains(t, once.Stderr, "clusterclass/"+sandbox.DefaultClassName+" is not rolled out: 3 clusters:")
+
+		// The class's fleet, and the canary alone by its label, watched
+		// to the end.
+		class := sb.StartCLI(t.TempDir(), ns, "status", "clusterclass/"+sandbox.DefaultClassName, "--timeout", "4m")
+		wave := sb.StartCLI(t.TempDir(), ns, "status", "cluster", "-l", "wave=canary", "--timeout", "4m")
+		var classRun, waveRun sandbox.CLIRun
+		for _, r := range []struct {
+			cli *sandbox.CLI
+			out *sandbox.CLIRun
+		}{{class, &classRun}, {wave, &waveRun}} {
+			select {
+			case *r.out = <-r.cli.Done():
+			case <-time.After(5 * time.Minute):
+				t.Fatalf("status did not end:\n%s%s", r.cli.Stdout.String(), r.cli.Stderr.String())
+			}
+		}
+		// What the fleet is when status ends: each cluster's workers were
+		// replaced by machines of the new image, its control plane kept.
+		after := map[string]fleetMember{}
+		for _, spec := range fleet {
+			after[spec.Name] = readFleetMember(t, sb, spec)
+		}
+		t.Logf("status clusterclass/%s (exit %d, %s after the edit, ran %s):\n%s%s", sandbox.DefaultClassName, classRun.Code,
+			time.Since(edited).Round(100*time.Millisecond), classRun.Took.Round(100*time.Millisecond), classRun.Stdout, classRun.Stderr)
+		t.Logf("status cluster -l wave=canary (exit %d, ran %s):\n%s%s", waveRun.Code, waveRun.Took.Round(100*time.Millisecond), waveRun.Stdout, waveRun.Stderr)
+		require.Equal(t, 0, classRun.Code, "stderr: %s", classRun.Stderr)
+		for _, spec := range fleet {
+			b, a := before[spec.Name], after[spec.Name]
+			assert.Len(t, a.workers, int(spec.WorkerMachines), spec.Name)
+			for _, name := range a.workers {
+				assert.NotContains(t, b.workers, name, "%s: worker machine %s was there before the edit", spec.Name, name)
+				assert.Equal(t, image, a.devMachineImages[name], "%s: DevMachine of Machine %s", spec.Name, name)
+			}
+			assert.Equal(t, b.controlPlane, a.controlPlane, "%s: the control plane's machines stay", spec.Name)
+			assert.Contains(t, classRun.Stdout, spec.Name+": up to date\n")
+		}
+		assert.Contains(t, classRun.Stdout, "clusterclass/"+sandbox.DefaultClassName+": 3 clusters: 3 up to date\nup to date (3)\n  demo-cc\n  demo-cc-2\n  demo-cc-3\n"+
+			"clusterclass/"+sandbox.DefaultClassName+": 3 clusters successfully rolled out\n")
+
+		// The selector's fleet is the canary alone.
+		require.Equal(t, 0, waveRun.Code, "stderr: %s", waveRun.Stderr)
+		assert.Contains(t, waveRun.Stdout, "cluster -l wave=canary: 1 cluster: 1 up to date\nup to date (1)\n  "+canary.Name+"\n")
+		for _, spec := range fleet[:len(fleet)-1] {
+			assert.NotContains(t, waveRun.Stdout, spec.Name+":", "a cluster without the label")
+		}
+
+		// The class's fleet as JSON, once: one object per cluster, then the totals.
+		js := sb.RunCLI(t.TempDir(), ns, "status", "cc/"+sandbox.DefaultClassName, "--watch=false", "-o", "json")
+		require.Equal(t, 0, js.Code, "stderr: %s", js.Stderr)
+		lines := strings.Split(strings.TrimSpace(js.Stdout), "\n")
+		require.Len(t, lines, 4, js.Stdout)
+		for i, spec := range fleet {
+			assert.Contains(t, lines[i], `"cluster":{"namespace":"`+ns+`","name":"`+spec.Name+`"},"clusterClass":"`+ns+`/`+sandbox.DefaultClassName+`","state":"UpToDate","final":true`)
+		}
+		assert.Contains(t, lines[3], `"kind":"FleetRolloutStatus"`)
+		assert.Contains(t, lines[3], `"clusters":3,"refused":0,"stalled":0,"paused":0,"rolling":0,"upToDate":3,"done":true`)
+		t.Logf("status cc/%s --watch=false -o json (exit %d):\n%s", sandbox.DefaultClassName, js.Code, js.Stdout)
+	})
 }
 
 // workerPool returns a MachineDeployment of demo's cluster at its version,

@@ -25,4 +25,9 @@ func TestDeepCopyIsDeep(t *testing.T) {
 	pc := p.DeepCopyObject().(*RolloutPlan)
 	pc.Objects[0] = ObjectPlan{Object: PlanObjectRef{Name: "changed"}}
 	assert.Empty(t, p.Objects[0].Object.Name)
+
+	s := &ClusterRolloutStatus{Rolling: []FleetObjectStatus{{Object: "machinedeployment/md-0"}}}
+	sc := s.DeepCopyObject().(*ClusterRolloutStatus)
+	sc.Rolling[0].Object = "changed"
+	assert.Equal(t, "machinedeployment/md-0", s.Rolling[0].Object)
 }

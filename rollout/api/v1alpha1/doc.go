@@ -1,7 +1,9 @@
 // Package v1alpha1 holds what the rollout CLI prints as data, apiVersion
 // rollout.rollout-guard.io/v1alpha1: RolloutHistory and ClusterRolloutHistory
-// (rollout history -o json|yaml) and RolloutPlan (rollout plan -o json|yaml,
-// whose JSON Schema is plan.schema.json beside this file). A pipeline that
+// (rollout history -o json|yaml), RolloutPlan (rollout plan -o json|yaml,
+// whose JSON Schema is plan.schema.json beside this file), and
+// ClusterRolloutStatus and FleetRolloutStatus (rollout status -o json of a
+// fleet: clusterclass/NAME, or cluster with -l or -A). A pipeline that
 // reads that output can import this package alone, without the CLI.
 //
 // The version is a promise: fields may be added within it, none is removed

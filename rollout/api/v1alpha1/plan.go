@@ -104,20 +104,20 @@ type RolloutPlan struct {
 
 // The results of a Cluster's plan (ClusterPlan.Result).
 const (
-	// ClusterChanged: the topology controller would change some of its
+	// PlanClusterChanged: the topology controller would change some of its
 	// objects, all admitted.
-	ClusterChanged = "changed"
-	// ClusterUnchanged: the topology controller would change nothing that
+	PlanClusterChanged = "changed"
+	// PlanClusterUnchanged: the topology controller would change nothing that
 	// its machines are made of.
-	ClusterUnchanged = "unchanged"
-	// ClusterRefused: a write of the topology controller would be refused
+	PlanClusterUnchanged = "unchanged"
+	// PlanClusterRefused: a write of the topology controller would be refused
 	// (Reason says by whom and why); the controller stops there, as it
 	// would on the real change.
-	ClusterRefused = "refused"
-	// ClusterNotComputed: what the topology controller would do could not
+	PlanClusterRefused = "refused"
+	// PlanClusterNotComputed: what the topology controller would do could not
 	// be computed (Reason says why: a template missing, an extension the
 	// preview does not call); it is not counted as unchanged.
-	ClusterNotComputed = "not-computed"
+	PlanClusterNotComputed = "not-computed"
 )
 
 // ClusterPlan is what a change the topology controller carries out does to
@@ -128,8 +128,8 @@ type ClusterPlan struct {
 	Cluster PlanObjectRef `json:"cluster"`
 	// Class is its ClusterClass after the change, "NAMESPACE/NAME".
 	Class string `json:"class"`
-	// Result is ClusterChanged, ClusterUnchanged, ClusterRefused or
-	// ClusterNotComputed.
+	// Result is PlanClusterChanged, PlanClusterUnchanged, PlanClusterRefused or
+	// PlanClusterNotComputed.
 	Result string `json:"result"`
 	// Reason says why it is refused or not computed, in the words of who
 	// refused it or of Cluster API.

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +88,9 @@ type Kind struct {
 	// FromV1beta1 converts a v1beta1 manifest of the kind into out, its
 	// v1beta2 type (plan -f); nil when plan -f does not read the kind.
 	FromV1beta1 func(u *unstructured.Unstructured, out client.Object) error
+	// Verbs are the commands that take the kind, when only some do; nil
+	// for every command (see Takes).
+	Verbs []string
 }
 
 // ContractGroup is the group of the control planes of other providers the
@@ -181,8 +185,31 @@ var (
 		SpecPaused:  clusterPaused,
 		FromV1beta1: clusterFromV1beta1,
 	}
-	Kinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster}
+	// ClusterClass is a Cluster API ClusterClass: status watches the
+	// Clusters of the class (spec.topology.classRef); the guard polices
+	// none, and the commands that change or restart one object refuse it.
+	ClusterClass = Kind{
+		GVK:      clusterv1.GroupVersion.WithKind("ClusterClass"),
+		Resource: "clusterclasses",
+		Names:    []string{"clusterclass", "clusterclasses", "cc"},
+		Short:    "cc",
+		// Not a kind the guard polices: only how to make one.
+		Guard:   kinds.Kind{GVK: clusterv1.GroupVersion.WithKind("ClusterClass"), New: func() client.Object { return &clusterv1.ClusterClass{} }},
+		newList: func() client.ObjectList { return &clusterv1.ClusterClassList{} },
+		Verbs:   []string{"status"},
+	}
+	Kinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster, ClusterClass}
 )
+
+// Takes says why the command verb does not take the kind, nil when it
+// does.
+func (k Kind) Takes(verb string) error {
+	if k.Verbs == nil || slices.Contains(k.Verbs, verb) {
+		return nil
+	}
+	return fmt.Errorf("%s does not take %s objects: %s works with %s only (rollout %s %s/NAME); name the objects of its Clusters instead",
+		verb, k.Singular(), k.Singular(), strings.Join(k.Verbs, ", "), k.Verbs[0], k.Singular())
+}
 
 // contractControlPlane is the kind of another provider's control plane,
 // gvk (its Kind and Version "" until the API server names it), served as

@@ -59,6 +59,9 @@ func ParseTargets(verb string, args []string, selector bool) (Targets, error) {
 			if err != nil {
 				return Targets{}, err
 			}
+			if err := r.Kind.Takes(verb); err != nil {
+				return Targets{}, err
+			}
 			t.Refs = append(t.Refs, r)
 		}
 		if selector {
@@ -68,6 +71,9 @@ func ParseTargets(verb string, args []string, selector bool) (Targets, error) {
 	}
 	k, err := ParseKind(args[0])
 	if err != nil {
+		return Targets{}, err
+	}
+	if err := k.Takes(verb); err != nil {
 		return Targets{}, err
 	}
 	if len(args) == 1 {

@@ -299,6 +299,7 @@ value rotates that cluster's worker template and replaces its workers, the other
 
   {kubectl} patch cluster %s --type merge -p '{"spec":{"topology":{"variables":[{"name":"%s","value":%d},{"name":"%s","value":"sandbox-worker:v2"}]}}}'
   {kubectl} get machines -l cluster.x-k8s.io/cluster-name -L cluster.x-k8s.io/cluster-name -w
+  {rollout} status clusterclass/{class}    # the fleet, a line per cluster, until every one is rolled out
 `, len(names), strings.Join(names, ", "), sandbox.WorkerImageVariable, sandbox.DefaultWorkerImage,
 			last.Name, sandbox.PortVariable, last.Port, sandbox.WorkerImageVariable)
 	}
@@ -312,6 +313,7 @@ value rotates that cluster's worker template and replaces its workers, the other
 		"{kcp}", cc.ControlPlaneName(),
 		"{md}", cc.MachineDeploymentName(),
 		"{kubectl}", kubectl,
+		"{rollout}", filepath.Join(filepath.Dir(kubectl), "rollout"),
 	).Replace(text)
 }
 
