@@ -403,6 +403,11 @@ func TestPlanEtcdDowngradeThroughAPatch(t *testing.T) {
 		assert.Contains(c, msg, "EtcdDowngrade")
 	}, rolloutTimeout, pollInterval)
 	assert.Equal(t, machines[c1.Name], machinesNow(t)[c1.Name], "nothing was replaced")
+	// rollout status of the class reports that cluster as refused.
+	run := cli(t, "status", "clusterclass/"+sandbox.DefaultClassName, "--timeout", rolloutTimeout.String())
+	assert.Equal(t, rollout.ExitRefused, run.Code, run.Stderr)
+	assert.Contains(t, run.Stdout, "refused (1)\n  "+c1.Name)
+	assert.Contains(t, run.Stdout, "EtcdDowngrade")
 	// Set back, for whatever runs next.
 	require.NoError(t, sb.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
 	vars = nil
