@@ -121,8 +121,8 @@ var contractShape = shape{
 	controlPlane: true,
 	at:           []string{},
 	rules:        &contractRules,
-	rollsOut: func(has func(p ...string) bool) bool { return !has("machineTemplate", "metadata") },
-	refs:     [][]string{{"machineTemplate", "spec", "infrastructureRef"}},
+	rollsOut:     func(has func(p ...string) bool) bool { return !has("machineTemplate", "metadata") },
+	refs:         [][]string{{"machineTemplate", "spec", "infrastructureRef"}},
 	summary: func(data []byte) (Summary, error) {
 		var c struct {
 			Version         string `json:"version"`
