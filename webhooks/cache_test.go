@@ -53,6 +53,7 @@ func fullWorld() []client.Object {
 		switch o := obj.(type) {
 		case *clusterv1.Cluster:
 			decorate(&o.ObjectMeta)
+			o.Annotations[revisions.AnnotationRevision] = "5"
 			o.Spec.Topology = clusterv1.Topology{Version: "v1.34.2", ClassRef: clusterv1.ClusterClassRef{Name: "quick-start"},
 				Variables: []clusterv1.ClusterVariable{{Name: "imageRepository", Value: apiextensionsv1.JSON{Raw: []byte(`"registry.example/images"`)}}}}
 			o.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DevCluster", Name: "c1"}

@@ -23,6 +23,8 @@ func TestStampersServeThePathsOfTheManifests(t *testing.T) {
 		"MachineDeployment":   MutateMachineDeploymentPath,
 		"MachinePool":         MutateMachinePoolPath,
 		"KubeadmControlPlane": MutateKubeadmControlPlanePath,
+		"ClusterClass":        MutateClusterClassPath,
+		"Cluster":             MutateClusterPath,
 	}
 	for _, kind := range kinds.WithRevisions() {
 		path := mutatePath(kind.GVK)
