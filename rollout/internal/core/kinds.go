@@ -43,8 +43,8 @@ type Kind struct {
 	Contract bool
 	// Guard is the kind's entry in the guard's registry of kinds: how to
 	// make, snapshot and restart its objects and find their Cluster. A
-	// Cluster's has no revisions (Guard.HasRevisions): they are its control
-	// plane's and worker pools'. Zero for another provider's control plane
+	// Cluster's revisions are its topology's (Guard.Tracked); what rolls
+	// out is its control plane's and worker pools'. Zero for another provider's control plane
 	// until it is resolved.
 	Guard kinds.Kind
 
@@ -181,7 +181,18 @@ var (
 		SpecPaused:  clusterPaused,
 		FromV1beta1: clusterFromV1beta1,
 	}
-	Kinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster}
+	// ClusterClass is a Cluster API ClusterClass: history lists its
+	// revisions and what each rolled of the Clusters on the class.
+	ClusterClass = Kind{
+		GVK:      kinds.ClusterClass.GVK,
+		Resource: "clusterclasses",
+		Names:    []string{"clusterclass", "clusterclasses", "cc"},
+		Short:    "cc",
+		Guard:    kinds.ClusterClass,
+		newList:  func() client.ObjectList { return &clusterv1.ClusterClassList{} },
+		Revision: revisionPlace{Fields: "spec"},
+	}
+	Kinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster, ClusterClass}
 )
 
 // contractControlPlane is the kind of another provider's control plane,
@@ -226,7 +237,7 @@ var Scheme = sync.OnceValue(func() *runtime.Scheme {
 })
 
 // KindsHelp lists the kinds for messages.
-const KindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io"
+const KindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, clusterclass (cc), or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io"
 
 // GroupResource is the kind's group and resource, e.g.
 // "machinedeployments.cluster.x-k8s.io".
