@@ -139,6 +139,14 @@ func TestChangesOfTopologiesAndClasses(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, inPlace)
 
+	// A variable added whole: its name is in the path, not a change of
+	// its own.
+	c = newTopologyCluster()
+	c.Spec.Topology.Variables = append(c.Spec.Topology.Variables, clusterv1.ClusterVariable{Name: "region", Value: apiextensionsv1.JSON{Raw: []byte(`"eu"`)}})
+	cause, err = revisions.ChangeCause(base, topologySnap(t, c))
+	require.NoError(t, err)
+	assert.Equal(t, "variables[region].value (none) → eu", cause)
+
 	c = newTopologyCluster()
 	c.Spec.Topology.Workers.MachineDeployments[0].Replicas = new(int32(5))
 	c.Spec.Topology.ControlPlane.Metadata.Labels = map[string]string{"team": "a"}

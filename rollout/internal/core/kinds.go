@@ -237,7 +237,7 @@ var Scheme = sync.OnceValue(func() *runtime.Scheme {
 })
 
 // KindsHelp lists the kinds for messages.
-const KindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, clusterclass (cc), or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io"
+const KindsHelp = "use machinedeployment (md), machinepool (mp), kubeadmcontrolplane (kcp), cluster, or another provider's control plane as RESOURCE.controlplane.cluster.x-k8s.io"
 
 // GroupResource is the kind's group and resource, e.g.
 // "machinedeployments.cluster.x-k8s.io".
