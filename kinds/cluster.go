@@ -13,10 +13,11 @@ import (
 // then did to its control plane and worker pools, which are theirs). A
 // Cluster has no restarts of its own: a rollout.after in its topology is
 // part of a topology revision. The cache keeps spec.controlPlaneRef (the
-// policy finds the control plane through it) and spec.paused (a paused
-// cluster gets no first control-plane Machine), and notes the hash of the
-// topology; the topology itself, variables, status and others'
-// annotations are dropped.
+// policy finds the control plane through it), spec.paused (a paused
+// cluster gets no first control-plane Machine) and the topology's class
+// and version (which say it has one, so revisions), and notes the hash of
+// the whole topology; the rest of it (variables, worker and control-plane
+// topologies), status and others' annotations are dropped.
 var Cluster = Kind{
 	GVK:          clusterv1.GroupVersion.WithKind("Cluster"),
 	New:          func() client.Object { return &clusterv1.Cluster{} },
@@ -26,7 +27,8 @@ var Cluster = Kind{
 	ClusterName:  func(o client.Object) string { return o.GetName() },
 	Decide:       decideAs("Cluster", Judge.DecideCluster),
 	Trim: trimAs(func(c *clusterv1.Cluster) {
-		c.Spec = clusterv1.ClusterSpec{ControlPlaneRef: c.Spec.ControlPlaneRef, Paused: c.Spec.Paused}
+		c.Spec = clusterv1.ClusterSpec{ControlPlaneRef: c.Spec.ControlPlaneRef, Paused: c.Spec.Paused,
+			Topology: clusterv1.Topology{ClassRef: c.Spec.Topology.ClassRef, Version: c.Spec.Topology.Version}}
 		c.Status = clusterv1.ClusterStatus{}
 	}),
 }

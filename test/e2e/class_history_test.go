@@ -157,7 +157,7 @@ func TestClusterTopologyEditsAreRecordedAndNothingElse(t *testing.T) {
 
 	// A Cluster without a topology: no stamps, no records, even when a
 	// client sends some.
-	plain := builder.Cluster(w.Namespace, "plain").WithAnnotations(map[string]string{revisions.AnnotationChangedBy: "mallory-forged"}).Build()
+	plain := builder.Cluster(w.Namespace, "plain").WithInfrastructure("plain").WithAnnotations(map[string]string{revisions.AnnotationChangedBy: "mallory-forged"}).Build()
 	require.NoError(t, mallory.Create(ctx, plain))
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(plain), plain))
 	assert.NotContains(t, plain.Annotations, revisions.AnnotationChangedBy)
