@@ -171,3 +171,30 @@ func TestHistoryClusterInterleavesTopologyEdits(t *testing.T) {
 	assert.True(t, strings.HasPrefix(lines[3], "cluster/c7"), lines[3])
 	assert.True(t, strings.HasPrefix(lines[4], "md/c7-md-0"), lines[4])
 }
+
+// TestUndoClusterClass: a ClusterClass is rolled back like any object with
+// revisions — to its spec of revision 1 here —, shown field by field; a
+// server dry run and --emit yaml change nothing, and the policy, which
+// judges no class, warns of nothing.
+func TestUndoClusterClass(t *testing.T) {
+	cl := newFakeClient(classWorld(t)...)
+	before := &clusterv1.ClusterClass{}
+	require.NoError(t, cl.Get(t.Context(), client.ObjectKey{Namespace: topoNS, Name: "demo-class"}, before))
+
+	out, errOut, code := runFake(t, cl, historyNow, "undo", "cc/demo-class", "--to-revision", "1", "--dry-run=server")
+	require.Equal(t, core.ExitOK, code, errOut)
+	assert.Empty(t, errOut)
+	assert.Contains(t, out, "ClusterClass demo/demo-class: would roll back from revision 2 to revision 1 (server dry run: nothing stored)")
+	assert.Contains(t, out, "workers.machineDeployments[default-worker].infrastructure.templateRef.name   demo-md-v2          demo-md")
+
+	out, errOut, code = runFake(t, cl, historyNow, "undo", "cc/demo-class", "--to-revision", "1", "--emit", "yaml")
+	require.Equal(t, core.ExitOK, code, errOut)
+	assert.Contains(t, out, "kind: ClusterClass")
+	assert.Contains(t, out, "name: demo-md\n")
+	assert.NotContains(t, errOut, "Warning")
+
+	after := &clusterv1.ClusterClass{}
+	require.NoError(t, cl.Get(t.Context(), client.ObjectKey{Namespace: topoNS, Name: "demo-class"}, after))
+	assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "nothing was changed")
+
+}
