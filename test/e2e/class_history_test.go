@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,4 +206,56 @@ func TestGuardStoppedLetsClassAndClusterBookkeepingThrough(t *testing.T) {
 // pick keeps the number and author of a record, what these tests compare.
 func pick(r revisions.Record) revisions.Record {
 	return revisions.Record{Revision: r.Revision, ChangedBy: r.ChangedBy}
+}
+
+// TestClusterClassHistoryAndUndoThroughTheGuard: `rollout history
+// clusterclass/NAME` lists the class's revisions with their users, and
+// `rollout undo --to-revision 1` with --dry-run=server (through the API
+// server and the guard's stamper, which stores nothing on a dry run) and
+// with --emit yaml changes nothing: the class's resourceVersion and its
+// records stay as they were; without either, it rolls the class back,
+// a new revision by the user who ran it.
+func TestClusterClassHistoryAndUndoThroughTheGuard(t *testing.T) {
+	ctx := t.Context()
+	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
+	alice, bob := framework.UserClient(t, env, "alice"), framework.UserClient(t, env, "bob")
+	cc := demoClass(w.Namespace, "undo-class")
+	require.NoError(t, alice.Create(ctx, cc))
+	before := cc.DeepCopy()
+	cc.Spec.Workers.MachineDeployments[0].Infrastructure.TemplateRef.Name = "undo-class-md-v2"
+	require.NoError(t, bob.Patch(ctx, cc, client.MergeFrom(before)))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.Equal(c, []string{"1:alice", "2:bob"}, authors(recordsOf(c, cc)))
+	}, 30*time.Second, 100*time.Millisecond, "both revisions recorded")
+
+	cache := t.TempDir()
+	run := func(args ...string) (string, string, int) {
+		var stdout, stderr strings.Builder
+		code := framework.RunRollout(ctx, env.Kubeconfig, cache, &stdout, &stderr, append(args, "-n", w.Namespace)...)
+		return stdout.String(), stderr.String(), code
+	}
+	out, errOut, code := run("history", "clusterclass/undo-class")
+	require.Equal(t, 0, code, errOut)
+	t.Logf("rollout history clusterclass/undo-class:\n%s", out)
+	assert.Regexp(t, `(?m)^1\s+alice\s+`, out)
+	assert.Regexp(t, `(?m)^2\s+bob\s+`, out)
+
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cc), cc))
+	rv := cc.ResourceVersion
+	for _, args := range [][]string{{"--dry-run=server"}, {"--emit", "yaml"}} {
+		out, errOut, code := run(append([]string{"undo", "cc/undo-class", "--to-revision", "1"}, args...)...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		t.Logf("rollout undo cc/undo-class --to-revision 1 %v:\n%s%s", args, out, errOut)
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cc), cc))
+		assert.Equal(t, rv, cc.ResourceVersion, "%v changed the class", args)
+		assert.Equal(t, []string{"1:alice", "2:bob"}, authors(recordsOf(t, cc)), "%v recorded something", args)
+	}
+
+	carol := "carol"
+	var stdout, stderr strings.Builder
+	code = framework.RunRollout(ctx, env.Kubeconfig, cache, &stdout, &stderr, "undo", "cc/undo-class", "--to-revision", "1", "-n", w.Namespace, "--as", carol, "--as-group", "system:masters")
+	require.Equal(t, 0, code, stderr.String())
+	stamps := env.Stamps(t, cc)
+	assert.Equal(t, revisions.Record{Revision: 3, ChangedBy: carol}, pick(stamps))
+	assert.Equal(t, "undo-class-md", cc.Spec.Workers.MachineDeployments[0].Infrastructure.TemplateRef.Name)
 }
