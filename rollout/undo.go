@@ -57,7 +57,8 @@ commands in full) and checks the object (not paused, not topology-managed), the 
 author, GitOps management, the templates it references and rollout-guard's policy; the
 rollback is one patch that never overwrites a change it has not seen. --dry-run=server asks
 the guard; --emit yaml|patch prints the change for Git; --force --reason is the guard's
-break-glass override. More: docs/cli.md, section undo.`,
+break-glass override. clusterclass/NAME rolls a ClusterClass back to the spec of a revision.
+More: docs/cli.md, section undo.`,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
 
@@ -75,6 +76,8 @@ break-glass override. More: docs/cli.md, section undo.`,
 
   # Managed by Argo CD or Flux: print the manifest of revision 3 to commit to Git
   rollout undo md/md-0 --to-revision 3 --emit yaml > clusters/prod/md-0.yaml
+
+  # A ClusterClass back to revision 1, asking the API server first
   rollout undo clusterclass/my-class --to-revision 1 --dry-run=server`,
 		RunE: core.RunE(o),
 	}
