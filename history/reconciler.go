@@ -162,7 +162,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !obj.GetDeletionTimestamp().IsZero() {
+	if !obj.GetDeletionTimestamp().IsZero() || !r.Kind.Tracked(obj) {
+		// Being deleted, or without revisions (a Cluster without a
+		// topology).
 		return ctrl.Result{}, nil
 	}
 	if paused, err := r.clusterPaused(ctx, obj); err != nil || paused {

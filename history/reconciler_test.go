@@ -483,3 +483,29 @@ func TestReconcilerWaitsWhileTheClusterIsPaused(t *testing.T) {
 	require.Len(t, revs, 1, "recorded once the Cluster is unpaused")
 	assert.Equal(t, int64(4), revs[0].Record.Revision)
 }
+
+// TestReconcilerRecordsTopologiesOnly: a topology Cluster's live topology
+// is recorded, owned by the Cluster; a Cluster without a topology has no
+// revisions, so nothing is recorded of it.
+func TestReconcilerRecordsTopologiesOnly(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, clusterv1.AddToScheme(s))
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
+	withTopology := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cc", UID: "uid-cc"}}
+	withTopology.Spec.Topology = clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "demo-class"}, Version: "v1.35.2"}
+	plain := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "uid-plain"}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(withTopology, plain).Build()
+	r := &Reconciler{Client: c, APIReader: c, Recorder: &Recorder{Client: c, Reader: c}, Kind: kinds.Cluster}
+	for _, name := range []string{"cc", "plain"} {
+		_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
+		require.NoError(t, err)
+	}
+	revs, _, err := List(context.Background(), c, "ns", "uid-cc")
+	require.NoError(t, err)
+	require.Len(t, revs, 1)
+	assert.Equal(t, revisions.KindCluster, revs[0].Snapshot.Kind)
+	assert.Equal(t, revisions.ChangeAdopted, revs[0].Record.ChangeType)
+	revs, _, err = List(context.Background(), c, "ns", "uid-plain")
+	require.NoError(t, err)
+	assert.Empty(t, revs)
+}

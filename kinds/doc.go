@@ -1,7 +1,7 @@
 // Package kinds is the guard's registry of the kinds it polices: for each of
 // MachineDeployment, MachinePool, KubeadmControlPlane, the control planes of
-// other providers read through Cluster API's control-plane contract, and
-// Cluster, one entry says how to create an empty object of it, take its
+// other providers read through Cluster API's control-plane contract,
+// ClusterClass and Cluster, one entry says how to create an empty object of it, take its
 // revision content, find the Cluster it belongs to, read its restart
 // (spec.rollout.after), decode it lean from an admission request, and trim
 // it for the guard's cache.

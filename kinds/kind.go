@@ -15,7 +15,7 @@ import (
 
 // Kind is one kind the guard polices, with what the rest of the product
 // needs to know about it. A field that does not apply to a kind is nil
-// (a Cluster has no revisions, so no Snapshot).
+// (a ClusterClass is not judged by the policy, so no Decide).
 type Kind struct {
 	// GVK is the kind's group, version and kind (v1beta2 for Cluster API's
 	// own kinds, the served version for a contract control plane).
@@ -23,8 +23,11 @@ type Kind struct {
 	// New returns an empty object of the kind.
 	New func() client.Object
 	// Snapshot returns the revision content of an object of the kind; nil
-	// for a kind without revisions (Cluster).
+	// for a kind without revisions.
 	Snapshot func(client.Object) (revisions.Snapshot, error)
+	// Tracks says whether an object of a kind with revisions has them:
+	// a Cluster only when it has a topology. nil: every object has.
+	Tracks func(client.Object) bool
 	// RolloutAfter returns the object's spec.rollout.after as RFC3339, ""
 	// when unset or when the kind has none (a MachinePool).
 	RolloutAfter func(client.Object) string
@@ -44,7 +47,8 @@ type Kind struct {
 	// the kind is cached whole (but its managed fields).
 	Trim func(client.Object)
 	// Decide is how a change of the kind is judged: which of the policy's
-	// ways (Judge) decides it, with what of the object.
+	// ways (Judge) decides it, with what of the object; nil for a kind the
+	// policy does not judge (ClusterClass).
 	Decide Decision
 	// ContentCached says whether Trim keeps all of the revision content, so
 	// the history reconciler can take an object's live revision from the
@@ -55,6 +59,12 @@ type Kind struct {
 
 // HasRevisions says whether objects of the kind have revisions (history).
 func (k Kind) HasRevisions() bool { return k.Snapshot != nil }
+
+// Tracked says whether obj, of kind k, has revisions: its kind has, and
+// Tracks (when set) says obj has.
+func (k Kind) Tracked(obj client.Object) bool {
+	return k.HasRevisions() && (k.Tracks == nil || k.Tracks(obj))
+}
 
 // Of returns the kind of obj, false for a kind the guard does not police.
 // An unstructured object is taken as a control plane read through the
@@ -71,16 +81,18 @@ func Of(obj client.Object) (Kind, bool) {
 		return KubeadmControlPlane, true
 	case *clusterv1.Cluster:
 		return Cluster, true
+	case *clusterv1.ClusterClass:
+		return ClusterClass, true
 	}
 	return Kind{}, false
 }
 
 // WithRevisions returns the kinds of Cluster API's own with revisions, in
 // the order the guard sets them up: MachineDeployment, MachinePool,
-// KubeadmControlPlane. Contract control planes are added per
-// --control-plane-kinds (Contract).
+// KubeadmControlPlane, ClusterClass, Cluster. Contract control planes are
+// added per --control-plane-kinds (Contract).
 func WithRevisions() []Kind {
-	return []Kind{MachineDeployment, MachinePool, KubeadmControlPlane}
+	return []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, ClusterClass, Cluster}
 }
 
 // clusterName finds the Cluster an object belongs to: its cluster-name
@@ -109,12 +121,12 @@ func rolloutAfter(after time.Time) string {
 	return after.UTC().Format(time.RFC3339)
 }
 
-// HistoryOf returns the kind of obj when objects of it have revisions
-// (a history), false otherwise: for a Cluster and for kinds the guard does
-// not police.
+// HistoryOf returns the kind of obj when obj has revisions (a history),
+// false otherwise: for a Cluster without a topology and for kinds the
+// guard does not police.
 func HistoryOf(obj client.Object) (Kind, bool) {
 	kind, ok := Of(obj)
-	if !ok || !kind.HasRevisions() {
+	if !ok || !kind.Tracked(obj) {
 		return Kind{}, false
 	}
 	return kind, true

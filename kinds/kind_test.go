@@ -14,8 +14,7 @@ import (
 
 // TestHistoryOf: every kind with a history is found from its object; an
 // unstructured object is a control plane read through the contract; a
-// Cluster is policed but has no history of its own; other objects are
-// neither.
+// Cluster has a history only with a topology; other objects are neither.
 func TestHistoryOf(t *testing.T) {
 	contract := &unstructured.Unstructured{}
 	contract.SetAPIVersion("controlplane.cluster.x-k8s.io/v1beta2")
@@ -28,6 +27,8 @@ func TestHistoryOf(t *testing.T) {
 		{&clusterv1.MachinePool{}, "MachinePool"},
 		{&controlplanev1.KubeadmControlPlane{}, "KubeadmControlPlane"},
 		{contract, "KThreesControlPlane"},
+		{&clusterv1.ClusterClass{}, "ClusterClass"},
+		{&clusterv1.Cluster{Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{Version: "v1.35.2"}}}, "Cluster"},
 	} {
 		k, ok := HistoryOf(tc.obj)
 		if !ok || k.GVK.Kind != tc.kind {
@@ -38,12 +39,12 @@ func TestHistoryOf(t *testing.T) {
 		}
 	}
 	if _, ok := HistoryOf(&clusterv1.Cluster{}); ok {
-		t.Error("HistoryOf(Cluster): a Cluster has no history of its own")
+		t.Error("HistoryOf(Cluster): a Cluster without a topology has no history of its own")
 	}
 	if k, ok := Of(&clusterv1.Cluster{}); !ok || k.GVK.Kind != "Cluster" {
 		t.Errorf("Of(Cluster) = %v, %v; want the policed kind Cluster", k.GVK, ok)
 	}
-	for _, obj := range []client.Object{&clusterv1.Machine{}, &clusterv1.ClusterClass{}} {
+	for _, obj := range []client.Object{&clusterv1.Machine{}, &clusterv1.MachineSet{}} {
 		if _, ok := Of(obj); ok {
 			t.Errorf("Of(%T): the guard polices no such kind", obj)
 		}

@@ -4,15 +4,17 @@ import (
 	"errors"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
 // TestEveryKindIsFoundFromItsObjects: an object New makes is of the kind
-// that made it, and a kind with revisions can snapshot it and name its
-// restart; a kind without revisions (Cluster) has no snapshot.
+// that made it, and every kind the guard polices has revisions; an empty
+// Cluster (no topology) has none of its own.
 func TestEveryKindIsFoundFromItsObjects(t *testing.T) {
 	contract := Contract(schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KThreesControlPlane"})
-	for _, kind := range append(WithRevisions(), contract, Cluster) {
+	for _, kind := range append(WithRevisions(), contract) {
 		t.Run(kind.GVK.Kind, func(t *testing.T) {
 			obj := kind.New()
 			got, ok := Of(obj)
@@ -23,7 +25,7 @@ func TestEveryKindIsFoundFromItsObjects(t *testing.T) {
 				t.Fatal("every kind names its Cluster and its restart")
 			}
 			_, withHistory := HistoryOf(obj)
-			if withHistory != kind.HasRevisions() || withHistory == (kind.GVK.Kind == "Cluster") {
+			if !kind.HasRevisions() || withHistory == (kind.GVK.Kind == "Cluster") {
 				t.Errorf("HistoryOf = %v, HasRevisions = %v", withHistory, kind.HasRevisions())
 			}
 		})
@@ -35,6 +37,9 @@ func TestEveryKindIsFoundFromItsObjects(t *testing.T) {
 // wrong with it; a malformed one is an error of its own.
 func TestLeanDecodingRefusesOtherKinds(t *testing.T) {
 	for _, kind := range WithRevisions() {
+		if kind.DecodeLean == nil {
+			continue // decoded whole
+		}
 		t.Run(kind.GVK.Kind, func(t *testing.T) {
 			other := []byte(`{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"` + kind.GVK.Kind + `","metadata":{"name":"a"}}`)
 			if err := kind.DecodeLean(other, kind.New()); !errors.Is(err, ErrNotLean) {
@@ -52,5 +57,48 @@ func TestLeanDecodingRefusesOtherKinds(t *testing.T) {
 				t.Errorf("decoded %q with managed fields %v; want the name and no managed fields", into.GetName(), into.GetManagedFields())
 			}
 		})
+	}
+}
+
+// TestClusterRevisionsAreItsTopology: a Cluster has revisions only with a
+// topology, and they are its topology: what Cluster API's controllers
+// write of it (references, status) changes nothing of them. A
+// ClusterClass's are its spec; its cached copy keeps what the policy reads.
+func TestClusterRevisionsAreItsTopology(t *testing.T) {
+	plain := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}
+	if _, ok := HistoryOf(plain); ok {
+		t.Error("a Cluster without a topology has no history of its own")
+	}
+	withTopology := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "cc"}}
+	withTopology.Spec.Topology = clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "demo-class"}, Version: "v1.35.2"}
+	kind, ok := HistoryOf(withTopology)
+	if !ok || kind.GVK.Kind != "Cluster" {
+		t.Fatalf("HistoryOf(a topology Cluster) = %v, %v", kind.GVK, ok)
+	}
+	before, err := kind.Snapshot(withTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := withTopology.DeepCopy()
+	written.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "cc-cp"}
+	written.Status.Phase = "Provisioned"
+	after, err := kind.Snapshot(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Hash != after.Hash {
+		t.Errorf("the controllers' writes changed the topology's revision: %s → %s", before.Hash, after.Hash)
+	}
+
+	cc := &clusterv1.ClusterClass{ObjectMeta: metav1.ObjectMeta{Name: "demo-class"}}
+	cc.Spec.KubernetesVersions = []string{"v1.35.2", "v1.36.1"}
+	cc.Spec.Variables = []clusterv1.ClusterClassVariable{{Name: "workerImage"}}
+	ccKind, ok := HistoryOf(cc)
+	if !ok || ccKind.GVK.Kind != "ClusterClass" || ccKind.Decide != nil || ccKind.ContentCached {
+		t.Fatalf("HistoryOf(a ClusterClass) = %v, %v", ccKind.GVK, ok)
+	}
+	ccKind.Trim(cc)
+	if len(cc.Spec.KubernetesVersions) != 2 || cc.Spec.Variables != nil {
+		t.Errorf("trimmed class: %+v; want its kubernetesVersions only", cc.Spec)
 	}
 }

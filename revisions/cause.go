@@ -25,6 +25,7 @@ func ChangeCause(from, to Snapshot) (string, error) {
 	}
 	var items []item
 	groups := map[string][]string{}
+	changes = withoutAddedKeys(changes)
 	for _, c := range changes {
 		if g, key, ok := metadataKey(c.Path); ok {
 			if _, seen := groups[g]; !seen {
@@ -132,4 +133,39 @@ func short(s string) string {
 	}
 	r := []rune(s)
 	return string(r[:maxRunes-1]) + "…"
+}
+
+// withoutAddedKeys drops, of a list element added or removed whole, the
+// change of the field that keys it ("variables[x].name (none) → x"): its
+// path names it already, and its other fields' changes say what it holds.
+func withoutAddedKeys(changes []Change) []Change {
+	out := changes[:0:0]
+	for _, c := range changes {
+		if isKeyOfWholeElement(c, changes) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// isKeyOfWholeElement says whether c is the keying field of a list element
+// that was added or removed whole, with other fields changed beside it.
+func isKeyOfWholeElement(c Change, changes []Change) bool {
+	open := strings.LastIndex(c.Path, "[")
+	closeAt := strings.LastIndex(c.Path, "].")
+	if open < 0 || closeAt < open {
+		return false
+	}
+	key, field := c.Path[open+1:closeAt], c.Path[closeAt+2:]
+	if strings.Contains(field, ".") || (c.From != "" && c.To != "") || (c.From != key && c.To != key) {
+		return false
+	}
+	prefix := c.Path[:closeAt+2]
+	for _, other := range changes {
+		if other.Path != c.Path && strings.HasPrefix(other.Path, prefix) {
+			return true
+		}
+	}
+	return false
 }

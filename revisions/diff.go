@@ -153,7 +153,21 @@ func rollsOut(kind string, raw []string) bool {
 	if !ok {
 		return false
 	}
-	return sh.rollsOut(func(p ...string) bool { return len(raw) >= len(p) && equalPath(raw[:len(p)], p) })
+	return sh.rollsOut(func(p ...string) bool { return len(raw) >= len(p) && matchPath(raw[:len(p)], p) })
+}
+
+// matchPath says whether path a matches pattern p, where a "*" segment
+// matches any one segment (a list element, a list of workers).
+func matchPath(a, p []string) bool {
+	if len(a) != len(p) {
+		return false
+	}
+	for i := range a {
+		if p[i] != "*" && a[i] != p[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // leaf is one compared value of a snapshot.
@@ -295,10 +309,11 @@ func appendPath(p []string, seg string) []string {
 }
 
 // listKeys returns the key of each element of a list of objects, from the
-// first of name, conditionType, path or key that every element has as a
-// unique non-empty string; nil when there is none.
+// first of name, conditionType, path, key or class (a ClusterClass's
+// worker classes) that every element has as a unique non-empty string; nil
+// when there is none.
 func listKeys(list []any) []string {
-	for _, field := range []string{"name", "conditionType", "path", "key"} {
+	for _, field := range []string{"name", "conditionType", "path", "key", "class"} {
 		keys := make([]string, len(list))
 		seen := map[string]bool{}
 		ok := true

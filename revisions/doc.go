@@ -1,7 +1,7 @@
 // Package revisions defines what one revision of a rollout is made of for a
-// Cluster API MachineDeployment, MachinePool, KubeadmControlPlane and a
+// Cluster API MachineDeployment, MachinePool, KubeadmControlPlane, a
 // control plane of another provider read through Cluster API's
-// control-plane contract, and how the guard records it in
+// control-plane contract, a ClusterClass and a Cluster's topology, and how the guard records it in
 // RolloutRevisions (package api/v1alpha1) so that `rollout history` and `rollout undo` work
 // whoever made the change.
 //
@@ -11,7 +11,8 @@
 //     with a short hash (MachineDeployment and MachinePool: spec.template;
 //     KubeadmControlPlane: spec.version, spec.machineTemplate and
 //     spec.kubeadmConfigSpec; a contract control plane: spec.version and
-//     spec.machineTemplate). Replicas, the rollout strategy, rollout.after,
+//     spec.machineTemplate; a ClusterClass: its spec; a Cluster: its
+//     spec.topology). Replicas, the rollout strategy, rollout.after,
 //     pausing, status, object metadata and the project's own rollout-guard.io/
 //     annotations are not part of it;
 //   - a Record: who made that content live, when, through which field

@@ -97,6 +97,12 @@ const (
 	// RolloutRevisions carry this kind in LabelOwnerKind (the owner
 	// reference names the provider's kind).
 	KindContractControlPlane = "ContractControlPlane"
+	// KindClusterClass is a Cluster API ClusterClass: a revision is its
+	// spec.
+	KindClusterClass = "ClusterClass"
+	// KindCluster is a Cluster API Cluster: a revision is its
+	// spec.topology, what an operator asks of a ClusterClass cluster.
+	KindCluster = "Cluster"
 )
 
 // The values of AnnotationChangeType (Record.ChangeType).

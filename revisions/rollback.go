@@ -15,15 +15,16 @@ import (
 
 // RollbackPatch returns a JSON merge patch (RFC 7386, content type
 // application/merge-patch+json) that makes the revision content of live, a
-// *MachineDeployment, *MachinePool or *KubeadmControlPlane (v1beta2), equal
-// to target's.
+// *MachineDeployment, *MachinePool, *KubeadmControlPlane, *ClusterClass or
+// *Cluster (v1beta2), equal to target's.
 //
 // The patch sets metadata.resourceVersion to live's resourceVersion, a
 // precondition: if the object changed since live was read, the API server
 // refuses the patch with a conflict instead of overwriting the concurrent
 // change. It touches only the revision fields (spec.template of a
 // MachineDeployment or MachinePool; spec.version, spec.machineTemplate and
-// spec.kubeadmConfigSpec of a KubeadmControlPlane): a field present in live
+// spec.kubeadmConfigSpec of a KubeadmControlPlane; the spec of a
+// ClusterClass; spec.topology of a Cluster): a field present in live
 // but absent from target is set to null, a field that differs is set to
 // target's value, and equal fields are left out. Replicas, rollout, paused,
 // status and every other part of metadata are left alone, and so are the
@@ -57,6 +58,18 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 		}
 		kind = KindKubeadmControlPlane
 		liveRaw, err = json.Marshal(kcpContentOf(o))
+	case *clusterv1.ClusterClass:
+		if o == nil {
+			return nil, fmt.Errorf("rollback patch: the live ClusterClass is nil")
+		}
+		kind = KindClusterClass
+		liveRaw, err = json.Marshal(&o.Spec)
+	case *clusterv1.Cluster:
+		if o == nil {
+			return nil, fmt.Errorf("rollback patch: the live Cluster is nil")
+		}
+		kind = KindCluster
+		liveRaw, err = json.Marshal(&o.Spec.Topology)
 	case *unstructured.Unstructured:
 		// A control plane of another provider, read through the contract.
 		if o == nil {
@@ -68,7 +81,7 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 			liveRaw = snap.Data
 		}
 	default:
-		return nil, fmt.Errorf("rollback patch: %T has no revisions; want a *v1beta2 MachineDeployment, MachinePool or KubeadmControlPlane, or a contract control plane as *unstructured.Unstructured", live)
+		return nil, fmt.Errorf("rollback patch: %T has no revisions; want a *v1beta2 MachineDeployment, MachinePool, KubeadmControlPlane, ClusterClass or Cluster, or a contract control plane as *unstructured.Unstructured", live)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rollback patch: encode the live %s: %w", kind, err)
@@ -107,11 +120,11 @@ func RollbackPatch(live runtime.Object, target Snapshot) ([]byte, error) {
 	content := mergeDiff(shapes[kind].rules, []string{}, liveMap, targetMap)
 	patch := map[string]any{"metadata": map[string]any{"resourceVersion": rv}}
 	if len(content) > 0 {
-		if isTemplateKind(kind) {
-			patch["spec"] = map[string]any{"template": content}
-		} else {
-			patch["spec"] = content
+		var at any = content
+		for i := len(shapes[kind].at) - 1; i >= 0; i-- {
+			at = map[string]any{shapes[kind].at[i]: at}
 		}
+		patch["spec"] = at
 	}
 	out, err := json.Marshal(patch)
 	if err != nil {

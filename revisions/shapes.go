@@ -13,9 +13,14 @@ import (
 // kinds apart.
 type shape struct {
 	// template says the content is a machine template (an object's
-	// spec.template); else it is a control plane's spec fields, version and
-	// machineTemplate at the root of the content.
+	// spec.template).
 	template bool
+	// controlPlane says the content is a control plane's spec fields,
+	// version and machineTemplate at the root of the content.
+	controlPlane bool
+	// at is where the content sits under the object's spec: ["template"],
+	// [] for fields of spec itself, ["topology"].
+	at []string
 	// rules are the canonical form's rules.
 	rules *kindRules
 	// rollsOut reports whether a change at a data path replaces machines;
@@ -33,10 +38,12 @@ var shapes = map[string]*shape{
 	KindMachinePool:          &templateShape,
 	KindKubeadmControlPlane:  &kubeadmControlPlaneShape,
 	KindContractControlPlane: &contractShape,
+	KindClusterClass:         &clusterClassShape,
+	KindCluster:              &clusterTopologyShape,
 }
 
 // knownKinds lists the kinds with revisions, for messages.
-const knownKinds = KindMachineDeployment + ", " + KindMachinePool + ", " + KindKubeadmControlPlane + " or " + KindContractControlPlane
+const knownKinds = KindMachineDeployment + ", " + KindMachinePool + ", " + KindKubeadmControlPlane + ", " + KindContractControlPlane + ", " + KindClusterClass + " or " + KindCluster
 
 // templateShape is the shape of a worker pool's revision, its spec.template
 // (MachineDeployments and MachinePools): a change of the version, the
@@ -44,6 +51,7 @@ const knownKinds = KindMachineDeployment + ", " + KindMachinePool + ", " + KindK
 // of metadata and timeouts it does not.
 var templateShape = shape{
 	template: true,
+	at:       []string{"template"},
 	rules:    &mdRules,
 	rollsOut: func(has func(p ...string) bool) bool {
 		return has("spec", "version") || has("spec", "bootstrap") || has("spec", "infrastructureRef") || has("spec", "failureDomain")
@@ -72,7 +80,9 @@ var templateShape = shape{
 // controller changes in place (DNS, the control-plane endpoint, discovery,
 // health-check timeouts).
 var kubeadmControlPlaneShape = shape{
-	rules: &kcpRules,
+	controlPlane: true,
+	at:           []string{},
+	rules:        &kcpRules,
 	rollsOut: func(has func(p ...string) bool) bool {
 		switch {
 		case has("version"), has("machineTemplate", "spec", "infrastructureRef"):
@@ -108,9 +118,11 @@ var kubeadmControlPlaneShape = shape{
 // propagate machineTemplate.metadata without a rollout; any other change
 // of its fields is taken to replace machines.
 var contractShape = shape{
-	rules:    &contractRules,
-	rollsOut: func(has func(p ...string) bool) bool { return !has("machineTemplate", "metadata") },
-	refs:     [][]string{{"machineTemplate", "spec", "infrastructureRef"}},
+	controlPlane: true,
+	at:           []string{},
+	rules:        &contractRules,
+	rollsOut:     func(has func(p ...string) bool) bool { return !has("machineTemplate", "metadata") },
+	refs:         [][]string{{"machineTemplate", "spec", "infrastructureRef"}},
 	summary: func(data []byte) (Summary, error) {
 		var c struct {
 			Version         string `json:"version"`
@@ -138,5 +150,5 @@ func isTemplateKind(kind string) bool {
 // plane's spec (version and machineTemplate at the root of the content).
 func isControlPlaneKind(kind string) bool {
 	sh, ok := shapes[kind]
-	return ok && !sh.template
+	return ok && sh.controlPlane
 }

@@ -23,7 +23,8 @@ import (
 //   - MachineDeployment and MachinePool: spec.template, i.e. {"metadata":
 //     {...}, "spec": {...}};
 //   - KubeadmControlPlane: {"version": ..., "machineTemplate": {...},
-//     "kubeadmConfigSpec": {...}}, the three revision fields of spec.
+//     "kubeadmConfigSpec": {...}}, the three revision fields of spec;
+//   - ClusterClass: its spec; Cluster: its spec.topology.
 //
 // Canonical form: the typed struct is marshalled to JSON (so Go's omitempty
 // and omitzero apply), then
@@ -53,8 +54,8 @@ import (
 // argument value may be ""), and the order of lists (Cluster API compares
 // lists in order). Unknown fields in Data (from a newer Cluster API) are kept.
 type Snapshot struct {
-	// Kind is KindMachineDeployment, KindMachinePool, KindKubeadmControlPlane
-	// or KindContractControlPlane.
+	// Kind is KindMachineDeployment, KindMachinePool, KindKubeadmControlPlane,
+	// KindContractControlPlane, KindClusterClass or KindCluster.
 	Kind string
 	// Data is the canonical JSON of the revision's content.
 	Data []byte
@@ -333,6 +334,10 @@ type Summary struct {
 	// EtcdImageTag is the KubeadmControlPlane's explicit etcd image tag, ""
 	// when kubeadm's default applies (and for a MachineDeployment).
 	EtcdImageTag string
+	// Class is a Cluster topology's ClusterClass ("name", or
+	// "namespace/name" when the topology names its namespace); "" for
+	// other kinds.
+	Class string
 }
 
 // Summary returns the gist of s for history tables.

@@ -22,7 +22,7 @@ func golden(t *testing.T, name, got string) {
 func TestDocsQuoteGoldens(t *testing.T) {
 	docs, err := os.ReadFile(filepath.Join("..", "docs", "cli.md"))
 	require.NoError(t, err)
-	for _, name := range []string{"history-cluster.txt", "status-cluster-lines.txt", "status-cluster-live-step-1-rolling.txt", "status-cluster-event.json", "status-fleet-100.txt"} {
+	for _, name := range []string{"history-cluster.txt", "history-clusterclass.txt", "history-cluster-topology.txt", "status-cluster-lines.txt", "status-cluster-live-step-1-rolling.txt", "status-cluster-event.json", "status-fleet-100.txt"} {
 		want, err := os.ReadFile(filepath.Join("testdata", name))
 		require.NoError(t, err)
 		assert.Contains(t, string(docs), string(want), "docs/cli.md does not quote testdata/%s as it is", name)

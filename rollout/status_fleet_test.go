@@ -354,9 +354,7 @@ func TestStatusFleetErrors(t *testing.T) {
 		{[]string{"status", "md", "-l", "env=prod"}, "status md -l/-A: status selects Clusters only; write status cluster -l SELECTOR (or -A), or status clusterclass/NAME for a class's clusters"},
 		{[]string{"status", "cluster/a", "-A"}, "-l/--selector and -A/--all-namespaces select a fleet of Clusters, not cluster/a"},
 		{[]string{"status", "clusterclass/quick-start", "--revision", "2"}, "--revision applies to one machinedeployment/NAME or kubeadmcontrolplane/NAME, not to a fleet of clusters"},
-		{[]string{"restart", "clusterclass/quick-start"}, "restart does not take clusterclass objects: clusterclass works with status only (rollout status clusterclass/NAME)"},
-		{[]string{"history", "cc/quick-start"}, "history does not take clusterclass objects"},
-		{[]string{"undo", "clusterclasses/quick-start"}, "undo does not take clusterclass objects"},
+		{[]string{"restart", "clusterclass/quick-start"}, "restart does not take clusterclass objects: clusterclass works with status, history, undo"},
 		{[]string{"pause", "clusterclass", "-l", "a=b"}, "pause does not take clusterclass objects"},
 		{[]string{"clusterclass/quick-start", "--version", "v1.35.0"}, "rollout does not take clusterclass objects"},
 	} {

@@ -1,10 +1,12 @@
 package rollout
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 )
@@ -30,6 +32,12 @@ type UndoOptions struct {
 	// Emit is --emit: print the manifest (yaml) or merge patch (patch) for
 	// Git instead of changing the object.
 	Emit string
+	// PreviewClass, when set, shows what the rollback of a ClusterClass
+	// (live, as it would be after the rollback) rolls of the Clusters on
+	// the class, before it is sent or printed: the place of rollout plan's
+	// preview of a class change. nil: no preview (the change itself is
+	// shown, field by field).
+	PreviewClass func(ctx context.Context, cl *core.Clients, live, rolledBack *clusterv1.ClusterClass) error
 
 	ref      core.Ref
 	dry      core.DryRun
@@ -49,7 +57,8 @@ commands in full) and checks the object (not paused, not topology-managed), the 
 author, GitOps management, the templates it references and rollout-guard's policy; the
 rollback is one patch that never overwrites a change it has not seen. --dry-run=server asks
 the guard; --emit yaml|patch prints the change for Git; --force --reason is the guard's
-break-glass override. More: docs/cli.md, section undo.`,
+break-glass override. clusterclass/NAME rolls a ClusterClass back to the spec of a revision.
+More: docs/cli.md, section undo.`,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
 
@@ -66,7 +75,10 @@ break-glass override. More: docs/cli.md, section undo.`,
   rollout undo kcp/my-cluster-control-plane --to-revision 3 --force --reason "INC-42: restore from backup follows"
 
   # Managed by Argo CD or Flux: print the manifest of revision 3 to commit to Git
-  rollout undo md/md-0 --to-revision 3 --emit yaml > clusters/prod/md-0.yaml`,
+  rollout undo md/md-0 --to-revision 3 --emit yaml > clusters/prod/md-0.yaml
+
+  # A ClusterClass back to revision 1, asking the API server first
+  rollout undo clusterclass/my-class --to-revision 1 --dry-run=server`,
 		RunE: core.RunE(o),
 	}
 	core.SetExitStatus(cmd, core.ExitHelpOK+` (also "skipped rollback: already at revision N")`,

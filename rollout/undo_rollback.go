@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -97,6 +98,11 @@ func (o *UndoOptions) attempt(ctx context.Context, cl *core.Clients, obj client.
 	}
 	if err := o.checkRollback(ctx, cl, rb); err != nil {
 		return err
+	}
+	if live, ok := obj.(*clusterv1.ClusterClass); ok && o.PreviewClass != nil {
+		if err := o.PreviewClass(ctx, cl, live, rb.newObj.(*clusterv1.ClusterClass)); err != nil {
+			return err
+		}
 	}
 	return o.rollBack(ctx, cl, rb)
 }

@@ -23,21 +23,21 @@ import (
 // cache reads (a management cluster with thousands of clusters must not cost
 // gigabytes):
 //
-//   - Clusters, KubeadmControlPlanes, MachineDeployments and MachinePools
-//     are trimmed as their entry in package kinds says (kinds.Kind.Trim).
-//     Those with revisions keep their labels, owner references (revisions
-//     are owned by the object) and the project's own annotations (revision
-//     stamps and the highest versions run); a Cluster keeps none of them.
+//   - Clusters, ClusterClasses, KubeadmControlPlanes, MachineDeployments
+//     and MachinePools are trimmed as their entry in package kinds says
+//     (kinds.Kind.Trim): a ClusterClass keeps spec.kubernetesVersions and
+//     the upgrade-plan extension (how Cluster API plans a chained upgrade),
+//     a Cluster its control-plane reference and spec.paused. All keep
+//     their labels, owner references (revisions are owned by the object)
+//     and the project's own annotations (revision stamps and the highest
+//     versions run).
 //   - Machine: kept as a compact entry of what the policy reads of it
 //     (CompactMachine), which MachineStore reads; the cache cannot give it
 //     back as a Machine.
-//   - ClusterClass: spec.kubernetesVersions and the upgrade-plan extension
-//     (how Cluster API plans a chained upgrade); its templates, variables
-//     and patches are dropped.
 //
-// A control plane and a worker pool cached without all of their revision
-// content (kinds.Kind.ContentCached) carry the hash of it in their cached
-// copy (history.AnnotationCachedHash), taken as they enter the cache.
+// An object cached without all of its revision content
+// (kinds.Kind.ContentCached) carries the hash of it in its cached copy
+// (history.AnnotationCachedHash), taken as it enters the cache.
 //
 // Every kind loses its managed fields. Other kinds (control planes of other
 // providers, read as unstructured through the contract) keep their content
@@ -45,14 +45,13 @@ import (
 // ClientOptions.
 //
 // pending, when not nil, keeps the whole revision content the cache saw
-// last of a control plane or worker pool, for the history reconciler
+// last of an object cached without all of it, for the history reconciler
 // (history.Pending).
 func CacheOptions(pending *history.Pending) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
-		&clusterv1.Machine{}:      {Transform: CompactMachine},
-		&clusterv1.ClusterClass{}: {Transform: TrimClusterClass},
+		&clusterv1.Machine{}: {Transform: CompactMachine},
 	}
-	for _, kind := range append(kinds.WithRevisions(), kinds.Cluster) {
+	for _, kind := range kinds.WithRevisions() {
 		byObject[kind.New()] = cache.ByObject{Transform: cacheTransform(kind, pending)}
 	}
 	return cache.Options{
@@ -65,8 +64,9 @@ func CacheOptions(pending *history.Pending) cache.Options {
 // a revision of kind gvk is made of (kinds.Kind.ContentCached), so that
 // the history reconciler can take an object's live revision from the
 // cache. It does not for a KubeadmControlPlane, cached without its
-// kubeadmConfigSpec, nor for a MachineDeployment, cached with only the
-// version of its template: their cached copies carry the hash of that
+// kubeadmConfigSpec, for a MachineDeployment, cached with only the
+// version of its template, nor for a ClusterClass or a Cluster, cached
+// without their templates and topology: their cached copies carry the hash of that
 // content, and the reconciler reads one from the API server when that
 // content is not recorded as the object's stamps say and the content the
 // cache saw of it is no longer kept aside (history.Pending) — rarely;
@@ -103,7 +103,7 @@ func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.Transf
 				return obj, nil
 			}
 			snap, err := kind.Snapshot(obj)
-			if err == nil {
+			if err == nil && kind.Tracked(obj) {
 				pending.Keep(obj, snap)
 			}
 			trimMeta(obj, kind.HasRevisions())
@@ -208,18 +208,10 @@ func filtered(in map[string]string, keep func(string) bool) map[string]string {
 }
 
 // TrimClusterClass is the cache transform of ClusterClasses (see
-// CacheOptions). Objects of other types are returned unchanged.
+// CacheOptions), keeping no content aside. Objects of other types are
+// returned unchanged.
 func TrimClusterClass(obj any) (any, error) {
-	cc, ok := obj.(*clusterv1.ClusterClass)
-	if !ok {
-		return obj, nil
-	}
-	trimMeta(cc, false)
-	spec := clusterv1.ClusterClassSpec{KubernetesVersions: cc.Spec.KubernetesVersions}
-	spec.Upgrade.External.GenerateUpgradePlanExtension = cc.Spec.Upgrade.External.GenerateUpgradePlanExtension
-	cc.Spec = spec
-	cc.Status = clusterv1.ClusterClassStatus{}
-	return cc, nil
+	return cacheTransform(kinds.ClusterClass, nil)(obj)
 }
 
 // allLabels keeps every label.

@@ -1,8 +1,9 @@
 // Package webhooks holds the guard's admission handlers: a validating webhook
 // (Validator) and a revision-stamping mutating webhook (Stamper) for
 // MachineDeployments, MachinePools, KubeadmControlPlanes and the control
-// planes of other providers, and a validating webhook for topology Clusters
-// (v1beta2; v1beta1 requests arrive converted by Cluster API's conversion
+// planes of other providers, a validating and a stamping webhook for
+// topology Clusters (their spec.topology), and a stamping webhook for
+// ClusterClasses (their spec) (v1beta2; v1beta1 requests arrive converted by Cluster API's conversion
 // webhook because the registration uses matchPolicy Equivalent).
 //
 // A validating handler decodes the request, gathers the rest of the cluster's

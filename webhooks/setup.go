@@ -33,6 +33,8 @@ const (
 	MutateMachineDeploymentPath   = "/mutate-cluster-x-k8s-io-v1beta2-machinedeployment"
 	MutateMachinePoolPath         = "/mutate-cluster-x-k8s-io-v1beta2-machinepool"
 	MutateKubeadmControlPlanePath = "/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane"
+	MutateClusterClassPath        = "/mutate-cluster-x-k8s-io-v1beta2-clusterclass"
+	MutateClusterPath             = "/mutate-cluster-x-k8s-io-v1beta2-cluster"
 )
 
 // Options configure the webhooks.
@@ -67,6 +69,8 @@ type Options struct {
 //	/mutate-cluster-x-k8s-io-v1beta2-machinedeployment
 //	/mutate-cluster-x-k8s-io-v1beta2-machinepool
 //	/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
+//	/mutate-cluster-x-k8s-io-v1beta2-clusterclass
+//	/mutate-cluster-x-k8s-io-v1beta2-cluster
 //	/mutate-rollout-guard-io-v1alpha1-rolloutrevision (OwnerLabeler)
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := AddIndexes(ctx, mgr); err != nil {

@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/yaml"
 
 	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/kinds"
@@ -23,6 +25,8 @@ func TestStampersServeThePathsOfTheManifests(t *testing.T) {
 		"MachineDeployment":   MutateMachineDeploymentPath,
 		"MachinePool":         MutateMachinePoolPath,
 		"KubeadmControlPlane": MutateKubeadmControlPlanePath,
+		"ClusterClass":        MutateClusterClassPath,
+		"Cluster":             MutateClusterPath,
 	}
 	for _, kind := range kinds.WithRevisions() {
 		path := mutatePath(kind.GVK)
@@ -52,4 +56,43 @@ func TestHistoryStoreServed(t *testing.T) {
 	with := meta.NewDefaultRESTMapper(nil)
 	with.Add(rgv1alpha1.GroupVersion.WithKind("RolloutRevision"), meta.RESTScopeNamespace)
 	assert.NoError(t, HistoryStoreServed(with)(nil))
+}
+
+// TestEveryStamperIsRegisteredAsTheOthers: each kind with revisions has,
+// at its stamper's path, an UPDATE webhook that fails closed and a CREATE
+// webhook that fails open, both NoneOnDryRun (they record), selected by
+// match conditions whose last is armed — the ClusterClass and Cluster
+// stampers as the MachineDeployment's.
+func TestEveryStamperIsRegisteredAsTheOthers(t *testing.T) {
+	raw, err := os.ReadFile("../config/webhook/manifests.yaml")
+	require.NoError(t, err)
+	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		if strings.Contains(doc, "kind: MutatingWebhookConfiguration") {
+			mutating = &admissionregistrationv1.MutatingWebhookConfiguration{}
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), mutating))
+		}
+	}
+	require.NotNil(t, mutating)
+	for _, kind := range kinds.WithRevisions() {
+		path := mutatePath(kind.GVK)
+		ops := map[admissionregistrationv1.OperationType]admissionregistrationv1.FailurePolicyType{}
+		for _, w := range mutating.Webhooks {
+			if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil || *w.ClientConfig.Service.Path != path {
+				continue
+			}
+			require.Len(t, w.Rules, 1, w.Name)
+			for _, op := range w.Rules[0].Operations {
+				ops[op] = *w.FailurePolicy
+			}
+			assert.Equal(t, admissionregistrationv1.SideEffectClassNoneOnDryRun, *w.SideEffects, w.Name)
+			require.NotEmpty(t, w.MatchConditions, w.Name)
+			assert.Equal(t, "armed", w.MatchConditions[len(w.MatchConditions)-1].Name, w.Name)
+			assert.Equal(t, []string{"v1beta2"}, w.Rules[0].APIVersions, w.Name)
+		}
+		assert.Equal(t, map[admissionregistrationv1.OperationType]admissionregistrationv1.FailurePolicyType{
+			admissionregistrationv1.Update: admissionregistrationv1.Fail,
+			admissionregistrationv1.Create: admissionregistrationv1.Ignore,
+		}, ops, kind.GVK.Kind)
+	}
 }

@@ -22,8 +22,10 @@ import (
 )
 
 // Stamper is the mutating webhook of MachineDeployments, MachinePools,
-// KubeadmControlPlanes and the control planes of other providers the guard
-// polices. On every change of what a rollout is made of it
+// KubeadmControlPlanes, the control planes of other providers the guard
+// polices, ClusterClasses and Clusters with a topology. On every change of
+// what a rollout is made of (for a ClusterClass its spec, for a Cluster its
+// spec.topology) it
 // stamps the object with the next revision number, who made the change (from
 // the request, never from the object), when, through which field manager and
 // why; it records the revision being replaced in a RolloutRevision when
@@ -84,7 +86,15 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard could not decode the previous %s: %w", s.Kind.GVK.Kind, err))
 		}
 	}
-	stamps, err := s.stamps(ctx, req, oldObj, newObj)
+	var stamps map[string]*string
+	var err error
+	if s.Kind.Tracked(newObj) || (oldObj != nil && s.Kind.Tracked(oldObj)) {
+		stamps, err = s.stamps(ctx, req, oldObj, newObj)
+	} else {
+		// An object without revisions (a Cluster without a topology)
+		// carries no stamps: whatever a client set is removed.
+		stamps = untracked(newObj.GetAnnotations())
+	}
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -212,6 +222,19 @@ func firstNonEmpty(s ...string) string {
 }
 
 func strPtr(s string) *string { return &s }
+
+// untracked returns the changes that take every revision stamp off an
+// object without revisions, leaving the override annotation (the
+// validating webhook's to judge).
+func untracked(ann map[string]string) map[string]*string {
+	out := map[string]*string{}
+	for k := range ann {
+		if strings.HasPrefix(k, revisions.Prefix) && k != revisions.AnnotationOverride {
+			out[k] = nil
+		}
+	}
+	return out
+}
 
 // stampHighest sets the highest-run annotation of the object id to highest.
 func stampHighest(out map[string]*string, highest revisions.HighestRun, id string) error {

@@ -206,11 +206,13 @@ func (s *Stamper) nextRevision(ctx context.Context, c change, oldSnap revisions.
 
 // override returns the break-glass override of revision rec: a request
 // that sets the override annotation, from a member of an override group,
-// is recorded with the rules it overrides; a request that keeps the
+// on a kind the policy judges, is recorded with the rules it overrides; a request that keeps the
 // revision keeps the override that made it, if any.
 func (s *Stamper) override(ctx context.Context, c change, rec revisions.Record) (*revisions.Override, error) {
 	if reason, requested := policy.OverrideRequested(c.oldObj, c.newObj); requested {
-		if !s.Overrides.Allows(c.req.UserInfo) {
+		if !s.Overrides.Allows(c.req.UserInfo) || s.Kind.Decide == nil {
+			// Not in an override group, or a kind the policy does not
+			// judge (a ClusterClass): nothing is overridden.
 			return nil, nil
 		}
 		d, _, err := s.Policy.Decide(ctx, c.oldObj, c.newObj)

@@ -14,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
@@ -44,7 +45,7 @@ type historyRow struct {
 // MergeHistories merges the histories of a cluster's objects into one list
 // ordered by time: each revision at the time its content was last made
 // live, each restart at the time it was asked. Rows at the same time keep
-// the objects' order (the control plane first), then revision numbers; a
+// the objects' order (the Cluster's topology, then the control plane), then revision numbers; a
 // restart comes after its revision. Times unknown (revisions adopted by the
 // guard) come first.
 func MergeHistories(sets []*core.RevisionSet) []historyRow {
@@ -82,7 +83,8 @@ func ShortRef(set *core.RevisionSet) string {
 	return k + "/" + set.Obj.GetName()
 }
 
-// runCluster prints the merged history of a Cluster's control plane,
+// runCluster prints the merged history of a Cluster's topology (the
+// edits its operators made, when recorded), control plane,
 // MachineDeployments and MachinePools.
 func (o *HistoryOptions) runCluster(ctx context.Context, cl *core.Clients, cluster *clusterv1.Cluster) error {
 	purpose := "show the history of " + core.Describe(cluster, core.Cluster)
@@ -98,6 +100,22 @@ func (o *HistoryOptions) runCluster(ctx context.Context, cl *core.Clients, clust
 		o.Session.Warnf("the control plane of Cluster %s/%s is a %s.%s: rollout-guard records the history of KubeadmControlPlanes only; showing the worker pools", cluster.Namespace, cluster.Name, ref.Kind, ref.APIGroup)
 	}
 	var sets []*core.RevisionSet
+	// The operator's edits of the topology, when the guard recorded them,
+	// come first at equal times: they are what the objects' steps carry
+	// out.
+	if _, ok := kinds.HistoryOf(cluster); ok {
+		topology, err := o.Session.LoadHistory(ctx, cl, cluster, purpose)
+		if err != nil {
+			return err
+		}
+		for _, bad := range topology.Bad {
+			o.Session.Warnf("skipping a damaged revision record: %v", bad)
+		}
+		if topology.Recorded() {
+			topology.WarnStale(o.Session)
+			sets = append(sets, topology)
+		}
+	}
 	for _, obj := range objs {
 		set, err := o.Session.LoadHistory(ctx, cl, obj, purpose)
 		if err != nil {

@@ -37,20 +37,24 @@ func NewCommand(c *core.Session) *cobra.Command {
 	o := &HistoryOptions{Session: c, PrintFlags: core.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "history KIND/NAME",
-		Short: "Show the revisions of a worker pool, control plane or cluster: who changed what, when and why",
+		Short: "Show the revisions of a worker pool, control plane, cluster or ClusterClass: who changed what, when and why",
 		Long: `Show the revisions rollout-guard recorded for a worker pool or control plane, oldest first,
 the highest live: REVISION, VERSION, INFRASTRUCTURE, BOOTSTRAP, CHANGED-BY (from the API
 server; "unknown (*)" when nothing records one), VIA (the field manager, and the GitOps
 controller in brackets), AGE and CHANGE-CAUSE; restarts as their own lines. cluster/NAME
-merges its control plane's and worker pools' histories by time. More: docs/cli.md, section
-history.`,
+merges the edits of its topology with its control plane's and worker pools' histories by
+time. clusterclass/NAME lists the class's revisions and, per revision, the revisions the
+topology controller made of the control planes and worker pools of the Clusters on the
+class while it was live. More: docs/cli.md, section history.`,
 		Example: `  rollout history machinedeployment/md-0
   rollout history kcp/my-cluster-control-plane --revision 3
   rollout history mp/my-pool
   rollout history md/md-0 --revision 3 -o yaml
   rollout history md/md-0 --diff
   rollout history md/md-0 -o yaml
-  rollout history cluster/my-cluster`,
+  rollout history cluster/my-cluster
+  rollout history clusterclass/my-class
+  rollout history cc/my-class --revision 2 -o yaml`,
 		RunE: core.RunE(o),
 	}
 	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpError)
@@ -101,6 +105,10 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 	}
 	for _, bad := range set.Bad {
 		o.Session.Warnf("skipping a damaged revision record: %v", bad)
+	}
+	if _, ok := obj.(*clusterv1.ClusterClass); ok && o.Revision == 0 && !o.Diff {
+		set.WarnStale(o.Session)
+		return o.runClusterClass(ctx, cl, set)
 	}
 	if !set.Recorded() {
 		return o.untracked(ctx, cl, set)

@@ -42,6 +42,7 @@ func entryOf(set *core.RevisionSet, r revisions.Revision, withContent bool) (v1a
 		Infrastructure:  sum.Infrastructure,
 		Bootstrap:       sum.Bootstrap,
 		EtcdImageTag:    sum.EtcdImageTag,
+		Class:           sum.Class,
 		ChangedBy:       r.Record.ChangedBy,
 		AuthorUnknown:   core.AuthorUnknownOf(r.Record),
 		FieldManager:    r.Record.FieldManager,

@@ -127,6 +127,10 @@ func TestWebhookFailurePolicyPerOperation(t *testing.T) {
 		"stamp-create.machinepool.rollout-guard.io":         {"cluster.x-k8s.io/machinepools", []admissionregistrationv1.OperationType{create}, ignore},
 		"stamp.kubeadmcontrolplane.rollout-guard.io":        {"controlplane.cluster.x-k8s.io/kubeadmcontrolplanes", []admissionregistrationv1.OperationType{update}, fail},
 		"stamp-create.kubeadmcontrolplane.rollout-guard.io": {"controlplane.cluster.x-k8s.io/kubeadmcontrolplanes", []admissionregistrationv1.OperationType{create}, ignore},
+		"stamp.clusterclass.rollout-guard.io":               {"cluster.x-k8s.io/clusterclasses", []admissionregistrationv1.OperationType{update}, fail},
+		"stamp-create.clusterclass.rollout-guard.io":        {"cluster.x-k8s.io/clusterclasses", []admissionregistrationv1.OperationType{create}, ignore},
+		"stamp.cluster.rollout-guard.io":                    {"cluster.x-k8s.io/clusters", []admissionregistrationv1.OperationType{update}, fail},
+		"stamp-create.cluster.rollout-guard.io":             {"cluster.x-k8s.io/clusters", []admissionregistrationv1.OperationType{create}, ignore},
 		"owner-label.rolloutrevision.rollout-guard.io":      {rolloutRevisions, []admissionregistrationv1.OperationType{create, update}, ignore},
 	}
 	// The table itself keeps the rule it pins: for the policed kinds,

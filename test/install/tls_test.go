@@ -87,7 +87,7 @@ func TestServingCertificateNames(t *testing.T) {
 	dnsNames, _, err := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	require.NoError(t, err)
 	clientConfigs, _ := webhookConfigurations(t, m)
-	require.Len(t, clientConfigs, 15, "four validating and three mutating webhooks, each once for UPDATE and once for CREATE, and the mutating webhook of the RolloutRevisions' owner label")
+	require.Len(t, clientConfigs, 19, "four validating and five mutating webhooks (the revision stampers of MachineDeployments, MachinePools, KubeadmControlPlanes, ClusterClasses and Clusters), each once for UPDATE and once for CREATE, and the mutating webhook of the RolloutRevisions' owner label")
 	for name, cc := range clientConfigs {
 		require.NotNil(t, cc.Service, "webhook %s calls a Service", name)
 		svc := m.find(t, "Service", cc.Service.Name)
@@ -107,7 +107,7 @@ func TestServingCertificateNames(t *testing.T) {
 	for _, w := range mutating.Webhooks {
 		registered = append(registered, w.ClientConfig)
 	}
-	require.Len(t, registered, 15)
+	require.Len(t, registered, 19)
 	for _, cc := range registered {
 		require.NotNil(t, cc.URL)
 		u, err := url.Parse(*cc.URL)

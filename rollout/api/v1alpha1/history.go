@@ -65,6 +65,9 @@ type HistoryRevision struct {
 	Bootstrap string `json:"bootstrap,omitempty"`
 	// EtcdImageTag is a KubeadmControlPlane's pinned etcd image tag.
 	EtcdImageTag string `json:"etcdImageTag,omitempty"`
+	// Class is a Cluster topology's ClusterClass ("name", or
+	// "namespace/name").
+	Class string `json:"class,omitempty"`
 	// ChangedBy is the user whose request made the content live.
 	ChangedBy string `json:"changedBy,omitempty"`
 	// AuthorUnknown is set when nothing records who made the content live
@@ -149,7 +152,8 @@ type ClusterRolloutHistory struct {
 	Cluster HistoryObject `json:"cluster"`
 	// TopologyVersion is its spec.topology.version; "" without a topology.
 	TopologyVersion string `json:"topologyVersion,omitempty"`
-	// Objects are its control plane and worker pools.
+	// Objects are the Cluster itself (its topology's revisions, when the
+	// guard recorded any), its control plane and worker pools.
 	Objects []ClusterHistoryObject `json:"objects"`
 	// Revisions are the revisions of every object, ordered by the time
 	// their content was last made live (restarts stay with their
@@ -169,6 +173,51 @@ type ClusterHistoryObject struct {
 // ClusterHistoryRevision is one revision of one object of a cluster.
 type ClusterHistoryRevision struct {
 	// Object is the object whose revision it is.
+	Object          HistoryObject `json:"object"`
+	HistoryRevision `json:",inline"`
+}
+
+// ClusterClassHistoryKind is the kind of what `rollout history
+// clusterclass/NAME -o json|yaml` prints.
+const ClusterClassHistoryKind = "ClusterClassRolloutHistory"
+
+// ClusterClassRolloutHistory is the history of a ClusterClass — its
+// revisions, and per revision what the topology controller rolled of the
+// Clusters on the class while it was live — as `rollout history
+// clusterclass/NAME -o json|yaml` prints it.
+// +kubebuilder:object:root=true
+type ClusterClassRolloutHistory struct {
+	metav1.TypeMeta `json:",inline"`
+	// ClusterClass is the ClusterClass.
+	ClusterClass HistoryObject `json:"clusterClass"`
+	// Recorded is false when rollout-guard recorded nothing for it.
+	Recorded bool `json:"recorded"`
+	// LiveRevision is the number of its live revision, 0 when unknown.
+	LiveRevision int64 `json:"liveRevision,omitempty"`
+	// Clusters are the Clusters on the class, now or by their recorded
+	// topology revisions.
+	Clusters []HistoryObject `json:"clusters"`
+	// Revisions are the class's revisions, oldest first.
+	Revisions []ClassHistoryRevision `json:"revisions"`
+}
+
+// ClassHistoryRevision is one revision of a ClusterClass and what it
+// rolled.
+type ClassHistoryRevision struct {
+	HistoryRevision `json:",inline"`
+	// Rolled are the revisions the topology controller made of the
+	// control planes and worker pools of the class's Clusters while this
+	// revision was live and no later topology edit of their Cluster
+	// explains them, oldest first.
+	Rolled []RolledRevision `json:"rolled"`
+}
+
+// RolledRevision is one revision of a Cluster's control plane or worker
+// pool, made by the topology controller.
+type RolledRevision struct {
+	// Cluster is the Cluster the object belongs to.
+	Cluster HistoryObject `json:"cluster"`
+	// Object is the control plane or worker pool.
 	Object          HistoryObject `json:"object"`
 	HistoryRevision `json:",inline"`
 }

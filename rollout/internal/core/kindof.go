@@ -13,7 +13,7 @@ import (
 
 // ParseKind resolves what a user typed as a kind, case-insensitively:
 // machinedeployment(s) or md, machinepool(s) or mp, kubeadmcontrolplane(s)
-// or kcp, cluster(s); a
+// or kcp, cluster(s), clusterclass(es) or cc; a
 // fully qualified name such as machinedeployments.cluster.x-k8s.io works too.
 func ParseKind(s string) (Kind, error) {
 	name, group, _ := strings.Cut(strings.ToLower(s), ".")

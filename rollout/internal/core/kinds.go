@@ -44,8 +44,8 @@ type Kind struct {
 	Contract bool
 	// Guard is the kind's entry in the guard's registry of kinds: how to
 	// make, snapshot and restart its objects and find their Cluster. A
-	// Cluster's has no revisions (Guard.HasRevisions): they are its control
-	// plane's and worker pools'. Zero for another provider's control plane
+	// Cluster's revisions are its topology's (Guard.Tracked); what rolls
+	// out is its control plane's and worker pools'. Zero for another provider's control plane
 	// until it is resolved.
 	Guard kinds.Kind
 
@@ -185,18 +185,20 @@ var (
 		SpecPaused:  clusterPaused,
 		FromV1beta1: clusterFromV1beta1,
 	}
-	// ClusterClass is a Cluster API ClusterClass: status watches the
-	// Clusters of the class (spec.topology.classRef); the guard polices
-	// none, and the commands that change or restart one object refuse it.
+	// ClusterClass is a Cluster API ClusterClass: history lists its
+	// revisions and what each rolled of the Clusters on the class, undo
+	// rolls it back, status watches the Clusters of the class
+	// (spec.topology.classRef); the commands that change or restart one
+	// object refuse it.
 	ClusterClass = Kind{
-		GVK:      clusterv1.GroupVersion.WithKind("ClusterClass"),
+		GVK:      kinds.ClusterClass.GVK,
 		Resource: "clusterclasses",
 		Names:    []string{"clusterclass", "clusterclasses", "cc"},
 		Short:    "cc",
-		// Not a kind the guard polices: only how to make one.
-		Guard:   kinds.Kind{GVK: clusterv1.GroupVersion.WithKind("ClusterClass"), New: func() client.Object { return &clusterv1.ClusterClass{} }},
-		newList: func() client.ObjectList { return &clusterv1.ClusterClassList{} },
-		Verbs:   []string{"status"},
+		Guard:    kinds.ClusterClass,
+		newList:  func() client.ObjectList { return &clusterv1.ClusterClassList{} },
+		Revision: revisionPlace{Fields: "spec"},
+		Verbs:    []string{"status", "history", "undo"},
 	}
 	Kinds = []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, Cluster, ClusterClass}
 )

@@ -5,6 +5,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
@@ -36,9 +37,15 @@ func (e *PolicyRefusal) ExitCode() int { return ExitRefused }
 // policy, reading the cluster through the CLI's live client. A refusal is a
 // *PolicyRefusal with the guard's exact text; when the facts cannot be read
 // (no permission to list the cluster's workers, a kind not served) it warns
-// and lets the guard decide. Warnings of the decision are printed only when
+// and lets the guard decide. A kind the policy does not judge passes. Warnings of the decision are printed only when
 // verbose (a client dry-run): otherwise the guard returns them itself.
 func (c *Session) CheckPolicy(ctx context.Context, cl *Clients, oldObj, newObj client.Object, hint string, verbose bool) error {
+	if kind, ok := kinds.Of(newObj); ok && kind.Decide == nil {
+		// A kind the policy does not judge (a ClusterClass): what its
+		// change does is judged object by object, as the topology
+		// controller writes each Cluster's control plane and pools.
+		return nil
+	}
 	p := policy.Policy{Reader: cl.Client, Mapper: cl.Mapper, Indexed: false}
 	d, warnings, err := p.Decide(ctx, oldObj, newObj)
 	if err != nil {
