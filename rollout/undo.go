@@ -9,6 +9,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/plan"
 )
 
 // UndoOptions are the options of `rollout undo`.
@@ -47,7 +48,9 @@ type UndoOptions struct {
 }
 
 func newUndoCommand(c *core.Session) *cobra.Command {
-	o := &UndoOptions{Session: c, PrintFlags: core.NewPrintFlags()}
+	o := &UndoOptions{Session: c, PrintFlags: core.NewPrintFlags(), PreviewClass: func(ctx context.Context, cl *core.Clients, live, rolledBack *clusterv1.ClusterClass) error {
+		return previewClassRollback(ctx, c, cl, live, rolledBack)
+	}}
 	cmd := &cobra.Command{
 		Use:   "undo KIND/NAME [--to-revision N]",
 		Short: "Roll a worker pool or control plane back to an earlier revision",
@@ -57,7 +60,8 @@ commands in full) and checks the object (not paused, not topology-managed), the 
 author, GitOps management, the templates it references and rollout-guard's policy; the
 rollback is one patch that never overwrites a change it has not seen. --dry-run=server asks
 the guard; --emit yaml|patch prints the change for Git; --force --reason is the guard's
-break-glass override. clusterclass/NAME rolls a ClusterClass back to the spec of a revision.
+break-glass override. clusterclass/NAME rolls a ClusterClass back to the spec of a revision,
+after the plan of what that rolls on each Cluster of the class (as rollout plan -f computes it).
 More: docs/cli.md, section undo.`,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
@@ -135,4 +139,23 @@ func (o *UndoOptions) Validate() error {
 		return err
 	}
 	return o.PrintFlags.Validate()
+}
+
+// previewClassRollback prints what rolling the ClusterClass live back to
+// rolledBack rolls on each Cluster of the class, as rollout plan -f of the
+// class computes it, and refuses the undo (exit 6) when the topology
+// controller's change of a cluster would be refused. A preview that cannot
+// be computed is a warning: the rollback itself is still judged by the API
+// server when it is sent.
+func previewClassRollback(ctx context.Context, c *core.Session, cl *core.Clients, live, rolledBack *clusterv1.ClusterClass) error {
+	if cl.Config == nil {
+		return nil // clients given in-process, without a connection to run the reconciler with
+	}
+	c.Notef("What the rollback of ClusterClass %s/%s rolls (computed with Cluster API's topology reconciler, every write a server-side dry run):", live.Namespace, live.Name)
+	err := plan.PreviewClassChange(ctx, c, cl, live, rolledBack)
+	if err == nil || core.ExitCode(err) == core.ExitRefused {
+		return err
+	}
+	c.Warnf("the preview of what the rollback rolls is incomplete: %v", err)
+	return nil
 }

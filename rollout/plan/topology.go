@@ -125,6 +125,10 @@ func PreviewClassChange(ctx context.Context, c *core.Session, cl *core.Clients, 
 	if err != nil {
 		return err
 	}
+	if len(cps) == 0 {
+		c.Notef("no Cluster in namespace %s uses ClusterClass %s: the change rolls no machine", live.Namespace, live.Name)
+		return nil
+	}
 	p := newRolloutPlan("", objs)
 	p.Clusters, p.Fleet = cps, fleetTotals(cps)
 	if err := writeClusters(c.IOStreams.ErrOut, cps); err != nil {
