@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -274,7 +275,7 @@ func TestPlanClassTemplateRotation(t *testing.T) {
 	assert.Equal(t, clusters[1].Name, one.Clusters[0].Cluster.Name)
 	assert.Equal(t, before, storedState(t, spec.Name), "the plans stored nothing")
 
-	kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", path)
+	kubectl(t, "apply", "--server-side", "--force-conflicts", "--as", "alice", "--as-group", "system:masters", "-f", path)
 	requireReplaced(t, machines, want)
 }
 
@@ -361,7 +362,7 @@ func TestPlanEtcdDowngradeThroughAPatch(t *testing.T) {
 	for _, cp := range p.Clusters {
 		assert.Equal(t, v1alpha1.PlanClusterUnchanged, cp.Result, "a variable no cluster sets changes none: %+v", cp)
 	}
-	kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", path)
+	kubectl(t, "apply", "--server-side", "--force-conflicts", "--as", "bob", "--as-group", "system:masters", "-f", path)
 	require.NoError(t, sb.WaitClassReconciled(ctx, sandbox.DefaultNamespace, sandbox.DefaultClassName))
 
 	p = plan(t, rollout.ExitRefused, "cluster/"+c1.Name, "--set-variable", variable+`="3.4.13-0"`)
@@ -419,4 +420,44 @@ func TestPlanEtcdDowngradeThroughAPatch(t *testing.T) {
 	patch, err = json.Marshal(map[string]any{"spec": map[string]any{"topology": map[string]any{"variables": vars}}})
 	require.NoError(t, err)
 	kubectl(t, "patch", "cluster", c1.Name, "--type", "merge", "-p", string(patch))
+}
+
+// TestClassHistoryAndUndo reads the history of demo-class after the two
+// edits above, alice's template rotation and bob's etcd variable: both
+// revisions with their users, alice's with the three clusters it rolled;
+// an undo to the first revision previews what it rolls and, with
+// --dry-run=server or --emit yaml, changes nothing.
+func TestClassHistoryAndUndo(t *testing.T) {
+	run := cli(t, "history", "clusterclass/"+sandbox.DefaultClassName, "-o", "json")
+	require.Equal(t, 0, run.Code, run.Stderr)
+	h := &v1alpha1.ClusterClassRolloutHistory{}
+	require.NoError(t, json.Unmarshal([]byte(run.Stdout), h), run.Stdout)
+	byUser := map[string]v1alpha1.ClassHistoryRevision{}
+	for _, r := range h.Revisions {
+		byUser[r.ChangedBy] = r
+	}
+	require.Contains(t, byUser, "alice", "%+v", h.Revisions)
+	require.Contains(t, byUser, "bob", "%+v", h.Revisions)
+	assert.Less(t, byUser["alice"].Revision, byUser["bob"].Revision)
+	rolled := map[string]bool{}
+	for _, r := range byUser["alice"].Rolled {
+		rolled[r.Cluster.Name] = true
+	}
+	for _, c := range clusters {
+		assert.True(t, rolled[c.Name], "alice's rotation rolled %s: %+v", c.Name, byUser["alice"].Rolled)
+	}
+	first := h.Revisions[0].Revision
+	for _, r := range h.Revisions {
+		first = min(first, r.Revision)
+	}
+
+	before := storedState(t, sandbox.DefaultClassName)
+	run = cli(t, "undo", "clusterclass/"+sandbox.DefaultClassName, "--to-revision", strconv.FormatInt(first, 10), "--dry-run=server")
+	assert.Equal(t, 0, run.Code, run.Stderr)
+	assert.Contains(t, run.Stderr, "What the rollback of ClusterClass default/demo-class rolls")
+	assert.Contains(t, run.Stderr, "Fleet: 2 clusters", "demo-cc and demo-cc-2 are on the class")
+	run = cli(t, "undo", "clusterclass/"+sandbox.DefaultClassName, "--to-revision", strconv.FormatInt(first, 10), "--emit", "yaml")
+	assert.Equal(t, 0, run.Code, run.Stderr)
+	assert.Contains(t, run.Stdout, "kind: ClusterClass")
+	assert.Equal(t, before, storedState(t, sandbox.DefaultClassName), "neither stored anything")
 }
