@@ -85,19 +85,10 @@ func EvaluateFleetMember(m FleetMember, now time.Time) ClusterReport {
 	// A Cluster that names a control plane is not rolled out before it
 	// exists.
 	complete := cp != nil || !m.Cluster.Spec.ControlPlaneRef.IsDefined()
+	objectsComplete, objectsKey := s.sumObjects(r.Objects)
+	complete = complete && objectsComplete
 	var key strings.Builder
-	for _, o := range r.Objects {
-		s.Replicas += o.Replicas
-		s.Current += o.Current
-		s.UpToDate += o.UpToDate
-		s.Available += o.Available
-		s.Ready += o.Ready
-		complete = complete && o.Complete
-		if s.Paused == "" && o.Paused != "" {
-			s.Paused = o.Object + ": " + o.Paused
-		}
-		key.WriteString(progressKey(o) + "\n")
-	}
+	key.WriteString(objectsKey)
 	s.progress = key.String()
 	s.Complete = complete
 	r.Cluster = s

@@ -335,20 +335,10 @@ func topologyObserved(cluster *clusterv1.Cluster) bool {
 func clusterStatus(cluster *clusterv1.Cluster, objects []StatusReport, u *UpgradeStatus) StatusReport {
 	s := StatusReport{Object: core.Cluster.Singular() + "/" + cluster.Name, Generation: cluster.Generation, Observed: topologyObserved(cluster), Upgrade: u, Machines: []MachineStatus{}}
 	s.Paused = core.PausedBy(cluster)
-	complete := u.Reached && s.Observed
+	objectsComplete, objectsKey := s.sumObjects(objects)
+	complete := u.Reached && s.Observed && objectsComplete
 	var key strings.Builder
-	for _, o := range objects {
-		s.Replicas += o.Replicas
-		s.Current += o.Current
-		s.UpToDate += o.UpToDate
-		s.Available += o.Available
-		s.Ready += o.Ready
-		complete = complete && o.Complete
-		if s.Paused == "" && o.Paused != "" {
-			s.Paused = o.Object + ": " + o.Paused
-		}
-		key.WriteString(progressKey(o) + "\n")
-	}
+	key.WriteString(objectsKey)
 	for _, st := range u.Steps {
 		if st.State != StepRolledOut {
 			complete = false
@@ -368,4 +358,25 @@ func machineVersions(machines []clusterv1.Machine) []string {
 		out = append(out, m.Spec.Version)
 	}
 	return out
+}
+
+// sumObjects adds the counts of a Cluster's objects to its report s, takes
+// the first pause among them, and returns whether every one is complete and
+// their part of the progress key.
+func (s *StatusReport) sumObjects(objects []StatusReport) (complete bool, key string) {
+	complete = true
+	var b strings.Builder
+	for _, o := range objects {
+		s.Replicas += o.Replicas
+		s.Current += o.Current
+		s.UpToDate += o.UpToDate
+		s.Available += o.Available
+		s.Ready += o.Ready
+		complete = complete && o.Complete
+		if s.Paused == "" && o.Paused != "" {
+			s.Paused = o.Object + ": " + o.Paused
+		}
+		b.WriteString(progressKey(o) + "\n")
+	}
+	return complete, b.String()
 }
