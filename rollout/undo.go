@@ -53,7 +53,7 @@ func newUndoCommand(c *core.Session) *cobra.Command {
 	}}
 	cmd := &cobra.Command{
 		Use:   "undo KIND/NAME [--to-revision N]",
-		Short: "Roll a worker pool or control plane back to an earlier revision",
+		Short: "Roll a worker pool, control plane, ClusterClass or cluster topology back to an earlier revision",
 		Long: `Roll a worker pool or control plane back to the previous revision of its history (rollout
 history), or to --to-revision N. Before sending, undo prints the fields it changes (files and
 commands in full) and checks the object (not paused, not topology-managed), the revision's
@@ -61,7 +61,8 @@ author, GitOps management, the templates it references and rollout-guard's polic
 rollback is one patch that never overwrites a change it has not seen. --dry-run=server asks
 the guard; --emit yaml|patch prints the change for Git; --force --reason is the guard's
 break-glass override. clusterclass/NAME rolls a ClusterClass back to the spec of a revision,
-after the plan of what that rolls on each Cluster of the class (as rollout plan -f computes it).
+after the plan of what that rolls on each Cluster of the class (as rollout plan -f computes it);
+cluster/NAME rolls a ClusterClass cluster's spec.topology back, after the plan of what that rolls.
 More: docs/cli.md, section undo.`,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
@@ -118,9 +119,6 @@ func (o *UndoOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the flags.
 func (o *UndoOptions) Validate() error {
-	if o.ref.Kind.GVK == core.Cluster.GVK {
-		return fmt.Errorf("undo works on worker pools and control planes, not %s: undo the cluster's control plane or one of its worker pools", o.ref)
-	}
 	if o.ToRevision < 0 {
 		return fmt.Errorf("--to-revision %d: revision numbers start at 1", o.ToRevision)
 	}
@@ -139,6 +137,23 @@ func (o *UndoOptions) Validate() error {
 		return err
 	}
 	return o.PrintFlags.Validate()
+}
+
+// previewClusterRollback prints what rolling a Cluster's topology back
+// does to its objects, as rollout plan computes a topology change; a
+// refusal stops the undo (exit 6), a preview that cannot be computed is a
+// warning.
+func previewClusterRollback(ctx context.Context, c *core.Session, cl *core.Clients, live, rolledBack *clusterv1.Cluster) error {
+	if cl.Config == nil {
+		return nil // clients given in-process, without a connection to run the reconciler with
+	}
+	c.Notef("What the rollback of the topology of Cluster %s/%s rolls (computed with Cluster API's topology reconciler, every write a server-side dry run):", live.Namespace, live.Name)
+	err := plan.PreviewClusterChange(ctx, c, cl, rolledBack)
+	if err == nil || core.ExitCode(err) == core.ExitRefused {
+		return err
+	}
+	c.Warnf("the preview of what the rollback rolls is incomplete: %v", err)
+	return nil
 }
 
 // previewClassRollback prints what rolling the ClusterClass live back to

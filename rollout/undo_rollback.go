@@ -104,6 +104,11 @@ func (o *UndoOptions) attempt(ctx context.Context, cl *core.Clients, obj client.
 			return err
 		}
 	}
+	if live, ok := obj.(*clusterv1.Cluster); ok && o.PreviewClass != nil {
+		if err := previewClusterRollback(ctx, o.Session, cl, live, rb.newObj.(*clusterv1.Cluster)); err != nil {
+			return err
+		}
+	}
 	return o.rollBack(ctx, cl, rb)
 }
 
@@ -130,6 +135,9 @@ type plannedRollback struct {
 func (o *UndoOptions) checkUndoable(obj client.Object, kind core.Kind, id string) error {
 	if !kind.Guard.HasRevisions() {
 		return fmt.Errorf("undo does not work on %s: it has no revisions of its own", id)
+	}
+	if c, ok := obj.(*clusterv1.Cluster); ok && !c.Spec.Topology.IsDefined() {
+		return fmt.Errorf("undo of a Cluster rolls back its spec.topology, and %s has none (it is not a ClusterClass cluster): undo its control plane or one of its worker pools", id)
 	}
 	if core.TopologyOwned(obj) {
 		instead := "its spec.topology.version, the class of " + core.TopologyPath(obj) + ", or that worker class's templates in the ClusterClass"

@@ -112,6 +112,27 @@ func (o *PlanOptions) planClass(ctx context.Context, cl *core.Clients, live, cla
 	return objs, cps, nil
 }
 
+// PreviewClusterChange prints what changing a ClusterClass cluster to
+// changed (its topology as it would be stored) does to its objects, as
+// rollout plan computes a change the topology controller carries out, and
+// returns an error with exit code ExitRefused when the topology
+// controller's change would be refused, one of exit 1 when it could not be
+// computed: the way undo of a Cluster's topology previews its rollback.
+func PreviewClusterChange(ctx context.Context, c *core.Session, cl *core.Clients, changed *clusterv1.Cluster) error {
+	o := &PlanOptions{c: planSession{Session: c}}
+	_, cp, err := o.planClusterTopology(ctx, cl, changed.DeepCopy())
+	if err != nil {
+		return err
+	}
+	cps := []v1alpha1.ClusterPlan{cp}
+	if err := writeClusters(c.IOStreams.ErrOut, cps); err != nil {
+		return err
+	}
+	p := newRolloutPlan("", nil)
+	p.Clusters, p.Fleet = cps, fleetTotals(cps)
+	return planVerdictError(p, false)
+}
+
 // PreviewClassChange prints what changing the ClusterClass live to changed
 // (as it would be stored) rolls: per Cluster of the class, the objects the
 // topology controller would change and their machines, computed as plan -f

@@ -29,7 +29,6 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"restart", "md/a", "-A"}, "-A/--all-namespaces works with -l/--selector only"},
 		{[]string{"restart", "md/a", "--at", "tomorrow"}, `--at "tomorrow" is not an RFC 3339 time such as 2030-01-02T03:00:00Z: parsing time "tomorrow" as "2006-01-02T15:04:05Z07:00": cannot parse "tomorrow" as "2006"`},
 		{[]string{"history", "md/a", "md/b"}, "history works on one object at a time; got 2"},
-		{[]string{"undo", "cluster/c1"}, "undo works on worker pools and control planes, not cluster/c1: undo the cluster's control plane or one of its worker pools"},
 		{[]string{"md/a", "--version", "v1.34.2", "--force", "--emit", "yaml"}, "--force changes the live object; --emit changes nothing: use one of them"},
 		{[]string{"undo", "md/a", "--force", "--reason", "x", "--emit", "yaml"}, "--reason is sent with a live change, as the override annotation; --emit changes nothing: give the reason in the Git commit message"},
 		{[]string{"undo", "md/a", "--reason", "x"}, "--reason goes with --force: it is the reason of an override"},
@@ -59,6 +58,10 @@ func TestObjectErrors(t *testing.T) {
 		`MachineDeployment "nope" not found in namespace "cli-errors": check the name and the namespace (-n), e.g. with kubectl get machinedeployments.cluster.x-k8s.io -n cli-errors`)
 	rolloutCmd(t, "history", "kcp/nope", "-n", w.Namespace).fails(t,
 		`KubeadmControlPlane "nope" not found in namespace "cli-errors": check the name and the namespace (-n), e.g. with kubectl get kubeadmcontrolplanes.controlplane.cluster.x-k8s.io -n cli-errors`)
+
+	// A Cluster without a topology has no revisions of its own to undo.
+	rolloutCmd(t, "undo", "cluster/"+framework.WorldClusterName, "-n", w.Namespace).fails(t,
+		"undo of a Cluster rolls back its spec.topology, and Cluster cli-errors/"+framework.WorldClusterName+" has none (it is not a ClusterClass cluster): undo its control plane or one of its worker pools")
 
 	rolloutCmd(t, md, "--template", "devmachinetemplate/missing", "-n", w.Namespace).fails(t,
 		`--template devmachinetemplate/missing: DevMachineTemplate "missing" not found in namespace "cli-errors": create it first (an object references templates in its own namespace)`)

@@ -460,4 +460,12 @@ func TestClassHistoryAndUndo(t *testing.T) {
 	assert.Equal(t, 0, run.Code, run.Stderr)
 	assert.Contains(t, run.Stdout, "kind: ClusterClass")
 	assert.Equal(t, before, storedState(t, sandbox.DefaultClassName), "neither stored anything")
+
+	// The topology edit of one Cluster (its workerImage, above) is undone
+	// the same way: previewed, and stored nowhere with --dry-run=server.
+	run = cli(t, "undo", "cluster/"+clusters[1].Name, "--dry-run=server")
+	assert.Equal(t, 0, run.Code, run.Stderr)
+	assert.Contains(t, run.Stderr, "What the rollback of the topology of Cluster default/"+clusters[1].Name+" rolls")
+	assert.Contains(t, run.Stderr, "changed", "the rollback of workerImage rotates its worker template")
+	assert.Equal(t, before, storedState(t, sandbox.DefaultClassName), "nothing stored")
 }

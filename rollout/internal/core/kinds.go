@@ -181,6 +181,7 @@ var (
 		Names:    []string{"cluster", "clusters"},
 
 		Guard:       kinds.Cluster,
+		Revision:    revisionPlace{Path: "topology", Fields: "spec.topology"},
 		newList:     func() client.ObjectList { return &clusterv1.ClusterList{} },
 		SpecPaused:  clusterPaused,
 		FromV1beta1: clusterFromV1beta1,
