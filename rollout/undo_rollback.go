@@ -139,7 +139,7 @@ func (o *UndoOptions) checkUndoable(obj client.Object, kind core.Kind, id string
 	if c, ok := obj.(*clusterv1.Cluster); ok && !c.Spec.Topology.IsDefined() {
 		return fmt.Errorf("undo of a Cluster rolls back its spec.topology, and %s has none (it is not a ClusterClass cluster): undo its control plane or one of its worker pools", id)
 	}
-	if core.TopologyOwned(obj) {
+	if core.TopologyOwned(obj) && kind.GVK != core.Cluster.GVK { // a Cluster carries the label too: its topology is what it owns
 		instead := "its spec.topology.version, the class of " + core.TopologyPath(obj) + ", or that worker class's templates in the ClusterClass"
 		if kind.Topology.ControlPlane {
 			instead = "its spec.topology.version, or the control plane's templates in the ClusterClass (spec.controlPlane)"

@@ -204,6 +204,18 @@ func storedState(t *testing.T, class string) map[string]string {
 	return out
 }
 
+// settledState is storedState once it holds still: the controllers are
+// done writing the clusters' status after the last change.
+func settledState(t *testing.T, class string) map[string]string {
+	var last map[string]string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		now := storedState(t, class)
+		assert.Equal(c, last, now)
+		last = now
+	}, rolloutTimeout, 3*time.Second)
+	return last
+}
+
 // classManifest writes the ClusterClass name, as edited by edit, to a YAML
 // file as a user would hand it to kubectl apply.
 func classManifest(t *testing.T, name string, edit func(*clusterv1.ClusterClass)) string {
@@ -428,6 +440,9 @@ func TestPlanEtcdDowngradeThroughAPatch(t *testing.T) {
 // an undo to the first revision previews what it rolls and, with
 // --dry-run=server or --emit yaml, changes nothing.
 func TestClassHistoryAndUndo(t *testing.T) {
+	for _, c := range clusters {
+		sb.RequireClusterReady(t, c.Namespace, c.Name, rolloutTimeout)
+	}
 	run := cli(t, "history", "clusterclass/"+sandbox.DefaultClassName, "-o", "json")
 	require.Equal(t, 0, run.Code, run.Stderr)
 	h := &v1alpha1.ClusterClassRolloutHistory{}
@@ -451,7 +466,7 @@ func TestClassHistoryAndUndo(t *testing.T) {
 		first = min(first, r.Revision)
 	}
 
-	before := storedState(t, sandbox.DefaultClassName)
+	before := settledState(t, sandbox.DefaultClassName)
 	run = cli(t, "undo", "clusterclass/"+sandbox.DefaultClassName, "--to-revision", strconv.FormatInt(first, 10), "--dry-run=server")
 	assert.Equal(t, 0, run.Code, run.Stderr)
 	assert.Contains(t, run.Stderr, "What the rollback of ClusterClass default/demo-class rolls")
