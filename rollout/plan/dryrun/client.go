@@ -302,10 +302,37 @@ func (c *capturingClient) Status() client.SubResourceWriter {
 	return statusWriter{c: c}
 }
 
-// SubResource is refused for writes other than the status: the reconcilers
-// run here write no other subresource.
+// SubResource reads subresources from the API server and refuses to write
+// any: the reconcilers run here write no subresource but the status
+// (Status), and a write passed on here would not be a dry run.
 func (c *capturingClient) SubResource(subResource string) client.SubResourceClient {
-	return c.Client.SubResource(subResource)
+	return readOnlySubResource{SubResourceClient: c.Client.SubResource(subResource), name: subResource}
+}
+
+// readOnlySubResource is a subresource client whose writes are refused.
+type readOnlySubResource struct {
+	client.SubResourceClient
+	name string
+}
+
+func (r readOnlySubResource) refuse(obj client.Object) error {
+	return fmt.Errorf("a preview writes nothing: the %s subresource of %s was not written", r.name, obj.GetName())
+}
+
+func (r readOnlySubResource) Create(_ context.Context, obj client.Object, _ client.Object, _ ...client.SubResourceCreateOption) error {
+	return r.refuse(obj)
+}
+
+func (r readOnlySubResource) Update(_ context.Context, obj client.Object, _ ...client.SubResourceUpdateOption) error {
+	return r.refuse(obj)
+}
+
+func (r readOnlySubResource) Patch(_ context.Context, obj client.Object, _ client.Patch, _ ...client.SubResourcePatchOption) error {
+	return r.refuse(obj)
+}
+
+func (r readOnlySubResource) Apply(_ context.Context, obj runtime.ApplyConfiguration, _ ...client.SubResourceApplyOption) error {
+	return fmt.Errorf("a preview writes nothing: the %s subresource was not applied", r.name)
 }
 
 // statusWriter records status writes.

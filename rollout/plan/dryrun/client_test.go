@@ -132,3 +132,10 @@ func TestRecordOnlyRunsSendNothing(t *testing.T) {
 	assert.Empty(t, sent.sent)
 	assert.Len(t, c.takeWrites(), 1)
 }
+
+func TestSubresourceWritesAreRefusedNotSent(t *testing.T) {
+	c, sent := newTestClient(t, md("md-0"))
+	err := c.SubResource("scale").Update(context.Background(), md("md-0"))
+	require.ErrorContains(t, err, "a preview writes nothing")
+	assert.Empty(t, sent.sent)
+}
