@@ -107,6 +107,13 @@ func (o *StatusOptions) fleetScope(cl *core.Clients) (fleetScope, error) {
 // fleetWatcher reads the fleet's Clusters and the objects labelled with a
 // cluster's name, its MachinePools too when pools.
 func (o *StatusOptions) fleetWatcher(cl *core.Clients, f fleetScope, pools bool) *watcher {
+	return newFleetWatcher(cl, f, pools, o.Session.IOStreams.ErrOut)
+}
+
+// newFleetWatcher is a watcher of f's Clusters and of the objects labelled
+// with a cluster's name, its MachinePools too when pools; a lost API server
+// is noted on notes.
+func newFleetWatcher(cl *core.Clients, f fleetScope, pools bool, notes io.Writer) *watcher {
 	ns := f.namespace
 	inCluster := client.HasLabels{clusterv1.ClusterNameLabel}
 	withLabel := func(kind string, kindOf core.Kind, example client.Object) watchSource {
@@ -130,7 +137,7 @@ func (o *StatusOptions) fleetWatcher(cl *core.Clients, f fleetScope, pools bool)
 	if pools {
 		sources = append(sources, withLabel("MachinePool", core.MachinePool, &clusterv1.MachinePool{}))
 	}
-	return newWatcher(cl.Client, ns, "status "+f.name, o.Session.IOStreams.ErrOut, sources)
+	return newWatcher(cl.Client, ns, "status "+f.name, notes, sources)
 }
 
 // fleetMembers partitions what w holds by cluster: each Cluster of the
