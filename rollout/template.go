@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/rollout/stage"
+	"github.com/rollout-guard/rollout-guard/waves"
 )
 
 // SwitchOptions are the options of `rollout KIND/NAME --template ...`: the
@@ -39,6 +42,9 @@ type SwitchOptions struct {
 	Emit string
 	// Yes is --yes: with no switch flag, restart without asking.
 	Yes bool
+	// Staged is the staged rollout of clusters: cluster -l SELECTOR (or
+	// cluster/NAME ...) with --version or --class.
+	Staged stage.Options
 
 	ref      core.Ref
 	dry      core.DryRun
@@ -76,11 +82,24 @@ Every command, with examples and transcripts: docs/cli.md.`,
   rollout machinedeployment/md-0 --yes
 
   # Managed by Argo CD or Flux: print the manifest to commit to Git instead
-  rollout machinedeployment/md-0 --version v1.35.2 --emit yaml`,
+  rollout machinedeployment/md-0 --version v1.35.2 --emit yaml
+
+  # Upgrade the clusters labelled env=prod in waves: one cluster, then a quarter,
+  # then the rest, each wave healthy for 10 minutes before the next
+  rollout cluster -l env=prod --version v1.35.2 --waves 1,25%,100% --soak 10m
+
+  # Rebase them on another ClusterClass, two clusters at a time
+  rollout cluster -l env=prod --class gold-v2 --max-concurrent 2`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && cmd.Flags().NFlag() == 0 {
 				return cmd.Help()
+			}
+			if staged, err := o.staged(cmd, args); staged || err != nil {
+				if err != nil {
+					return err
+				}
+				return o.Staged.Run(cmd.Context())
 			}
 			if err := o.Complete(cmd, args); err != nil {
 				return err
@@ -109,7 +128,76 @@ Every command, with examples and transcripts: docs/cli.md.`,
 	addYesFlag(cmd, &o.Yes, "With no --template, --bootstrap-template or --version: restart now without asking (needed when not at a terminal).")
 	addChangeCauseFlag(cmd, &o.ChangeCause)
 	o.PrintFlags.AddFlags(cmd)
+	st := &o.Staged
+	st.Session, st.Waves, st.ProgressDeadline = c, stage.DefaultWaves, 10*time.Minute
+	cmd.Flags().StringVarP(&st.Selector, "selector", "l", "", "With cluster: the Clusters to roll out, by label (e.g. env=prod), in waves (--waves); with --version or --class.")
+	cmd.Flags().BoolVarP(&st.AllNamespaces, "all-namespaces", "A", false, "With cluster: roll out the selected Clusters of every namespace.")
+	cmd.Flags().StringVar(&st.Class, "class", "", "With cluster: the ClusterClass to rebase the Clusters on (spec.topology.classRef), NAME or NAMESPACE/NAME.")
+	cmd.Flags().StringVar(&st.Waves, "waves", st.Waves, "With cluster: the waves, cumulative counts or percentages of the clusters (1,25%,100%: one cluster, then up to a quarter, then the rest).")
+	cmd.Flags().IntVar(&st.MaxConcurrent, "max-concurrent", 0, "With cluster: at most this many clusters of a wave rolling out at once (0: the whole wave).")
+	cmd.Flags().DurationVar(&st.Soak, "soak", 0, "With cluster: how long a rolled-out wave must stay healthy (rolled out, every machine ready, no remediation) before the next starts, e.g. 10m.")
+	cmd.Flags().StringVar(&st.Order, "order", waves.Label, "With cluster: the label that orders the clusters into waves (numbers in order, then words; clusters without it last), then their names; \"\" orders by name.")
+	cmd.Flags().DurationVar(&st.ProgressDeadline, "progress-deadline", st.ProgressDeadline, "With cluster: halt (exit 3) when a cluster of the wave makes no progress for this long.")
 	return cmd
+}
+
+// stagedFlags are the flags of the staged rollout of clusters alone.
+var stagedFlags = []string{"selector", "all-namespaces", "class", "waves", "max-concurrent", "soak", "order", "progress-deadline"}
+
+// staged reports whether the command is a staged rollout of clusters
+// (cluster -l SELECTOR, cluster -A or cluster/NAME ..., with --version or
+// --class), and readies o.Staged for it; the error of a flag of the staged
+// rollout given to anything else.
+func (o *SwitchOptions) staged(cmd *cobra.Command, args []string) (bool, error) {
+	st := &o.Staged
+	var given []string
+	for _, name := range stagedFlags {
+		if cmd.Flags().Changed(name) {
+			given = append(given, "--"+name)
+		}
+	}
+	t, err := core.ParseTargets(o.Session.Name(), args, st.Selector != "" || st.AllNamespaces)
+	cluster := err == nil && (t.Kind != nil && t.Kind.GVK == core.Cluster.GVK || len(t.Refs) > 0 && allClusters(t.Refs))
+	switching := o.Version != "" || st.Class != ""
+	switch {
+	case cluster && switching:
+	case cluster && t.Kind != nil:
+		return true, fmt.Errorf("a rollout of clusters needs what to roll out: --version V (their spec.topology.version) or --class NAME (their spec.topology.classRef); to restart them instead: %s restart cluster -l SELECTOR", o.Session.Name())
+	case len(given) > 0 && err == nil && !cluster:
+		return true, fmt.Errorf("%s: for a rollout of clusters only (%s cluster -l SELECTOR --version V), not of %s", strings.Join(given, ", "), o.Session.Name(), strings.Join(args, " "))
+	case len(given) > 0 && err != nil:
+		return true, err
+	default:
+		return false, nil
+	}
+	if o.Template != "" || o.BootstrapTemplate != "" {
+		return true, fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects; a ClusterClass cluster takes its templates from its class: roll it to another class with --class")
+	}
+	if o.PrintFlags.Output != "" {
+		return true, fmt.Errorf("-o/--output does not work with a staged rollout of clusters: it prints its waves and their progress as lines; rollout status cluster -l SELECTOR -o json reports the clusters as data")
+	}
+	if st.DryRun, err = core.ParseDryRun(o.DryRun); err != nil {
+		return true, err
+	}
+	if st.Emit, err = core.ParseEmit(o.Emit); err != nil {
+		return true, err
+	}
+	if st.Emit != core.EmitNone && st.DryRun != core.DryRunNone {
+		return true, fmt.Errorf("--emit prints the change for Git and --dry-run sends it to check it: give one of the two")
+	}
+	st.Targets, st.Version, st.Force = t, o.Version, o.Force
+	st.Cause = o.Session.ChangeCause(cmd, o.ChangeCause)
+	return true, nil
+}
+
+// allClusters reports whether every ref names a Cluster.
+func allClusters(refs []core.Ref) bool {
+	for _, r := range refs {
+		if r.Kind.GVK != core.Cluster.GVK {
+			return false
+		}
+	}
+	return true
 }
 
 // Complete reads the argument and flags.

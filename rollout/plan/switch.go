@@ -2,8 +2,6 @@ package plan
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -78,15 +76,3 @@ func refusedClusterPlan(cluster *clusterv1.Cluster, v v1alpha1.PlanVerdict) v1al
 
 // FleetTotalsOf sums the plans of a fleet's clusters; nil for none.
 func FleetTotalsOf(cps []v1alpha1.ClusterPlan) *v1alpha1.FleetTotals { return fleetTotals(cps) }
-
-// FleetText is a fleet's totals on one line, as plan prints them.
-func FleetText(t *v1alpha1.FleetTotals) string { return fleetText(t) }
-
-// WriteClusters prints the plans of a fleet's clusters as plan prints
-// them: a table, then the reasons and the templates rotated.
-func WriteClusters(out io.Writer, cps []v1alpha1.ClusterPlan) error {
-	if err := writeClusters(out, cps); err != nil {
-		return fmt.Errorf("printing the plan: %w", err)
-	}
-	return nil
-}

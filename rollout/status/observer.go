@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
@@ -43,11 +44,17 @@ func NewObserver(ctx context.Context, cl *core.Clients, namespace string, select
 // Start lists and watches until ctx ends.
 func (o *Observer) Start(ctx context.Context) { o.w.run(ctx) }
 
+// ObservedCluster is a watched cluster's state, with the Cluster as read.
+type ObservedCluster struct {
+	FleetCluster
+	Cluster *clusterv1.Cluster
+}
+
 // Clusters returns each watched cluster's state at now, by
 // "NAMESPACE/NAME"; nil until every kind has been listed. A cluster's
 // stall is judged from when the Observer first saw it, so a cluster waited
 // on is forgotten (Forget) when a new change starts it again.
-func (o *Observer) Clusters(now time.Time) (map[string]FleetCluster, error) {
+func (o *Observer) Clusters(now time.Time) (map[string]ObservedCluster, error) {
 	if !o.w.allSynced() {
 		return nil, nil
 	}
@@ -55,7 +62,7 @@ func (o *Observer) Clusters(now time.Time) (map[string]FleetCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]FleetCluster, len(members))
+	out := make(map[string]ObservedCluster, len(members))
 	for _, m := range members {
 		k := objectKey(m.Cluster)
 		tr := o.trackers[k]
@@ -64,7 +71,7 @@ func (o *Observer) Clusters(now time.Time) (map[string]FleetCluster, error) {
 			o.trackers[k] = tr
 		}
 		r := EvaluateFleetMember(m, now)
-		out[k] = FleetStateOf(m.Cluster, r, tr.Observe(r.Cluster, now), o.deadline)
+		out[k] = ObservedCluster{FleetCluster: FleetStateOf(m.Cluster, r, tr.Observe(r.Cluster, now), o.deadline), Cluster: m.Cluster}
 	}
 	return out, nil
 }
