@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/waves"
 )
 
 // The pure half of a fleet's status: each cluster evaluated as `rollout
@@ -63,6 +64,12 @@ type FleetCluster struct {
 	Final bool
 	// Report is the cluster's report, as status cluster/NAME computes it.
 	Report ClusterReport
+	// Wave is the Cluster's label rollout-guard.io/wave, "" without it.
+	Wave string
+	// HeldBy is what holds the Cluster's upgrade: the message of a Runtime
+	// Extension's lifecycle hook, as Cluster API wrote it into the
+	// TopologyReconciled condition; "" when nothing holds it.
+	HeldBy string
 }
 
 // EvaluateFleetMember computes the report of one cluster of a fleet at
@@ -122,7 +129,7 @@ func TopologyRefusal(cluster *clusterv1.Cluster) string {
 // out, rolling otherwise. The deadline is --progress-deadline, for the
 // reason of a stall.
 func FleetStateOf(cluster *clusterv1.Cluster, r ClusterReport, verdict StatusVerdict, deadline time.Duration) FleetCluster {
-	fc := FleetCluster{Namespace: cluster.Namespace, Name: cluster.Name, Report: r}
+	fc := FleetCluster{Namespace: cluster.Namespace, Name: cluster.Name, Report: r, Wave: cluster.Labels[waves.Label], HeldBy: HookHold(cluster)}
 	if t := cluster.Spec.Topology; t.IsDefined() {
 		ns := t.ClassRef.Namespace
 		if ns == "" {
@@ -139,10 +146,24 @@ func FleetStateOf(cluster *clusterv1.Cluster, r ClusterReport, verdict StatusVer
 		fc.State, fc.Reason, fc.Final = v1alpha1.ClusterStalled, fmt.Sprintf("no progress for %s: %s", deadline, RollingText(r)), true
 	case verdict.Phase == PhaseRolledOut:
 		fc.State, fc.Final = v1alpha1.ClusterUpToDate, true
+	case fc.HeldBy != "":
+		fc.State, fc.Reason = v1alpha1.ClusterRolling, "held: "+fc.HeldBy
 	default:
 		fc.State, fc.Reason = v1alpha1.ClusterRolling, RollingText(r)
 	}
 	return fc
+}
+
+// HookHold is the message of the lifecycle hook that holds the Cluster's
+// topology (its TopologyReconciled condition False with reason
+// LifecycleHookBlocking, as Cluster API writes it: which hook, which
+// extension, and the extension's own message); "" when no hook holds it.
+func HookHold(cluster *clusterv1.Cluster) string {
+	c := apimeta.FindStatusCondition(cluster.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != clusterv1.ClusterTopologyReconciledHookBlockingReason {
+		return ""
+	}
+	return core.ConditionLine(c.Message)
 }
 
 // RollingText says what of a cluster is still rolling, and how many of its
@@ -354,6 +375,9 @@ func RenderFleet(r FleetReport, head string, width, height int) []string {
 		lines = append(lines, head)
 	}
 	lines = append(lines, r.Fleet+": "+r.Totals.String())
+	if r.Staged() {
+		return fitLines(append(lines, renderWaves(r, height-1-len(lines))...), width, height)
+	}
 	nameW := 0
 	for _, c := range r.Clusters {
 		if c.Reason != "" {
@@ -395,9 +419,12 @@ func RenderFleet(r FleetReport, head string, width, height int) []string {
 
 // FleetLine is one cluster's line when its state changes (without a
 // terminal): "demo-cc-2: rolling: workers demo-cc-2-md-0: 0/1 machines up
-// to date, 1 old".
+// to date, 1 old", after "wave N: " for a cluster of a wave.
 func (r FleetReport) FleetLine(c FleetCluster) string {
 	line := r.DisplayName(c) + ": " + StateText(c.State)
+	if c.Wave != "" {
+		line = "wave " + c.Wave + ": " + line
+	}
 	if c.Reason != "" {
 		line += ": " + c.Reason
 	}
@@ -414,6 +441,8 @@ func ClusterStatusOf(c FleetCluster, now time.Time) v1alpha1.ClusterRolloutStatu
 		State:        c.State,
 		Final:        c.Final,
 		Reason:       c.Reason,
+		Wave:         c.Wave,
+		HeldBy:       c.HeldBy,
 	}
 	if u := c.Report.Cluster.Upgrade; u != nil {
 		out.Version = u.Version

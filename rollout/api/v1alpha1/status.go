@@ -69,6 +69,12 @@ type ClusterRolloutStatus struct {
 	// Rolling are the cluster's control plane and worker pools whose
 	// rollout is not done, in the cluster's order.
 	Rolling []FleetObjectStatus `json:"rolling,omitempty"`
+	// Wave is the Cluster's label rollout-guard.io/wave, "" without it.
+	Wave string `json:"wave,omitempty"`
+	// HeldBy is the message of the Runtime Extension that holds the
+	// Cluster's upgrade (Cluster API's TopologyReconciled condition with
+	// reason LifecycleHookBlocking), "" when none holds it.
+	HeldBy string `json:"heldBy,omitempty"`
 }
 
 // FleetClusterRef names a Cluster.
