@@ -9,6 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/printers"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
@@ -222,6 +223,7 @@ func (o *Options) preview(members []*member, waves [][]*member, spec WaveSpec) e
 	fmt.Fprintf(out, "Staged rollout of %d %s to %s in %d %s (--waves %s; %s; soak %s):\n", len(members), core.Plural(len(members), "cluster", "clusters"), o.target(),
 		len(waves), core.Plural(len(waves), "wave", "waves"), spec, at, o.Soak)
 	var refused, notComputed []string
+	tw := printers.GetNewTabWriter(out)
 	for wi, w := range waves {
 		var cps []v1alpha1.ClusterPlan
 		for _, m := range w {
@@ -233,10 +235,10 @@ func (o *Options) preview(members []*member, waves [][]*member, spec WaveSpec) e
 		if t == nil {
 			t = &v1alpha1.FleetTotals{}
 		}
-		fmt.Fprintf(out, "Wave %d of %d: %d %s, %d to change: %d control-plane and %d worker %s replaced\n", wi+1, len(waves), len(w), core.Plural(len(w), "cluster", "clusters"),
+		fmt.Fprintf(tw, "Wave %d of %d: %d %s, %d to change: %d control-plane and %d worker %s replaced\n", wi+1, len(waves), len(w), core.Plural(len(w), "cluster", "clusters"),
 			t.Changed+t.Refused+t.NotComputed, t.ControlPlaneReplace, t.WorkerReplace, core.Plural(t.WorkerReplace, "machine", "machines"))
 		for _, m := range w {
-			fmt.Fprintf(out, "  %s\t%s\n", m.key, memberLine(m, o.target()))
+			fmt.Fprintf(tw, "  %s\t%s\n", m.key, memberLine(m, o.target()))
 			switch m.plan.Result {
 			case v1alpha1.PlanClusterRefused:
 				refused = append(refused, m.key)
@@ -244,6 +246,9 @@ func (o *Options) preview(members []*member, waves [][]*member, spec WaveSpec) e
 				notComputed = append(notComputed, m.key)
 			}
 		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	switch {
 	case len(refused) > 0:
