@@ -71,6 +71,12 @@ sent. On an object Argo CD or Flux manages it stops: --emit yaml prints the chan
 --force makes it live anyway. rollout KIND/NAME with none of these flags restarts it now:
 at a terminal it names the machines and asks; elsewhere it needs --yes.
 
+rollout cluster -l SELECTOR --version V (or --class NAME) rolls many ClusterClass clusters
+out in waves (--waves, --max-concurrent): every cluster's change is planned and checked
+first, then wave by wave edited and watched, and each finished wave must stay healthy for
+--soak before the next. A stall, a refusal or a remediation halts it (exit 3); the same
+command run again goes on where it stopped and edits no cluster twice.
+
 Every command, with examples and transcripts: docs/cli.md.`,
 		Example: `  # Roll a worker pool out to a new machine template
   rollout machinedeployment/md-0 --template devmachinetemplate/md-0-rev-1
@@ -116,7 +122,9 @@ Every command, with examples and transcripts: docs/cli.md.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpChangeError, core.ExitHelpRefused+" (also with --dry-run and --emit)", core.ExitHelpNotConfirmed,
+	core.SetExitStatus(cmd, core.ExitHelpOK, core.ExitHelpChangeError,
+		"  3   a rollout of clusters halted: a cluster of the wave stalled, was refused, remediated\n      or paused; later waves were not touched",
+		core.ExitHelpRefused+" (also with --dry-run and --emit)", core.ExitHelpNotConfirmed,
 		"  Each command's --help lists its own.")
 	cmd.Flags().StringVar(&o.Template, "template", "", "The infrastructure machine template to roll out to, KIND/NAME (e.g. devmachinetemplate/md-0-rev-1), in the object's namespace.")
 	cmd.Flags().StringVar(&o.BootstrapTemplate, "bootstrap-template", "", "The bootstrap config template to roll out to, KIND/NAME (e.g. kubeadmconfigtemplate/md-0-rev-1); MachineDeployment only.")

@@ -179,8 +179,9 @@ func (o *Options) read(ctx context.Context, cl *core.Clients, spec WaveSpec) ([]
 		clusters = append(clusters, c)
 	}
 	if len(noTopology) > 0 {
-		return nil, nil, fmt.Errorf("cannot roll out %s: %s %s no spec.topology (not ClusterClass clusters), so there is no version or class of the Cluster to change; nothing was changed: leave them out with -l, and roll their control planes and worker pools one by one (%s kcp/NAME --version %s)",
-			o.target(), strings.Join(noTopology, ", "), core.Plural(len(noTopology), "has", "have"), o.Session.Name(), orText(o.Version, "V"))
+		return nil, nil, fmt.Errorf("cannot roll out %s: %s %s no spec.topology (%s), so there is no version or class of the Cluster to change; nothing was changed: leave %s out with -l, and roll %s control planes and worker pools one by one (%s kcp/NAME --version %s)",
+			o.target(), strings.Join(noTopology, ", "), core.Plural(len(noTopology), "has", "have"), core.Plural(len(noTopology), "not a ClusterClass cluster", "not ClusterClass clusters"),
+			core.Plural(len(noTopology), "it", "them"), core.Plural(len(noTopology), "its", "their"), o.Session.Name(), orText(o.Version, "V"))
 	}
 	Order(clusters, o.Order)
 	idx, err := spec.Split(len(clusters))
@@ -356,7 +357,7 @@ func (o *Options) halt(members []*member, waves [][]*member, wi int, who, why st
 		}
 	}
 	msg := fmt.Sprintf("the rollout to %s halted in wave %d of %d: cluster %s %s", o.target(), wi+1, len(waves), who, why)
-	msg += "; clusters changed, left as they are: " + listOr(changed, "none")
+	msg += "; clusters at " + o.target() + ", left as they are: " + listOr(changed, "none")
 	msg += "; later waves not touched: " + listOr(untouched, "none")
 	msg += "; once it is fixed, run the same command again: it goes on where it stopped and edits no cluster twice"
 	return core.StatusError{Code: ExitHalted, Msg: msg}

@@ -73,8 +73,11 @@ func TestExitCodesAsDocumented(t *testing.T) {
 		{verb: "", // the template switch, and rollout KIND/NAME alone
 			setup: func(t *testing.T, ns string) {
 				newWorld(t, ns, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
+				refusedFleet(t, ns)
 			},
 			cases: []exitCase{
+				{name: "a rollout of clusters halted: its cluster refused", args: []string{"cluster/fleet-1", "--version", "v1.34.2"}, code: rollout.ExitStalled},
+				{name: "a rollout of a cluster without a topology", args: []string{"cluster/" + framework.WorldClusterName, "--version", "v1.35.2"}, code: rollout.ExitError},
 				{name: "switched", args: []string{md, "--template", "devmachinetemplate/c1-md-1"}, code: rollout.ExitOK},
 				{name: "unchanged", args: []string{md, "--template", "devmachinetemplate/c1-md-1"}, code: rollout.ExitOK},
 				{name: "template not found", args: []string{md, "--template", "devmachinetemplate/missing"}, code: rollout.ExitError},

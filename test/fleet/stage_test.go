@@ -221,3 +221,17 @@ func TestStagedRolloutHaltsAndResumes(t *testing.T) {
 	}
 	assert.True(t, strings.Contains(resumed.Stdout, "3 clusters rolled out to "+version), resumed.Stdout)
 }
+
+// TestStagedRolloutRefusedBeforeTheFirstEdit asks for a downgrade of the
+// fleet: every cluster's change is judged before the first edit, the
+// command exits 6 naming them, and nothing is stored; the same rollout
+// with --emit prints the refusal the same way.
+func TestStagedRolloutRefusedBeforeTheFirstEdit(t *testing.T) {
+	const version = "v1.34.3"
+	before := specState(t, "demo-class")
+	run := cli(t, "cluster", "-l", fleetSelector, "--version", version)
+	require.Equal(t, rollout.ExitRefused, run.Code, "stdout: %s\nstderr: %s", run.Stdout, run.Stderr)
+	assert.Contains(t, run.Stderr, "3 of 3 clusters would be refused (default/demo-cc, default/demo-cc-2, default/demo-cc-3): nothing was changed")
+	assert.Contains(t, run.Stdout, "refused: 0 control-plane")
+	assert.Equal(t, before, specState(t, "demo-class"), "nothing is stored")
+}
