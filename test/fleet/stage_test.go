@@ -233,5 +233,8 @@ func TestStagedRolloutRefusedBeforeTheFirstEdit(t *testing.T) {
 	require.Equal(t, rollout.ExitRefused, run.Code, "stdout: %s\nstderr: %s", run.Stdout, run.Stderr)
 	assert.Contains(t, run.Stderr, "3 of 3 clusters would be refused (default/demo-cc, default/demo-cc-2, default/demo-cc-3): nothing was changed")
 	assert.Contains(t, run.Stdout, "refused: 0 control-plane")
+	emit := cli(t, "cluster", "-l", fleetSelector, "--version", version, "--emit", "yaml")
+	assert.Equal(t, rollout.ExitRefused, emit.Code, "--emit: stdout: %s\nstderr: %s", emit.Stdout, emit.Stderr)
+	assert.NotContains(t, emit.Stdout, "kind: Cluster", "--emit prints no manifest of a refused change")
 	assert.Equal(t, before, specState(t, "demo-class"), "nothing is stored")
 }
