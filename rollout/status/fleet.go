@@ -66,9 +66,9 @@ type FleetCluster struct {
 	Report ClusterReport
 	// Wave is the Cluster's label rollout-guard.io/wave, "" without it.
 	Wave string
-	// HeldBy is what holds the Cluster's upgrade: the message of a Runtime
-	// Extension's lifecycle hook, as Cluster API wrote it into the
-	// TopologyReconciled condition; "" when nothing holds it.
+	// HeldBy is what holds the Cluster's topology: the lifecycle hooks
+	// and their Runtime Extensions' messages (HookHold); "" when nothing
+	// holds it.
 	HeldBy string
 }
 
@@ -154,16 +154,27 @@ func FleetStateOf(cluster *clusterv1.Cluster, r ClusterReport, verdict StatusVer
 	return fc
 }
 
-// HookHold is the message of the lifecycle hook that holds the Cluster's
-// topology (its TopologyReconciled condition False with reason
-// LifecycleHookBlocking, as Cluster API writes it: which hook, which
-// extension, and the extension's own message); "" when no hook holds it.
+// HookHold is what the lifecycle hooks that hold the Cluster's topology
+// say, as Cluster API writes it into the TopologyReconciled condition:
+// during an upgrade (reason ClusterUpgrading) its detail "Following hooks
+// are blocking upgrade: HOOK: MESSAGE"; otherwise (reason
+// LifecycleHookBlocking) the condition's message. "" when no hook holds it.
 func HookHold(cluster *clusterv1.Cluster) string {
 	c := apimeta.FindStatusCondition(cluster.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != clusterv1.ClusterTopologyReconciledHookBlockingReason {
+	if c == nil || c.Status != metav1.ConditionFalse {
 		return ""
 	}
-	return core.ConditionLine(c.Message)
+	switch c.Reason {
+	case clusterv1.ClusterTopologyReconciledHookBlockingReason:
+		return core.ConditionLine(c.Message)
+	case clusterv1.ClusterTopologyReconciledClusterUpgradingReason:
+		for _, line := range strings.Split(c.Message, "\n") {
+			if _, hooks, ok := strings.Cut(line, "Following hooks are blocking upgrade: "); ok {
+				return strings.TrimSpace(hooks)
+			}
+		}
+	}
+	return ""
 }
 
 // RollingText says what of a cluster is still rolling, and how many of its

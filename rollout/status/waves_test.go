@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 )
 
@@ -47,6 +50,33 @@ no wave (1 cluster): 1 waiting
 			got := strings.Join(RenderFleet(r, "", 0, 0), "\n")
 			if got != tc.want {
 				t.Fatalf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHookHold(t *testing.T) {
+	cond := func(reason, msg string) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{}
+		c.Status.Conditions = []metav1.Condition{{Type: clusterv1.ClusterTopologyReconciledCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}}
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		cluster *clusterv1.Cluster
+		want    string
+	}{
+		{"an upgrade held, as Cluster API writes it", cond(clusterv1.ClusterTopologyReconciledClusterUpgradingReason,
+			"Cluster is upgrading to v1.35.2\n  * Following hooks are blocking upgrade: BeforeClusterUpgrade: held by rollout-guard: wave 0 is not done\n  * KubeadmControlPlane pending upgrade to version v1.35.2"),
+			"BeforeClusterUpgrade: held by rollout-guard: wave 0 is not done"},
+		{"an upgrade not held", cond(clusterv1.ClusterTopologyReconciledClusterUpgradingReason, "Cluster is upgrading to v1.35.2\n  * KubeadmControlPlane upgrading to version v1.35.2"), ""},
+		{"another hook blocking", cond(clusterv1.ClusterTopologyReconciledHookBlockingReason, "Following hooks are blocking delete: BeforeClusterDelete: wait"), "Following hooks are blocking delete: BeforeClusterDelete: wait"},
+		{"a refusal", cond(clusterv1.ClusterTopologyReconciledFailedReason, "Following hooks are blocking upgrade: x"), ""},
+		{"no condition", &clusterv1.Cluster{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := HookHold(tc.cluster); got != tc.want {
+				t.Fatalf("HookHold = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -71,9 +71,10 @@ type ClusterRolloutStatus struct {
 	Rolling []FleetObjectStatus `json:"rolling,omitempty"`
 	// Wave is the Cluster's label rollout-guard.io/wave, "" without it.
 	Wave string `json:"wave,omitempty"`
-	// HeldBy is the message of the Runtime Extension that holds the
-	// Cluster's upgrade (Cluster API's TopologyReconciled condition with
-	// reason LifecycleHookBlocking), "" when none holds it.
+	// HeldBy is what the Runtime Extensions' lifecycle hooks that hold the
+	// Cluster's topology say, as Cluster API writes it into the
+	// TopologyReconciled condition ("BeforeClusterUpgrade: MESSAGE"); ""
+	// when none holds it.
 	HeldBy string `json:"heldBy,omitempty"`
 }
 
