@@ -34,6 +34,8 @@ import (
 	"github.com/rollout-guard/rollout-guard/metricsauth"
 	"github.com/rollout-guard/rollout-guard/policy"
 	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/upgradehold"
+	"github.com/rollout-guard/rollout-guard/waves"
 	"github.com/rollout-guard/rollout-guard/webhooks"
 )
 
@@ -58,6 +60,8 @@ type options struct {
 	revisionIndex  bool
 	shutdownDelay  time.Duration
 	armNamespace   string
+	waveHold       bool
+	waveSoak       time.Duration
 	printVersion   bool
 	zap            zap.Options
 }
@@ -82,6 +86,8 @@ func main() {
 	fs.BoolVar(&o.revisionIndex, "revision-index", true, "keep the records of the guard's RolloutRevisions (their labels and annotations, not their data) in memory, so recording a revision needs no read from the API server; its live heap per revision is in docs/install.md, Sizing. false reads them from the API server instead: a GET and a List per recorded revision, a List per object when the guard starts")
 	fs.StringVar(&o.enforcement, "enforcement", string(webhooks.EnforcementDeny), "what the validating webhooks do with a change the policy refuses: deny refuses it; warn allows it with the refusal as a warning and counts it in rollout_guard_admission_decisions_total{outcome=\"warned\"}, to see what the guard would refuse before it refuses anything (docs/install.md, Adopting the guard in stages); history is recorded either way")
 	fs.StringVar(&o.armNamespace, "arm-namespace", "", "namespace of the RoleBinding "+arming.Name+" the guard creates once it serves, arming its webhooks (their match condition "+arming.ConditionName+" names this namespace: docs/install.md, Arming); default: the pod's namespace")
+	fs.BoolVar(&o.waveHold, "wave-hold", false, "serve Cluster API's BeforeClusterUpgrade Runtime Extension on the webhook port (discovery at "+upgradehold.DiscoveryPath+", handler "+upgradehold.HandlerName+"): a topology Cluster labelled "+waves.Label+"=N starts upgrading to a version only once every Cluster of a lower wave in its namespace whose topology is at that version is done upgrading and has stayed so for --wave-soak; until then Cluster API holds it and says why in its TopologyReconciled condition. Needs Cluster API's RuntimeSDK feature gate and an ExtensionConfig (config/wave-hold; docs/install.md, Waves for GitOps). false: those paths are not served")
+	fs.DurationVar(&o.waveSoak, "wave-soak", 5*time.Minute, "with --wave-hold, how long a Cluster of an earlier wave must have stayed done upgrading (machines up to date and ready, nothing rolling out or remediated, as its conditions say) before a later wave starts its upgrade to the same version; 0 starts it as soon as the earlier wave is done")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	flag.Usage = func() {
@@ -141,6 +147,9 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	enforcement, err := webhooks.ParseEnforcement(o.enforcement)
 	if err != nil {
 		return err
+	}
+	if o.waveSoak < 0 {
+		return fmt.Errorf("--wave-soak=%s: a soak time cannot be negative", o.waveSoak)
 	}
 	armNamespace := o.armNamespace
 	if armNamespace == "" {
@@ -210,6 +219,12 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	}); err != nil {
 		return err
 	}
+	if o.waveHold {
+		// Uncached reads: the cache keeps no Cluster status, and the
+		// decision reads its conditions.
+		ext := &upgradehold.Extension{Reader: mgr.GetAPIReader(), Soak: o.waveSoak, Log: ctrl.Log.WithName("wave-hold")}
+		ext.Register(mgr.GetWebhookServer())
+	}
 	historyKinds := kinds.WithRevisions()
 	for _, gk := range controlPlaneKinds {
 		kind, err := webhooks.ContractHistoryKind(mgr, gk)
@@ -262,7 +277,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	log.Info("starting rollout-guard webhook", "version", version, "webhookPort", o.webhookPort, "certDir", o.certDir, "clientCAName", o.clientCAName,
-		"overrideGroups", o.overrideGroups, "enforcement", enforcement, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String(), "armNamespace", armNamespace)
+		"overrideGroups", o.overrideGroups, "enforcement", enforcement, "controlPlaneKinds", o.controlPlanes, "historyLimit", o.historyLimit, "pruneBatch", o.pruneBatch, "revisionIndex", o.revisionIndex, "shutdownDelay", o.shutdownDelay.String(), "armNamespace", armNamespace,
+		"waveHold", o.waveHold, "waveSoak", o.waveSoak.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}

@@ -32,8 +32,10 @@ func run(m *testing.M) int {
 	defer logFile.Close()
 	fmt.Fprintln(os.Stderr, "guard and API server logs:", logFile.Name())
 	// The guard starts once the control-plane kind it lists is served
-	// (contract_controlplane_test.go).
-	env, err = framework.Start(ctx, framework.Options{Log: logFile, GuardMetrics: true, GuardArgs: []string{"--override-groups=" + overrideGroup, "--history-limit=1000", controlPlaneKindsArg}})
+	// (contract_controlplane_test.go). It serves the BeforeClusterUpgrade
+	// extension too (wavehold_test.go), which only adds its paths.
+	env, err = framework.Start(ctx, framework.Options{Log: logFile, GuardMetrics: true, GuardArgs: []string{"--override-groups=" + overrideGroup, "--history-limit=1000", controlPlaneKindsArg,
+		"--wave-hold", "--wave-soak=" + waveSoak}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
 		return 1
