@@ -40,6 +40,18 @@ node-tools: ## Install containerd, runc, CNI plugins (apt) and build kubelet, ku
 clusterctl: ## Build bin/clusterctl from the Cluster API module the tests pin.
 	cd test && go build -o $(BIN)/clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
 
+.PHONY: capi-core
+# Cluster API's core manager (sigs.k8s.io/cluster-api/core, a tool of
+# test/go.mod) at the version the test module pins, for the sandbox's
+# Runtime SDK mode (sandbox --runtime-sdk, sandbox.Options.RuntimeSDK), which
+# runs it as its own process instead of the core controllers in-process.
+# Rebuilt only when the test module's pins change.
+capi-core: $(BIN)/capi-core ## Build bin/capi-core, Cluster API's core manager, from the Cluster API module the tests pin (skipped when up to date).
+
+$(BIN)/capi-core: test/go.mod test/go.sum
+	cd test && go build -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" \
+		-o $(BIN)/capi-core sigs.k8s.io/cluster-api/core
+
 .PHONY: build
 build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
@@ -88,7 +100,7 @@ unit: ## Unit tests of the product module (pure logic; no API server) with the r
 # track, so a cached pass could hide a change of the guard. test/e2e's
 # concurrent writers run bin/webhook-race (env.WithRaceGuard): a race the
 # detector reports in the guard fails the test.
-e2e: tools node-tools cert-manager-tools clusterctl build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
+e2e: tools node-tools cert-manager-tools clusterctl capi-core build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test

@@ -201,4 +201,7 @@ replace sigs.k8s.io/cluster-api => sigs.k8s.io/cluster-api v1.14.2
 
 replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api v1.14.2
 
-tool sigs.k8s.io/cluster-api/cmd/clusterctl
+tool (
+	sigs.k8s.io/cluster-api/cmd/clusterctl
+	sigs.k8s.io/cluster-api/core
+)

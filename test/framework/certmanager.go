@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,20 +84,10 @@ type CertManager struct {
 	// environment's WorkDir.
 	ControllerLog, CAInjectorLog string
 
-	controller, cainjector *certManagerProcess
+	controller, cainjector *childProcess
 	stopTimeout            time.Duration
 	stopOnce               sync.Once
 	stopErr                error
-}
-
-// certManagerProcess is one running binary of cert-manager.
-type certManagerProcess struct {
-	name    string
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when the process has exited
-	exitErr error         // the process's exit, valid once done is closed
-	log     *os.File
-	tail    *tailWriter
 }
 
 // CertManagerModule returns the directory (in the module cache, downloaded
@@ -219,7 +207,7 @@ func (e *Environment) StartCertManager(ctx context.Context, opts CertManagerOpti
 	}
 	controllerHealth := net.JoinHostPort(localHost, strconv.Itoa(ports[0]))
 	cainjectorHealth := net.JoinHostPort(localHost, strconv.Itoa(ports[1]))
-	if cm.controller, err = e.startCertManagerProcess(CertManagerController, cm.ControllerLog, append([]string{
+	if cm.controller, err = e.startChildProcess(CertManagerController, cm.ControllerLog, append([]string{
 		"--kubeconfig", e.Kubeconfig,
 		"--cluster-resource-namespace", cm.ClusterResourceNamespace,
 		"--leader-elect=false",
@@ -227,7 +215,7 @@ func (e *Environment) StartCertManager(ctx context.Context, opts CertManagerOpti
 	}, opts.ControllerArgs...)); err != nil {
 		return nil, err
 	}
-	if cm.cainjector, err = e.startCertManagerProcess(CertManagerCAInjector, cm.CAInjectorLog, append([]string{
+	if cm.cainjector, err = e.startChildProcess(CertManagerCAInjector, cm.CAInjectorLog, append([]string{
 		"--kubeconfig", e.Kubeconfig,
 		"--leader-elect=false",
 		"--health-probe-bind-address", cainjectorHealth,
@@ -237,7 +225,7 @@ func (e *Environment) StartCertManager(ctx context.Context, opts CertManagerOpti
 	}
 	httpClient := &http.Client{Timeout: 2 * time.Second}
 	for _, p := range []struct {
-		proc *certManagerProcess
+		proc *childProcess
 		url  string
 	}{
 		{cm.controller, "http://" + controllerHealth + "/livez"},
@@ -274,31 +262,6 @@ func checkCertManagerBinary(binDir, name, version string) error {
 	return nil
 }
 
-// startCertManagerProcess starts BinDir/name with args, its output in the
-// file logPath (appended to) and a tail of it kept for error messages.
-func (e *Environment) startCertManagerProcess(name, logPath string, args []string) (*certManagerProcess, error) {
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("starting %s: opening its log: %w", name, err)
-	}
-	p := &certManagerProcess{name: name, done: make(chan struct{}), log: log, tail: newTailWriter(20)}
-	out := &lockedWriter{w: io.MultiWriter(log, p.tail)}
-	p.cmd = exec.Command(filepath.Join(e.BinDir, name), args...)
-	p.cmd.Dir = e.WorkDir
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	p.cmd.SysProcAttr = childProcAttr()
-	e.logger.Info("starting "+name, "command", p.cmd.String(), "log", logPath)
-	if err := p.cmd.Start(); err != nil {
-		_ = log.Close()
-		return nil, fmt.Errorf("starting %s: %w", p.cmd.Path, err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
 // Stop stops the CA injector, then the controller (SIGTERM to each process
 // group, SIGKILL after CertManagerOptions.StopTimeout), waits for them and
 // closes their logs. It is idempotent; it returns an error if a process
@@ -306,7 +269,7 @@ func (e *Environment) startCertManagerProcess(name, logPath string, args []strin
 func (c *CertManager) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*certManagerProcess{c.cainjector, c.controller} {
+		for _, p := range []*childProcess{c.cainjector, c.controller} {
 			if err := p.stop(c.stopTimeout); err != nil {
 				errs = append(errs, err)
 			}
@@ -319,39 +282,12 @@ func (c *CertManager) Stop() error {
 // LogTail returns the last lines each process wrote, headed by its name.
 func (c *CertManager) LogTail() string {
 	var b strings.Builder
-	for _, p := range []*certManagerProcess{c.controller, c.cainjector} {
+	for _, p := range []*childProcess{c.controller, c.cainjector} {
 		if p != nil {
 			fmt.Fprintf(&b, "--- %s\n%s\n", p.name, p.tail.String())
 		}
 	}
 	return b.String()
-}
-
-// stop ends the process: SIGTERM to its group, SIGKILL after timeout.
-func (p *certManagerProcess) stop(timeout time.Duration) error {
-	if p == nil {
-		return nil
-	}
-	defer p.log.Close()
-	pid := p.cmd.Process.Pid
-	select {
-	case <-p.done:
-		killGroup(pid, syscall.SIGKILL) // anything it left behind
-		if p.exitErr != nil {
-			return fmt.Errorf("%s (pid %d) had exited by itself: %w", p.name, pid, p.exitErr)
-		}
-		return nil
-	default:
-	}
-	killGroup(pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		killGroup(pid, syscall.SIGKILL)
-		<-p.done
-	}
-	killGroup(pid, syscall.SIGKILL) // anything it left behind
-	return nil
 }
 
 // closerFunc is an io.Closer that calls itself.

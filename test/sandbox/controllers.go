@@ -60,6 +60,11 @@ const (
 	syncPeriod = 10 * time.Minute
 	// concurrency is the number of parallel reconciles of every controller.
 	concurrency = 10
+	// apiQPS and apiBurst bound the controllers' requests to the API server.
+	apiQPS, apiBurst = 50, 100
+	// clusterCacheQPS and clusterCacheBurst bound the cluster cache's
+	// requests to each workload cluster (Cluster API's defaults).
+	clusterCacheQPS, clusterCacheBurst = 20, 30
 	// The grace periods and timeouts below are Cluster API's defaults.
 	remoteConnectionGracePeriod = 50 * time.Second
 	remoteConditionsGracePeriod = 5 * time.Minute
@@ -110,6 +115,12 @@ func newInMemoryScheme() (*runtime.Scheme, error) {
 // controllers is the running manager with the Cluster API and in-memory
 // infrastructure controllers, and the in-memory workload clusters' server.
 type controllers struct {
+	// core runs Cluster API's core controllers (Cluster, Machine,
+	// MachineSet, MachineDeployment, ClusterClass, topology) in this
+	// manager; without it they run elsewhere (bin/capi-core), and this
+	// manager runs only the kubeadm control plane and bootstrap
+	// controllers and the in-memory infrastructure.
+	core         bool
 	conversion   *conversionServer // nil when the environment converts the infrastructure kinds
 	cancel       context.CancelFunc
 	started      bool       // the manager was started: done will receive its result
@@ -118,12 +129,12 @@ type controllers struct {
 	clusterCache clustercache.ClusterCache
 }
 
-// startControllers builds the manager, registers every controller and
-// starts it; it returns once the manager's cache has started. ctx bounds
-// the start only.
-func startControllers(ctx context.Context, adminConfig *rest.Config, scheme *runtime.Scheme) (_ *controllers, retErr error) {
+// startControllers builds the manager, registers every controller (with
+// core, Cluster API's core controllers too) and starts it; it returns once
+// the manager's cache has started. ctx bounds the start only.
+func startControllers(ctx context.Context, adminConfig *rest.Config, scheme *runtime.Scheme, core bool) (_ *controllers, retErr error) {
 	runCtx, cancel := context.WithCancel(context.Background())
-	c := &controllers{cancel: cancel, done: make(chan error, 1)}
+	c := &controllers{core: core, cancel: cancel, done: make(chan error, 1)}
 	defer func() {
 		if retErr != nil {
 			if err := c.stop(); err != nil {
@@ -133,7 +144,7 @@ func startControllers(ctx context.Context, adminConfig *rest.Config, scheme *run
 	}()
 
 	cfg := rest.CopyConfig(adminConfig)
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = apiQPS, apiBurst
 	cfg.UserAgent = controllerName
 
 	// The webhook server only serves conversions, and only when needed
@@ -231,7 +242,7 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 	c.clusterCache, err = clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretCachingClient,
 		Cache:        setup.ClusterCacheCacheOptions(),
-		Client:       setup.ClusterCacheClientOptions(controllerName, 20, 30),
+		Client:       setup.ClusterCacheClientOptions(controllerName, clusterCacheQPS, clusterCacheBurst),
 	}, opts)
 	if err != nil {
 		return fmt.Errorf("setting up the cluster cache: %w", err)
@@ -268,53 +279,55 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 
 	reconcilers := []struct {
 		name  string
+		core  bool // one of Cluster API's core controllers
 		setup func() error
 	}{
-		{"Cluster", func() error {
+		{"Cluster", true, func() error {
 			return (&cluster.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: c.clusterCache,
 				RemoteConnectionGracePeriod: remoteConnectionGracePeriod,
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"Machine", func() error {
+		{"Machine", true, func() error {
 			return (&machine.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: c.clusterCache,
 				RemoteConditionsGracePeriod: remoteConditionsGracePeriod,
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"MachineSet", func() error {
+		{"MachineSet", true, func() error {
 			return (&machineset.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: c.clusterCache,
 				PreflightChecks: sets.New(clusterv1.MachineSetPreflightCheckAll),
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"MachineDeployment", func() error {
+		{"MachineDeployment", true, func() error {
 			return (&machinedeployment.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
 		// ClusterClass and managed topologies (feature gate ClusterTopology,
-		// see enableFeatureGates); no Runtime Extension runs, so no
-		// RuntimeClient (the RuntimeSDK gate stays off).
-		{"ClusterClass", func() error {
+		// see featureGates); no Runtime Extension runs in this manager, so
+		// no RuntimeClient: Cluster API's runtime client cannot be imported,
+		// and Options.RuntimeSDK runs these controllers in bin/capi-core.
+		{"ClusterClass", true, func() error {
 			return (&clusterclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"topology/cluster", func() error {
+		{"topology/cluster", true, func() error {
 			return (&topologycluster.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: c.clusterCache,
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"topology/machinedeployment", func() error {
+		{"topology/machinedeployment", true, func() error {
 			return (&topologymachinedeployment.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"topology/machineset", func() error {
+		{"topology/machineset", true, func() error {
 			return (&topologymachineset.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"KubeadmControlPlane", func() error {
+		{"KubeadmControlPlane", false, func() error {
 			return (&kubeadmcontrolplane.Reconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretCachingClient: secretCachingClient,
 				ClusterCache:    c.clusterCache,
@@ -326,7 +339,7 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 				ReconciliationTimeout: 3 * time.Minute,
 			})
 		}},
-		{"KubeadmConfig", func() error {
+		{"KubeadmConfig", false, func() error {
 			return (&kubeadmconfig.Reconciler{
 				Client: mgr.GetClient(), SecretCachingClient: secretCachingClient,
 				// Without it the controller dereferences nil when it
@@ -335,13 +348,13 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 				ClusterCache: c.clusterCache, TokenTTL: kubeadmconfig.DefaultTokenTTL,
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"DevCluster", func() error {
+		{"DevCluster", false, func() error {
 			return (&devcontrollers.DevClusterReconciler{
 				Client: mgr.GetClient(), ContainerRuntime: runtimeClient,
 				InMemoryManager: inMemoryManager, APIServerMux: c.mux,
 			}).SetupWithManager(ctx, mgr, opts)
 		}},
-		{"DevMachine", func() error {
+		{"DevMachine", false, func() error {
 			return (&devcontrollers.DevMachineReconciler{
 				Client: mgr.GetClient(), ContainerRuntime: runtimeClient, ClusterCache: c.clusterCache,
 				InMemoryManager: inMemoryManager, APIServerMux: c.mux,
@@ -349,6 +362,9 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 		}},
 	}
 	for _, r := range reconcilers {
+		if r.core && !c.core {
+			continue
+		}
 		if err := r.setup(); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", r.name, err)
 		}

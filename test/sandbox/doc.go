@@ -40,6 +40,17 @@
 // objects are created fully specified, so Cluster API's defaulting leaves
 // them as they are.
 //
+// With Options.RuntimeSDK, Cluster API's core controllers run instead as
+// Cluster API's own core manager, bin/capi-core (make capi-core), a child
+// process with the ClusterTopology and RuntimeSDK feature gates on, its
+// log capi-core.log in the environment's WorkDir: ExtensionConfigs are
+// reconciled and the Runtime Extensions they register are called, the
+// topology controller's lifecycle hooks among them. The kubeadm control
+// plane and bootstrap controllers, the in-memory infrastructure and Cluster
+// API's webhooks stay in this process; the core manager reaches the
+// in-memory workload clusters through their kubeconfig Secrets, as the
+// in-process controllers do.
+//
 // The controllers log through controller-runtime's global logger and klog:
 // callers set both (ctrl.SetLogger, klog.SetLogger) before Start.
 package sandbox

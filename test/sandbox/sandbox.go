@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,6 +82,21 @@ type Options struct {
 	// Progress, if set, is called from Start while it waits, each time the
 	// state of a demo cluster changes.
 	Progress func(ClusterState)
+	// RuntimeSDK runs Cluster API's core controllers (Cluster, Machine,
+	// MachineSet, MachineDeployment, MachinePool, MachineHealthCheck,
+	// ClusterResourceSet, ClusterClass, the topology controllers and the
+	// ExtensionConfig controller) as Cluster API's own core manager,
+	// BinDir/capi-core (make capi-core), a child process with the
+	// ClusterTopology and RuntimeSDK feature gates on (Sandbox.Core),
+	// instead of in this process: Runtime Extensions registered with an
+	// ExtensionConfig (runtime.cluster.x-k8s.io/v1beta2) are then called,
+	// the topology controller's lifecycle hooks (BeforeClusterUpgrade…)
+	// among them. The kubeadm control plane and bootstrap controllers and
+	// the in-memory infrastructure stay in this process, and so do Cluster
+	// API's admission and conversion webhooks (with RuntimeSDK on, so that
+	// ExtensionConfigs are accepted). The feature gates are global to the
+	// process and stay on after Stop.
+	RuntimeSDK bool
 }
 
 // withDefaults returns opts with every unset field defaulted.
@@ -135,6 +152,10 @@ type Sandbox struct {
 	// ClassClusters are the ClusterClass-based demo clusters created by
 	// Start and CreateClassCluster, in order.
 	ClassClusters []ClassClusterSpec
+	// Core is Cluster API's core manager process with Options.RuntimeSDK,
+	// nil without it (the core controllers then run in this process). Its
+	// log is Core.Log, in the environment's WorkDir.
+	Core *framework.ClusterAPICore
 	// EnvironmentReadyAfter is how long the start of the environment (API
 	// server, conversion webhooks, guard) took.
 	EnvironmentReadyAfter time.Duration
@@ -166,8 +187,9 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		}
 	}()
 
-	if err := enableFeatureGates(); err != nil {
-		return nil, err
+	gates := featureGates(opts.RuntimeSDK)
+	if err := feature.MutableGates.SetFromMap(gates); err != nil {
+		return nil, fmt.Errorf("enabling Cluster API's feature gates %v: %w", gates, err)
 	}
 	scheme, err := NewScheme()
 	if err != nil {
@@ -189,8 +211,16 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 	if err := recordProviders(ctx, s.Client, s.Kubeconfig, env.ClusterAPIDir); err != nil {
 		return nil, err
 	}
-	if s.ctrls, err = startControllers(ctx, env.Config, scheme); err != nil {
+	if s.ctrls, err = startControllers(ctx, env.Config, scheme, !opts.RuntimeSDK); err != nil {
 		return nil, err
+	}
+	if opts.RuntimeSDK {
+		if s.Core, err = env.StartClusterAPICore(ctx, framework.ClusterAPICoreOptions{
+			FeatureGates: gates,
+			Args:         coreManagerArgs(),
+		}); err != nil {
+			return nil, err
+		}
 	}
 
 	for i := range max(opts.Clusters, 0) {
@@ -240,24 +270,51 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 	return s, nil
 }
 
-// enableFeatureGates turns on the Cluster API feature gates the sandbox
-// needs, as a management cluster's operator does with --feature-gates:
-// ClusterTopology, for ClusterClasses and the topology controllers (and
-// for Cluster API's webhooks to accept them). The gates are global to the
-// process; they stay on after Stop.
-func enableFeatureGates() error {
-	if err := feature.MutableGates.SetFromMap(map[string]bool{string(feature.ClusterTopology): true}); err != nil {
-		return fmt.Errorf("enabling Cluster API's ClusterTopology feature gate: %w", err)
+// featureGates are the Cluster API feature gates the sandbox turns on, as
+// a management cluster's operator does with --feature-gates: ClusterTopology,
+// for ClusterClasses and the topology controllers (and for Cluster API's
+// webhooks to accept them); with runtimeSDK, RuntimeSDK too, for
+// ExtensionConfigs and the Runtime Extensions they register. Start sets
+// them in this process (global to it; they stay on after Stop) and passes
+// the same to bin/capi-core; the other gates keep Cluster API's defaults
+// in both (MachinePool and MachineSetPreflightChecks on).
+func featureGates(runtimeSDK bool) map[string]bool {
+	gates := map[string]bool{string(feature.ClusterTopology): true}
+	if runtimeSDK {
+		gates[string(feature.RuntimeSDK)] = true
 	}
-	return nil
+	return gates
 }
 
-// Stop stops the controllers, then the environment (the guard,
-// kube-apiserver and etcd). It is idempotent: later calls return the first
-// call's result.
+// coreManagerArgs are bin/capi-core's flags beyond the ones of
+// framework.StartClusterAPICore: the in-process set-up's settings where
+// Cluster API has a flag for them. It has none for the cluster cache's
+// retry interval: a workload cluster it could not reach is tried again
+// after Cluster API's 30 s, not the in-process 2 s.
+func coreManagerArgs() []string {
+	return []string{
+		"--sync-period=" + syncPeriod.String(),
+		"--kube-api-qps=" + strconv.Itoa(apiQPS),
+		"--kube-api-burst=" + strconv.Itoa(apiBurst),
+		"--clustercache-client-qps=" + strconv.Itoa(clusterCacheQPS),
+		"--clustercache-client-burst=" + strconv.Itoa(clusterCacheBurst),
+		"--remote-connection-grace-period=" + remoteConnectionGracePeriod.String(),
+		"--remote-conditions-grace-period=" + remoteConditionsGracePeriod.String(),
+		"--machineset-preflight-checks=" + string(clusterv1.MachineSetPreflightCheckAll),
+	}
+}
+
+// Stop stops Cluster API's core manager (with Options.RuntimeSDK), the
+// controllers, then the environment (the guard, kube-apiserver and etcd).
+// It is idempotent: later calls return the first call's result.
 func (s *Sandbox) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
+		if s.Core != nil {
+			if err := s.Core.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping Cluster API's core manager: %w", err))
+			}
+		}
 		if s.ctrls != nil {
 			if err := s.ctrls.stop(); err != nil {
 				errs = append(errs, err)

@@ -68,6 +68,10 @@ func RunTests(m *testing.M, name string, opts Options, figures *Figures, started
 	for pid, cmd := range framework.ChildProcesses() {
 		children[pid] = cmd
 	}
+	if code != 0 && sb.Core != nil {
+		// Its log is in the environment's WorkDir, which Stop removes.
+		printErrorDigest(sb.Core.Log, 40)
+	}
 	if err := sb.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the sandbox:", err)
 		code = max(code, 1)
@@ -83,8 +87,8 @@ func RunTests(m *testing.M, name string, opts Options, figures *Figures, started
 	return code
 }
 
-// printErrorDigest writes the last limit error lines of the sandbox log to
-// stderr. CI keeps a failed run's output but not its temporary files, and a
+// printErrorDigest writes the last limit error lines of the sandbox log
+// (or of Cluster API's core manager's, klog's format) to stderr. CI keeps a failed run's output but not its temporary files, and a
 // rollout that never finishes is most often explained by a controller's
 // repeated "Reconciler error" or a refused write, which this brings into
 // the test output.
@@ -96,16 +100,16 @@ func printErrorDigest(path string, limit int) {
 	}
 	var errs []string
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.Contains(line, "\tERROR\t") || strings.Contains(line, "Reconciler error") || strings.Contains(line, "denied the request") {
+		if strings.Contains(line, "\tERROR\t") || strings.Contains(line, "Reconciler error") || strings.Contains(line, "denied the request") || klogError(line) {
 			errs = append(errs, line)
 		}
 	}
 	if len(errs) == 0 {
-		fmt.Fprintln(os.Stderr, "sandbox log: no error lines")
+		fmt.Fprintln(os.Stderr, path+": no error lines")
 		return
 	}
 	skipped := max(len(errs)-limit, 0)
-	fmt.Fprintf(os.Stderr, "sandbox log: last %d of %d error lines:\n", len(errs)-skipped, len(errs))
+	fmt.Fprintf(os.Stderr, "%s: last %d of %d error lines:\n", path, len(errs)-skipped, len(errs))
 	for _, line := range errs[skipped:] {
 		if len(line) > 600 {
 			line = line[:600] + " …"
@@ -126,4 +130,18 @@ func (s *Sandbox) RequireClusterReady(t testing.TB, namespace, name string, time
 		t.Fatalf("Cluster %s/%s is not ready: %v", namespace, name, err)
 	}
 	return state
+}
+
+// klogError reports whether line is an error line of klog's text format
+// (Emmdd hh:mm:ss.uuuuuu …).
+func klogError(line string) bool {
+	if len(line) < 6 || line[0] != 'E' {
+		return false
+	}
+	for _, r := range line[1:5] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return line[5] == ' '
 }

@@ -7,8 +7,10 @@
 // in-memory infrastructure provider in this process, a demo cluster "demo"
 // (plus "demo-2"… with --clusters) and the ClusterClass-based demo cluster
 // "demo-cc" on ClusterClass "demo-class" (plus "demo-cc-2"… with
-// --class-clusters; none with --class-clusters 0 or --class-cluster=false). It
-// writes an admin kubeconfig to
+// --class-clusters; none with --class-clusters 0 or --class-cluster=false).
+// With --runtime-sdk, Cluster API's core controllers run instead as Cluster
+// API's own core manager, bin/capi-core, with the RuntimeSDK feature gate on,
+// logging to <dir>/capi-core.log. It writes an admin kubeconfig to
 // <dir>/kubeconfig, logs to <dir>/sandbox.log, prints a tour of commands to
 // try once every machine is ready, and runs until SIGINT or SIGTERM, then
 // stops everything it started.
@@ -53,6 +55,10 @@ func run() (retErr error) {
 		"Kubernetes version of the ClusterClass-based demo clusters, one of "+strings.Join(sandbox.ClassKubernetesVersions, ", "))
 	startup := flag.Duration("machine-startup", sandbox.DefaultMachineStartup, "how long each simulated start-up step of a machine takes (VM, node, API server, etcd)")
 	readyTimeout := flag.Duration("ready-timeout", sandbox.DefaultReadyTimeout, "how long to wait for every demo machine to be ready")
+	runtimeSDK := flag.Bool("runtime-sdk", false, "run Cluster API's core controllers (Cluster, Machine, MachineSet, MachineDeployment, ClusterClass, topology…) as Cluster API's own core manager,\n"+
+		"bin/capi-core (build it with: make capi-core), with the RuntimeSDK feature gate on, instead of in this process: Runtime Extensions\n"+
+		"registered with an ExtensionConfig (runtime.cluster.x-k8s.io/v1beta2) are called, e.g. the topology controller's BeforeClusterUpgrade hook;\n"+
+		"its log is <dir>/capi-core.log")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nRuns a local Cluster API management cluster with rollout-guard and demo clusters until interrupted.\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
@@ -128,6 +134,7 @@ func run() (retErr error) {
 		ClassKubernetesVersion:    *classVersion,
 		MachineStartup:            *startup,
 		ReadyTimeout:              *readyTimeout,
+		RuntimeSDK:                *runtimeSDK,
 		Progress: func(s sandbox.ClusterState) {
 			fmt.Printf("  %5.1fs  %s: %s\n", time.Since(begin).Seconds(), s.Name, s.Summary())
 		},
@@ -186,6 +193,7 @@ func printTour(sb *sandbox.Sandbox, took time.Duration, logPath, stateDir string
 		"{apiserverLog}", filepath.Join(stateDir, "kube-apiserver.log"),
 		"{etcdLog}", filepath.Join(stateDir, "etcd.log"),
 		"{classTour}", classTour(sb, relativeTo(root, filepath.Join(sb.Env.BinDir, "kubectl"))),
+		"{runtimeSDKTour}", runtimeSDKTour(sb, relativeTo(root, filepath.Join(sb.Env.BinDir, "kubectl"))),
 	)
 	fmt.Print(tour.Replace(`
 sandbox ready in {took}: {clusters}, each with {cp} control-plane and {workers} worker
@@ -215,7 +223,7 @@ Try, in another shell, from {root}:
   # The simulated workload cluster itself (nodes and control-plane pods, in memory):
   {kubectl} get secret {cluster}-kubeconfig -o jsonpath='{.data.value}' | base64 -d > {workloadKubeconfig}
   {kubectl} --kubeconfig {workloadKubeconfig} get nodes
-{classTour}
+{classTour}{runtimeSDKTour}
 Logs: {log} (controllers and guard),
       {apiserverLog}, {etcdLog}
 Press Ctrl-C to stop.
@@ -235,6 +243,7 @@ func printManagementTour(sb *sandbox.Sandbox, took time.Duration, logPath string
 		"{kubectl}", kubectl,
 		"{log}", logPath,
 		"{classTour}", classTour(sb, kubectl),
+		"{runtimeSDKTour}", runtimeSDKTour(sb, kubectl),
 	)
 	fmt.Print(tour.Replace(`
 sandbox ready in {took}: a management cluster with the Cluster API controllers, the
@@ -248,7 +257,7 @@ Try, in another shell, from {root}:
   # Move the clusters of another management cluster here, or restore a backup:
   clusterctl move --kubeconfig SOURCE-KUBECONFIG --to-kubeconfig {kubeconfig}
   clusterctl move --from-directory DIR --to-kubeconfig {kubeconfig}
-{classTour}
+{classTour}{runtimeSDKTour}
 Logs: {log} (controllers and guard)
 Press Ctrl-C to stop.
 `))
@@ -315,6 +324,31 @@ value rotates that cluster's worker template and replaces its workers, the other
 		"{kubectl}", kubectl,
 		"{rollout}", filepath.Join(filepath.Dir(kubectl), "rollout"),
 	).Replace(text)
+}
+
+// runtimeSDKTour returns the part of the tour about the Runtime SDK
+// (--runtime-sdk), or "" without it.
+func runtimeSDKTour(sb *sandbox.Sandbox, kubectl string) string {
+	if sb.Core == nil {
+		return ""
+	}
+	return strings.NewReplacer("{kubectl}", kubectl, "{log}", sb.Core.Log).Replace(`
+Runtime SDK: Cluster API's core controllers run as its core manager, bin/capi-core, with the
+RuntimeSDK feature gate on (log: {log}). Register a Runtime Extension — an HTTPS
+server of yours, e.g. on sigs.k8s.io/cluster-api/exp/runtime/server — and Cluster API calls it:
+
+  {kubectl} apply -f - <<'EOF'
+  apiVersion: runtime.cluster.x-k8s.io/v1beta2
+  kind: ExtensionConfig
+  metadata:
+    name: my-extension
+  spec:
+    clientConfig:
+      url: https://127.0.0.1:PORT
+      caBundle: BASE64-PEM-OF-ITS-CA
+  EOF
+  {kubectl} get extensionconfig my-extension -o jsonpath='{.status.handlers}'; echo
+`)
 }
 
 // relativeTo returns path relative to dir when it lies below dir, else path.
