@@ -51,8 +51,8 @@ const (
 // TestBeforeClusterUpgradeHoldsTheTopology serves a Runtime Extension whose
 // BeforeClusterUpgrade handler holds every upgrade while a flag is set,
 // registers it with an ExtensionConfig (its URL and the caBundle of a test
-// CA: Cluster API calls it over TLS), and upgrades demo-cc by one minor
-// through spec.topology.version. While the handler holds, the topology
+// CA: Cluster API calls it over TLS), and upgrades a cluster by one minor
+// through spec.topology.version (the package's last class cluster, demo-cc-3). While the handler holds, the topology
 // controller in bin/capi-core calls it again and again, the Cluster's
 // TopologyReconciled condition carries its message, and neither the
 // KubeadmControlPlane's nor the MachineDeployment's version moves; once the
@@ -61,7 +61,9 @@ const (
 func TestBeforeClusterUpgradeHoldsTheTopology(t *testing.T) {
 	require.NotNil(t, sb.Core, "the sandbox runs bin/capi-core")
 	require.True(t, sb.Core.Running(), "bin/capi-core runs")
-	cc := sb.ClassClusters[0]
+	// The last class cluster: the wave tests after this one start from
+	// the others at their first version.
+	cc := sb.ClassClusters[len(sb.ClassClusters)-1]
 	ns, name := cc.Namespace, cc.Name
 	from := cc.KubernetesVersion
 	i := slices.Index(sandbox.ClassKubernetesVersions, from)
