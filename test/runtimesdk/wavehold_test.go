@@ -285,6 +285,16 @@ func TestWaveHoldThroughClusterAPI(t *testing.T) {
 		}, 2*time.Minute, 250*time.Millisecond)
 	}
 	t.Logf("a wave 1 cluster's TopologyReconciled condition while held:\n%s", held)
+	// Once wave 0 is rolled out, wave 1 is held for the soak.
+	var seen []string
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		msg := heldMessage(getCluster(ct, wave1[0].Name))
+		if msg != "" && !slices.Contains(seen, msg) {
+			seen = append(seen, msg)
+		}
+		require.Contains(ct, msg, "held by rollout-guard: wave 0 has not soaked yet at "+v2+": cluster "+wave0.Name+": done ")
+	}, upgradeTimeout, 250*time.Millisecond, "%s held while %s soaks", wave1[0].Name, wave0.Name)
+	t.Logf("%s's TopologyReconciled conditions while held, as they changed:\n%s", wave1[0].Name, strings.Join(seen, "\n"))
 	for _, c := range append([]sandbox.ClassClusterSpec{wave0}, wave1...) {
 		waitRolledOut(t, c.Name, v2)
 	}
