@@ -329,4 +329,3 @@ func waitRolledOut(t *testing.T, name, version string) {
 		}
 	}, upgradeTimeout, time.Second, "cluster %s rolled out to %s", name, version)
 }
-
