@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -236,5 +238,35 @@ func TestStagedRolloutRefusedBeforeTheFirstEdit(t *testing.T) {
 	emit := cli(t, "cluster", "-l", fleetSelector, "--version", version, "--emit", "yaml")
 	assert.Equal(t, rollout.ExitRefused, emit.Code, "--emit: stdout: %s\nstderr: %s", emit.Stdout, emit.Stderr)
 	assert.NotContains(t, emit.Stdout, "kind: Cluster", "--emit prints no manifest of a refused change")
+	assert.Equal(t, before, specState(t, "demo-class"), "nothing is stored")
+}
+
+// TestStagedRolloutDryRunAndEmitStoreNothing previews the next upgrade of
+// the fleet: --dry-run=server sends every cluster's edit as a server-side
+// dry run, wave by wave, and --emit yaml prints the Clusters to commit,
+// wave by wave; neither stores anything.
+func TestStagedRolloutDryRunAndEmitStoreNothing(t *testing.T) {
+	from := clusterOf(t, clusters[0].Name).Spec.Topology.Version
+	i := slices.Index(sandbox.ClassKubernetesVersions, from)
+	require.True(t, i >= 0 && i+1 < len(sandbox.ClassKubernetesVersions), "%s has a next version", from)
+	version := sandbox.ClassKubernetesVersions[i+1]
+	before := specState(t, "demo-class")
+
+	dry := cli(t, "cluster", "-l", fleetSelector, "--version", version, "--dry-run=server")
+	require.Equal(t, rollout.ExitOK, dry.Code, dry.Stderr)
+	for wave, c := range map[int]string{1: clusters[0].Name, 2: clusters[1].Name} {
+		assert.Contains(t, dry.Stdout, "wave "+strconv.Itoa(wave)+": cluster default/"+c+": rolling out to "+version+" (server dry run)")
+	}
+
+	emit := cli(t, "cluster", "-l", fleetSelector, "--version", version, "--emit", "yaml")
+	require.Equal(t, rollout.ExitOK, emit.Code, emit.Stderr)
+	first, second, ok := strings.Cut(emit.Stdout, "# Wave 2 of 2")
+	require.True(t, ok, emit.Stdout)
+	assert.Contains(t, first, "# Wave 1 of 2: commit these first")
+	assert.Contains(t, first, "name: "+clusters[0].Name+"\n")
+	assert.Contains(t, second, "name: "+clusters[1].Name+"\n")
+	assert.Contains(t, second, "name: "+clusters[2].Name+"\n")
+	assert.Equal(t, 3, strings.Count(emit.Stdout, "version: "+version), "three Clusters at %s", version)
+
 	assert.Equal(t, before, specState(t, "demo-class"), "nothing is stored")
 }
