@@ -23,6 +23,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout"
 	"github.com/rollout-guard/rollout-guard/test/sandbox"
+	"github.com/rollout-guard/rollout-guard/waves"
 )
 
 // fleetSelector selects the sandbox's three ClusterClass clusters.
@@ -82,23 +83,34 @@ func requireAllAt(t *testing.T, version string) {
 	}
 }
 
-// TestStagedRolloutInWaves upgrades the three clusters with --waves 1,100%
-// --soak 20s: the first cluster's upgrade is done (its machines ready)
-// more than the soak before either other cluster's topology changes (the
-// guard's revisions of the Clusters say when), then the other two.
+// TestStagedRolloutInWaves upgrades the three clusters, labelled with waves
+// in the reverse of their names' order, with --waves 1,100% --soak 20s: the
+// cluster of wave 0 goes first, its upgrade done (its machines ready) more
+// than the soak before either other cluster's topology changes (the
+// guard's revisions of the Clusters say when), then the other two; status
+// then shows the fleet by wave.
 func TestStagedRolloutInWaves(t *testing.T) {
 	const version, soak = "v1.34.3", 20 * time.Second
 	before := map[string]int{}
-	for _, c := range clusters {
+	for i, c := range clusters {
 		before[c.Name] = len(clusterRevisions(t, c.Name))
+		// Wave labels in the reverse of the names' order: --order follows
+		// them.
+		labelWave(t, c.Name, strconv.Itoa(len(clusters)-1-i))
 	}
+	t.Cleanup(func() {
+		for _, c := range clusters {
+			labelWave(t, c.Name, "")
+		}
+	})
 	run := cli(t, "cluster", "-l", fleetSelector, "--version", version, "--waves", "1,100%", "--soak", soak.String())
 	require.Equal(t, rollout.ExitOK, run.Code, run.Stderr)
 	assert.Contains(t, run.Stdout, "Wave 1 of 2: 1 cluster, 1 to change")
 	assert.Contains(t, run.Stdout, "3 clusters rolled out to "+version+" in 2 waves")
 	requireAllAt(t, version)
 
-	first := clusters[0].Name
+	first := clusters[len(clusters)-1].Name // wave 0
+	assert.Contains(t, run.Stdout, "wave 1 of 2: default/"+first+"\n")
 	done := rolledOutAt(t, first)
 	for _, c := range clusters {
 		revs := clusterRevisions(t, c.Name)
@@ -112,6 +124,12 @@ func TestStagedRolloutInWaves(t *testing.T) {
 			"cluster %s's topology changed at %s, %s after %s was rolled out (%s); the soak is %s", c.Name, changed.Format(time.RFC3339), changed.Sub(done), first, done.Format(time.RFC3339), soak)
 	}
 
+	// Status groups the fleet by wave.
+	st := cli(t, "status", "cluster", "-l", fleetSelector, "--watch=false")
+	require.Equal(t, rollout.ExitOK, st.Code, st.Stderr)
+	assert.Contains(t, st.Stdout, "wave 0 (1 cluster): 1 done\n  "+first)
+	assert.Contains(t, st.Stdout, "wave 2 (1 cluster): 1 done\n  "+clusters[0].Name)
+
 	// Run again: every cluster is at the version, nothing is edited.
 	again := cli(t, "cluster", "-l", fleetSelector, "--version", version, "--waves", "1,100%")
 	require.Equal(t, rollout.ExitOK, again.Code, again.Stderr)
@@ -119,6 +137,22 @@ func TestStagedRolloutInWaves(t *testing.T) {
 	for _, c := range clusters {
 		assert.Len(t, clusterRevisions(t, c.Name), before[c.Name]+1, "cluster %s: no edit when run again", c.Name)
 	}
+}
+
+// labelWave puts the cluster in wave w (label rollout-guard.io/wave), or in
+// none when w is "".
+func labelWave(t *testing.T, name, w string) {
+	c := clusterOf(t, name)
+	patch := client.MergeFrom(c.DeepCopy())
+	if w == "" {
+		delete(c.Labels, waves.Label)
+	} else {
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		c.Labels[waves.Label] = w
+	}
+	require.NoError(t, sb.Client.Patch(context.Background(), c, patch))
 }
 
 // pauseNewDevMachines pauses every DevMachine of cluster created from now
