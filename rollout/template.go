@@ -168,6 +168,8 @@ func (o *SwitchOptions) staged(cmd *cobra.Command, args []string) (bool, error) 
 	cluster := err == nil && (t.Kind != nil && t.Kind.GVK == core.Cluster.GVK || len(t.Refs) > 0 && allClusters(t.Refs))
 	switching := o.Version != "" || st.Class != ""
 	switch {
+	case cluster && (o.Template != "" || o.BootstrapTemplate != ""):
+		return true, fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects; a ClusterClass cluster takes its templates from its class: roll it to another class with --class, or its version with --version")
 	case cluster && switching:
 	case cluster && t.Kind != nil:
 		return true, fmt.Errorf("a rollout of clusters needs what to roll out: --version V (their spec.topology.version) or --class NAME (their spec.topology.classRef); to restart them instead: %s restart cluster -l SELECTOR", o.Session.Name())
@@ -177,9 +179,6 @@ func (o *SwitchOptions) staged(cmd *cobra.Command, args []string) (bool, error) 
 		return true, err
 	default:
 		return false, nil
-	}
-	if o.Template != "" || o.BootstrapTemplate != "" {
-		return true, fmt.Errorf("--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects; a ClusterClass cluster takes its templates from its class: roll it to another class with --class")
 	}
 	if o.PrintFlags.Output != "" {
 		return true, fmt.Errorf("-o/--output does not work with a staged rollout of clusters: it prints its waves and their progress as lines; rollout status cluster -l SELECTOR -o json reports the clusters as data")

@@ -71,7 +71,7 @@ type member struct {
 // change checked, then wave by wave edited and watched.
 func (o *Options) Run(ctx context.Context) error {
 	if (o.Version == "") == (o.Class == "") {
-		return fmt.Errorf("a staged rollout of clusters takes --version or --class, one of the two")
+		return fmt.Errorf("a rollout of clusters takes --version V or --class NAME, not both: roll out one, then the other")
 	}
 	if o.MaxConcurrent < 0 {
 		return fmt.Errorf("--max-concurrent %d: give the number of clusters of a wave changed at once (0: the whole wave)", o.MaxConcurrent)

@@ -37,7 +37,12 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"undo", "md/a", "--to-revision", "x"}, "invalid argument \"x\" for \"--to-revision\" flag: strconv.ParseInt: parsing \"x\": invalid syntax\nSee 'rollout undo --help' for usage."},
 		{[]string{"restat", "md/a"}, `unknown command "restat" for "rollout"; did you mean "restart"?`},
 		{[]string{"kcp/a", "--bootstrap-template", "kubeadmconfigtemplate/x"}, "--bootstrap-template works on machinedeployments only: a KubeadmControlPlane's bootstrap config is inline, in spec.kubeadmConfigSpec"},
-		{[]string{"cluster/c1", "--version", "v1.35.0"}, "--template, --bootstrap-template and --version work on machinedeployment and kubeadmcontrolplane objects, not cluster/c1"},
+		{[]string{"cluster/c1", "--template", "devmachinetemplate/x"}, "--template and --bootstrap-template work on machinedeployment and kubeadmcontrolplane objects; a ClusterClass cluster takes its templates from its class: roll it to another class with --class, or its version with --version"},
+		{[]string{"cluster", "-l", "env=prod"}, "a rollout of clusters needs what to roll out: --version V (their spec.topology.version) or --class NAME (their spec.topology.classRef); to restart them instead: rollout restart cluster -l SELECTOR"},
+		{[]string{"cluster", "-l", "env=prod", "--version", "v1.35.0", "--waves", "50%,25%"}, `--waves "50%,25%": each wave ends after the one before it, and "25%" does not come after "50%": the entries are cumulative (1,25%,100% is one cluster, then up to a quarter of them, then all)`},
+		{[]string{"cluster", "-l", "env=prod", "--version", "v1.35.0", "--class", "gold"}, "a rollout of clusters takes --version V or --class NAME, not both: roll out one, then the other"},
+		{[]string{"md/a", "--waves", "1,100%"}, "--waves: for a rollout of clusters only (rollout cluster -l SELECTOR --version V), not of md/a"},
+		{[]string{"cluster", "-l", "env=prod", "--version", "v1.35.0", "-o", "json"}, "-o/--output does not work with a staged rollout of clusters: it prints its waves and their progress as lines; rollout status cluster -l SELECTOR -o json reports the clusters as data"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.args[0], func(t *testing.T) {
