@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	infrav1 "sigs.k8s.io/cluster-api/test/infrastructure/docker/api/v1beta2"
@@ -49,21 +47,11 @@ func clusterRevisions(t *testing.T, name string) []rgv1alpha1.RolloutRevision {
 	return list.Items
 }
 
-// rolledOutAt is when the last of the cluster's machines became ready: its
-// rollout's end, as the API server stored it.
+// rolledOutAt is when the last of the cluster's machines became ready.
 func rolledOutAt(t *testing.T, name string) time.Time {
-	list := &clusterv1.MachineList{}
-	require.NoError(t, sb.Client.List(context.Background(), list, client.InNamespace(sandbox.DefaultNamespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}))
-	var last time.Time
-	for _, m := range list.Items {
-		c := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
-		require.NotNil(t, c, "machine %s has a Ready condition", m.Name)
-		require.Equal(t, metav1.ConditionTrue, c.Status, "machine %s is ready", m.Name)
-		if c.LastTransitionTime.After(last) {
-			last = c.LastTransitionTime.Time
-		}
-	}
-	return last
+	at, err := sb.RolledOutAt(context.Background(), sandbox.DefaultNamespace, name)
+	require.NoError(t, err)
+	return at
 }
 
 // requireAllAt checks that every cluster's topology is at version, and

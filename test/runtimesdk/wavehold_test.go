@@ -200,17 +200,9 @@ func controlPlaneChangedAt(t *testing.T, cc sandbox.ClassClusterSpec, version st
 
 // rolledOutAt is when the last of the cluster's machines became ready.
 func rolledOutAt(t *testing.T, name string) time.Time {
-	list := &clusterv1.MachineList{}
-	require.NoError(t, sb.Client.List(context.Background(), list, client.InNamespace(sandbox.DefaultNamespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}))
-	var last time.Time
-	for _, m := range list.Items {
-		c := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
-		require.NotNil(t, c, "machine %s has a Ready condition", m.Name)
-		if c.LastTransitionTime.After(last) {
-			last = c.LastTransitionTime.Time
-		}
-	}
-	return last
+	at, err := sb.RolledOutAt(context.Background(), sandbox.DefaultNamespace, name)
+	require.NoError(t, err)
+	return at
 }
 
 // TestWaveHoldThroughClusterAPI registers the guard's BeforeClusterUpgrade

@@ -306,3 +306,25 @@ func (s *Sandbox) WaitClusterReady(ctx context.Context, namespace, name string, 
 		}
 	}
 }
+
+// RolledOutAt is when the last Machine of the Cluster namespace/name became
+// ready, as the API server stored it (the Machines' Ready condition's
+// lastTransitionTime, to the second): the end of its last rollout. It is an
+// error while a Machine of the cluster is not ready or is being deleted.
+func (s *Sandbox) RolledOutAt(ctx context.Context, namespace, name string) (time.Time, error) {
+	list := &clusterv1.MachineList{}
+	if err := s.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return time.Time{}, fmt.Errorf("listing the Machines of cluster %s/%s: %w", namespace, name, err)
+	}
+	var last time.Time
+	for i := range list.Items {
+		m := &list.Items[i]
+		if !MachineReady(m) {
+			return time.Time{}, fmt.Errorf("cluster %s/%s is not rolled out: machine %s is not ready or is being deleted", namespace, name, m.Name)
+		}
+		if c := conditions.Get(m, clusterv1.MachineReadyCondition); c.LastTransitionTime.After(last) {
+			last = c.LastTransitionTime.Time
+		}
+	}
+	return last, nil
+}
