@@ -307,10 +307,17 @@ func nextVersion(t *testing.T, v string) string {
 }
 
 // waitRolledOut waits until every machine of the cluster runs version and
-// is ready, and none is being deleted.
+// is ready, none is being deleted, and the topology controller is done
+// with the upgrade: its TopologyReconciled condition True, and no
+// AfterClusterUpgrade hook pending (until it is called, Cluster API's
+// webhook refuses the next version: "version cannot be changed when the
+// "AfterClusterUpgrade" hook is still blocking").
 func waitRolledOut(t *testing.T, name, version string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cl := getCluster(c, name)
+		require.True(c, conditions.IsTrue(cl, clusterv1.ClusterTopologyReconciledCondition), "cluster %s: TopologyReconciled", name)
+		require.NotContains(c, cl.Annotations[runtimev1.PendingHooksAnnotation], "AfterClusterUpgrade", "cluster %s: the AfterClusterUpgrade hook is pending", name)
 		list := &clusterv1.MachineList{}
 		require.NoError(c, sb.Client.List(context.Background(), list, client.InNamespace(sandbox.DefaultNamespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}))
 		require.Len(c, list.Items, 2, "cluster %s: one control-plane and one worker machine", name)
