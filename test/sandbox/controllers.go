@@ -120,7 +120,10 @@ type controllers struct {
 	// manager; without it they run elsewhere (bin/capi-core), and this
 	// manager runs only the kubeadm control plane and bootstrap
 	// controllers and the in-memory infrastructure.
-	core         bool
+	core bool
+	// kcp runs Cluster API's KubeadmControlPlane controller in this
+	// manager; without it it runs elsewhere (bin/capi-kcp).
+	kcp          bool
 	conversion   *conversionServer // nil when the environment converts the infrastructure kinds
 	cancel       context.CancelFunc
 	started      bool       // the manager was started: done will receive its result
@@ -130,11 +133,12 @@ type controllers struct {
 }
 
 // startControllers builds the manager, registers every controller (with
-// core, Cluster API's core controllers too) and starts it; it returns once
+// core, Cluster API's core controllers too; with kcp, its
+// KubeadmControlPlane controller too) and starts it; it returns once
 // the manager's cache has started. ctx bounds the start only.
-func startControllers(ctx context.Context, adminConfig *rest.Config, scheme *runtime.Scheme, core bool) (_ *controllers, retErr error) {
+func startControllers(ctx context.Context, adminConfig *rest.Config, scheme *runtime.Scheme, core, kcp bool) (_ *controllers, retErr error) {
 	runCtx, cancel := context.WithCancel(context.Background())
-	c := &controllers{core: core, cancel: cancel, done: make(chan error, 1)}
+	c := &controllers{core: core, kcp: kcp, cancel: cancel, done: make(chan error, 1)}
 	defer func() {
 		if retErr != nil {
 			if err := c.stop(); err != nil {
@@ -362,7 +366,7 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 		}},
 	}
 	for _, r := range reconcilers {
-		if r.core && !c.core {
+		if r.core && !c.core || r.name == "KubeadmControlPlane" && !c.kcp {
 			continue
 		}
 		if err := r.setup(); err != nil {
