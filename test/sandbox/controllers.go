@@ -129,6 +129,7 @@ type controllers struct {
 	started      bool       // the manager was started: done will receive its result
 	done         chan error // the manager's result
 	mux          *inmemoryserver.WorkloadClustersMux
+	inMemory     inmemoryruntime.Manager
 	clusterCache clustercache.ClusterCache
 }
 
@@ -267,6 +268,7 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := inMemoryManager.Start(ctx); err != nil {
 		return fmt.Errorf("starting the in-memory runtime: %w", err)
 	}
+	c.inMemory = inMemoryManager
 	// Each workload cluster gets the port its DevCluster names (see
 	// CreateCluster); the range only matters for a DevCluster without one.
 	// Debug port 0: parallel sandboxes must not clash on a fixed port.
@@ -372,6 +374,22 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 		if err := r.setup(); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", r.name, err)
 		}
+	}
+	return nil
+}
+
+// setKubeletVersion sets the kubelet version node reports in the
+// simulated workload cluster namespace/cluster (the in-memory
+// infrastructure's resource group of that Cluster).
+func (c *controllers) setKubeletVersion(ctx context.Context, namespace, cluster, node, version string) error {
+	cl := c.inMemory.GetResourceGroup(namespace + "/" + cluster).GetClient()
+	n := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return fmt.Errorf("reading node %s of %s/%s: %w", node, namespace, cluster, err)
+	}
+	n.Status.NodeInfo.KubeletVersion = version
+	if err := cl.Update(ctx, n); err != nil {
+		return fmt.Errorf("updating node %s of %s/%s: %w", node, namespace, cluster, err)
 	}
 	return nil
 }

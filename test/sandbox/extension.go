@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/cert"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
@@ -47,6 +48,12 @@ const (
 // fake the update, which takes 15–20 s per machine) and its upgrade plan
 // handler (GenerateUpgradePlan: the versions of kind's images, one per minor
 // up to the target), as Cluster API's own extension program wires them.
+//
+// One addition: once the extension says a machine's update is done, the
+// simulated node's kubelet reports the machine's version, as a real
+// node's would after an in-place upgrade (Cluster API's Machine is up to
+// date only then: "Node.status.nodeInfo.kubeletVersion v1.34.3, v1.35.2
+// required").
 type testExtension struct {
 	// URL is where the extension serves (https://127.0.0.1:PORT).
 	URL string
@@ -56,14 +63,20 @@ type testExtension struct {
 	certDir string
 	cancel  context.CancelFunc
 	done    chan error
+	client  client.Client
+	// setKubelet sets the kubelet version of node in the simulated
+	// workload cluster namespace/cluster.
+	setKubelet func(ctx context.Context, namespace, cluster, node, version string) error
+	inPlace    *inplaceupdate.ExtensionHandlers
 }
 
 // startTestExtension serves Cluster API's test extension's handlers on a
 // free port of 127.0.0.1 over TLS, with a serving certificate signed by a
 // new CA written into dir, and returns once the server serves. c is the
-// client the handlers are given.
-func startTestExtension(ctx context.Context, c client.Client, dir string) (_ *testExtension, retErr error) {
-	e := &testExtension{certDir: dir}
+// client the handlers are given; setKubelet updates a simulated node.
+func startTestExtension(ctx context.Context, c client.Client, dir string,
+	setKubelet func(ctx context.Context, namespace, cluster, node, version string) error) (_ *testExtension, retErr error) {
+	e := &testExtension{certDir: dir, client: c, setKubelet: setKubelet}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(fmt.Errorf("serving Cluster API's test extension: %w", retErr), e.stop())
@@ -107,12 +120,12 @@ func startTestExtension(ctx context.Context, c client.Client, dir string) (_ *te
 	if err != nil {
 		return nil, fmt.Errorf("creating the server: %w", err)
 	}
-	inPlace := inplaceupdate.NewExtensionHandlers(c)
+	e.inPlace = inplaceupdate.NewExtensionHandlers(c)
 	plans := upgradeplan.NewExtensionHandlers(c)
 	for _, h := range []server.ExtensionHandler{
-		{Hook: runtimehooksv1.CanUpdateMachine, Name: CanUpdateMachineHandler, HandlerFunc: inPlace.DoCanUpdateMachine},
-		{Hook: runtimehooksv1.CanUpdateMachineSet, Name: CanUpdateMachineSetHandler, HandlerFunc: inPlace.DoCanUpdateMachineSet},
-		{Hook: runtimehooksv1.UpdateMachine, Name: UpdateMachineHandler, HandlerFunc: inPlace.DoUpdateMachine},
+		{Hook: runtimehooksv1.CanUpdateMachine, Name: CanUpdateMachineHandler, HandlerFunc: e.inPlace.DoCanUpdateMachine},
+		{Hook: runtimehooksv1.CanUpdateMachineSet, Name: CanUpdateMachineSetHandler, HandlerFunc: e.inPlace.DoCanUpdateMachineSet},
+		{Hook: runtimehooksv1.UpdateMachine, Name: UpdateMachineHandler, HandlerFunc: e.updateMachine},
 		{Hook: runtimehooksv1.GenerateUpgradePlan, Name: GenerateUpgradePlanHandler, HandlerFunc: plans.DoGenerateUpgradePlan},
 	} {
 		if err := srv.AddExtensionHandler(h); err != nil {
@@ -139,6 +152,33 @@ func startTestExtension(ctx context.Context, c client.Client, dir string) (_ *te
 		}
 	}
 	return e, nil
+}
+
+// updateMachine is the test extension's UpdateMachine handler; once it
+// says the update is done, the machine's simulated node reports the
+// machine's new version. Should that fail, the answer asks Cluster API to
+// call again (and the test extension starts its fake update over).
+func (e *testExtension) updateMachine(ctx context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
+	e.inPlace.DoUpdateMachine(ctx, req, resp)
+	if resp.Status != runtimehooksv1.ResponseStatusSuccess || resp.RetryAfterSeconds != 0 {
+		return
+	}
+	if err := e.upgradeNode(ctx, &req.Desired.Machine); err != nil {
+		resp.RetryAfterSeconds = 5
+		resp.Message = "updating the simulated node: " + err.Error()
+	}
+}
+
+// upgradeNode sets the kubelet version of machine's node to its version.
+func (e *testExtension) upgradeNode(ctx context.Context, desired *clusterv1.Machine) error {
+	m := &clusterv1.Machine{}
+	if err := e.client.Get(ctx, client.ObjectKeyFromObject(desired), m); err != nil {
+		return fmt.Errorf("reading Machine %s: %w", desired.Name, err)
+	}
+	if !m.Status.NodeRef.IsDefined() {
+		return fmt.Errorf("no node for Machine %s yet", m.Name)
+	}
+	return e.setKubelet(ctx, m.Namespace, m.Spec.ClusterName, m.Status.NodeRef.Name, desired.Spec.Version)
 }
 
 // register creates the ExtensionConfig TestExtensionName that points

@@ -256,7 +256,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		}); err != nil {
 			return nil, err
 		}
-		if s.extension, err = startTestExtension(ctx, s.Client, filepath.Join(env.WorkDir, TestExtensionName)); err != nil {
+		if s.extension, err = startTestExtension(ctx, s.Client, filepath.Join(env.WorkDir, TestExtensionName), s.ctrls.setKubeletVersion); err != nil {
 			return nil, err
 		}
 		s.Extension = s.extension.URL
