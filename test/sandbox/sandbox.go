@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -215,8 +216,13 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		return nil, errors.New("in-place updates need the Runtime SDK mode: set RuntimeSDK (--runtime-sdk) too")
 	}
 	gates := featureGates(opts.RuntimeSDK, opts.InPlaceUpdates)
-	if err := feature.MutableGates.SetFromMap(gates); err != nil {
-		return nil, fmt.Errorf("enabling Cluster API's feature gates %v: %w", gates, err)
+	// InPlaceUpdates is set either way in this process: left on by an
+	// earlier sandbox, it would make the in-process KubeadmControlPlane
+	// controller refuse to start without a Runtime SDK client.
+	processGates := maps.Clone(gates)
+	processGates[string(feature.InPlaceUpdates)] = opts.InPlaceUpdates
+	if err := feature.MutableGates.SetFromMap(processGates); err != nil {
+		return nil, fmt.Errorf("enabling Cluster API's feature gates %v: %w", processGates, err)
 	}
 	scheme, err := NewScheme()
 	if err != nil {
