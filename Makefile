@@ -52,6 +52,19 @@ $(BIN)/capi-core: test/go.mod test/go.sum
 	cd test && go build -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" \
 		-o $(BIN)/capi-core sigs.k8s.io/cluster-api/core
 
+.PHONY: capi-kcp
+# Cluster API's kubeadm control plane manager
+# (sigs.k8s.io/cluster-api/controlplane/kubeadm, a tool of test/go.mod) at
+# the version the test module pins, for the sandbox's in-place updates
+# (sandbox --in-place-updates, sandbox.Options.InPlaceUpdates), which run it
+# as its own process instead of the KubeadmControlPlane controller
+# in-process. Rebuilt only when the test module's pins change.
+capi-kcp: $(BIN)/capi-kcp ## Build bin/capi-kcp, Cluster API's kubeadm control plane manager, from the Cluster API module the tests pin (skipped when up to date).
+
+$(BIN)/capi-kcp: test/go.mod test/go.sum
+	cd test && go build -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" \
+		-o $(BIN)/capi-kcp sigs.k8s.io/cluster-api/controlplane/kubeadm
+
 .PHONY: build
 build: ## Build bin/webhook and bin/rollout.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
@@ -100,7 +113,7 @@ unit: ## Unit tests of the product module (pure logic; no API server) with the r
 # track, so a cached pass could hide a change of the guard. test/e2e's
 # concurrent writers run bin/webhook-race (env.WithRaceGuard): a race the
 # detector reports in the guard fails the test.
-e2e: tools node-tools cert-manager-tools clusterctl capi-core build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
+e2e: tools node-tools cert-manager-tools clusterctl capi-core capi-kcp build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test

@@ -203,5 +203,6 @@ replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api v1.14.2
 
 tool (
 	sigs.k8s.io/cluster-api/cmd/clusterctl
+	sigs.k8s.io/cluster-api/controlplane/kubeadm
 	sigs.k8s.io/cluster-api/core
 )

@@ -102,6 +102,7 @@ func (c planSession) topologyPlan(ctx context.Context, cl *core.Clients, live, p
 	class := &clusterv1.ClusterClass{}
 	key := live.GetClassKey()
 	var cpPlan []string
+	extension := ""
 	switch err := cl.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, class); {
 	case lowerVersion(to, cpVersion):
 		op.StepsFrom = "a decrease from the control plane's " + cpVersion + ", which Cluster API does not carry out"
@@ -111,8 +112,8 @@ func (c planSession) topologyPlan(ctx context.Context, cl *core.Clients, live, p
 	case err != nil:
 		return op, core.Call{Verb: "get", GR: clusterv1.GroupVersion.WithResource("clusterclasses").GroupResource(), Kind: "ClusterClass", Namespace: key.Namespace, Name: key.Name, Purpose: purpose}.Explain(err)
 	case class.Spec.Upgrade.External.GenerateUpgradePlanExtension != "":
-		ext := class.Spec.Upgrade.External.GenerateUpgradePlanExtension
-		op.StepsFrom = "upgrade-plan extension " + ext + " of ClusterClass " + class.Name + ", which decides the steps when the upgrade starts: only the target is shown"
+		// Asked below, once the workers' versions are known.
+		extension = class.Spec.Upgrade.External.GenerateUpgradePlanExtension
 		cpPlan = []string{to}
 	case len(class.Spec.KubernetesVersions) > 0:
 		op.StepsFrom = "ClusterClass " + class.Name + " spec.kubernetesVersions"
@@ -140,9 +141,30 @@ func (c planSession) topologyPlan(ctx context.Context, cl *core.Clients, live, p
 		}
 		workerMachines = append(workerMachines, machines...)
 	}
+	var extWorkersPlan []string
+	if extension != "" {
+		stepsFrom := "upgrade-plan extension " + extension + " of ClusterClass " + class.Name
+		extCP, extWorkers, err := askUpgradePlanExtension(ctx, cl, extension, planned, cpVersion, minVersion(workerVersions))
+		switch {
+		case err != nil:
+			c.Warnf("cannot ask %s for the upgrade's steps (%v): only the target is shown", stepsFrom, core.OneLine(err.Error()))
+			op.StepsFrom = stepsFrom + ", which decides the steps when the upgrade starts: only the target is shown"
+		case len(extCP) == 0 && len(extWorkers) == 0:
+			op.StepsFrom = stepsFrom + ", asked now: no step"
+			cpPlan = nil
+		default:
+			op.StepsFrom = stepsFrom + ", asked now (Cluster API asks it again when the upgrade starts)"
+			cpPlan, extWorkersPlan = extCP, extWorkers
+		}
+	}
 	workersPlan, err := workersUpgradePlan(to, cpVersion, minVersion(workerVersions), cpPlan)
 	if err != nil {
 		return op, fmt.Errorf("cannot %s: %w", purpose, err)
+	}
+	if len(extWorkersPlan) > 0 {
+		// The extension's own steps for the workers, as Cluster API takes
+		// them.
+		workersPlan = extWorkersPlan
 	}
 	cpMachines, err := c.listPlanMachines(ctx, cl, kcp, purpose)
 	if err != nil {

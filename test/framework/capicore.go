@@ -24,38 +24,69 @@ const (
 	// clusterctl installs as capi-controller-manager) in BinDir, built by
 	// make capi-core at the Cluster API version the test module pins.
 	ClusterAPICoreBinary = "capi-core"
-	// clusterAPICoreReadyTimeout bounds the wait for the core manager's
+	// ClusterAPIKubeadmControlPlaneBinary is Cluster API's kubeadm control
+	// plane manager (sigs.k8s.io/cluster-api/controlplane/kubeadm, the main
+	// package of the image clusterctl installs as
+	// capi-kubeadm-control-plane-controller-manager) in BinDir, built by
+	// make capi-kcp at the Cluster API version the test module pins.
+	ClusterAPIKubeadmControlPlaneBinary = "capi-kcp"
+	// clusterAPIManagerReadyTimeout bounds the wait for a manager's
 	// /readyz.
-	clusterAPICoreReadyTimeout = 60 * time.Second
-	// defaultClusterAPICoreStopTimeout bounds its graceful stop before a
-	// SIGKILL, unless ClusterAPICoreOptions says otherwise.
-	defaultClusterAPICoreStopTimeout = 30 * time.Second
+	clusterAPIManagerReadyTimeout = 60 * time.Second
+	// defaultClusterAPIManagerStopTimeout bounds its graceful stop before a
+	// SIGKILL, unless ClusterAPIManagerOptions says otherwise.
+	defaultClusterAPIManagerStopTimeout = 30 * time.Second
 )
 
-// ClusterAPICoreOptions configures StartClusterAPICore.
-type ClusterAPICoreOptions struct {
+// clusterAPIManagerKind is one of Cluster API's manager programs that the
+// framework runs as a child process.
+type clusterAPIManagerKind struct {
+	binary      string // its file in BinDir, and the make target that builds it
+	mainPackage string // the Go main package it must be built from
+	title       string // what it is, for messages
+}
+
+var (
+	clusterAPICoreManager = clusterAPIManagerKind{
+		binary: ClusterAPICoreBinary, mainPackage: clusterAPIModule + "/core",
+		title: "Cluster API's core manager",
+	}
+	clusterAPIKubeadmControlPlaneManager = clusterAPIManagerKind{
+		binary: ClusterAPIKubeadmControlPlaneBinary, mainPackage: clusterAPIModule + "/controlplane/kubeadm",
+		title: "Cluster API's kubeadm control plane manager",
+	}
+)
+
+// ClusterAPIManagerOptions configures StartClusterAPICore and
+// StartClusterAPIKubeadmControlPlane.
+type ClusterAPIManagerOptions struct {
 	// FeatureGates are Cluster API's feature gates, passed as
 	// --feature-gates; the others keep Cluster API's defaults.
 	FeatureGates map[string]bool
-	// Args are extra flags, after the ones StartClusterAPICore sets (a
-	// later flag wins).
+	// Args are extra flags, after the ones the framework sets (a later
+	// flag wins).
 	Args []string
 	// StopTimeout is how long Stop waits after SIGTERM before it sends
 	// SIGKILL. Default: 30s.
 	StopTimeout time.Duration
 }
 
-// ClusterAPICore is Cluster API's core manager — the Cluster, Machine,
+// ClusterAPIManager is one of Cluster API's managers running unmodified as
+// a child process against an Environment's API server, as the admin:
+// the core manager (StartClusterAPICore) — the Cluster, Machine,
 // MachineSet, MachineDeployment, MachinePool, MachineHealthCheck,
 // ClusterResourceSet, ClusterClass, topology and (with the RuntimeSDK
 // feature gate) ExtensionConfig controllers, with its own cluster cache and,
-// with RuntimeSDK, its Runtime SDK client — running unmodified as a child
-// process against an Environment's API server, as the admin. Its
-// webhook server serves a self-signed certificate on a free port, but no
-// webhook configuration or CRD points at it: the environment's in-process
-// webhooks keep answering Cluster API's admission and conversion requests.
-type ClusterAPICore struct {
-	// Log is its log file in the environment's WorkDir (capi-core.log).
+// with RuntimeSDK, its Runtime SDK client — or the kubeadm control plane
+// manager (StartClusterAPIKubeadmControlPlane) — the KubeadmControlPlane
+// controller and, with the InPlaceUpdates feature gate, a read-only
+// ExtensionConfig controller and its own Runtime SDK client. Its webhook
+// server serves a self-signed certificate on a free port, but no webhook
+// configuration or CRD points at it: the environment's in-process webhooks
+// keep answering Cluster API's admission and conversion requests.
+type ClusterAPIManager struct {
+	// Log is its log file in the environment's WorkDir (capi-core.log,
+	// capi-kcp.log).
 	Log string
 	// Args are the flags it was started with.
 	Args []string
@@ -69,44 +100,64 @@ type ClusterAPICore struct {
 	stopErr     error
 }
 
-// StartClusterAPICore starts BinDir/capi-core (ClusterAPICoreBinary) with
-// the admin kubeconfig, without leader election, with opts.FeatureGates,
-// its health endpoint on a free local port, its webhook server on another
-// (with a self-signed certificate for 127.0.0.1 in WorkDir/capi-core/; the
-// server listens on every interface, which Cluster API's flags do not
-// change), no metrics, and Cluster API's CRD migration skipped (the
-// environment installed the CRDs at their storage versions; the migrator
-// would patch every CRD and rewrite every object for nothing), then
-// opts.Args. It returns once /readyz answers 200 (its webhook server
-// serves; its controllers may still be syncing their caches).
+// StartClusterAPICore starts BinDir/capi-core (ClusterAPICoreBinary),
+// Cluster API's core manager, as startClusterAPIManager says.
 //
 // The binary must be built from the Cluster API version whose CRDs the
 // environment installed: a stale build is an error naming make capi-core.
+func (e *Environment) StartClusterAPICore(ctx context.Context, opts ClusterAPIManagerOptions) (*ClusterAPIManager, error) {
+	return e.startClusterAPIManager(ctx, clusterAPICoreManager, opts)
+}
+
+// StartClusterAPIKubeadmControlPlane starts BinDir/capi-kcp
+// (ClusterAPIKubeadmControlPlaneBinary), Cluster API's kubeadm control
+// plane manager, as startClusterAPIManager says. Only one KubeadmControlPlane
+// controller may run against an API server: the caller must not run one
+// of its own.
+//
+// The binary must be built from the Cluster API version whose CRDs the
+// environment installed: a stale or foreign build is an error naming make
+// capi-kcp.
+func (e *Environment) StartClusterAPIKubeadmControlPlane(ctx context.Context, opts ClusterAPIManagerOptions) (*ClusterAPIManager, error) {
+	return e.startClusterAPIManager(ctx, clusterAPIKubeadmControlPlaneManager, opts)
+}
+
+// startClusterAPIManager starts BinDir/kind.binary with the admin
+// kubeconfig, without leader election, with opts.FeatureGates, its health
+// endpoint on a free local port, its webhook server on another (with a
+// self-signed certificate for 127.0.0.1 in WorkDir/<binary>/; the server
+// listens on every interface, which Cluster API's flags do not change), no
+// metrics, and Cluster API's CRD migration skipped (the environment
+// installed the CRDs at their storage versions; the migrator would patch
+// every CRD and rewrite every object for nothing), then opts.Args. It
+// returns once /readyz answers 200 (its webhook server serves; its
+// controllers may still be syncing their caches).
+//
 // The process dies with the test process (SIGKILL at its death); Stop stops
 // it gracefully, and should come before the Environment's Stop (which also
 // stops it, as a last resort, after the API server).
-func (e *Environment) StartClusterAPICore(ctx context.Context, opts ClusterAPICoreOptions) (_ *ClusterAPICore, retErr error) {
+func (e *Environment) startClusterAPIManager(ctx context.Context, kind clusterAPIManagerKind, opts ClusterAPIManagerOptions) (_ *ClusterAPIManager, retErr error) {
 	if err := e.running(); err != nil {
-		return nil, fmt.Errorf("starting Cluster API's core manager: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", kind.title, err)
 	}
 	begin := time.Now()
-	if err := checkClusterAPICoreBinary(e.BinDir, e.ClusterAPIDir); err != nil {
-		return nil, fmt.Errorf("starting Cluster API's core manager: %w", err)
+	if err := checkClusterAPIManagerBinary(e.BinDir, e.ClusterAPIDir, kind); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", kind.title, err)
 	}
-	c := &ClusterAPICore{
-		Log:         filepath.Join(e.WorkDir, ClusterAPICoreBinary+".log"),
-		certDir:     filepath.Join(e.WorkDir, ClusterAPICoreBinary),
+	c := &ClusterAPIManager{
+		Log:         filepath.Join(e.WorkDir, kind.binary+".log"),
+		certDir:     filepath.Join(e.WorkDir, kind.binary),
 		stopTimeout: opts.StopTimeout,
 	}
 	if c.stopTimeout <= 0 {
-		c.stopTimeout = defaultClusterAPICoreStopTimeout
+		c.stopTimeout = defaultClusterAPIManagerStopTimeout
 	}
 	defer func() {
 		if retErr != nil {
 			if err := c.Stop(); err != nil {
 				retErr = errors.Join(retErr, err)
 			}
-			retErr = fmt.Errorf("starting Cluster API's core manager: %w\nlast lines of %s:\n%s", retErr, c.Log, c.LogTail())
+			retErr = fmt.Errorf("starting %s: %w\nlast lines of %s:\n%s", kind.title, retErr, c.Log, c.LogTail())
 		}
 	}()
 	if err := writeSelfSignedServingCert(c.certDir); err != nil {
@@ -130,32 +181,32 @@ func (e *Environment) StartClusterAPICore(ctx context.Context, opts ClusterAPICo
 	}, opts.Args...)
 	// Should a test end without Stop, the environment's Stop ends it.
 	e.closers = append(e.closers, closerFunc(c.Stop))
-	if c.proc, err = e.startChildProcess(ClusterAPICoreBinary, c.Log, c.Args); err != nil {
+	if c.proc, err = e.startChildProcess(kind.binary, c.Log, c.Args); err != nil {
 		return nil, err
 	}
 	httpClient := &http.Client{Timeout: 2 * time.Second}
-	if err := waitReadyz(ctx, httpClient, c.ReadyzURL, clusterAPICoreReadyTimeout, c.proc.done, func() error {
-		return fmt.Errorf("%s exited before it was ready: %v", ClusterAPICoreBinary, c.proc.exitErr)
+	if err := waitReadyz(ctx, httpClient, c.ReadyzURL, clusterAPIManagerReadyTimeout, c.proc.done, func() error {
+		return fmt.Errorf("%s exited before it was ready: %v", kind.binary, c.proc.exitErr)
 	}); err != nil {
 		return nil, err
 	}
-	e.logger.Info("Cluster API's core manager ready", "pid", c.proc.cmd.Process.Pid, "log", c.Log,
+	e.logger.Info(kind.title+" ready", "pid", c.proc.cmd.Process.Pid, "log", c.Log,
 		"after", time.Since(begin).Round(time.Millisecond).String())
 	return c, nil
 }
 
-// Stop stops the core manager (SIGTERM to its process group, SIGKILL after
-// ClusterAPICoreOptions.StopTimeout), waits for it, closes its log and
+// Stop stops the manager (SIGTERM to its process group, SIGKILL after
+// ClusterAPIManagerOptions.StopTimeout), waits for it, closes its log and
 // removes its certificate directory. It is idempotent; it returns an error
 // if the process had exited by itself with an error.
-func (c *ClusterAPICore) Stop() error {
+func (c *ClusterAPIManager) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
 		if err := c.proc.stop(c.stopTimeout); err != nil {
 			errs = append(errs, err)
 		}
 		if err := os.RemoveAll(c.certDir); err != nil {
-			errs = append(errs, fmt.Errorf("removing the core manager's certificate directory: %w", err))
+			errs = append(errs, fmt.Errorf("removing the manager's certificate directory: %w", err))
 		}
 		c.stopErr = errors.Join(errs...)
 	})
@@ -163,7 +214,7 @@ func (c *ClusterAPICore) Stop() error {
 }
 
 // Running reports whether the process still runs.
-func (c *ClusterAPICore) Running() bool {
+func (c *ClusterAPIManager) Running() bool {
 	if c.proc == nil {
 		return false
 	}
@@ -175,8 +226,8 @@ func (c *ClusterAPICore) Running() bool {
 	}
 }
 
-// LogTail returns the last lines the core manager wrote.
-func (c *ClusterAPICore) LogTail() string {
+// LogTail returns the last lines the manager wrote.
+func (c *ClusterAPIManager) LogTail() string {
 	if c.proc == nil {
 		return ""
 	}
@@ -193,31 +244,35 @@ func featureGatesFlag(gates map[string]bool) string {
 	return strings.Join(pairs, ",")
 }
 
-// checkClusterAPICoreBinary checks that binDir holds the core manager and
-// that it was built from the Cluster API version of capiDir (a module
-// cache directory, cluster-api@VERSION).
-func checkClusterAPICoreBinary(binDir, capiDir string) error {
-	path := filepath.Join(binDir, ClusterAPICoreBinary)
+// checkClusterAPIManagerBinary checks that binDir holds kind's binary and
+// that it was built from kind's main package at the Cluster API version of
+// capiDir (a module cache directory, cluster-api@VERSION).
+func checkClusterAPIManagerBinary(binDir, capiDir string, kind clusterAPIManagerKind) error {
+	path := filepath.Join(binDir, kind.binary)
+	rebuild := "make " + kind.binary
 	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("%s is missing (build it with: make capi-core): %w", path, err)
+		return fmt.Errorf("%s is missing (build it with: %s): %w", path, rebuild, err)
 	}
-	if err := checkBinary(binDir, ClusterAPICoreBinary); err != nil {
+	if err := checkBinary(binDir, kind.binary); err != nil {
 		return err
+	}
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading the build information of %s: %w (rebuild it with: %s)", path, err, rebuild)
+	}
+	if info.Path != kind.mainPackage {
+		return fmt.Errorf("%s is %s, not %s: rebuild it with: %s", path, info.Path, kind.mainPackage, rebuild)
 	}
 	_, want, ok := strings.Cut(filepath.Base(capiDir), "@")
 	if !ok {
 		return nil // a local replacement: no version to compare
-	}
-	info, err := buildinfo.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("reading the build information of %s: %w", path, err)
 	}
 	got := info.Main.Version
 	if info.Main.Replace != nil {
 		got = info.Main.Replace.Version
 	}
 	if info.Main.Path != clusterAPIModule || got != want {
-		return fmt.Errorf("%s was built from %s %s, not %s %s: rebuild it with: make capi-core", path, info.Main.Path, got, clusterAPIModule, want)
+		return fmt.Errorf("%s was built from %s %s, not %s %s: rebuild it with: %s", path, info.Main.Path, got, clusterAPIModule, want, rebuild)
 	}
 	return nil
 }

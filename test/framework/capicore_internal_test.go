@@ -9,24 +9,48 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestClusterAPICoreBinaryIsChecked checks that StartClusterAPICore refuses
-// a missing bin/capi-core and one that is not Cluster API's core manager of
-// the version whose CRDs the environment installs, naming make capi-core.
-// (test/runtimesdk starts the real one.)
-func TestClusterAPICoreBinaryIsChecked(t *testing.T) {
+// TestClusterAPIManagerBinariesAreChecked checks that StartClusterAPICore
+// and StartClusterAPIKubeadmControlPlane refuse a missing binary, one that
+// is not a Go program of Cluster API, and the other manager under their
+// name, each naming its make target. (test/runtimesdk and test/inplace
+// start the real ones.)
+func TestClusterAPIManagerBinariesAreChecked(t *testing.T) {
 	capiDir := filepath.Join(t.TempDir(), "cluster-api@v1.14.2")
-	binDir := t.TempDir()
-	err := checkClusterAPICoreBinary(binDir, capiDir)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "is missing (build it with: make capi-core)")
-
-	// Another program under the name: this test binary.
 	self, err := os.Executable()
 	require.NoError(t, err)
-	require.NoError(t, os.Symlink(self, filepath.Join(binDir, ClusterAPICoreBinary)))
-	err = checkClusterAPICoreBinary(binDir, capiDir)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "not sigs.k8s.io/cluster-api v1.14.2: rebuild it with: make capi-core")
+	for _, kind := range []clusterAPIManagerKind{clusterAPICoreManager, clusterAPIKubeadmControlPlaneManager} {
+		t.Run(kind.binary, func(t *testing.T) {
+			binDir := t.TempDir()
+			err := checkClusterAPIManagerBinary(binDir, capiDir, kind)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "is missing (build it with: make "+kind.binary+")")
+
+			// Another program under the name: this test binary.
+			require.NoError(t, os.Symlink(self, filepath.Join(binDir, kind.binary)))
+			err = checkClusterAPIManagerBinary(binDir, capiDir, kind)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), ", not "+kind.mainPackage+": rebuild it with: make "+kind.binary)
+
+			// Cluster API's other manager under the name.
+			other := clusterAPICoreManager
+			if kind == clusterAPICoreManager {
+				other = clusterAPIKubeadmControlPlaneManager
+			}
+			otherPath, err := filepath.Abs(filepath.Join("..", "..", "bin", other.binary))
+			require.NoError(t, err)
+			if _, err := os.Stat(otherPath); err != nil {
+				t.Skipf("%s is not built (make %s): %v", otherPath, other.binary, err)
+			}
+			require.NoError(t, os.Remove(filepath.Join(binDir, kind.binary)))
+			require.NoError(t, os.Symlink(otherPath, filepath.Join(binDir, kind.binary)))
+			err = checkClusterAPIManagerBinary(binDir, capiDir, kind)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "is "+other.mainPackage+", not "+kind.mainPackage+": rebuild it with: make "+kind.binary)
+			// And it is accepted under its own name.
+			require.NoError(t, os.Symlink(otherPath, filepath.Join(binDir, other.binary)))
+			assert.NoError(t, checkClusterAPIManagerBinary(binDir, capiDir, other))
+		})
+	}
 }
 
 // TestFeatureGatesFlag checks --feature-gates as Cluster API parses it:

@@ -99,6 +99,11 @@ type ClassSpec struct {
 	// MachineStartup is how long each simulated start-up step of a machine
 	// of the class takes (VM, node, API server, etcd member).
 	MachineStartup time.Duration
+	// UpgradePlanExtension is the class's
+	// spec.upgrade.external.generateUpgradePlanExtension, a
+	// GenerateUpgradePlan handler (HANDLER.EXTENSIONCONFIG) that Cluster
+	// API asks for the steps of an upgrade; empty leaves it unset.
+	UpgradePlanExtension string
 }
 
 // DefaultClass returns the spec of DefaultClassName in namespace, listing
@@ -276,6 +281,7 @@ func ClassObjects(spec ClassSpec) []client.Object {
 			}},
 		}).
 		WithKubernetesVersions(spec.KubernetesVersions).Build()
+	class.Spec.Upgrade.External.GenerateUpgradePlanExtension = spec.UpgradePlanExtension
 	return []client.Object{
 		builder.DevClusterTemplate(ns, spec.ClusterTemplateName()).WithTemplateAnnotations(inMemoryAnnotations()).Build(),
 		builder.KubeadmControlPlaneTemplate(ns, spec.ControlPlaneTemplateName()).WithKubeadmConfigSpec(controlPlaneConfig()).Build(),

@@ -120,21 +120,26 @@ type controllers struct {
 	// manager; without it they run elsewhere (bin/capi-core), and this
 	// manager runs only the kubeadm control plane and bootstrap
 	// controllers and the in-memory infrastructure.
-	core         bool
+	core bool
+	// kcp runs Cluster API's KubeadmControlPlane controller in this
+	// manager; without it it runs elsewhere (bin/capi-kcp).
+	kcp          bool
 	conversion   *conversionServer // nil when the environment converts the infrastructure kinds
 	cancel       context.CancelFunc
 	started      bool       // the manager was started: done will receive its result
 	done         chan error // the manager's result
 	mux          *inmemoryserver.WorkloadClustersMux
+	inMemory     inmemoryruntime.Manager
 	clusterCache clustercache.ClusterCache
 }
 
 // startControllers builds the manager, registers every controller (with
-// core, Cluster API's core controllers too) and starts it; it returns once
+// core, Cluster API's core controllers too; with kcp, its
+// KubeadmControlPlane controller too) and starts it; it returns once
 // the manager's cache has started. ctx bounds the start only.
-func startControllers(ctx context.Context, adminConfig *rest.Config, scheme *runtime.Scheme, core bool) (_ *controllers, retErr error) {
+func startControllers(ctx context.Context, adminConfig *rest.Config, scheme *runtime.Scheme, core, kcp bool) (_ *controllers, retErr error) {
 	runCtx, cancel := context.WithCancel(context.Background())
-	c := &controllers{core: core, cancel: cancel, done: make(chan error, 1)}
+	c := &controllers{core: core, kcp: kcp, cancel: cancel, done: make(chan error, 1)}
 	defer func() {
 		if retErr != nil {
 			if err := c.stop(); err != nil {
@@ -263,6 +268,7 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := inMemoryManager.Start(ctx); err != nil {
 		return fmt.Errorf("starting the in-memory runtime: %w", err)
 	}
+	c.inMemory = inMemoryManager
 	// Each workload cluster gets the port its DevCluster names (see
 	// CreateCluster); the range only matters for a DevCluster without one.
 	// Debug port 0: parallel sandboxes must not clash on a fixed port.
@@ -362,12 +368,28 @@ func (c *controllers) setup(ctx context.Context, mgr ctrl.Manager) error {
 		}},
 	}
 	for _, r := range reconcilers {
-		if r.core && !c.core {
+		if r.core && !c.core || r.name == "KubeadmControlPlane" && !c.kcp {
 			continue
 		}
 		if err := r.setup(); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", r.name, err)
 		}
+	}
+	return nil
+}
+
+// setKubeletVersion sets the kubelet version node reports in the
+// simulated workload cluster namespace/cluster (the in-memory
+// infrastructure's resource group of that Cluster).
+func (c *controllers) setKubeletVersion(ctx context.Context, namespace, cluster, node, version string) error {
+	cl := c.inMemory.GetResourceGroup(namespace + "/" + cluster).GetClient()
+	n := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return fmt.Errorf("reading node %s of %s/%s: %w", node, namespace, cluster, err)
+	}
+	n.Status.NodeInfo.KubeletVersion = version
+	if err := cl.Update(ctx, n); err != nil {
+		return fmt.Errorf("updating node %s of %s/%s: %w", node, namespace, cluster, err)
 	}
 	return nil
 }

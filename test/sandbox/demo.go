@@ -37,7 +37,20 @@ type ClusterSpec struct {
 	// Port is the local port of the workload cluster's fake API server and
 	// etcd. 0: CreateCluster picks a free one.
 	Port int32
+	// ControlPlaneMaxSurge is the KubeadmControlPlane's
+	// rollout.strategy.rollingUpdate.maxSurge; nil is 1. With 0, Cluster
+	// API's InPlaceUpdates offer every control-plane machine to be rolled
+	// out to the Runtime Extensions for an in-place update; with 1 it first
+	// adds a new machine, which replaces one of them. Cluster API refuses
+	// 0 with fewer than 3 (minReplicasForMaxSurge0) control-plane machines.
+	ControlPlaneMaxSurge *int32
 }
+
+// minReplicasForMaxSurge0 is the fewest control-plane machines Cluster API's
+// KubeadmControlPlane webhook accepts with maxSurge 0 ("when
+// KubeadmControlPlane is configured to scale-in, replica count needs to be
+// at least 3").
+const minReplicasForMaxSurge0 = 3
 
 // ControlPlaneName is the name of the cluster's KubeadmControlPlane.
 func (c ClusterSpec) ControlPlaneName() string { return c.Name + "-control-plane" }
@@ -81,6 +94,10 @@ func ClusterObjects(spec ClusterSpec) []client.Object {
 	machineTemplate := func(template string) client.Object {
 		return builder.DevMachineTemplate(ns, template).WithLabels(clusterLabel).WithInMemoryBackend(spec.MachineStartup).Build()
 	}
+	maxSurge := int32(1)
+	if spec.ControlPlaneMaxSurge != nil {
+		maxSurge = *spec.ControlPlaneMaxSurge
+	}
 	// Templates first, then the objects that reference them, the Cluster
 	// last but one and the MachineDeployment last: the guard judges a
 	// worker pool against its control plane.
@@ -93,7 +110,7 @@ func ClusterObjects(spec ClusterSpec) []client.Object {
 		builder.DevCluster(ns, name).WithLabels(clusterLabel).WithAnnotations(inMemoryAnnotations()).
 			WithControlPlaneEndpoint(workloadHost, spec.Port).Build(),
 		builder.KubeadmControlPlane(ns, cp).WithClusterName(name).WithReplicas(spec.ControlPlaneMachines).
-			WithVersion(spec.KubernetesVersion).WithKubeadmConfigSpec(controlPlaneConfig()).WithRollingUpdate(1).
+			WithVersion(spec.KubernetesVersion).WithKubeadmConfigSpec(controlPlaneConfig()).WithRollingUpdate(maxSurge).
 			WithInfrastructureTemplate(cp).WithNodeDeletionTimeout(nodeDeletionTimeoutSeconds).Build(),
 		builder.Cluster(ns, name).WithLabels(clusterLabel).WithClusterNetwork([]string{podCIDR}, []string{serviceCIDR}, serviceDomain).
 			WithControlPlane(cp).WithInfrastructure(name).Build(),

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,6 +100,20 @@ type Options struct {
 	// ExtensionConfigs are accepted). The feature gates are global to the
 	// process and stay on after Stop.
 	RuntimeSDK bool
+	// InPlaceUpdates, with RuntimeSDK, lets Cluster API update machines in
+	// place: the InPlaceUpdates feature gate is on in this process, in
+	// bin/capi-core and in Cluster API's kubeadm control plane manager,
+	// BinDir/capi-kcp (make capi-kcp), which runs as a child process
+	// (Sandbox.ControlPlane) instead of the in-process KubeadmControlPlane
+	// controller (Cluster API's Runtime SDK client, which it then needs,
+	// cannot be imported); and Cluster API's test extension's in-place
+	// update and upgrade plan handlers are served in this process over TLS
+	// and registered with the ExtensionConfig TestExtensionName
+	// (Sandbox.Extension) before the demo clusters are created, whose
+	// KubeadmControlPlanes have maxSurge 0 (ClusterSpec.ControlPlaneMaxSurge)
+	// when they have at least 3 machines (Cluster API refuses maxSurge 0
+	// below 3).
+	InPlaceUpdates bool
 }
 
 // withDefaults returns opts with every unset field defaulted.
@@ -155,16 +172,24 @@ type Sandbox struct {
 	// Core is Cluster API's core manager process with Options.RuntimeSDK,
 	// nil without it (the core controllers then run in this process). Its
 	// log is Core.Log, in the environment's WorkDir.
-	Core *framework.ClusterAPICore
+	Core *framework.ClusterAPIManager
+	// ControlPlane is Cluster API's kubeadm control plane manager process
+	// with Options.InPlaceUpdates, nil without it (the KubeadmControlPlane
+	// controller then runs in this process). Its log is ControlPlane.Log.
+	ControlPlane *framework.ClusterAPIManager
+	// Extension is the URL of Cluster API's test extension served by the
+	// sandbox with Options.InPlaceUpdates, "" without it.
+	Extension string
 	// EnvironmentReadyAfter is how long the start of the environment (API
 	// server, conversion webhooks, guard) took.
 	EnvironmentReadyAfter time.Duration
 	// ReadyAfter is how long Start took until every demo machine was ready.
 	ReadyAfter time.Duration
 
-	ctrls    *controllers
-	stopOnce sync.Once
-	stopErr  error
+	ctrls     *controllers
+	extension *testExtension
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // Start starts the environment with the guard, the controllers and the demo
@@ -187,9 +212,17 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 		}
 	}()
 
-	gates := featureGates(opts.RuntimeSDK)
-	if err := feature.MutableGates.SetFromMap(gates); err != nil {
-		return nil, fmt.Errorf("enabling Cluster API's feature gates %v: %w", gates, err)
+	if opts.InPlaceUpdates && !opts.RuntimeSDK {
+		return nil, errors.New("in-place updates need the Runtime SDK mode: set RuntimeSDK (--runtime-sdk) too")
+	}
+	gates := featureGates(opts.RuntimeSDK, opts.InPlaceUpdates)
+	// InPlaceUpdates is set either way in this process: left on by an
+	// earlier sandbox, it would make the in-process KubeadmControlPlane
+	// controller refuse to start without a Runtime SDK client.
+	processGates := maps.Clone(gates)
+	processGates[string(feature.InPlaceUpdates)] = opts.InPlaceUpdates
+	if err := feature.MutableGates.SetFromMap(processGates); err != nil {
+		return nil, fmt.Errorf("enabling Cluster API's feature gates %v: %w", processGates, err)
 	}
 	scheme, err := NewScheme()
 	if err != nil {
@@ -211,14 +244,29 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 	if err := recordProviders(ctx, s.Client, s.Kubeconfig, env.ClusterAPIDir); err != nil {
 		return nil, err
 	}
-	if s.ctrls, err = startControllers(ctx, env.Config, scheme, !opts.RuntimeSDK); err != nil {
+	if s.ctrls, err = startControllers(ctx, env.Config, scheme, !opts.RuntimeSDK, !opts.InPlaceUpdates); err != nil {
 		return nil, err
 	}
 	if opts.RuntimeSDK {
-		if s.Core, err = env.StartClusterAPICore(ctx, framework.ClusterAPICoreOptions{
+		if s.Core, err = env.StartClusterAPICore(ctx, framework.ClusterAPIManagerOptions{
 			FeatureGates: gates,
 			Args:         coreManagerArgs(),
 		}); err != nil {
+			return nil, err
+		}
+	}
+	if opts.InPlaceUpdates {
+		if s.ControlPlane, err = env.StartClusterAPIKubeadmControlPlane(ctx, framework.ClusterAPIManagerOptions{
+			FeatureGates: gates,
+			Args:         controlPlaneManagerArgs(),
+		}); err != nil {
+			return nil, err
+		}
+		if s.extension, err = startTestExtension(ctx, s.Client, filepath.Join(env.WorkDir, TestExtensionName), s.ctrls.setKubeletVersion); err != nil {
+			return nil, err
+		}
+		s.Extension = s.extension.URL
+		if err := s.extension.register(ctx, s.Client); err != nil {
 			return nil, err
 		}
 	}
@@ -235,6 +283,10 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 			WorkerMachines:       opts.WorkerMachines,
 			KubernetesVersion:    opts.KubernetesVersion,
 			MachineStartup:       opts.MachineStartup,
+		}
+		if opts.InPlaceUpdates && spec.ControlPlaneMachines >= minReplicasForMaxSurge0 {
+			// Every control-plane machine offered for an in-place update.
+			spec.ControlPlaneMaxSurge = ptr.To(int32(0))
 		}
 		if err := s.CreateCluster(ctx, spec); err != nil {
 			return nil, err
@@ -274,14 +326,18 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, retErr error) {
 // a management cluster's operator does with --feature-gates: ClusterTopology,
 // for ClusterClasses and the topology controllers (and for Cluster API's
 // webhooks to accept them); with runtimeSDK, RuntimeSDK too, for
-// ExtensionConfigs and the Runtime Extensions they register. Start sets
-// them in this process (global to it; they stay on after Stop) and passes
-// the same to bin/capi-core; the other gates keep Cluster API's defaults
-// in both (MachinePool and MachineSetPreflightChecks on).
-func featureGates(runtimeSDK bool) map[string]bool {
+// ExtensionConfigs and the Runtime Extensions they register; with inPlace,
+// InPlaceUpdates too. Start sets them in this process (global to it; they
+// stay on after Stop) and passes the same to bin/capi-core and
+// bin/capi-kcp; the other gates keep Cluster API's defaults in all of them
+// (MachinePool and MachineSetPreflightChecks on).
+func featureGates(runtimeSDK, inPlace bool) map[string]bool {
 	gates := map[string]bool{string(feature.ClusterTopology): true}
 	if runtimeSDK {
 		gates[string(feature.RuntimeSDK)] = true
+	}
+	if inPlace {
+		gates[string(feature.InPlaceUpdates)] = true
 	}
 	return gates
 }
@@ -304,12 +360,41 @@ func coreManagerArgs() []string {
 	}
 }
 
-// Stop stops Cluster API's core manager (with Options.RuntimeSDK), the
-// controllers, then the environment (the guard, kube-apiserver and etcd).
-// It is idempotent: later calls return the first call's result.
+// controlPlaneManagerArgs are bin/capi-kcp's flags beyond the ones of
+// framework.StartClusterAPIKubeadmControlPlane: the in-process set-up's
+// settings where Cluster API has a flag for them (its etcd client logs
+// errors only: the in-process controller's logs nothing). As for
+// bin/capi-core, the cluster cache's retry interval stays Cluster API's
+// 30 s.
+func controlPlaneManagerArgs() []string {
+	return []string{
+		"--sync-period=" + syncPeriod.String(),
+		"--kube-api-qps=" + strconv.Itoa(apiQPS),
+		"--kube-api-burst=" + strconv.Itoa(apiBurst),
+		"--clustercache-client-qps=" + strconv.Itoa(clusterCacheQPS),
+		"--clustercache-client-burst=" + strconv.Itoa(clusterCacheBurst),
+		"--remote-conditions-grace-period=" + remoteConditionsGracePeriod.String(),
+		"--kubeadmcontrolplane-concurrency=" + strconv.Itoa(concurrency),
+		"--etcd-dial-timeout-duration=" + etcdDialTimeout.String(),
+		"--etcd-client-log-level=error",
+	}
+}
+
+// Stop stops Cluster API's managers (with Options.RuntimeSDK and
+// Options.InPlaceUpdates), the test extension, the controllers, then the
+// environment (the guard, kube-apiserver and etcd). It is idempotent: later
+// calls return the first call's result.
 func (s *Sandbox) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
+		if s.ControlPlane != nil {
+			if err := s.ControlPlane.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping Cluster API's kubeadm control plane manager: %w", err))
+			}
+		}
+		if err := s.extension.stop(); err != nil {
+			errs = append(errs, err)
+		}
 		if s.Core != nil {
 			if err := s.Core.Stop(); err != nil {
 				errs = append(errs, fmt.Errorf("stopping Cluster API's core manager: %w", err))

@@ -72,6 +72,9 @@ func RunTests(m *testing.M, name string, opts Options, figures *Figures, started
 		// Its log is in the environment's WorkDir, which Stop removes.
 		printErrorDigest(sb.Core.Log, 40)
 	}
+	if code != 0 && sb.ControlPlane != nil {
+		printErrorDigest(sb.ControlPlane.Log, 40)
+	}
 	if err := sb.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the sandbox:", err)
 		code = max(code, 1)

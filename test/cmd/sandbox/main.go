@@ -10,7 +10,12 @@
 // --class-clusters; none with --class-clusters 0 or --class-cluster=false).
 // With --runtime-sdk, Cluster API's core controllers run instead as Cluster
 // API's own core manager, bin/capi-core, with the RuntimeSDK feature gate on,
-// logging to <dir>/capi-core.log. It writes an admin kubeconfig to
+// logging to <dir>/capi-core.log. With --in-place-updates (which implies
+// --runtime-sdk), Cluster API updates machines in place: its kubeadm
+// control plane manager runs as bin/capi-kcp (log <dir>/capi-kcp.log), the
+// InPlaceUpdates feature gate is on everywhere, and Cluster API's test
+// extension (in-place update and upgrade plan handlers) is served and
+// registered as ExtensionConfig test-extension. It writes an admin kubeconfig to
 // <dir>/kubeconfig, logs to <dir>/sandbox.log, prints a tour of commands to
 // try once every machine is ready, and runs until SIGINT or SIGTERM, then
 // stops everything it started.
@@ -59,6 +64,9 @@ func run() (retErr error) {
 		"bin/capi-core (build it with: make capi-core), with the RuntimeSDK feature gate on, instead of in this process: Runtime Extensions\n"+
 		"registered with an ExtensionConfig (runtime.cluster.x-k8s.io/v1beta2) are called, e.g. the topology controller's BeforeClusterUpgrade hook;\n"+
 		"its log is <dir>/capi-core.log")
+	inPlace := flag.Bool("in-place-updates", false, "let Cluster API update machines in place (implies --runtime-sdk): the InPlaceUpdates feature gate on, Cluster API's kubeadm control plane\n"+
+		"manager as bin/capi-kcp (build it with: make capi-kcp; its log is <dir>/capi-kcp.log) instead of in this process, and Cluster API's test\n"+
+		"extension's in-place update and upgrade plan handlers served here and registered as ExtensionConfig "+sandbox.TestExtensionName)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nRuns a local Cluster API management cluster with rollout-guard and demo clusters until interrupted.\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
@@ -134,7 +142,8 @@ func run() (retErr error) {
 		ClassKubernetesVersion:    *classVersion,
 		MachineStartup:            *startup,
 		ReadyTimeout:              *readyTimeout,
-		RuntimeSDK:                *runtimeSDK,
+		RuntimeSDK:                *runtimeSDK || *inPlace,
+		InPlaceUpdates:            *inPlace,
 		Progress: func(s sandbox.ClusterState) {
 			fmt.Printf("  %5.1fs  %s: %s\n", time.Since(begin).Seconds(), s.Name, s.Summary())
 		},
@@ -348,6 +357,22 @@ server of yours, e.g. on sigs.k8s.io/cluster-api/exp/runtime/server — and Clus
       caBundle: BASE64-PEM-OF-ITS-CA
   EOF
   {kubectl} get extensionconfig my-extension -o jsonpath='{.status.handlers}'; echo
+`) + inPlaceTour(sb, kubectl)
+}
+
+// inPlaceTour returns the part of the tour about in-place updates
+// (--in-place-updates), or "" without them.
+func inPlaceTour(sb *sandbox.Sandbox, kubectl string) string {
+	if sb.ControlPlane == nil {
+		return ""
+	}
+	return strings.NewReplacer("{kubectl}", kubectl, "{log}", sb.ControlPlane.Log, "{ext}", sandbox.TestExtensionName).Replace(`
+In-place updates: the InPlaceUpdates feature gate is on, Cluster API's kubeadm control plane
+manager runs as bin/capi-kcp (log: {log}), and Cluster API's test extension is registered
+as ExtensionConfig {ext}: a control plane with maxSurge 0 whose version changes keeps
+its machines, each updated in place (Machine condition Updating) in 15-20 s:
+
+  {kubectl} get extensionconfig {ext} -o jsonpath='{.status.handlers[*].name}'; echo
 `)
 }
 
