@@ -272,7 +272,12 @@ func (s StatusReport) Summary() string {
 		}
 	}
 	var extra []string
-	if old > 0 {
+	switch {
+	case old > 0 && updating > 0:
+		// The controller updates machines in place: an old one waits
+		// for its turn, and is replaced only if the update is refused.
+		extra = append(extra, fmt.Sprintf("%d old %s waiting to be updated in place or replaced", old, core.Plural(old, "machine", "machines")))
+	case old > 0:
 		extra = append(extra, fmt.Sprintf("%d old %s pending deletion", old, core.Plural(old, "machine", "machines")))
 	}
 	if updating > 0 {
