@@ -31,20 +31,7 @@ func clusterOf(name, wave, version string, doneAt time.Time, edits ...func(*clus
 	}
 	c.Spec.Topology.ClassRef.Name = "quick-start"
 	c.Spec.Topology.Version = version
-	for _, cond := range []struct {
-		t string
-		s metav1.ConditionStatus
-	}{
-		{clusterv1.ClusterTopologyReconciledCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterRollingOutCondition, metav1.ConditionFalse},
-		{clusterv1.ClusterControlPlaneMachinesUpToDateCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterWorkerMachinesUpToDateCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterControlPlaneMachinesReadyCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterWorkerMachinesReadyCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterRemediatingCondition, metav1.ConditionFalse},
-	} {
-		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: cond.t, Status: cond.s, Reason: "Done", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(doneAt)})
-	}
+	c.Status.Conditions = waves.DoneConditions(3, doneAt)
 	for _, edit := range edits {
 		edit(&c)
 	}

@@ -94,6 +94,17 @@ func At(cluster *clusterv1.Cluster, version string) Progress {
 	return Progress{Done: true, Since: since}
 }
 
+// DoneConditions are the conditions of a Cluster at generation whose
+// rollout At reads as done since at, each with reason "Done": what Cluster
+// API's controllers write once a rollout is over, in the shape At reads.
+func DoneConditions(generation int64, at time.Time) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(doneWhen))
+	for _, want := range doneWhen {
+		out = append(out, metav1.Condition{Type: want.condition, Status: want.status, Reason: "Done", ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(at)})
+	}
+	return out
+}
+
 // Soaked reports whether p is done and has stayed so for soak at now.
 func (p Progress) Soaked(soak time.Duration, now time.Time) bool {
 	return p.Done && !now.Before(p.Since.Add(soak))

@@ -35,9 +35,7 @@ func doneCluster(version string, at time.Time) *clusterv1.Cluster {
 	c := &clusterv1.Cluster{}
 	c.Generation = 4
 	c.Spec.Topology.Version = version
-	for _, w := range doneWhen {
-		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: w.condition, Status: w.status, ObservedGeneration: 4, LastTransitionTime: metav1.NewTime(at)})
-	}
+	c.Status.Conditions = DoneConditions(4, at)
 	return c
 }
 

@@ -133,20 +133,8 @@ func setProgress(t *testing.T, c *clusterv1.Cluster, doneAt time.Time, notDone *
 	t.Helper()
 	require.NoError(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(c), c))
 	c.Status.Conditions = nil
-	for _, cond := range []struct {
-		t string
-		s metav1.ConditionStatus
-	}{
-		{clusterv1.ClusterTopologyReconciledCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterRollingOutCondition, metav1.ConditionFalse},
-		{clusterv1.ClusterControlPlaneMachinesUpToDateCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterWorkerMachinesUpToDateCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterControlPlaneMachinesReadyCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterWorkerMachinesReadyCondition, metav1.ConditionTrue},
-		{clusterv1.ClusterRemediatingCondition, metav1.ConditionFalse},
-	} {
-		next := metav1.Condition{Type: cond.t, Status: cond.s, Reason: "Done", ObservedGeneration: c.Generation, LastTransitionTime: metav1.NewTime(doneAt)}
-		if notDone != nil && notDone.Type == cond.t {
+	for _, next := range waves.DoneConditions(c.Generation, doneAt) {
+		if notDone != nil && notDone.Type == next.Type {
 			next = *notDone
 			next.ObservedGeneration, next.LastTransitionTime = c.Generation, metav1.NewTime(doneAt)
 		}
