@@ -155,6 +155,9 @@ func (c planSession) topologyPlan(ctx context.Context, cl *core.Clients, live, p
 		default:
 			op.StepsFrom = stepsFrom + ", asked now (Cluster API asks it again when the upgrade starts)"
 			cpPlan, extWorkersPlan = extCP, extWorkers
+			if problem := extensionPlanProblem(to, cpVersion, minVersion(workerVersions), extCP, extWorkers); problem != "" {
+				c.Warnf("Cluster API refuses the steps %s answers (%s): its topology controller does not start this upgrade until the extension answers steps that end at %s", stepsFrom, problem, to)
+			}
 		}
 	}
 	workersPlan, err := workersUpgradePlan(to, cpVersion, minVersion(workerVersions), cpPlan)

@@ -22,6 +22,7 @@ import (
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	"sigs.k8s.io/cluster-api/exp/topology/desiredstate"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
@@ -37,6 +38,18 @@ import (
 // Service (clientConfig.service) is only reachable from inside the
 // management cluster: plan then shows the target alone, as it does when
 // the extension cannot be asked.
+
+// extensionPlanProblem is why Cluster API's topology controller refuses the
+// steps an upgrade-plan extension answered for an upgrade to desired
+// (desiredstate.DefaultAndValidateUpgradePlans, which it runs on them): a
+// plan that does not end at desired, skips a minor or goes back; "" when
+// it takes them.
+func extensionPlanProblem(desired, cpVersion, minWorkers string, cp, workers []string) string {
+	if _, err := desiredstate.DefaultAndValidateUpgradePlans(desired, cpVersion, minWorkers, cp, workers); err != nil {
+		return err.Error()
+	}
+	return ""
+}
 
 // defaultExtensionTimeout is Cluster API's timeout of an extension call
 // when the handler does not announce one.

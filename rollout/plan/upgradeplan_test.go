@@ -97,3 +97,23 @@ func TestAskUpgradePlanExtension(t *testing.T) {
 	_, _, err = askUpgradePlanExtension(ctx, cl, "generate-upgrade-plan.plans", planned, "v1.32.4", "v1.32.4")
 	assert.ErrorContains(t, err, "generate-upgrade-plan.plans answered Failure: no path to v1.35.2")
 }
+
+func TestExtensionPlanProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cp, workers []string
+		want        string
+	}{
+		{"a chain to the target", []string{"v1.33.12", "v1.34.11", "v1.35.2"}, []string{"v1.35.2"}, ""},
+		{"a plan that stops short of the target", []string{"v1.33.12", "v1.34.11", "v1.35.0"}, []string{"v1.35.0"},
+			"invalid ControlPlane upgrade plan: control plane upgrade plan must end with version v1.35.2, ends with v1.35.0 instead"},
+		{"a skipped minor", []string{"v1.34.11", "v1.35.2"}, []string{"v1.35.2"},
+			"invalid ControlPlane upgrade plan: item 0; expecting a version with minor 32 or 33, found version v1.34.11"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := extensionPlanProblem("v1.35.2", "v1.32.4", "v1.32.4", tc.cp, tc.workers); got != tc.want {
+				t.Fatalf("extensionPlanProblem = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
