@@ -1,6 +1,7 @@
 package waves
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,6 +30,31 @@ func Of(labels map[string]string) (wave int, ok bool, err error) {
 		return 0, false, fmt.Errorf("label %s=%q is not a wave: set it to 0, 1, 2… (0 goes first)", Label, v)
 	}
 	return n, true, nil
+}
+
+// Compare orders two values of a label that orders clusters, such as
+// Label: numbers in numeric order, then words in lexical order, then no
+// value (has false) last. It returns -1, 0 or +1.
+func Compare(a string, aHas bool, b string, bHas bool) int {
+	switch {
+	case !aHas && !bHas:
+		return 0
+	case !aHas:
+		return 1
+	case !bHas:
+		return -1
+	}
+	an, aerr := strconv.Atoi(a)
+	bn, berr := strconv.Atoi(b)
+	switch {
+	case aerr == nil && berr == nil:
+		return cmp.Compare(an, bn)
+	case aerr == nil:
+		return -1
+	case berr == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // Progress is how far a Cluster's rollout to a version has come, read

@@ -109,3 +109,24 @@ func TestSoaked(t *testing.T) {
 		t.Error("a rollout not done is soaked")
 	}
 }
+
+func TestCompare(t *testing.T) {
+	none := ""
+	for _, tc := range []struct {
+		a, b       string
+		aHas, bHas bool
+		want       int
+	}{
+		{"2", "10", true, true, -1}, // numbers as numbers
+		{"10", "2", true, true, 1},
+		{"3", "canary", true, true, -1}, // numbers before words
+		{"canary", "beta", true, true, 1},
+		{"0", none, true, false, -1}, // no value last
+		{none, none, false, false, 0},
+		{"1", "1", true, true, 0},
+	} {
+		if got := Compare(tc.a, tc.aHas, tc.b, tc.bHas); got != tc.want {
+			t.Errorf("Compare(%q %v, %q %v) = %d, want %d", tc.a, tc.aHas, tc.b, tc.bHas, got, tc.want)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/rollout-guard/rollout-guard/waves"
 )
 
 // DefaultWaves is --waves by default: one cluster first, then the rest.
@@ -104,34 +106,12 @@ func (s WaveSpec) String() string {
 func Order(clusters []*clusterv1.Cluster, label string) {
 	slices.SortStableFunc(clusters, func(a, b *clusterv1.Cluster) int {
 		if label != "" {
-			if c := compareLabel(a.Labels, b.Labels, label); c != 0 {
+			av, aHas := a.Labels[label]
+			bv, bHas := b.Labels[label]
+			if c := waves.Compare(av, aHas, bv, bHas); c != 0 {
 				return c
 			}
 		}
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-}
-
-func compareLabel(a, b map[string]string, label string) int {
-	av, aok := a[label]
-	bv, bok := b[label]
-	switch {
-	case !aok && !bok:
-		return 0
-	case !aok:
-		return 1
-	case !bok:
-		return -1
-	}
-	an, aerr := strconv.Atoi(av)
-	bn, berr := strconv.Atoi(bv)
-	switch {
-	case aerr == nil && berr == nil:
-		return an - bn
-	case aerr == nil:
-		return -1
-	case berr == nil:
-		return 1
-	}
-	return strings.Compare(av, bv)
 }

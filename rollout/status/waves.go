@@ -3,11 +3,11 @@ package status
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
+	"github.com/rollout-guard/rollout-guard/waves"
 )
 
 // A fleet whose clusters carry the label rollout-guard.io/wave is a staged
@@ -53,24 +53,11 @@ func groupWaves(r FleetReport) []waveGroup {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Namespace+"/"+cs[i].Name < cs[j].Namespace+"/"+cs[j].Name })
 		groups = append(groups, waveGroup{wave: w, clusters: cs})
 	}
-	sort.Slice(groups, func(i, j int) bool { return waveLess(groups[i].wave, groups[j].wave) })
+	sort.Slice(groups, func(i, j int) bool {
+		a, b := groups[i].wave, groups[j].wave
+		return waves.Compare(a, a != "", b, b != "") < 0
+	})
 	return groups
-}
-
-// waveLess orders waves: numbers in order, then words, then no wave.
-func waveLess(a, b string) bool {
-	if a == "" || b == "" {
-		return b == "" && a != ""
-	}
-	an, aerr := strconv.Atoi(a)
-	bn, berr := strconv.Atoi(b)
-	switch {
-	case aerr == nil && berr == nil:
-		return an < bn
-	case aerr == nil || berr == nil:
-		return aerr == nil
-	}
-	return a < b
 }
 
 // waveState is where a cluster stands in a staged rollout: halted
