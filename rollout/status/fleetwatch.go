@@ -378,21 +378,37 @@ func (o *StatusOptions) followFleet(ctx context.Context, w *watcher, f fleetScop
 // confirmFleet reads the fleet of w once more, with a watcher of its own,
 // and reports whether every cluster is rolled out on that read.
 func (o *StatusOptions) confirmFleet(ctx context.Context, w *watcher, f fleetScope) (bool, error) {
-	fresh := newWatcher(w.cl, w.namespace, w.purpose, w.notes, w.sources)
-	if err := fresh.list(ctx); err != nil {
+	complete, err := readComplete(ctx, w)
+	if err != nil || len(complete) == 0 {
 		return false, err
 	}
-	members, err := fleetMembers(fresh)
-	if err != nil {
-		return false, err
-	}
-	now := time.Now()
-	for _, m := range members {
-		if !EvaluateFleetMember(m, now).Cluster.Complete {
+	for _, done := range complete {
+		if !done {
 			return false, nil
 		}
 	}
-	return len(members) > 0, nil
+	return true, nil
+}
+
+// readComplete lists w's sources afresh, with a watcher of its own, and
+// reports of each cluster, by "NAMESPACE/NAME", whether it is rolled out
+// on that read: the watches of the kinds deliver apart, and a Cluster's
+// condition can arrive before the objects its controller patched.
+func readComplete(ctx context.Context, w *watcher) (map[string]bool, error) {
+	fresh := newWatcher(w.cl, w.namespace, w.purpose, w.notes, w.sources)
+	if err := fresh.list(ctx); err != nil {
+		return nil, err
+	}
+	members, err := fleetMembers(fresh)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	complete := make(map[string]bool, len(members))
+	for _, m := range members {
+		complete[objectKey(m.Cluster)] = EvaluateFleetMember(m, now).Cluster.Complete
+	}
+	return complete, nil
 }
 
 // endFleetWatch is the verdict of a fleet's watch that ended with err

@@ -82,25 +82,14 @@ func (o *Observer) Clusters(now time.Time) (map[string]ObservedCluster, error) {
 func (o *Observer) Forget(key string) { delete(o.trackers, key) }
 
 // Confirmed reads the clusters once more, listing them afresh, and reports
-// whether each of keys is rolled out on that read: the watches of the
-// kinds deliver apart, and a Cluster's condition can arrive before the
-// objects its controller patched.
+// whether each of keys is rolled out on that read (see readComplete).
 func (o *Observer) Confirmed(ctx context.Context, keys []string) (bool, error) {
-	fresh := newWatcher(o.w.cl, o.w.namespace, o.w.purpose, o.w.notes, o.w.sources)
-	if err := fresh.list(ctx); err != nil {
-		return false, err
-	}
-	members, err := fleetMembers(fresh)
+	complete, err := readComplete(ctx, o.w)
 	if err != nil {
 		return false, err
 	}
-	done := map[string]bool{}
-	now := time.Now()
-	for _, m := range members {
-		done[objectKey(m.Cluster)] = EvaluateFleetMember(m, now).Cluster.Complete
-	}
 	for _, k := range keys {
-		if !done[k] {
+		if !complete[k] {
 			return false, nil
 		}
 	}
