@@ -99,7 +99,9 @@ spec.topology.classRef), cluster -l SELECTOR the Clusters the selector matches, 
 namespace. One line per cluster: up to date, rolling (which part, how many machines),
 stalled (why), paused, or refused (the topology controller's write was refused by admission),
 grouped worst first under the fleet's totals; a long group of up-to-date clusters is folded
-to one line. It ends when every cluster has its verdict, and exits with the worst.`,
+to one line. Clusters labelled rollout-guard.io/wave are grouped by wave instead: done,
+rolling, held (by a Runtime Extension, with its message), waiting, halted or paused. It ends
+when every cluster has its verdict, and exits with the worst.`,
 		Example: `  # Wait for a worker pool to roll out
   rollout status machinedeployment/md-0
 
