@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,12 +100,12 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	switch {
 	case o.Emit != core.EmitNone:
-		return o.emit(members, waves)
+		return o.emit(waves)
 	case o.DryRun == core.DryRunClient:
 		o.Session.Notef("dry run: nothing was sent")
 		return nil
 	case o.DryRun == core.DryRunServer:
-		return o.dryRunServer(ctx, cl, members, waves)
+		return o.dryRunServer(ctx, cl, waves)
 	}
 	for _, m := range members {
 		if !m.atTarget {
@@ -275,7 +276,7 @@ func memberLine(m *member, target string) string {
 
 // emit prints, wave by wave, the Clusters as they would be after the
 // change, for Git.
-func (o *Options) emit(members []*member, waves [][]*member) error {
+func (o *Options) emit(waves [][]*member) error {
 	out := o.Session.IOStreams.Out
 	for wi, w := range waves {
 		if wi == 0 {
@@ -324,7 +325,7 @@ func (o *Options) inGit() string {
 
 // dryRunServer sends every edit as a server-side dry run, wave by wave:
 // the guard and Cluster API's webhooks answer, nothing is changed.
-func (o *Options) dryRunServer(ctx context.Context, cl *core.Clients, members []*member, waves [][]*member) error {
+func (o *Options) dryRunServer(ctx context.Context, cl *core.Clients, waves [][]*member) error {
 	out := o.Session.IOStreams.Out
 	for wi, w := range waves {
 		for _, m := range w {
@@ -470,7 +471,7 @@ func (o *Options) rollWave(ctx context.Context, cl *core.Clients, obs *status.Ob
 				if ok {
 					for _, m := range rolled {
 						fmt.Fprintf(out, "%s   %s: rolled out\n", o.clock(), m.key)
-						active = remove(active, m)
+						active = slices.DeleteFunc(active, func(x *member) bool { return x == m })
 					}
 					continue
 				}
@@ -481,16 +482,6 @@ func (o *Options) rollWave(ctx context.Context, cl *core.Clients, obs *status.Ob
 		}
 	}
 	return nil
-}
-
-func remove(ms []*member, m *member) []*member {
-	out := ms[:0]
-	for _, x := range ms {
-		if x != m {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // interrupted is the error of a rollout whose wait ended before its end.
