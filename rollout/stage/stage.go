@@ -332,11 +332,11 @@ func (o *Options) dryRunServer(ctx context.Context, cl *core.Clients, waves [][]
 			if m.atTarget {
 				continue
 			}
-			p, err := o.patch(m.cluster)
-			if err != nil {
-				return fmt.Errorf("cannot roll out cluster %s: %w", m.key, err)
+			err, exhausted := o.send(ctx, cl, m, core.DryRunServer)
+			if exhausted {
+				return fmt.Errorf("cannot roll out cluster %s (server dry run): it kept changing (%d conflicts): %w", m.key, core.MaxAttempts, err)
 			}
-			if err := o.Session.Send(ctx, cl, m.cluster, types.MergePatchType, p, core.DryRunServer, "roll out cluster "+m.key+" to "+o.target()); err != nil {
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "wave %d: cluster %s: rolling out to %s (server dry run)\n", wi+1, m.key, o.target())
@@ -510,8 +510,25 @@ func haltReason(s status.ObservedCluster) string {
 // read as its precondition, read again and checked again on a conflict.
 // It returns why the edit failed, "" once it is stored (or found stored).
 func (o *Options) edit(ctx context.Context, cl *core.Clients, m *member) string {
+	err, exhausted := o.send(ctx, cl, m, core.DryRunNone)
+	switch {
+	case exhausted:
+		return fmt.Sprintf("kept changing (%d conflicts), so it was not edited", core.MaxAttempts)
+	case err != nil:
+		return "could not be edited: " + err.Error()
+	}
+	m.atTarget = true
+	return ""
+}
+
+// send patches the cluster's topology (a server-side dry run with
+// DryRunServer): one request with the resourceVersion read as its
+// precondition; on a conflict (its controllers write its status all the
+// time) it is read again, and sent again unless it is at the target by
+// then. It returns the last error, and whether the conflicts ran out.
+func (o *Options) send(ctx context.Context, cl *core.Clients, m *member, dry core.DryRun) (error, bool) {
 	purpose := "roll out cluster " + m.key + " to " + o.target()
-	err, exhausted := core.RetryConflicts(func() error {
+	return core.RetryConflicts(func() error {
 		if o.atTarget(m.cluster) {
 			return nil
 		}
@@ -519,7 +536,7 @@ func (o *Options) edit(ctx context.Context, cl *core.Clients, m *member) string 
 		if err != nil {
 			return fmt.Errorf("cannot %s: %w", purpose, err)
 		}
-		return o.Session.Send(ctx, cl, m.cluster, types.MergePatchType, p, core.DryRunNone, purpose)
+		return o.Session.Send(ctx, cl, m.cluster, types.MergePatchType, p, dry, purpose)
 	}, func() error {
 		o.Session.Notef("conflict: cluster %s changed after it was read; reading it again", m.key)
 		obj, err := o.Session.Reread(ctx, cl, m.cluster, purpose)
@@ -529,14 +546,6 @@ func (o *Options) edit(ctx context.Context, cl *core.Clients, m *member) string 
 		m.cluster = obj.(*clusterv1.Cluster)
 		return nil
 	})
-	switch {
-	case exhausted:
-		return fmt.Sprintf("kept changing (%d conflicts), so it was not edited", core.MaxAttempts)
-	case err != nil:
-		return "could not be edited: " + err.Error()
-	}
-	m.atTarget = true
-	return ""
 }
 
 // soak waits for Soak, halting when a cluster of the wave stops being
