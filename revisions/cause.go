@@ -18,6 +18,37 @@ func ChangeCause(from, to Snapshot) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("change-cause: %w", err)
 	}
+	return causeOf(changes), nil
+}
+
+// Description is what a new revision's stamps say of the change that made
+// it, when its client said nothing.
+type Description struct {
+	// Cause is ChangeCause of the change.
+	Cause string
+	// InPlace is IsInPlace of the change.
+	InPlace bool
+}
+
+// Describe returns ChangeCause and IsInPlace of the change from one
+// snapshot to the other, reading each snapshot once: the mutating webhook
+// needs both of every new revision, and reading a snapshot (decoding its
+// content, walking every field) is most of what either costs.
+func Describe(from, to Snapshot) (Description, error) {
+	if len(from.Data) == 0 && from.Kind == "" {
+		// A creation: nothing is in place.
+		cause, err := ChangeCause(from, to)
+		return Description{Cause: cause}, err
+	}
+	kind, fl, tl, err := leavesOfPair(from, to)
+	if err != nil {
+		return Description{}, fmt.Errorf("describing the change: %w", err)
+	}
+	return Description{Cause: causeOf(changesOf(kind, fl, tl, false)), InPlace: inPlaceOf(kind, fl, tl)}, nil
+}
+
+// causeOf is ChangeCause of changes, the differences Diff found.
+func causeOf(changes []Change) string {
 	type item struct {
 		rank  int
 		text  string
@@ -55,7 +86,7 @@ func ChangeCause(from, to Snapshot) (string, error) {
 		}
 		texts = append(texts, it.text)
 	}
-	return strings.Join(texts, "; "), nil
+	return strings.Join(texts, "; ")
 }
 
 const etcdImageTagPath = "kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag"

@@ -62,6 +62,12 @@ func diff(from, to Snapshot, rolloutOnly bool) ([]Change, error) {
 	if err != nil {
 		return nil, err
 	}
+	return changesOf(kind, fl, tl, rolloutOnly), nil
+}
+
+// changesOf compares the leaves of two snapshots of kind; rolloutOnly
+// keeps the differences that replace machines.
+func changesOf(kind string, fl, tl map[string]leaf, rolloutOnly bool) []Change {
 	var out []Change
 	for _, k := range unionKeys(fl, tl) {
 		f, fok := fl[k]
@@ -92,7 +98,7 @@ func diff(from, to Snapshot, rolloutOnly bool) ([]Change, error) {
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
-	return out, nil
+	return out
 }
 
 // IsInPlace reports whether Cluster API applies the change from one snapshot
@@ -128,6 +134,11 @@ func IsInPlace(from, to Snapshot) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("in-place check: %w", err)
 	}
+	return inPlaceOf(kind, fl, tl), nil
+}
+
+// inPlaceOf is IsInPlace of the leaves of two snapshots of kind.
+func inPlaceOf(kind string, fl, tl map[string]leaf) bool {
 	changed := false
 	for _, k := range unionKeys(fl, tl) {
 		f, fok := fl[k]
@@ -141,10 +152,10 @@ func IsInPlace(from, to Snapshot) (bool, error) {
 			raw = t.raw
 		}
 		if rollsOut(kind, raw) {
-			return false, nil
+			return false
 		}
 	}
-	return changed, nil
+	return changed
 }
 
 // rollsOut reports whether a change at data path raw replaces machines.

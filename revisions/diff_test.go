@@ -140,10 +140,21 @@ func TestChangeCause(t *testing.T) {
 			got, err := revisions.ChangeCause(tt.from, tt.to)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+			d, err := revisions.Describe(tt.from, tt.to)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, d.Cause, "Describe's cause")
+			inPlace, err := revisions.IsInPlace(tt.from, tt.to)
+			require.NoError(t, err)
+			assert.Equal(t, inPlace, d.InPlace, "Describe's in-place")
 		})
 	}
 	_, err := revisions.ChangeCause(md, kcp)
 	require.Error(t, err)
+	_, err = revisions.Describe(md, kcp)
+	require.Error(t, err)
+	created, err := revisions.Describe(revisions.Snapshot{}, md)
+	require.NoError(t, err)
+	assert.False(t, created.InPlace, "a creation is not in place")
 }
 
 func TestIsInPlace(t *testing.T) {
@@ -176,9 +187,13 @@ func TestIsInPlace(t *testing.T) {
 	}
 	for _, tt := range mdTests {
 		t.Run("MachineDeployment "+tt.name, func(t *testing.T) {
-			got, err := revisions.IsInPlace(md, editMD(t, tt.edit))
+			to := editMD(t, tt.edit)
+			got, err := revisions.IsInPlace(md, to)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+			d, err := revisions.Describe(md, to)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, d.InPlace, "Describe")
 		})
 	}
 	kcpTests := []struct {
@@ -228,9 +243,13 @@ func TestIsInPlace(t *testing.T) {
 	}
 	for _, tt := range kcpTests {
 		t.Run("KubeadmControlPlane "+tt.name, func(t *testing.T) {
-			got, err := revisions.IsInPlace(kcp, editKCP(t, tt.edit))
+			to := editKCP(t, tt.edit)
+			got, err := revisions.IsInPlace(kcp, to)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+			d, err := revisions.Describe(kcp, to)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, d.InPlace, "Describe")
 		})
 	}
 

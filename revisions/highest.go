@@ -3,6 +3,8 @@ package revisions
 import (
 	"fmt"
 
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
@@ -29,17 +31,17 @@ type HighestRun struct {
 }
 
 // Advance returns h, the highest run of a control plane up to its previous
-// revision, raised by snap, the content of revision: when revision is new
-// (not the one h last saw, prev), Before becomes h itself, so what came
-// before the latest change stays known; otherwise Before is kept.
-func (h HighestRun) Advance(snap Snapshot, revision, prev int64) HighestRun {
+// revision, raised by run, what revision runs: when revision is new (not
+// the one h last saw, prev), Before becomes h itself, so what came before
+// the latest change stays known; otherwise Before is kept.
+func (h HighestRun) Advance(run Run, revision, prev int64) HighestRun {
 	before, beforeRev := h.Before, h.BeforeRevision
 	if revision != prev {
 		b := h
 		b.Before, b.BeforeRevision = nil, 0
 		before, beforeRev = &b, revision
 	}
-	out := FoldHighest(h, snap, revision)
+	out := h.Raise(run, revision)
 	out.Before, out.BeforeRevision = before, beforeRev
 	return out
 }
@@ -85,6 +87,18 @@ func RunOf(snap Snapshot) (Run, error) {
 	run, err := KubeadmRun(k, skew.ReadEtcdVersion(sum.EtcdImageTag))
 	if err != nil {
 		return run, fmt.Errorf("run of revision %s: %w", snap.Hash, err)
+	}
+	return run, nil
+}
+
+// RunOfKubeadmControlPlane returns what kcp's revision runs, read from the
+// typed object (the same as RunOf its Snapshot, without encoding and
+// decoding its content).
+func RunOfKubeadmControlPlane(kcp *controlplanev1.KubeadmControlPlane) (Run, error) {
+	k := skew.ReadVersion(kcp.Spec.Version)
+	run, err := KubeadmRun(k, skew.ReadEtcdVersion(kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag))
+	if err != nil {
+		return run, fmt.Errorf("run of KubeadmControlPlane %s/%s: %w", kcp.Namespace, kcp.Name, err)
 	}
 	return run, nil
 }

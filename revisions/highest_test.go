@@ -20,6 +20,18 @@ func cp(t testing.TB, version, etcdTag string) revisions.Snapshot {
 	})
 }
 
+// cpRun is what a KubeadmControlPlane at version and etcdTag runs, read
+// from the typed object.
+func cpRun(t testing.TB, version, etcdTag string) revisions.Run {
+	t.Helper()
+	kcp := newKCP()
+	kcp.Spec.Version = version
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.Etcd.Local.ImageTag = etcdTag
+	run, err := revisions.RunOfKubeadmControlPlane(kcp)
+	require.NoError(t, err)
+	return run
+}
+
 func rev(n int64, s revisions.Snapshot) revisions.Revision {
 	return revisions.Revision{Snapshot: s, Record: revisions.Record{Revision: n, History: []int64{n}}}
 }
@@ -43,6 +55,14 @@ func TestRunOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			run, err := revisions.RunOf(tt.snap)
+			if tt.snap.Kind == revisions.KindKubeadmControlPlane {
+				// The typed reading agrees with the content's.
+				var kcp controlplanev1.KubeadmControlPlane
+				require.NoError(t, json.Unmarshal([]byte(`{"spec":`+string(tt.snap.Data)+`}`), &kcp))
+				typed, typedErr := revisions.RunOfKubeadmControlPlane(&kcp)
+				assert.Equal(t, run, typed)
+				assert.Equal(t, err != nil, typedErr != nil, "typed error: %v, content error: %v", typedErr, err)
+			}
 			assert.Equal(t, tt.wantK, run.Kubernetes.Text())
 			assert.Equal(t, tt.wantE, run.Etcd.Text())
 			if tt.wantErr {
@@ -136,13 +156,13 @@ func TestHighestFeedsSkew(t *testing.T) {
 // far into Before; a change under the same revision keeps it.
 func TestAdvanceKeepsWhatRanBefore(t *testing.T) {
 	var h revisions.HighestRun
-	h = h.Advance(cp(t, "v1.34.2", ""), 1, 0) // created
+	h = h.Advance(cpRun(t, "v1.34.2", ""), 1, 0) // created
 	before, ok := h.BeforeOf(1)
 	require.True(t, ok)
 	assert.Equal(t, revisions.HighestRun{}, before, "nothing ran before the first revision")
 
-	h = h.Advance(cp(t, "v1.35.2", ""), 2, 1) // upgraded
-	h = h.Advance(cp(t, "v1.36.1", ""), 3, 2) // bumped
+	h = h.Advance(cpRun(t, "v1.35.2", ""), 2, 1) // upgraded
+	h = h.Advance(cpRun(t, "v1.36.1", ""), 3, 2) // bumped
 	assert.Equal(t, "v1.36.1", h.Kubernetes)
 	before, ok = h.BeforeOf(3)
 	require.True(t, ok)
@@ -151,7 +171,7 @@ func TestAdvanceKeepsWhatRanBefore(t *testing.T) {
 	assert.Nil(t, before.Before, "Before holds one level only")
 
 	// The same revision stamped again (a restart): Before is kept.
-	again := h.Advance(cp(t, "v1.36.1", ""), 3, 3)
+	again := h.Advance(cpRun(t, "v1.36.1", ""), 3, 3)
 	before, ok = again.BeforeOf(3)
 	require.True(t, ok)
 	assert.Equal(t, "v1.35.2", before.Kubernetes)

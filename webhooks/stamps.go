@@ -189,15 +189,13 @@ func (s *Stamper) nextRevision(ctx context.Context, c change, oldSnap revisions.
 			revisionsRecordedTotal.WithLabelValues(s.Kind.GVK.Kind).Inc()
 		}
 	}
-	cause := c.clientCause
-	if cause == "" {
-		var err error
-		if cause, err = revisions.ChangeCause(oldSnap, c.newSnap); err != nil {
-			return revisions.Record{}, fmt.Errorf("rollout-guard could not describe the change of %s: %w", c.id, err)
-		}
+	described, err := revisions.Describe(oldSnap, c.newSnap)
+	if err != nil {
+		return revisions.Record{}, fmt.Errorf("rollout-guard could not describe the change of %s: %w", c.id, err)
 	}
+	cause := firstNonEmpty(c.clientCause, described.Cause)
 	changeType := revisions.ChangeRollout
-	if inPlace, err := revisions.IsInPlace(oldSnap, c.newSnap); err == nil && inPlace {
+	if described.InPlace {
 		changeType = revisions.ChangeInPlace
 	}
 	return revisions.Record{Revision: next, History: []int64{next}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: fieldManagerOf(c.req),
@@ -276,9 +274,12 @@ func (s *Stamper) stampHighestRun(ctx context.Context, c change, rec revisions.R
 	var (
 		highest revisions.HighestRun
 		prev    int64
+		run     revisions.Run
 	)
 	switch newCP := c.newObj.(type) {
 	case *controlplanev1.KubeadmControlPlane:
+		// What cannot be read (a version that is not one) raises nothing.
+		run, _ = revisions.RunOfKubeadmControlPlane(newCP)
 		oldKCP, _ := c.oldObj.(*controlplanev1.KubeadmControlPlane)
 		highest = policy.HighestRunOf(oldKCP)
 		if oldKCP != nil {
@@ -296,6 +297,7 @@ func (s *Stamper) stampHighestRun(ctx context.Context, c change, rec revisions.R
 	case *unstructured.Unstructured:
 		// A control plane of another provider: the highest Kubernetes
 		// version it has run, kept as for a KubeadmControlPlane (no etcd).
+		run, _ = revisions.RunOf(c.newSnap)
 		oldCP, _ := c.oldObj.(*unstructured.Unstructured)
 		highest = policy.HighestRunOfContract(oldCP)
 		if oldCP != nil {
@@ -307,5 +309,5 @@ func (s *Stamper) stampHighestRun(ctx context.Context, c change, rec revisions.R
 	default:
 		return nil
 	}
-	return stampHighest(out, highest.Advance(c.newSnap, rec.Revision, prev), c.id)
+	return stampHighest(out, highest.Advance(run, rec.Revision, prev), c.id)
 }
