@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/kinds"
@@ -123,11 +122,12 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler. It runs on the elected leader
-// only, and wakes up on spec and annotation changes, not on status updates.
+// only, and wakes up on changes of the revision content and of the
+// project's annotations (wakesOn), not on status, label or replicas updates.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("history-"+strings.ToLower(r.Kind.GVK.Kind)).
-		For(r.Kind.New(), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		For(r.Kind.New(), builder.WithPredicates(wakesOn())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers()}).
 		Complete(r)
 	if err != nil {
