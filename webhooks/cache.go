@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"maps"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,8 +87,11 @@ func CacheTransform(kind kinds.Kind) toolscache.TransformFunc {
 
 // cacheTransform is CacheTransform, keeping the whole revision content of
 // an object whose cached copy does not hold all of it in pending (which
-// may be nil).
+// may be nil). It remembers the content hash of each object at its
+// generation (contentHashes): an event that changes nothing of the spec
+// (status, labels, annotations) takes no snapshot and keeps nothing aside.
 func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.TransformFunc {
+	var hashes contentHashes
 	return func(in any) (any, error) {
 		obj, ok := in.(client.Object)
 		if !ok {
@@ -102,14 +104,18 @@ func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.Transf
 			if trimmedBefore(obj) {
 				return obj, nil
 			}
-			snap, err := kind.Snapshot(obj)
-			if err == nil && kind.Tracked(obj) {
-				pending.Keep(obj, snap)
+			noted, known := hashes.at(obj)
+			if !known {
+				snap, err := kind.Snapshot(obj)
+				if err == nil && kind.Tracked(obj) {
+					pending.Keep(obj, snap)
+				}
+				noted = history.CachedHashValue(contentHash(snap, err))
 			}
-			trimMeta(obj, kind.HasRevisions())
-			withContentHash(obj, snap, err)
+			hashes.note(obj, noted)
+			trimMeta(obj, kind.HasRevisions(), noted)
 		} else {
-			trimMeta(obj, kind.HasRevisions())
+			trimMeta(obj, kind.HasRevisions(), "")
 		}
 		if kind.Trim != nil {
 			kind.Trim(obj)
@@ -133,7 +139,11 @@ func ClientOptions() client.Options {
 // an object with revisions keeps its owner references and labels (few and
 // small on worker pools and control planes; the cluster-name label names a
 // control plane's Cluster), others lose them.
-func trimMeta(m metav1.Object, withRevisions bool) {
+//
+// cachedHash, when not "", is set as history.AnnotationCachedHash: the
+// hash of the revision content of the whole object, taken before the
+// transform dropped part of it (see withContentHash).
+func trimMeta(m metav1.Object, withRevisions bool, cachedHash string) {
 	m.SetManagedFields(nil)
 	m.SetFinalizers(nil)
 	keepLabel := allLabels
@@ -141,34 +151,39 @@ func trimMeta(m metav1.Object, withRevisions bool) {
 		m.SetOwnerReferences(nil)
 		keepLabel = nil
 	}
-	m.SetAnnotations(ours(m.GetAnnotations()))
-	m.SetLabels(filtered(m.GetLabels(), keepLabel))
+	ann := ours(m.GetAnnotations(), cachedHash != "")
+	if cachedHash != "" {
+		ann[history.AnnotationCachedHash] = cachedHash
+	}
+	m.SetAnnotations(ann)
+	m.SetLabels(filtered(m.GetLabels(), keepLabel, 0))
 }
 
 // ours keeps the annotations the project owns (revision stamps, highest
 // versions run, the override) but history.AnnotationCachedHash, which only
-// the cache sets (withContentHash).
-func ours(in map[string]string) map[string]string {
+// the cache sets (trimMeta). withRoom makes the map non-nil, with room
+// for that one.
+func ours(in map[string]string, withRoom bool) map[string]string {
+	extra := 0
+	if withRoom {
+		extra = 1
+	}
 	return filtered(in, func(k string) bool {
 		return strings.HasPrefix(k, revisions.Prefix) && k != history.AnnotationCachedHash
-	})
+	}, extra)
 }
 
-// withContentHash notes on a cached copy the hash of the revision content
-// of the whole object, taken before the transform dropped part of it
-// (history.AnnotationCachedHash): the history reconciler then knows whether
-// that content is recorded without reading the object from the API server.
-// A content whose revision cannot be taken gets no hash; the reconciler
-// reads the object and says why.
-func withContentHash(m metav1.Object, snap revisions.Snapshot, err error) {
-	hash := snap.Hash
+// contentHash is the hash the cache notes on a cached copy of the revision
+// content of the whole object, taken before the transform dropped part of
+// it (history.AnnotationCachedHash): the history reconciler then knows
+// whether that content is recorded without reading the object from the
+// API server. A content whose revision cannot be taken gets no hash ("");
+// the reconciler reads the object and says why.
+func contentHash(snap revisions.Snapshot, err error) string {
 	if err != nil {
-		hash = ""
+		return ""
 	}
-	out := make(map[string]string, len(m.GetAnnotations())+1)
-	maps.Copy(out, m.GetAnnotations())
-	out[history.AnnotationCachedHash] = history.CachedHashValue(hash)
-	m.SetAnnotations(out)
+	return snap.Hash
 }
 
 // trimmedBefore says whether obj is a copy the cache already trimmed (it
@@ -185,20 +200,25 @@ func trimmedBefore(obj metav1.Object) bool {
 // shared): thousands of control planes and worker pools carry the same
 // label and annotation keys, and the same values of most of them (cluster
 // names, revision numbers, who changed them and how).
-func filtered(in map[string]string, keep func(string) bool) map[string]string {
-	if keep == nil {
-		return nil
-	}
+//
+// extra is room for more entries the caller adds: with extra > 0 the map
+// is made even when none of in is kept.
+func filtered(in map[string]string, keep func(string) bool, extra int) map[string]string {
 	n := 0
-	for k := range in {
-		if keep(k) {
-			n++
+	if keep != nil {
+		for k := range in {
+			if keep(k) {
+				n++
+			}
 		}
 	}
-	if n == 0 {
+	if n+extra == 0 {
 		return nil
 	}
-	out := make(map[string]string, n)
+	out := make(map[string]string, n+extra)
+	if n == 0 {
+		return out
+	}
 	for k, v := range in {
 		if keep(k) {
 			out[shared(k)] = shared(v)

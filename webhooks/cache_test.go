@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -335,5 +336,131 @@ func TestRolloutRevisionsAreNeverCached(t *testing.T) {
 	assert.Equal(t, "*v1alpha1.RolloutRevision", fmt.Sprintf("%T", opts.Cache.DisableFor[0]))
 	for key := range CacheOptions(nil).ByObject {
 		assert.NotEqual(t, "*v1alpha1.RolloutRevision", fmt.Sprintf("%T", key))
+	}
+}
+
+// TestCacheTransformRemembersContentHashes: an event that changes nothing of
+// an object's spec (its generation stays) reuses the content hash noted at
+// that generation and keeps nothing aside; a new generation is hashed
+// anew, whatever changed; an object being deleted is forgotten.
+func TestCacheTransformRemembersContentHashes(t *testing.T) {
+	var md *clusterv1.MachineDeployment
+	for _, obj := range fullWorld() {
+		if m, ok := obj.(*clusterv1.MachineDeployment); ok {
+			md = m
+			break
+		}
+	}
+	require.NotNil(t, md)
+	md.Generation = 4
+	pending := history.NewPending(0)
+	transform := cacheTransform(kinds.MachineDeployment, pending)
+	through := func(m *clusterv1.MachineDeployment) *clusterv1.MachineDeployment {
+		t.Helper()
+		out, err := transform(m.DeepCopy())
+		require.NoError(t, err)
+		return out.(*clusterv1.MachineDeployment)
+	}
+	hashOf := func(m *clusterv1.MachineDeployment) string {
+		t.Helper()
+		hash, noted := history.CachedHash(m)
+		require.True(t, noted)
+		return hash
+	}
+	first := through(md)
+	want, err := kinds.MachineDeployment.Snapshot(md)
+	require.NoError(t, err)
+	require.Equal(t, want.Hash, hashOf(first))
+	_, kept := pending.Take(md.UID, want.Hash)
+	require.True(t, kept, "the first event's content kept aside")
+
+	// At the same generation: the hash noted then, nothing kept aside.
+	// (The template is changed here behind the generation's back only to
+	// show that the memory is what answers; the API server never sends
+	// that.)
+	status := md.DeepCopy()
+	status.Status.Replicas = new(int32(7))
+	status.Labels = map[string]string{"team": "c"}
+	status.Spec.Template.Spec.Version = "v1.99.0"
+	assert.Equal(t, want.Hash, hashOf(through(status)), "same generation")
+	assert.Zero(t, pending.Len(), "a status or label event keeps content aside")
+
+	// A new generation: hashed anew.
+	scaled := md.DeepCopy()
+	scaled.Generation = 5
+	scaled.Spec.Replicas = new(int32(9))
+	assert.Equal(t, want.Hash, hashOf(through(scaled)), "replicas change no content")
+	edited := scaled.DeepCopy()
+	edited.Generation = 6
+	edited.Spec.Template.Spec.Version = "v1.35.0"
+	newSnap, err := kinds.MachineDeployment.Snapshot(edited)
+	require.NoError(t, err)
+	require.NotEqual(t, want.Hash, newSnap.Hash)
+	assert.Equal(t, newSnap.Hash, hashOf(through(edited)), "a template edit")
+
+	// Another object at the same generation is not taken for this one.
+	other := edited.DeepCopy()
+	other.UID = "uid-other"
+	other.Spec.Template.Spec.Version = "v1.34.2"
+	otherSnap, err := kinds.MachineDeployment.Snapshot(other)
+	require.NoError(t, err)
+	assert.Equal(t, otherSnap.Hash, hashOf(through(other)))
+
+	// Deleted, then at the same generation again (a test only): hashed anew.
+	deleting := edited.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	through(deleting)
+	again := edited.DeepCopy()
+	again.Spec.Template.Spec.Version = "v1.36.0"
+	againSnap, err := kinds.MachineDeployment.Snapshot(again)
+	require.NoError(t, err)
+	assert.Equal(t, againSnap.Hash, hashOf(through(again)), "a deleted object's hash forgotten")
+}
+
+// BenchmarkCacheTransformEvent measures the cache transform of one watch
+// event of a MachineDeployment and a KubeadmControlPlane already cached:
+// a status update (same generation), a scale (a new generation, the same
+// content) and a template edit (new content).
+func BenchmarkCacheTransformEvent(b *testing.B) {
+	for _, obj := range fullWorld() {
+		kind, ok := kinds.HistoryOf(obj)
+		if !ok || RevisionContentCached(kind.GVK) || kind.GVK.Kind == "Cluster" {
+			continue
+		}
+		obj.SetGeneration(1)
+		events := []struct {
+			name string
+			edit func(client.Object, int)
+		}{
+			{"status", func(client.Object, int) {}},
+			{"replicas", func(o client.Object, i int) { o.SetGeneration(int64(i + 2)) }},
+			{"template", func(o client.Object, i int) {
+				o.SetGeneration(int64(i + 2))
+				switch o := o.(type) {
+				case *clusterv1.MachineDeployment:
+					o.Spec.Template.Spec.Version = fmt.Sprintf("v1.34.%d", i)
+				case *controlplanev1.KubeadmControlPlane:
+					o.Spec.Version = fmt.Sprintf("v1.34.%d", i)
+				}
+			}},
+		}
+		for _, ev := range events {
+			b.Run(kind.GVK.Kind+"/"+ev.name, func(b *testing.B) {
+				transform := cacheTransform(kind, history.NewPending(0))
+				if _, err := transform(obj.DeepCopyObject()); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					b.StopTimer()
+					o := obj.DeepCopyObject().(client.Object)
+					ev.edit(o, i)
+					b.StartTimer()
+					if _, err := transform(o); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

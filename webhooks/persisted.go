@@ -155,7 +155,7 @@ func compareStored(stored client.Object, storedHash string, claimed client.Objec
 		return unverifiedContent
 	}
 	storedAt, claimedAt := stored.GetCreationTimestamp(), claimed.GetCreationTimestamp()
-	if !maps.Equal(ours(stored.GetAnnotations()), ours(claimed.GetAnnotations())) || !storedAt.Equal(&claimedAt) {
+	if !maps.Equal(ours(stored.GetAnnotations(), false), ours(claimed.GetAnnotations(), false)) || !storedAt.Equal(&claimedAt) {
 		return unverifiedStamps
 	}
 	return ""
