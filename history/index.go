@@ -50,7 +50,7 @@ const ownerUIDIndex = "rollout-guard.io/owner-uid"
 // of its labels and annotations, shared strings where revisions repeat
 // them, beside keys that entries written alike share — rather than as an
 // ObjectMeta with two maps, which cost several times the memory
-// (BenchmarkIndexMemory, docs/benchmarks.md).
+// (BenchmarkIndexMemory, docs/benchmarks-history.md, Scale).
 type Index struct {
 	// entries holds the entries.
 	entries entryStore

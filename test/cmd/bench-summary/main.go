@@ -5,6 +5,10 @@
 // that make bench writes as bench/summary.json, checked in as
 // docs/bench-summary.json). So no figure in the docs lacks a run.
 //
+// docs/benchmarks.md quotes the latest runs and docs/benchmarks-history.md
+// the runs before them; the summary keeps every run under a key of its
+// own, so both are checked against it alike, as docs/install.md is.
+//
 // A figure region starts with the line
 //
 //	<!-- figures: docs/bench-summary.json -->
@@ -15,7 +19,7 @@
 //
 // Usage (from the test module):
 //
-//	go run ./cmd/bench-summary --summary ../docs/bench-summary.json ../docs/benchmarks.md
+//	go run ./cmd/bench-summary --summary ../docs/bench-summary.json ../docs/benchmarks.md ../docs/benchmarks-history.md
 package main
 
 import (
