@@ -25,6 +25,13 @@ type Kind struct {
 	// Snapshot returns the revision content of an object of the kind; nil
 	// for a kind without revisions.
 	Snapshot func(client.Object) (revisions.Snapshot, error)
+	// Fingerprint returns a fast hash of an object's revision content as
+	// encoded, before it is made canonical (revisions.FingerprintMachineDeployment):
+	// the guard's cache compares it across versions of one object, to
+	// take no Snapshot of a spec change that leaves the content alone (a
+	// scale). nil for a kind without replicas and for a kind cached with
+	// all of its content (ContentCached).
+	Fingerprint func(client.Object) (uint64, error)
 	// Tracks says whether an object of a kind with revisions has them:
 	// a Cluster only when it has a topology. nil: every object has.
 	Tracks func(client.Object) bool

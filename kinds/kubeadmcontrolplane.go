@@ -22,9 +22,10 @@ var kubeadmControlPlaneGVK = controlplanev1.GroupVersion.WithKind("KubeadmContro
 // rule, and the history reconciler reads them from the API server when
 // they are not recorded yet.
 var KubeadmControlPlane = Kind{
-	GVK:      kubeadmControlPlaneGVK,
-	New:      func() client.Object { return &controlplanev1.KubeadmControlPlane{} },
-	Snapshot: snapshotAs("KubeadmControlPlane", revisions.ForKubeadmControlPlane),
+	GVK:         kubeadmControlPlaneGVK,
+	New:         func() client.Object { return &controlplanev1.KubeadmControlPlane{} },
+	Snapshot:    snapshotAs("KubeadmControlPlane", revisions.ForKubeadmControlPlane),
+	Fingerprint: fingerprintAs("KubeadmControlPlane", revisions.FingerprintKubeadmControlPlane),
 	RolloutAfter: readAs(func(kcp *controlplanev1.KubeadmControlPlane) string {
 		return rolloutAfter(kcp.Spec.Rollout.After.Time)
 	}),

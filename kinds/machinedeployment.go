@@ -15,9 +15,10 @@ var machineDeploymentGVK = clusterv1.GroupVersion.WithKind("MachineDeployment")
 // and no status; the history reconciler reads the rest of the template
 // from the API server when it is not recorded yet.
 var MachineDeployment = Kind{
-	GVK:      machineDeploymentGVK,
-	New:      func() client.Object { return &clusterv1.MachineDeployment{} },
-	Snapshot: snapshotAs("MachineDeployment", revisions.ForMachineDeployment),
+	GVK:         machineDeploymentGVK,
+	New:         func() client.Object { return &clusterv1.MachineDeployment{} },
+	Snapshot:    snapshotAs("MachineDeployment", revisions.ForMachineDeployment),
+	Fingerprint: fingerprintAs("MachineDeployment", revisions.FingerprintMachineDeployment),
 	RolloutAfter: readAs(func(md *clusterv1.MachineDeployment) string {
 		return rolloutAfter(md.Spec.Rollout.After.Time)
 	}),

@@ -22,6 +22,18 @@ func snapshotAs[T client.Object](kind string, snapshot func(T) (revisions.Snapsh
 	}
 }
 
+// fingerprintAs returns the Fingerprint of a kind of Go type T: an object
+// of another type is an error.
+func fingerprintAs[T client.Object](kind string, fingerprint func(T) (uint64, error)) func(client.Object) (uint64, error) {
+	return func(o client.Object) (uint64, error) {
+		t, ok := o.(T)
+		if !ok {
+			return 0, errWrongKind(kind, o)
+		}
+		return fingerprint(t)
+	}
+}
+
 // readAs returns a reading of a kind of Go type T: "" for an object of
 // another type.
 func readAs[T client.Object](read func(T) string) func(client.Object) string {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -147,6 +148,34 @@ func ForKubeadmControlPlane(kcp *controlplanev1.KubeadmControlPlane) (Snapshot, 
 		return Snapshot{}, fmt.Errorf("snapshot of KubeadmControlPlane %s/%s: %w", kcp.Namespace, kcp.Name, err)
 	}
 	return s, nil
+}
+
+// fingerprintSeed is this process's seed of content fingerprints: they are
+// compared within one process only, never stored.
+var fingerprintSeed = maphash.MakeSeed()
+
+// FingerprintMachineDeployment returns a fast 64-bit hash of md's revision
+// content as Go encodes it, before it is made canonical: two versions of one
+// object with the same fingerprint have the same content (and Snapshot);
+// different fingerprints may still have the same Snapshot. Only for
+// comparing within this process: the seed is drawn at start.
+func FingerprintMachineDeployment(md *clusterv1.MachineDeployment) (uint64, error) {
+	return fingerprintOf(&md.Spec.Template)
+}
+
+// FingerprintKubeadmControlPlane is FingerprintMachineDeployment of a
+// KubeadmControlPlane.
+func FingerprintKubeadmControlPlane(kcp *controlplanev1.KubeadmControlPlane) (uint64, error) {
+	return fingerprintOf(kcpContentOf(kcp))
+}
+
+// fingerprintOf hashes the JSON of content.
+func fingerprintOf(content any) (uint64, error) {
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return 0, fmt.Errorf("fingerprint of a revision content: %w", err)
+	}
+	return maphash.Bytes(fingerprintSeed, raw), nil
 }
 
 func kcpContentOf(kcp *controlplanev1.KubeadmControlPlane) *kcpContent {

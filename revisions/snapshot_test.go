@@ -336,3 +336,34 @@ func TestSummary(t *testing.T) {
 	_, err = revisions.Snapshot{Kind: revisions.KindMachineDeployment, Data: []byte(`[`)}.Summary()
 	require.Error(t, err)
 }
+
+// TestFingerprints: a fingerprint follows the revision content and nothing
+// else of the object.
+func TestFingerprints(t *testing.T) {
+	md := newMD()
+	scaled := newMD()
+	scaled.Spec.Replicas = new(int32(9))
+	scaled.Labels = map[string]string{"x": "y"}
+	edited := newMD()
+	edited.Spec.Template.Spec.Version = "v1.35.0"
+	mdPrint := func(m *clusterv1.MachineDeployment) uint64 {
+		p, err := revisions.FingerprintMachineDeployment(m)
+		require.NoError(t, err)
+		return p
+	}
+	assert.Equal(t, mdPrint(md), mdPrint(scaled), "replicas and labels are not content")
+	assert.NotEqual(t, mdPrint(md), mdPrint(edited), "a template edit")
+
+	kcp := newKCP()
+	kcpScaled := newKCP()
+	kcpScaled.Spec.Replicas = new(int32(5))
+	kcpEdited := newKCP()
+	kcpEdited.Spec.KubeadmConfigSpec.PreKubeadmCommands = []string{"echo"}
+	kcpPrint := func(k *controlplanev1.KubeadmControlPlane) uint64 {
+		p, err := revisions.FingerprintKubeadmControlPlane(k)
+		require.NoError(t, err)
+		return p
+	}
+	assert.Equal(t, kcpPrint(kcp), kcpPrint(kcpScaled), "replicas are not content")
+	assert.NotEqual(t, kcpPrint(kcp), kcpPrint(kcpEdited), "kubeadmConfigSpec is content")
+}

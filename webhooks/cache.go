@@ -88,8 +88,9 @@ func CacheTransform(kind kinds.Kind) toolscache.TransformFunc {
 // cacheTransform is CacheTransform, keeping the whole revision content of
 // an object whose cached copy does not hold all of it in pending (which
 // may be nil). It remembers the content hash of each object at its
-// generation (contentHashes): an event that changes nothing of the spec
-// (status, labels, annotations) takes no snapshot and keeps nothing aside.
+// generation, and the fingerprint of its content (contentHashes): an event
+// that changes nothing of the spec (status, labels, annotations) takes no
+// snapshot and keeps nothing aside, nor does a scale.
 func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.TransformFunc {
 	var hashes contentHashes
 	return func(in any) (any, error) {
@@ -104,15 +105,13 @@ func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.Transf
 			if trimmedBefore(obj) {
 				return obj, nil
 			}
-			noted, known := hashes.at(obj)
-			if !known {
+			noted := hashes.value(obj, kind.Fingerprint, func() string {
 				snap, err := kind.Snapshot(obj)
 				if err == nil && kind.Tracked(obj) {
 					pending.Keep(obj, snap)
 				}
-				noted = history.CachedHashValue(contentHash(snap, err))
-			}
-			hashes.note(obj, noted)
+				return history.CachedHashValue(contentHash(snap, err))
+			})
 			trimMeta(obj, kind.HasRevisions(), noted)
 		} else {
 			trimMeta(obj, kind.HasRevisions(), "")

@@ -340,9 +340,10 @@ func TestRolloutRevisionsAreNeverCached(t *testing.T) {
 }
 
 // TestCacheTransformRemembersContentHashes: an event that changes nothing of
-// an object's spec (its generation stays) reuses the content hash noted at
-// that generation and keeps nothing aside; a new generation is hashed
-// anew, whatever changed; an object being deleted is forgotten.
+// an object's spec (its generation stays), or nothing of its content (a
+// scale), reuses the content hash noted and takes no snapshot (keeps
+// nothing aside); new content is hashed anew; an object being deleted is
+// forgotten.
 func TestCacheTransformRemembersContentHashes(t *testing.T) {
 	var md *clusterv1.MachineDeployment
 	for _, obj := range fullWorld() {
@@ -385,11 +386,12 @@ func TestCacheTransformRemembersContentHashes(t *testing.T) {
 	assert.Equal(t, want.Hash, hashOf(through(status)), "same generation")
 	assert.Zero(t, pending.Len(), "a status or label event keeps content aside")
 
-	// A new generation: hashed anew.
+	// A new generation of the same content: the same hash, no snapshot.
 	scaled := md.DeepCopy()
 	scaled.Generation = 5
 	scaled.Spec.Replicas = new(int32(9))
 	assert.Equal(t, want.Hash, hashOf(through(scaled)), "replicas change no content")
+	assert.Zero(t, pending.Len(), "a scale keeps content aside: its snapshot was taken")
 	edited := scaled.DeepCopy()
 	edited.Generation = 6
 	edited.Spec.Template.Spec.Version = "v1.35.0"
@@ -397,6 +399,7 @@ func TestCacheTransformRemembersContentHashes(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, want.Hash, newSnap.Hash)
 	assert.Equal(t, newSnap.Hash, hashOf(through(edited)), "a template edit")
+	assert.Equal(t, 1, pending.Len(), "a template edit's content kept aside")
 
 	// Another object at the same generation is not taken for this one.
 	other := edited.DeepCopy()
