@@ -55,6 +55,10 @@ type Stamper struct {
 	Now func() time.Time
 	// Decoder decodes admission requests.
 	Decoder admission.Decoder
+
+	// admitted remembers the content each object was last admitted with,
+	// so that its next update takes no Snapshot of its old object again.
+	admitted admittedContent
 }
 
 var _ admission.Handler = &Stamper{}

@@ -60,6 +60,9 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	if err := s.stampHighestRun(ctx, c, rec, out); err != nil {
 		return nil, err
 	}
+	if !c.dryRun && c.oldObj != nil {
+		s.admitted.remember(s.Kind, c.newObj, c.newSnap)
+	}
 	return out, nil
 }
 
@@ -127,7 +130,7 @@ func (s *Stamper) revision(ctx context.Context, c change) (revisions.Record, *re
 		return revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: fieldManagerOf(c.req),
 			ChangeCause: firstNonEmpty(c.clientCause, "created"), ChangeType: revisions.ChangeCreated}, nil, nil
 	}
-	oldSnap, err := s.Kind.Snapshot(c.oldObj)
+	oldSnap, err := s.admitted.snapshot(s.Kind, c.oldObj)
 	if err != nil {
 		return revisions.Record{}, nil, fmt.Errorf("rollout-guard could not take the previous revision of %s: %w", c.id, err)
 	}
