@@ -300,3 +300,35 @@ func TestRecordStoreFilledByTheReflector(t *testing.T) {
 	assert.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{a1.Name + "@3"}, names()) }, 10*time.Second, 10*time.Millisecond,
 		"a changed record and a deleted one")
 }
+
+// TestRecordStoreReadsWhileTheReflectorWrites: the Index's readers read
+// while the reflector adds, deletes and relists (run with -race).
+func TestRecordStoreReadsWhileTheReflectorWrites(t *testing.T) {
+	s := &recordStore{}
+	a1 := guardMeta("ns", "md", testUID, testHash, "1", "10")
+	a2 := guardMeta("ns", "md", testUID, otherHash, "2", "11")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			_ = s.Add(a1)
+			_ = s.Add(a2)
+			_ = s.Delete(a1)
+			_ = s.Replace([]any{a1, a2}, "1")
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		owned, err := s.byOwnerUID("ns", testUID)
+		require.NoError(t, err)
+		for _, m := range owned {
+			assert.Contains(t, []string{a1.Name, a2.Name}, m.Name)
+		}
+		_, err = s.get("ns", a2.Name)
+		require.NoError(t, err)
+	}
+}
