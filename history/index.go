@@ -3,21 +3,16 @@ package history
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -27,14 +22,10 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// ownerUIDIndex is the name of the Index's informer index: the owner UID
-// label of a RolloutRevision.
-const ownerUIDIndex = "rollout-guard.io/owner-uid"
-
 // Index is what the guard knows of recorded revisions without asking the
 // API server: the metadata (labels and annotations, where a revision's
 // record lives — not its data) of every RolloutRevision the guard made,
-// kept by a metadata-only informer and indexed by owner.
+// kept by a metadata-only reflector and found by owner or by name.
 //
 // Why: numbering a new revision needs the object's history, and recording
 // one needs to know whether its content is recorded already. Read from the
@@ -46,252 +37,97 @@ const ownerUIDIndex = "rollout-guard.io/owner-uid"
 // and the Recorder then reads from the API server.
 //
 // The Index holds every revision of every object, tens of thousands in a
-// large management cluster, so each is kept as an indexEntry — the values
-// of its labels and annotations, shared strings where revisions repeat
-// them, beside keys that entries written alike share — rather than as an
-// ObjectMeta with two maps, which cost several times the memory
-// (BenchmarkIndexMemory, docs/benchmarks-history.md, Scale).
+// large management cluster, so it keeps them in a store of its own
+// (recordStore), grouped by owner, each a few numbers and a shared
+// encoding of what revisions repeat, rather than in an informer's indexer
+// of metadata objects, which cost several times the memory
+// (BenchmarkIndexMemory, docs/benchmarks.md).
 type Index struct {
-	// entries holds the entries.
+	// entries holds the records.
 	entries entryStore
-	// synced says whether the informer behind entries has been filled.
+	// synced says whether entries has been filled.
 	synced func() bool
 }
 
-// entryStore is where the Index finds its entries: the informer's indexer.
+// entryStore is where the Index finds its records: the recordStore.
 type entryStore interface {
-	// byOwner returns the entries labelled with ownerUID.
-	byOwner(ownerUID string) ([]*indexEntry, error)
-	// get returns the entry of RolloutRevision namespace/name, nil when
-	// there is none.
-	get(namespace, name string) (*indexEntry, error)
+	// byOwner returns the metadata of the records of the owner with UID
+	// ownerUID in namespace.
+	byOwner(namespace, ownerUID string) ([]*metav1.PartialObjectMetadata, error)
+	// get returns the metadata of RolloutRevision namespace/name, nil
+	// when there is none.
+	get(namespace, name string) (*metav1.PartialObjectMetadata, error)
 }
 
-// NewIndex makes the Index and the metadata-only informer behind it, which
-// mgr runs on every replica (each webhook records revisions), for the
-// RolloutRevisions labelled with an owner UID (every one the guard makes).
+// NewIndex makes the Index and the metadata-only reflector that fills it,
+// which mgr runs on every replica (each webhook records revisions), for
+// the RolloutRevisions labelled with an owner UID (every one the guard
+// makes).
 func NewIndex(mgr manager.Manager) (*Index, error) {
 	mc, err := metadata.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("the metadata client of the revision index: %w", err)
 	}
-	informer := metadatainformer.NewFilteredMetadataInformer(mc, rgv1alpha1.Resource, metav1.NamespaceAll, 0,
-		toolscache.Indexers{ownerUIDIndex: byOwnerUID},
-		func(o *metav1.ListOptions) { o.LabelSelector = revisions.LabelOwnerUID }).Informer()
-	if err := informer.SetTransform(toEntry); err != nil {
-		return nil, fmt.Errorf("the revision index: %w", err)
-	}
-	if err := mgr.Add(runInformer{informer}); err != nil {
+	store := &recordStore{}
+	reflector := newReflector(mc, store)
+	if err := mgr.Add(runReflector{reflector: reflector, store: store}); err != nil {
 		return nil, fmt.Errorf("watching the metadata of RolloutRevisions: %w", err)
 	}
-	return &Index{entries: indexerStore{informer.GetIndexer()}, synced: informer.HasSynced}, nil
+	return &Index{entries: storeEntries{store}, synced: store.synced.Load}, nil
 }
 
-// runInformer runs the Index's informer with the manager, on every replica.
-type runInformer struct{ toolscache.SharedIndexInformer }
+// newReflector is the reflector that fills store with the metadata of the
+// RolloutRevisions labelled with an owner UID, read through mc.
+func newReflector(mc metadata.Interface, store *recordStore) *toolscache.Reflector {
+	revs := mc.Resource(rgv1alpha1.Resource).Namespace(metav1.NamespaceAll)
+	selected := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = revisions.LabelOwnerUID
+		return o
+	}
+	lw := toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return revs.List(ctx, selected(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return revs.Watch(ctx, selected(o))
+		},
+	}, mc)
+	return toolscache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, store, toolscache.ReflectorOptions{Name: "revision-index"})
+}
 
-// Start runs the informer until ctx ends, and logs when it has filled.
-func (r runInformer) Start(ctx context.Context) error {
+// runReflector runs the Index's reflector with the manager, on every
+// replica.
+type runReflector struct {
+	reflector *toolscache.Reflector
+	store     *recordStore
+}
+
+// Start runs the reflector until ctx ends, and logs when it has filled
+// the Index.
+func (r runReflector) Start(ctx context.Context) error {
 	begin := time.Now()
 	go func() {
-		if toolscache.WaitForCacheSync(ctx.Done(), r.HasSynced) {
+		if toolscache.WaitForCacheSync(ctx.Done(), r.store.synced.Load) {
 			log.FromContext(ctx).WithName("revision-index").Info("revision index filled",
-				"records", len(r.GetStore().ListKeys()), "took", time.Since(begin).Round(time.Millisecond).String())
+				"records", r.store.len(), "took", time.Since(begin).Round(time.Millisecond).String())
 		}
 	}()
-	r.RunWithContext(ctx)
+	r.reflector.RunWithContext(ctx)
 	return nil
 }
 
 // NeedLeaderElection is false: every replica's webhooks read the Index.
-func (runInformer) NeedLeaderElection() bool { return false }
+func (runReflector) NeedLeaderElection() bool { return false }
 
-// byOwnerUID is the informer index of entries by owner UID.
-func byOwnerUID(obj any) ([]string, error) {
-	if e, ok := obj.(*indexEntry); ok {
-		if uid := e.label(revisions.LabelOwnerUID); uid != "" {
-			return []string{uid}, nil
-		}
-	}
-	return nil, nil
+// storeEntries is the entryStore of a recordStore.
+type storeEntries struct{ store *recordStore }
+
+func (s storeEntries) byOwner(namespace, ownerUID string) ([]*metav1.PartialObjectMetadata, error) {
+	return s.store.byOwnerUID(namespace, ownerUID)
 }
 
-// indexerStore is the entryStore of an informer's indexer.
-type indexerStore struct{ indexer toolscache.Indexer }
-
-func (s indexerStore) byOwner(ownerUID string) ([]*indexEntry, error) {
-	objs, err := s.indexer.ByIndex(ownerUIDIndex, ownerUID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*indexEntry, 0, len(objs))
-	for _, obj := range objs {
-		if e, ok := obj.(*indexEntry); ok {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-func (s indexerStore) get(namespace, name string) (*indexEntry, error) {
-	obj, exists, err := s.indexer.GetByKey(namespace + "/" + name)
-	if err != nil || !exists {
-		return nil, err
-	}
-	e, _ := obj.(*indexEntry)
-	return e, nil
-}
-
-// indexEntry is what the Index keeps of one RolloutRevision: what
-// numbering, recording and pruning read — name, namespace,
-// resourceVersion, labels and annotations — with the strings many
-// revisions repeat (keys, namespaces, owner UIDs, kinds, numbers,
-// authors, field managers, causes) shared instead of copied per revision.
-// The refused break-glass attempts (a JSON list of up to
-// MaxRefusedOverrides) are left out: they are read and written whole from
-// the API server, and a patch from the Index never touches a key it does
-// not hold. An entry never changes once made: a new version of the
-// RolloutRevision is a new entry.
-//
-// The keys are held apart from the values, in a keySet that every entry
-// with the same label and annotation keys shares — nearly all of them, as
-// the guard writes every record alike: an entry then costs one string
-// per value instead of two, about a third of its size.
-type indexEntry struct {
-	namespace, name, resourceVersion string
-	// keys are the entry's label and annotation keys.
-	keys *keySet
-	// values holds the value of each of keys.labels, then of each of
-	// keys.annotations.
-	values []string
-}
-
-// keySet is the sorted label keys and annotation keys of an indexEntry.
-// It never changes once made.
-type keySet struct{ labels, annotations []string }
-
-// keySets holds one keySet per distinct set of keys, by keySetID: a few
-// (the guard writes every record with the same keys, some with a change
-// cause or an override), whatever the number of entries.
-var keySets sync.Map
-
-// maxSharedKeySets bounds keySets. Nothing removes a set from it, so
-// records that each carried keys of their own (a tool labelling the
-// guard's RolloutRevisions with unique keys) would grow it without
-// end; past the bound, a new set of keys is held by its entry alone.
-const maxSharedKeySets = 1024
-
-// sharedKeySets counts the sets in keySets.
-var sharedKeySets atomic.Int64
-
-// keySetID names a keySet: its keys joined by a byte no label or
-// annotation key may hold, the labels apart from the annotations.
-func keySetID(labels, annotations []string) string {
-	return strings.Join(labels, "\n") + "\n\n" + strings.Join(annotations, "\n")
-}
-
-// sharedKeySet returns the one keySet of these keys the process keeps, or
-// one of the caller's own once maxSharedKeySets are kept.
-func sharedKeySet(labels, annotations []string) *keySet {
-	id := keySetID(labels, annotations)
-	if ks, ok := keySets.Load(id); ok {
-		return ks.(*keySet)
-	}
-	if sharedKeySets.Load() >= maxSharedKeySets {
-		return &keySet{labels: labels, annotations: annotations}
-	}
-	ks, loaded := keySets.LoadOrStore(id, &keySet{labels: labels, annotations: annotations})
-	if !loaded {
-		sharedKeySets.Add(1)
-	}
-	return ks.(*keySet)
-}
-
-// GetObjectKind is part of runtime.Object, which the informer stores.
-func (*indexEntry) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject returns e itself: an entry never changes.
-func (e *indexEntry) DeepCopyObject() runtime.Object { return e }
-
-// GetObjectMeta gives the informer the entry's namespace, name and
-// resourceVersion (its key, and what a watch resumes from).
-func (e *indexEntry) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: e.namespace, Name: e.name, ResourceVersion: e.resourceVersion}
-}
-
-// label returns the value of label key, "" when it is not set.
-func (e *indexEntry) label(key string) string {
-	if i, found := slices.BinarySearch(e.keys.labels, key); found {
-		return e.values[i]
-	}
-	return ""
-}
-
-// metadata returns the RolloutRevision's metadata as the entry holds
-// it, in maps of its own.
-func (e *indexEntry) metadata() *metav1.PartialObjectMetadata {
-	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: rgv1alpha1.GroupVersion.String(), Kind: "RolloutRevision"}}
-	out.Namespace, out.Name, out.ResourceVersion = e.namespace, e.name, e.resourceVersion
-	n := len(e.keys.labels)
-	out.Labels, out.Annotations = toMap(e.keys.labels, e.values[:n]), toMap(e.keys.annotations, e.values[n:])
-	return out
-}
-
-// toMap is the map of keys[i] to values[i].
-func toMap(keys, values []string) map[string]string {
-	if len(keys) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(keys))
-	for i, k := range keys {
-		out[k] = values[i]
-	}
-	return out
-}
-
-// toEntry is the transform of the Index's informer: a RolloutRevision's
-// metadata becomes its indexEntry (an entry stays as it is: the informer
-// may transform what it already holds).
-func toEntry(in any) (any, error) {
-	switch obj := in.(type) {
-	case *indexEntry:
-		return obj, nil
-	case *metav1.PartialObjectMetadata:
-		return newEntry(obj), nil
-	}
-	return in, nil
-}
-
-// newEntry is the indexEntry of a RolloutRevision's metadata.
-func newEntry(obj *metav1.PartialObjectMetadata) *indexEntry {
-	labels := slices.Sorted(maps.Keys(obj.Labels))
-	annotations := slices.DeleteFunc(slices.Sorted(maps.Keys(obj.Annotations)), func(k string) bool { return k == AnnotationRefusedOverrides })
-	keys := sharedKeySet(labels, annotations)
-	// A slice of the exact length: it holds a revision's whole record.
-	values := make([]string, 0, len(labels)+len(annotations))
-	for _, k := range keys.labels {
-		v := obj.Labels[k]
-		if k != revisions.LabelHash { // one per revision: nothing to share
-			v = shared(v)
-		}
-		values = append(values, v)
-	}
-	for _, k := range keys.annotations {
-		v := obj.Annotations[k]
-		switch k {
-		case revisions.AnnotationChangedBy, revisions.AnnotationFieldManager, revisions.AnnotationChangeCause, revisions.AnnotationChangeType,
-			revisions.AnnotationOverriddenBy, revisions.AnnotationOverrideReason, revisions.AnnotationOverrideRules,
-			revisions.AnnotationRevision, revisions.AnnotationRevisionHistory:
-			v = shared(v)
-		}
-		values = append(values, v)
-	}
-	return &indexEntry{namespace: shared(obj.Namespace), name: obj.Name, resourceVersion: obj.ResourceVersion, keys: keys, values: values}
-}
-
-// shared returns the one copy of s the process keeps.
-func shared(s string) string {
-	return unique.Make(s).Value()
+func (s storeEntries) get(namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	return s.store.get(namespace, name)
 }
 
 // WaitForSync waits until the Index has been filled, or ctx ends; it says
@@ -319,16 +155,16 @@ func (i *Index) List(_ context.Context, namespace, ownerUID string) (revs []revi
 	if !i.Synced() {
 		return nil, false, nil
 	}
-	entries, err := i.entries.byOwner(ownerUID)
+	revs = []revisions.Revision{} // listed, even when empty
+	if ownerUID == "" {
+		return revs, true, nil // no record is labelled with no owner
+	}
+	entries, err := i.entries.byOwner(namespace, ownerUID)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing the recorded revisions of %s in %s from the revision index: %w", ownerUID, namespace, err)
 	}
-	revs = []revisions.Revision{} // listed, even when empty
 	for _, e := range entries {
-		if e.namespace != namespace {
-			continue
-		}
-		rev, err := revisions.FromMetadata(e.metadata())
+		rev, err := revisions.FromMetadata(e)
 		if err != nil {
 			return nil, false, nil
 		}
@@ -349,10 +185,7 @@ func (i *Index) Get(_ context.Context, namespace, name string) (_ *metav1.Partia
 	if err != nil {
 		return nil, false, fmt.Errorf("reading RolloutRevision %s/%s from the revision index: %w", namespace, name, err)
 	}
-	if e == nil {
-		return nil, true, nil
-	}
-	return e.metadata(), true, nil
+	return e, true, nil
 }
 
 // recordFromIndex is one attempt of record that reads what is recorded from

@@ -2,7 +2,6 @@ package history
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	toolscache "k8s.io/client-go/tools/cache"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,34 +30,34 @@ func fakeWithIndex(t *testing.T, objs ...client.Object) client.WithWatch {
 	require.NoError(t, clusterv1.AddToScheme(s))
 	require.NoError(t, rgv1alpha1.AddToScheme(s))
 	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithIndex(&rgv1alpha1.RolloutRevision{}, ownerUIDIndex, func(obj client.Object) []string {
+		WithIndex(&rgv1alpha1.RolloutRevision{}, revisions.LabelOwnerUID, func(obj client.Object) []string {
 			return []string{obj.GetLabels()[revisions.LabelOwnerUID]}
 		}).Build()
 }
 
 // indexOver is an Index that reads c through the Index's own conversion
-// (toEntry), always filled: as the informer of a guard that missed no event.
+// (recordStore), always filled: as the reflector of a guard that missed no event.
 func indexOver(c client.Reader) *Index {
 	return &Index{entries: readerStore{c}, synced: func() bool { return true }}
 }
 
 // readerStore is an entryStore that reads the RolloutRevisions of a
-// client and turns each into its entry as the informer does.
+// client and keeps each as the Index's store does.
 type readerStore struct{ reader client.Reader }
 
-func (s readerStore) byOwner(ownerUID string) ([]*indexEntry, error) {
+func (s readerStore) byOwner(namespace, ownerUID string) ([]*metav1.PartialObjectMetadata, error) {
 	list := &rgv1alpha1.RolloutRevisionList{}
-	if err := s.reader.List(context.Background(), list, client.MatchingLabels{revisions.LabelOwnerUID: ownerUID}); err != nil {
+	if err := s.reader.List(context.Background(), list, client.InNamespace(namespace), client.MatchingLabels{revisions.LabelOwnerUID: ownerUID}); err != nil {
 		return nil, err
 	}
-	var out []*indexEntry
+	var out []*metav1.PartialObjectMetadata
 	for n := range list.Items {
 		out = append(out, entryOf(&list.Items[n]))
 	}
 	return out, nil
 }
 
-func (s readerStore) get(namespace, name string) (*indexEntry, error) {
+func (s readerStore) get(namespace, name string) (*metav1.PartialObjectMetadata, error) {
 	cr := &rgv1alpha1.RolloutRevision{}
 	if err := s.reader.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cr); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -67,24 +65,29 @@ func (s readerStore) get(namespace, name string) (*indexEntry, error) {
 	return entryOf(cr), nil
 }
 
-// entryOf is the entry the informer makes of cr's metadata.
-func entryOf(cr *rgv1alpha1.RolloutRevision) *indexEntry {
-	e, _ := toEntry(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rollout-guard.io/v1alpha1", Kind: "RolloutRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()})
-	return e.(*indexEntry)
+// entryOf is the metadata of cr as the Index's store keeps and gives it
+// back.
+func entryOf(cr *rgv1alpha1.RolloutRevision) *metav1.PartialObjectMetadata {
+	s := &recordStore{}
+	if err := s.Add(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rollout-guard.io/v1alpha1", Kind: "RolloutRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()}); err != nil {
+		panic(err)
+	}
+	out, _ := s.get(cr.Namespace, cr.Name)
+	return out
 }
 
-// fixedStore is an entryStore holding one entry.
-type fixedStore struct{ entry *indexEntry }
+// fixedStore is an entryStore holding one record.
+type fixedStore struct{ entry *metav1.PartialObjectMetadata }
 
-func (s fixedStore) byOwner(ownerUID string) ([]*indexEntry, error) {
-	if s.entry.label(revisions.LabelOwnerUID) == ownerUID {
-		return []*indexEntry{s.entry}, nil
+func (s fixedStore) byOwner(namespace, ownerUID string) ([]*metav1.PartialObjectMetadata, error) {
+	if s.entry.Namespace == namespace && s.entry.Labels[revisions.LabelOwnerUID] == ownerUID {
+		return []*metav1.PartialObjectMetadata{s.entry}, nil
 	}
 	return nil, nil
 }
 
-func (s fixedStore) get(namespace, name string) (*indexEntry, error) {
-	if s.entry.namespace == namespace && s.entry.name == name {
+func (s fixedStore) get(namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	if s.entry.Namespace == namespace && s.entry.Name == name {
 		return s.entry, nil
 	}
 	return nil, nil
@@ -260,12 +263,11 @@ func TestRecordFromTheIndexPatchesOnlyTheVersionItRead(t *testing.T) {
 	assert.ElementsMatch(t, []string{"dave", "carol"}, by, "both restarts kept")
 }
 
-// TestIndexEntry: the Index keeps what it reads — the record decodes the
-// same, name, namespace, resourceVersion and labels stay — and drops the
-// rest, the refused break-glass attempts included; its entries serve the
-// informer (key, resourceVersion, owner index) and stay as they are when
-// transformed again.
-func TestIndexEntry(t *testing.T) {
+// TestIndexRecord: the Index keeps what it reads — the record decodes the
+// same, name, namespace, resourceVersion, labels and every other
+// annotation stay — and drops the rest, the refused break-glass attempts
+// included.
+func TestIndexRecord(t *testing.T) {
 	b := kcpAt("v1.36.0", 2)
 	snap, err := revisions.ForKubeadmControlPlane(b)
 	require.NoError(t, err)
@@ -277,10 +279,7 @@ func TestIndexEntry(t *testing.T) {
 	cr.ResourceVersion, cr.UID, cr.Finalizers = "42", "uid-cr", []string{"x"}
 	in := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rollout-guard.io/v1alpha1", Kind: "RolloutRevision"}, ObjectMeta: *cr.ObjectMeta.DeepCopy()}
 
-	got, err := toEntry(in)
-	require.NoError(t, err)
-	entry := got.(*indexEntry)
-	out := entry.metadata()
+	out := entryOf(cr)
 	want, err := revisions.FromMetadata(in)
 	require.NoError(t, err)
 	kept, err := revisions.FromMetadata(out)
@@ -296,53 +295,6 @@ func TestIndexEntry(t *testing.T) {
 	assert.Empty(t, out.UID)
 	assert.Empty(t, out.OwnerReferences)
 	assert.Empty(t, out.Finalizers)
-
-	key, err := toolscache.MetaNamespaceKeyFunc(entry)
-	require.NoError(t, err)
-	assert.Equal(t, "ns/"+cr.Name, key, "the informer's key")
-	assert.Equal(t, "42", entry.GetObjectMeta().GetResourceVersion())
-	owners, err := byOwnerUID(entry)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"uid-cp"}, owners)
-	again, err := toEntry(entry)
-	require.NoError(t, err)
-	assert.Same(t, entry, again, "an entry transformed again")
-
-	// Records with the same keys share them; another key makes its own set.
-	other := in.DeepCopy()
-	other.Name, other.Annotations[revisions.AnnotationChangedBy] = "other", "dave"
-	sameKeys := newEntry(other)
-	assert.Same(t, entry.keys, sameKeys.keys, "the keys of two records written alike")
-	assert.Equal(t, "dave", sameKeys.metadata().Annotations[revisions.AnnotationChangedBy])
-	other.Labels["x"] = "y"
-	moreKeys := newEntry(other)
-	assert.NotSame(t, entry.keys, moreKeys.keys, "a record with one more label")
-	assert.Equal(t, "y", moreKeys.label("x"))
-	assert.Equal(t, "dave", moreKeys.metadata().Annotations[revisions.AnnotationChangedBy])
-	assert.Empty(t, entry.label("x"))
-}
-
-// TestIndexKeySetsAreBounded: records that each carry keys of their own
-// never grow the shared key sets past maxSharedKeySets; their entries hold
-// their keys alone, and read as stored.
-func TestIndexKeySetsAreBounded(t *testing.T) {
-	base := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cr",
-		Labels: map[string]string{revisions.LabelOwnerUID: "uid-cp"}, Annotations: map[string]string{revisions.AnnotationRevision: "1"}}}
-	first := newEntry(base.DeepCopy())
-	for i := range maxSharedKeySets + 10 {
-		in := base.DeepCopy()
-		key := fmt.Sprintf("example.com/unique-%d", i)
-		in.Labels[key] = "v"
-		e := newEntry(in)
-		assert.Equal(t, "v", e.label(key))
-		assert.Equal(t, "uid-cp", e.label(revisions.LabelOwnerUID))
-	}
-	assert.LessOrEqual(t, sharedKeySets.Load(), int64(maxSharedKeySets))
-	n := 0
-	keySets.Range(func(any, any) bool { n++; return true })
-	assert.LessOrEqual(t, n, maxSharedKeySets)
-	assert.EqualValues(t, n, sharedKeySets.Load(), "the count is of the sets kept")
-	assert.Same(t, first.keys, newEntry(base.DeepCopy()).keys, "a set kept before the bound is still shared")
 }
 
 // TestRecordFromTheIndexKeepsWhatItDoesNotHold: a patch made from the

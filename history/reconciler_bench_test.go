@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +25,7 @@ import (
 // read from the API server fails the benchmark.
 func BenchmarkReconcileRecorded(b *testing.B) {
 	const revs = 5
-	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{ownerUIDIndex: byOwnerUID})
+	store := &recordStore{}
 	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "team-1", Name: "cluster-1-cp", UID: types.UID("6f1c2a7e-0b1d-4c55-9a3e-000000000001"),
 		ResourceVersion: "1000", CreationTimestamp: metav1.NewTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}}
 	var live revisions.Snapshot
@@ -42,7 +41,7 @@ func BenchmarkReconcileRecorded(b *testing.B) {
 			ChangedAt: time.Date(2026, 12, 1, 10, n, 0, 0, time.UTC)}
 		cr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, snap, rec)
 		cr.ResourceVersion = fmt.Sprint(2000 + n)
-		if err := indexer.Add(newEntry(&metav1.PartialObjectMetadata{ObjectMeta: cr.ObjectMeta})); err != nil {
+		if err := store.Add(&metav1.PartialObjectMetadata{ObjectMeta: cr.ObjectMeta}); err != nil {
 			b.Fatal(err)
 		}
 		live, stamps = snap, rec
@@ -50,7 +49,7 @@ func BenchmarkReconcileRecorded(b *testing.B) {
 	cached := kcp.DeepCopy()
 	cached.Annotations = stamps.Annotations()
 	cached.Annotations[AnnotationCachedHash] = CachedHashValue(live.Hash)
-	index := &Index{entries: indexerStore{indexer}, synced: func() bool { return true }}
+	index := &Index{entries: storeEntries{store}, synced: func() bool { return true }}
 	r := &Reconciler{Client: cacheOf{kcp: cached}, ObjectReader: noReads{b}, APIReader: noReads{b}, Recorder: &Recorder{Index: index}, Kind: kinds.KubeadmControlPlane}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: kcp.Namespace, Name: kcp.Name}}
 	ctx := context.Background()

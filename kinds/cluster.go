@@ -17,7 +17,8 @@ import (
 // cluster gets no first control-plane Machine) and the topology's class
 // and version (which say it has one, so revisions), and notes the hash of
 // the whole topology; the rest of it (variables, worker and control-plane
-// topologies), status and others' annotations are dropped.
+// topologies), status, others' annotations, and its labels and owner
+// references but what trimClusterMeta keeps are dropped.
 var Cluster = Kind{
 	GVK:          clusterv1.GroupVersion.WithKind("Cluster"),
 	New:          func() client.Object { return &clusterv1.Cluster{} },
@@ -30,5 +31,6 @@ var Cluster = Kind{
 		c.Spec = clusterv1.ClusterSpec{ControlPlaneRef: c.Spec.ControlPlaneRef, Paused: c.Spec.Paused,
 			Topology: clusterv1.Topology{ClassRef: c.Spec.Topology.ClassRef, Version: c.Spec.Topology.Version}}
 		c.Status = clusterv1.ClusterStatus{}
+		trimClusterMeta(c, func(o client.Object) string { return o.GetName() })
 	}),
 }

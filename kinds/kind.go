@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -49,9 +50,12 @@ type Kind struct {
 	// caller decodes it whole. nil: the kind is decoded whole.
 	DecodeLean func(raw []byte, into client.Object) error
 	// Trim drops from a cached object's spec and status what no reader of
-	// the guard's cache reads; its metadata is trimmed by the cache, which
-	// keeps the owner references and labels of kinds with revisions. nil:
-	// the kind is cached whole (but its managed fields).
+	// the guard's cache reads, and of the labels and owner references the
+	// cache keeps for kinds with revisions, those that say nothing more
+	// than ClusterName and the topology-owned label (for worker pools,
+	// control planes and Clusters); the rest of its metadata is trimmed
+	// by the cache. nil: the kind is cached whole (but its managed
+	// fields).
 	Trim func(client.Object)
 	// Decide is how a change of the kind is judged: which of the policy's
 	// ways (Judge) decides it, with what of the object; nil for a kind the
@@ -118,6 +122,55 @@ func clusterName(obj client.Object, spec string) string {
 		}
 	}
 	return ""
+}
+
+// trimClusterMeta drops from a cached object the labels and owner
+// references no reader of the guard's cache reads: it keeps the
+// topology-owned label (the policy leaves topology-owned workers to the
+// topology controller) and, of the cluster-name label and the owner
+// references to a Cluster, only what clusterName needs to name the same
+// Cluster as before (a worker pool's spec.clusterName names it already,
+// a Cluster is its own).
+//
+// Why: a map and a slice of owner references cost several hundred bytes
+// per object, thousands of times over, for values that say what
+// clusterName and the topology-owned label say.
+func trimClusterMeta(o client.Object, clusterName func(client.Object) string) {
+	want := clusterName(o)
+	labels, refs := o.GetLabels(), o.GetOwnerReferences()
+	keep := func(keys ...string) map[string]string {
+		var out map[string]string
+		for _, k := range keys {
+			if v, ok := labels[k]; ok {
+				if out == nil {
+					out = make(map[string]string, len(keys))
+				}
+				out[k] = v
+			}
+		}
+		return out
+	}
+	o.SetOwnerReferences(nil)
+	o.SetLabels(keep(clusterv1.ClusterTopologyOwnedLabel))
+	if clusterName(o) == want {
+		return
+	}
+	o.SetLabels(keep(clusterv1.ClusterTopologyOwnedLabel, clusterv1.ClusterNameLabel))
+	if clusterName(o) == want {
+		return
+	}
+	var clusters []metav1.OwnerReference
+	for _, ref := range refs {
+		if ref.Kind == "Cluster" {
+			clusters = append(clusters, ref)
+		}
+	}
+	o.SetOwnerReferences(clusters)
+	if clusterName(o) != want {
+		// Never reached: clusterName reads nothing else. Keep all.
+		o.SetLabels(labels)
+		o.SetOwnerReferences(refs)
+	}
 }
 
 // rolloutAfter formats a spec.rollout.after as the revisions record it.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -126,5 +127,56 @@ func TestMachinePoolLabelValue(t *testing.T) {
 		if got := MachinePoolLabelValue(tc.name); got != tc.want {
 			t.Errorf("MachinePoolLabelValue(%q) = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestTrimKeepsTheClusterAndTopologyOwnership: a cached worker pool,
+// control plane or Cluster keeps, of its labels and owner references,
+// what names its Cluster as before and the topology-owned label; the
+// rest goes.
+func TestTrimKeepsTheClusterAndTopologyOwnership(t *testing.T) {
+	clusterRef := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "c1", UID: "uid-c1"}
+	otherRef := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Thing", Name: "t", UID: "uid-t"}
+	for _, tc := range []struct {
+		name       string
+		kind       Kind
+		obj        client.Object
+		wantLabels map[string]string
+		wantRefs   []metav1.OwnerReference
+	}{
+		{"a pool named by its spec", MachineDeployment,
+			&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1", "team": "a"},
+				OwnerReferences: []metav1.OwnerReference{clusterRef}}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}},
+			nil, nil},
+		{"a topology-owned pool", MachineDeployment,
+			&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1",
+				clusterv1.ClusterTopologyOwnedLabel: ""}}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}},
+			map[string]string{clusterv1.ClusterTopologyOwnedLabel: ""}, nil},
+		{"a pool whose label names another Cluster than its spec", MachineDeployment,
+			&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Labels: map[string]string{clusterv1.ClusterNameLabel: "c2"}},
+				Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}},
+			map[string]string{clusterv1.ClusterNameLabel: "c2"}, nil},
+		{"a control plane named by its label", KubeadmControlPlane,
+			&controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1", "team": "a"},
+				OwnerReferences: []metav1.OwnerReference{clusterRef, otherRef}}},
+			map[string]string{clusterv1.ClusterNameLabel: "c1"}, nil},
+		{"a control plane named by its owner", KubeadmControlPlane,
+			&controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "cp", Labels: map[string]string{"team": "a"},
+				OwnerReferences: []metav1.OwnerReference{otherRef, clusterRef}}},
+			nil, []metav1.OwnerReference{clusterRef}},
+		{"a control plane of no Cluster", KubeadmControlPlane,
+			&controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "cp", OwnerReferences: []metav1.OwnerReference{otherRef}}},
+			nil, nil},
+		{"a Cluster", Cluster,
+			&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c1", Labels: map[string]string{"rollout-guard.io/wave": "1"}, OwnerReferences: []metav1.OwnerReference{otherRef}}},
+			nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.kind.ClusterName(tc.obj)
+			tc.kind.Trim(tc.obj)
+			assert.Equal(t, want, tc.kind.ClusterName(tc.obj), "the same Cluster")
+			assert.Equal(t, tc.wantLabels, tc.obj.GetLabels())
+			assert.Equal(t, tc.wantRefs, tc.obj.GetOwnerReferences())
+		})
 	}
 }

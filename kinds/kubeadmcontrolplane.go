@@ -20,7 +20,8 @@ var kubeadmControlPlaneGVK = controlplanev1.GroupVersion.WithKind("KubeadmContro
 // image tag (the version etcd runs): files, commands and kubeadm's
 // configurations, most of a control plane's size, are read by no policy
 // rule, and the history reconciler reads them from the API server when
-// they are not recorded yet.
+// they are not recorded yet. Of its labels and owner references the cache
+// keeps what trimClusterMeta keeps.
 var KubeadmControlPlane = Kind{
 	GVK:         kubeadmControlPlaneGVK,
 	New:         func() client.Object { return &controlplanev1.KubeadmControlPlane{} },
@@ -48,6 +49,7 @@ var KubeadmControlPlane = Kind{
 			Replicas:        kcp.Status.Replicas,
 			LastRemediation: kcp.Status.LastRemediation,
 		}
+		trimClusterMeta(kcp, func(o client.Object) string { return clusterName(o, "") })
 	}),
 }
 

@@ -11,8 +11,9 @@ var machineDeploymentGVK = clusterv1.GroupVersion.WithKind("MachineDeployment")
 
 // MachineDeployment is the kind of MachineDeployments: its revisions are
 // its spec.template, its restarts spec.rollout.after. The cache keeps
-// spec.clusterName and spec.template.spec.version (what the policy reads)
-// and no status; the history reconciler reads the rest of the template
+// spec.clusterName and spec.template.spec.version (what the policy reads),
+// no status, and of its labels and owner references only what
+// trimClusterMeta keeps; the history reconciler reads the rest of the template
 // from the API server when it is not recorded yet.
 var MachineDeployment = Kind{
 	GVK:         machineDeploymentGVK,
@@ -36,5 +37,6 @@ var MachineDeployment = Kind{
 		md.Spec = clusterv1.MachineDeploymentSpec{ClusterName: md.Spec.ClusterName}
 		md.Spec.Template.Spec.Version = version
 		md.Status = clusterv1.MachineDeploymentStatus{}
+		trimClusterMeta(md, func(o client.Object) string { return clusterName(o, md.Spec.ClusterName) })
 	}),
 }

@@ -27,9 +27,10 @@ import (
 //     (kinds.Kind.Trim): a ClusterClass keeps spec.kubernetesVersions and
 //     the upgrade-plan extension (how Cluster API plans a chained upgrade),
 //     a Cluster its control-plane reference and spec.paused. All keep
-//     their labels, owner references (revisions are owned by the object)
-//     and the project's own annotations (revision stamps and the highest
-//     versions run).
+//     the project's own annotations (revision stamps and the highest
+//     versions run); of their labels and owner references, worker pools,
+//     control planes and Clusters keep what names their Cluster and the
+//     topology-owned label, the others all.
 //   - Machine: kept as a compact entry of what the policy reads of it
 //     (CompactMachine), which MachineStore reads; the cache cannot give it
 //     back as a Machine.

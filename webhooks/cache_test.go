@@ -205,8 +205,8 @@ func TestCacheTransformsKeepWhatThePolicyReads(t *testing.T) {
 
 // TestCacheTransformsKeepWhatHistoryReads checks that the history
 // reconciler records the same revision from a trimmed object as from the
-// whole one — same content hash, stamps, highest versions run, owner and
-// creation time — for every kind whose revision content the cache keeps
+// whole one — same content hash, stamps, highest versions run, owner,
+// Cluster, topology ownership and creation time — for every kind whose revision content the cache keeps
 // (RevisionContentCached: MachinePools). A KubeadmControlPlane's and a
 // MachineDeployment's it does not keep: their cached copy carries the
 // hash of the whole content (history.AnnotationCachedHash), and the
@@ -254,9 +254,11 @@ func TestCacheTransformsKeepWhatHistoryReads(t *testing.T) {
 			assert.Equal(t, revisions.StampsOf(obj), revisions.StampsOf(small[i]))
 			assert.NotZero(t, revisions.StampsOf(small[i]).Revision)
 			assert.Equal(t, obj.GetUID(), small[i].GetUID())
-			assert.Equal(t, obj.GetOwnerReferences(), small[i].GetOwnerReferences())
+			assert.Equal(t, kind.ClusterName(obj), kind.ClusterName(small[i]), "the Cluster it belongs to")
+			_, owned := obj.GetLabels()[clusterv1.ClusterTopologyOwnedLabel]
+			_, keptOwned := small[i].GetLabels()[clusterv1.ClusterTopologyOwnedLabel]
+			assert.Equal(t, owned, keptOwned, "whether a topology owns it")
 			assert.Equal(t, obj.GetCreationTimestamp(), small[i].GetCreationTimestamp())
-			assert.Equal(t, obj.GetLabels(), small[i].GetLabels())
 			assert.Equal(t, obj.GetGeneration(), small[i].GetGeneration())
 			if k, isKCP := obj.(*controlplanev1.KubeadmControlPlane); isKCP {
 				cached := small[i].(*controlplanev1.KubeadmControlPlane)

@@ -2,9 +2,11 @@ package webhooks
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
+	"strconv"
 	"time"
 	"unique"
 
@@ -109,20 +111,43 @@ func (r machineReader) List(ctx context.Context, list client.ObjectList, opts ..
 
 // machineEntry is what the store keeps of a Machine. An entry never
 // changes once made: a new version of the Machine is a new entry.
+//
+// Its strings but the name are shared handles (unique.Handle), and what
+// Machines of one pool have alike — the labels kept — is one shared
+// encoding (rest): thousands of Machines then cost little more than their
+// names and numbers.
 type machineEntry struct {
-	namespace, name, resourceVersion     string
-	clusterName, version, kubeletVersion string
-	created                              time.Time
-	// labels are the labels the policy reads (see keptMachineLabel), sorted.
-	labels []machineLabel
-	// updatingInPlace: the Machine carries Cluster API's in-place update
-	// annotation, which the revert rule reads (such a Machine may already
-	// run what its spec does not say yet). Its other annotations are
-	// dropped.
-	updatingInPlace bool
+	name                            string
+	namespace, clusterName, version unique.Handle[string]
+	// kubeletVersion is the one its node reports, set when
+	// flagMachineNodeInfo.
+	kubeletVersion unique.Handle[string]
+	// rest encodes the labels the policy reads (see keptMachineLabel),
+	// sorted, and the resourceVersion when it is not a decimal number
+	// (see encodeRest).
+	rest unique.Handle[string]
+	// resourceVersion, when flagMachineRV.
+	resourceVersion uint64
+	// created is the creation time in nanoseconds since the Unix epoch,
+	// when flagMachineCreated.
+	created int64
+	flags   uint8
 }
 
-type machineLabel struct{ key, value string }
+// The flags of a machineEntry.
+const (
+	// flagMachineRV: resourceVersion holds the resourceVersion.
+	flagMachineRV uint8 = 1 << iota
+	// flagMachineCreated: created holds the creation time.
+	flagMachineCreated
+	// flagMachineNodeInfo: the Machine reports its node's system info.
+	flagMachineNodeInfo
+	// flagMachineUpdatingInPlace: the Machine carries Cluster API's
+	// in-place update annotation, which the revert rule reads (such a
+	// Machine may already run what its spec does not say yet). Its other
+	// annotations are dropped.
+	flagMachineUpdatingInPlace
+)
 
 // GetObjectKind is part of runtime.Object, which the informer stores.
 func (*machineEntry) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -133,25 +158,38 @@ func (e *machineEntry) DeepCopyObject() runtime.Object { return e }
 // GetObjectMeta gives the informer the entry's namespace, name and
 // resourceVersion (its key, and what a watch resumes from).
 func (e *machineEntry) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: e.namespace, Name: e.name, ResourceVersion: e.resourceVersion}
+	return &metav1.ObjectMeta{Namespace: e.namespace.Value(), Name: e.name, ResourceVersion: e.resourceVersionText()}
+}
+
+// resourceVersionText is the entry's resourceVersion as the API server
+// gave it.
+func (e *machineEntry) resourceVersionText() string {
+	if e.flags&flagMachineRV != 0 {
+		return strconv.FormatUint(e.resourceVersion, 10)
+	}
+	rv, _ := decodeRest(e.rest.Value())
+	return rv
 }
 
 // machine returns the Machine as the policy reads it.
 func (e *machineEntry) machine() clusterv1.Machine {
 	m := clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.name, ResourceVersion: e.resourceVersion, CreationTimestamp: metav1.NewTime(e.created)},
-		Spec:       clusterv1.MachineSpec{ClusterName: e.clusterName, Version: e.version},
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace.Value(), Name: e.name, ResourceVersion: e.resourceVersionText()},
+		Spec:       clusterv1.MachineSpec{ClusterName: e.clusterName.Value(), Version: e.version.Value()},
 	}
-	if len(e.labels) > 0 {
-		m.Labels = make(map[string]string, len(e.labels))
-		for _, l := range e.labels {
-			m.Labels[l.key] = l.value
+	if e.flags&flagMachineCreated != 0 {
+		m.CreationTimestamp = metav1.NewTime(time.Unix(0, e.created))
+	}
+	if _, labels := decodeRest(e.rest.Value()); len(labels) > 0 {
+		m.Labels = make(map[string]string, len(labels)/2)
+		for i := 0; i < len(labels); i += 2 {
+			m.Labels[labels[i]] = labels[i+1]
 		}
 	}
-	if e.kubeletVersion != "" {
-		m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: e.kubeletVersion}
+	if e.flags&flagMachineNodeInfo != 0 && e.kubeletVersion.Value() != "" {
+		m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: e.kubeletVersion.Value()}
 	}
-	if e.updatingInPlace {
+	if e.flags&flagMachineUpdatingInPlace != 0 {
 		m.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
 	}
 	return m
@@ -170,25 +208,58 @@ func toMachineEntry(in any) (any, error) {
 	return in, nil
 }
 
-// newMachineEntry is the machineEntry of m. The strings Machines repeat —
-// namespaces, cluster names, versions, label keys and pool names — are
-// shared, not copied per Machine.
+// newMachineEntry is the machineEntry of m.
 func newMachineEntry(m *clusterv1.Machine) *machineEntry {
 	e := &machineEntry{
-		namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion,
-		clusterName: shared(m.Spec.ClusterName), version: shared(m.Spec.Version), created: m.CreationTimestamp.Time,
+		name: m.Name, namespace: unique.Make(m.Namespace), clusterName: unique.Make(m.Spec.ClusterName), version: unique.Make(m.Spec.Version),
 	}
 	if m.Status.NodeInfo != nil {
-		e.kubeletVersion = shared(m.Status.NodeInfo.KubeletVersion)
+		e.kubeletVersion, e.flags = unique.Make(m.Status.NodeInfo.KubeletVersion), e.flags|flagMachineNodeInfo
 	}
-	_, e.updatingInPlace = m.Annotations[clusterv1.UpdateInProgressAnnotation]
-	for k, v := range m.Labels {
+	if _, ok := m.Annotations[clusterv1.UpdateInProgressAnnotation]; ok {
+		e.flags |= flagMachineUpdatingInPlace
+	}
+	if !m.CreationTimestamp.IsZero() {
+		e.created, e.flags = m.CreationTimestamp.UnixNano(), e.flags|flagMachineCreated
+	}
+	rvText := m.ResourceVersion
+	if rv, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil && strconv.FormatUint(rv, 10) == m.ResourceVersion {
+		e.resourceVersion, e.flags, rvText = rv, e.flags|flagMachineRV, ""
+	}
+	var labels []string
+	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
 		if keptMachineLabel(k) {
-			e.labels = append(e.labels, machineLabel{shared(k), shared(v)})
+			labels = append(labels, k, m.Labels[k])
 		}
 	}
-	slices.SortFunc(e.labels, func(a, b machineLabel) int { return strings.Compare(a.key, b.key) })
+	e.rest = encodeRest(rvText, labels)
 	return e
+}
+
+// encodeRest is the shared encoding of a resourceVersion that is not a
+// number ("" when it is) and of label keys and values: each string after
+// its length.
+func encodeRest(rv string, labels []string) unique.Handle[string] {
+	var b []byte
+	for _, s := range append([]string{rv}, labels...) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return unique.Make(string(b))
+}
+
+// decodeRest reads an encoding of encodeRest.
+func decodeRest(s string) (rv string, labels []string) {
+	var out []string
+	for s != "" {
+		n, w := binary.Uvarint([]byte(s[:min(len(s), binary.MaxVarintLen64)]))
+		out = append(out, s[w:w+int(n)])
+		s = s[w+int(n):]
+	}
+	if len(out) == 0 {
+		return "", nil
+	}
+	return out[0], out[1:]
 }
 
 // keptMachineLabel says which labels of a Machine the policy reads: the
@@ -207,7 +278,7 @@ func keptMachineLabel(k string) bool {
 // byCluster is the store's index of entries by namespace and cluster.
 func byCluster(obj any) ([]string, error) {
 	if e, ok := obj.(*machineEntry); ok {
-		return []string{e.namespace + "/" + e.clusterName}, nil
+		return []string{e.namespace.Value() + "/" + e.clusterName.Value()}, nil
 	}
 	return nil, nil
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // TestIndexListsAsTheAPIServer: the revision index the guard answers from
-// (history.Index: a metadata-only informer of RolloutRevisions, each
+// (history.Index: a metadata-only reflector of RolloutRevisions, each
 // kept as a compact entry) gives an object's history as a List of whole
 // RolloutRevisions from kube-apiserver does — same names, numbers,
 // records and hashes, in the same order — without the data. The history
