@@ -15,6 +15,16 @@
 //     patch of six annotations the size of the guard's revision stamps
 //     (noop-webhook's /stamp paths): the floor of any webhook that stamps
 //     what it admits, so that guard/noop-stamp is the guard's own work;
+//   - noop-record: the same pair, its mutating webhooks stamping as
+//     noop-stamp's and, for every edit that makes a new revision (a
+//     MachineDeployment's spec.template, a KubeadmControlPlane's
+//     spec.version, spec.machineTemplate or spec.kubeadmConfigSpec changed;
+//     never labels, annotations, replicas or status), creating one
+//     RolloutRevision holding the replaced revision, owned by the object,
+//     inside the mutating call, with the guard's identity (noop-webhook's
+//     /record paths): the floor of the design, what any webhook that keeps
+//     the guard's history must pay, so that guard/noop-record is the
+//     guard's own cost;
 //   - noop-nomc: the same pair without matchConditions;
 //   - guard: bin/webhook registered from config/webhook/manifests.yaml, as
 //     test/framework runs it (validating, mutating, recording revisions).
@@ -73,14 +83,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -96,6 +109,7 @@ const (
 	cfgNoop      = "noop"
 	cfgNoopNoMC  = "noop-nomc"
 	cfgNoopStamp = "noop-stamp"
+	cfgNoopRec   = "noop-record"
 	cfgGuard     = "guard"
 )
 
@@ -135,7 +149,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of kube-apiserver under each configuration's saturation load in the last round, and of the guard under its own, here")
 	flag.StringVar(&o.summary, "summary", "", "set the admission section of this JSON summary (e.g. bench/summary.json)")
-	flag.StringVar(&o.configs, "configs", "none,vap,noop,guard", "configurations to run (also: noop-stamp, the no-op pair whose mutating webhook stamps six annotations as the guard does; noop-nomc)")
+	flag.StringVar(&o.configs, "configs", "none,vap,noop,noop-record,guard", "configurations to run, in the order of the first round (also: noop-stamp, the no-op pair whose mutating webhook stamps six annotations as the guard does; noop-nomc, the no-op pair without matchConditions)")
 	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")
 	flag.StringVar(&o.watchKubeconfig, "watch-kubeconfig", "", "internal: be the background watcher of the cluster of this kubeconfig")
 	flag.Parse()
@@ -196,11 +210,12 @@ type bench struct {
 	patchSeq map[types.NamespacedName]int
 	// results[config][workload] are the figures of the measured edits.
 	results map[string]map[workload]*cell
-	// revisionEdits counts the guard's edits that made a new revision
-	// (measured and warm-up); revisionReqs the RolloutRevision
-	// requests the API server counted meanwhile, by verb.
-	revisionEdits int
-	revisionReqs  map[string]float64
+	// revisionEdits counts, by configuration (the guard, the recording
+	// floor), the edits that made a new revision (measured and warm-up);
+	// revisionReqs the RolloutRevision requests the API server counted
+	// meanwhile, by verb.
+	revisionEdits map[string]int
+	revisionReqs  map[string]map[string]float64
 }
 
 func run(o options) (retErr error) {
@@ -246,7 +261,7 @@ func run(o options) (retErr error) {
 		return fmt.Errorf("starting the API server: %w", err)
 	}
 	b := &bench{o: o, env: env, out: out, patchSeq: map[types.NamespacedName]int{},
-		results: map[string]map[workload]*cell{}, revisionReqs: map[string]float64{}, guardPprof: guardPprof}
+		results: map[string]map[workload]*cell{}, revisionEdits: map[string]int{}, revisionReqs: map[string]map[string]float64{}, guardPprof: guardPprof}
 	defer func() {
 		b.stopNoop()
 		b.stopWatcher()
@@ -392,8 +407,12 @@ func (b *bench) startNoop(ctx context.Context) error {
 		return fmt.Errorf("the no-op webhook's metrics address: %w", err)
 	}
 	b.noopMetrics = "http://" + metricsAddr + "/metrics"
+	kubeconfig, err := b.guardIdentityKubeconfig()
+	if err != nil {
+		return err
+	}
 	b.noopCmd = exec.Command(b.o.noopBin, "--port", strconv.Itoa(port), "--cert-dir", b.env.GuardCertDir(), "--manifests", b.env.GuardManifests(),
-		"--metrics-bind-address", metricsAddr)
+		"--metrics-bind-address", metricsAddr, "--kubeconfig", kubeconfig)
 	b.noopCmd.Stdout, b.noopCmd.Stderr = os.Stderr, os.Stderr
 	if err := b.noopCmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", b.o.noopBin, err)
@@ -420,6 +439,26 @@ func (b *bench) startNoop(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// guardIdentityKubeconfig writes, beside the admin kubeconfig, a
+// kubeconfig in which the admin impersonates the guard's ServiceAccount,
+// as the guard runs (framework.GuardConfig): the no-op's recording floor
+// writes its RolloutRevisions with the guard's identity and rights.
+func (b *bench) guardIdentityKubeconfig() (string, error) {
+	kc, err := clientcmd.LoadFromFile(b.env.Kubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("reading the admin kubeconfig: %w", err)
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = framework.GuardServiceAccount
+		ai.ImpersonateGroups = framework.GuardGroups()
+	}
+	path := filepath.Join(filepath.Dir(b.env.Kubeconfig), "noop-webhook.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return "", fmt.Errorf("writing the no-op webhook's kubeconfig: %w", err)
+	}
+	return path, nil
 }
 
 func (b *bench) stopNoop() {
@@ -468,6 +507,23 @@ func (b *bench) configurations(list string) ([]config, error) {
 			uninstall: func(ctx context.Context) error { return b.uninstallObjects(ctx, b.noopStampConfigurations) },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: allow},
 		},
+		cfgNoopRec: {
+			name:      cfgNoopRec,
+			workloads: policedWorkloads(b.o),
+			install: func(ctx context.Context) error {
+				if err := b.checkRevisionCRD(ctx); err != nil {
+					return err
+				}
+				return b.installObjects(ctx, b.noopRecordConfigurations)
+			},
+			uninstall: func(ctx context.Context) error {
+				if err := b.uninstallObjects(ctx, b.noopRecordConfigurations); err != nil {
+					return err
+				}
+				return b.deleteFloorRecords(ctx)
+			},
+			want: map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: recorded, probeLabelRefuse: allow},
+		},
 		cfgNoopNoMC: {
 			name:      cfgNoopNoMC,
 			workloads: []workload{{regime: regimeSat, writers: 1, edit: mdLabel}, {regime: regimeSat, writers: 1, edit: kcpLabel}},
@@ -488,7 +544,7 @@ func (b *bench) configurations(list string) ([]config, error) {
 	for _, name := range strings.Split(list, ",") {
 		cf, ok := all[strings.TrimSpace(name)]
 		if !ok {
-			return nil, fmt.Errorf("--configs: unknown configuration %q (known: none, vap, noop, noop-stamp, noop-nomc, guard)", name)
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: none, vap, noop, noop-stamp, noop-record, noop-nomc, guard)", name)
 		}
 		out = append(out, cf)
 	}
@@ -545,6 +601,22 @@ func (b *bench) noopConfigurations(withMC bool) ([]client.Object, error) {
 // paths): what any webhook that stamps objects costs, the guard's own
 // work apart.
 func (b *bench) noopStampConfigurations() ([]client.Object, error) {
+	return b.noopFloorConfigurations(noopStampPrefix, "noop-stamp")
+}
+
+// noopRecordConfigurations are the no-op pair's configurations with the
+// mutating webhooks calling the recording floor (noop-webhook's /record
+// paths): stamps, and one RolloutRevision created per edit that makes a
+// new revision, inside the mutating call: what keeping the guard's
+// history costs any webhook, the guard's own work apart.
+func (b *bench) noopRecordConfigurations() ([]client.Object, error) {
+	return b.noopFloorConfigurations(noopRecordPrefix, "noop-record")
+}
+
+// noopFloorConfigurations are the no-op pair's configurations renamed
+// after tag, the mutating webhooks calling noop-webhook's paths under
+// prefix.
+func (b *bench) noopFloorConfigurations(prefix, tag string) ([]client.Object, error) {
 	objs, err := b.noopConfigurations(true)
 	if err != nil {
 		return nil, err
@@ -552,19 +624,19 @@ func (b *bench) noopStampConfigurations() ([]client.Object, error) {
 	for _, obj := range objs {
 		switch cfg := obj.(type) {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
-			cfg.Name = "rollout-bench-noop-stamp-validating"
+			cfg.Name = "rollout-bench-" + tag + "-validating"
 			for i := range cfg.Webhooks {
-				cfg.Webhooks[i].Name = strings.Replace(cfg.Webhooks[i].Name, "noop-", "noop-stamp-", 1)
+				cfg.Webhooks[i].Name = strings.Replace(cfg.Webhooks[i].Name, "noop-", tag+"-", 1)
 			}
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
-			cfg.Name = "rollout-bench-noop-stamp-mutating"
+			cfg.Name = "rollout-bench-" + tag + "-mutating"
 			for i := range cfg.Webhooks {
 				w := &cfg.Webhooks[i]
-				w.Name = strings.Replace(w.Name, "noop-", "noop-stamp-", 1)
+				w.Name = strings.Replace(w.Name, "noop-", tag+"-", 1)
 				if w.ClientConfig.URL == nil || !strings.HasPrefix(*w.ClientConfig.URL, b.noopURL+"/") {
 					return nil, fmt.Errorf("mutating webhook %s does not call the no-op server at %s", w.Name, b.noopURL)
 				}
-				u := b.noopURL + noopStampPrefix + strings.TrimPrefix(*w.ClientConfig.URL, b.noopURL)
+				u := b.noopURL + prefix + strings.TrimPrefix(*w.ClientConfig.URL, b.noopURL)
 				w.ClientConfig.URL = &u
 			}
 		}
@@ -572,8 +644,38 @@ func (b *bench) noopStampConfigurations() ([]client.Object, error) {
 	return objs, nil
 }
 
+// checkRevisionCRD makes sure the RolloutRevision CRD (which the
+// environment installs with the Cluster API CRDs) serves, so that the
+// recording floor's creates can succeed.
+func (b *bench) checkRevisionCRD(ctx context.Context) error {
+	if err := b.c.List(ctx, &rgv1alpha1.RolloutRevisionList{}, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return fmt.Errorf("the RolloutRevision CRD does not serve: %w", err)
+	}
+	return nil
+}
+
 // noopStampPrefix is noop-webhook's path prefix of its stamping floor.
 const noopStampPrefix = "/stamp"
+
+// floorRecordLabel is a label every RolloutRevision of the recording
+// floor carries (noop-webhook's recordLabelHash).
+const floorRecordLabel = "rollout-bench/hash"
+
+// deleteFloorRecords deletes the recording floor's RolloutRevisions, so
+// that the guard, in its own slices, never meets them.
+func (b *bench) deleteFloorRecords(ctx context.Context) error {
+	sel, err := labels.Parse(floorRecordLabel)
+	if err != nil {
+		return err
+	}
+	if err := b.c.DeleteAllOf(ctx, &rgv1alpha1.RolloutRevision{}, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return fmt.Errorf("deleting the recording floor's RolloutRevisions: %w", err)
+	}
+	return nil
+}
+
+// noopRecordPrefix is noop-webhook's path prefix of its recording floor.
+const noopRecordPrefix = "/record"
 
 // installObjects creates the objects configurations gives.
 func (b *bench) installObjects(ctx context.Context, configurations func() ([]client.Object, error)) error {
@@ -708,7 +810,10 @@ const (
 	allow   = "allowed"
 	plain   = "allowed, unchanged"
 	mutated = "allowed, mutated by the no-op webhook"
-	stamped = "allowed, stamped by the guard"
+	// recorded is the probe's mutation by the recording floor (which
+	// records nothing on a dry run).
+	recorded = "allowed, mutated by the no-op webhook's recording floor"
+	stamped  = "allowed, stamped by the guard"
 
 	noopRefusal = "noop-webhook: refused the probe"
 )
@@ -760,13 +865,15 @@ func (b *bench) probeAll(ctx context.Context, want map[string]string) (map[strin
 			got[name] = allow
 		case md.Annotations["rollout-bench/mutated"] == "true":
 			got[name] = mutated
+		case md.Annotations["rollout-bench/mutated"] == "record":
+			got[name] = recorded
 		case md.Annotations["rollout-guard.io/revision"] != live.Annotations["rollout-guard.io/revision"]:
 			got[name] = stamped
 		default:
 			got[name] = plain
 		}
 		w := want[name]
-		ok := got[name] == w || (err != nil && w != allow && w != plain && w != mutated && w != stamped && strings.Contains(err.Error(), w))
+		ok := got[name] == w || (err != nil && w != allow && w != plain && w != mutated && w != recorded && w != stamped && strings.Contains(err.Error(), w))
 		if !ok && firstErr == nil {
 			firstErr = fmt.Errorf("probe %s: got %q, want %q", name, got[name], w)
 		}

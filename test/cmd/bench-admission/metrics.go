@@ -109,7 +109,7 @@ func (b *bench) serverTimes(ctx context.Context, cf config) (map[string]webhookT
 	switch cf.name {
 	case cfgGuard:
 		url, token = b.env.GuardMetricsURL(), b.metricsToken
-	case cfgNoop, cfgNoopStamp, cfgNoopNoMC:
+	case cfgNoop, cfgNoopStamp, cfgNoopRec, cfgNoopNoMC:
 		url = b.noopMetrics
 	default:
 		return nil, nil

@@ -159,7 +159,8 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 	case <-time.After(b.o.settle):
 	}
 	var before map[string]float64
-	if cf.name == cfgGuard {
+	records := cf.name == cfgGuard || cf.name == cfgNoopRec
+	if records {
 		var err error
 		if before, err = b.revisionRequests(ctx); err != nil {
 			return err
@@ -215,8 +216,8 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		}
 		s := summarize(lat, wall)
 		c.rounds = append(c.rounds, s)
-		if cf.name == cfgGuard && makesRevision(w.edit) {
-			b.revisionEdits += b.o.warmup + n
+		if records && makesRevision(w.edit) {
+			b.revisionEdits[cf.name] += b.o.warmup + n
 		}
 		fmt.Fprintf(b.out, "BenchmarkAdmission/%s/config=%s %d %d ns/op %d p50-ns %d p99-ns %.1f edits/s\n",
 			w, cf.name, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), s.p99.Nanoseconds(), s.throughput)
@@ -226,16 +227,20 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 			return err
 		}
 	}
-	if cf.name == cfgGuard {
-		// The reconciler records and prunes right after the edits it saw;
-		// count that work too.
+	if records {
+		// The guard's reconciler records and prunes right after the edits
+		// it saw; count that work too (the recording floor, the same
+		// wait, has none).
 		time.Sleep(2 * time.Second)
 		after, err := b.revisionRequests(ctx)
 		if err != nil {
 			return err
 		}
+		if b.revisionReqs[cf.name] == nil {
+			b.revisionReqs[cf.name] = map[string]float64{}
+		}
 		for verb, v := range after {
-			b.revisionReqs[verb] += v - before[verb]
+			b.revisionReqs[cf.name][verb] += v - before[verb]
 		}
 	}
 	if err := cf.uninstall(ctx); err != nil {
@@ -468,6 +473,22 @@ func (b *bench) ratios() []ratio {
 		w := workload{regime: regimePace, writers: 1, edit: e}
 		add("operator pace "+e+": guard/noop-stamp p50", cfgGuard, cfgNoopStamp, w, "p50", 0, false)
 		add("operator pace "+e+": noop-stamp/noop p50", cfgNoopStamp, cfgNoop, w, "p50", 0, false)
+	}
+	// The guard next to the floor of the design (noop-record): a webhook
+	// that stamps and creates one RolloutRevision per new revision, as the
+	// guard must; what is left is the guard's own cost.
+	for _, e := range policedEdits {
+		w := workload{regime: regimePace, writers: 1, edit: e}
+		add("operator pace "+e+": guard/noop-record p50", cfgGuard, cfgNoopRec, w, "p50", 0, false)
+		add("operator pace "+e+": guard/noop-record p99", cfgGuard, cfgNoopRec, w, "p99", 0, false)
+		add("operator pace "+e+": noop-record/noop p50", cfgNoopRec, cfgNoop, w, "p50", 0, false)
+	}
+	for _, n := range b.o.writers {
+		for _, e := range policedEdits {
+			w := workload{regime: regimeSat, writers: n, edit: e}
+			add(fmt.Sprintf("saturation %d writers %s: guard/noop-record edits/s", n, e), cfgGuard, cfgNoopRec, w, "edits/s", 0, true)
+			add(fmt.Sprintf("saturation %d writers %s: guard/noop-record p50", n, e), cfgGuard, cfgNoopRec, w, "p50", 0, false)
+		}
 	}
 	// The floor itself, next to nothing and next to a policy in the API
 	// server.
