@@ -52,7 +52,9 @@
 // (benchstat reads them; custom units p50-ns, p99-ns, edits/s), then the
 // pooled figures, every ratio with its spread over rounds (min–max) and
 // the targets, the CPU time each process spent per edit (read from
-// /proc: a profile from outside), the API server's count of
+// a cgroup made for each process the run starts: cgroup v1 cpuacct.usage,
+// or cgroup v2 cpu.stat, or, where neither is writable, /proc, the report
+// saying which), the API server's count of
 // RolloutRevision requests per recorded revision, and, with --summary,
 // the same figures as JSON in one section of bench/summary.json.
 package main
@@ -200,6 +202,8 @@ type bench struct {
 	watcher      *watcher
 	mds          []types.NamespacedName
 	kcps         []types.NamespacedName
+	// cpu reads each process's CPU time from a cgroup of its own.
+	cpu *cpuMeter
 	// guardPprof is the guard's --pprof-bind-address, "" when it
 	// serves no profiles (no --profile-dir).
 	guardPprof string
@@ -248,6 +252,18 @@ func run(o options) (retErr error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	// The guard serves its metrics, so that its own answer times can be
 	// set beside the API server's account of each call.
+	// Each process's CPU time is read from a cgroup of its own, made for
+	// the run and removed at its end (after the processes have stopped).
+	cpu, err := newCPUMeter()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-admission: no cgroup for CPU time, reading /proc instead: %v\n", err)
+	}
+	defer func() {
+		if err := cpu.close(); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	cpu.track("bench-admission", os.Getpid())
 	opts := framework.Options{BinDir: o.binDir, Log: logFile, GuardMetrics: true}
 	guardPprof := ""
 	if o.profileDir != "" {
@@ -260,7 +276,12 @@ func run(o options) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("starting the API server: %w", err)
 	}
-	b := &bench{o: o, env: env, out: out, patchSeq: map[types.NamespacedName]int{},
+	for pid, comm := range childCommands() {
+		if comm == "kube-apiserver" || comm == "etcd" {
+			cpu.track(comm, pid)
+		}
+	}
+	b := &bench{o: o, env: env, out: out, cpu: cpu, patchSeq: map[types.NamespacedName]int{},
 		results: map[string]map[workload]*cell{}, revisionEdits: map[string]int{}, revisionReqs: map[string]map[string]float64{}, guardPprof: guardPprof}
 	defer func() {
 		b.stopNoop()
@@ -291,8 +312,8 @@ func run(o options) (retErr error) {
 	}
 	// Start the guard once to set up its identity and certificate, which the
 	// no-op webhook serves too (the API server trusts its CA).
-	if err := env.StartGuard(ctx); err != nil {
-		return fmt.Errorf("starting the guard: %w", err)
+	if err := b.startGuard(ctx); err != nil {
+		return err
 	}
 	if err := b.uninstallGuard(ctx); err != nil {
 		return err
@@ -417,6 +438,7 @@ func (b *bench) startNoop(ctx context.Context) error {
 	if err := b.noopCmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", b.o.noopBin, err)
 	}
+	b.cpu.track("noop-webhook", b.noopCmd.Process.Pid)
 	b.noopURL = "https://127.0.0.1:" + strconv.Itoa(port)
 	// The API server checks the certificate; this wait only needs to know
 	// that the port serves.
@@ -534,7 +556,7 @@ func (b *bench) configurations(list string) ([]config, error) {
 		cfgGuard: {
 			name:      cfgGuard,
 			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads()...),
-			install:   b.env.StartGuard,
+			install:   b.startGuard,
 			uninstall: b.uninstallGuard,
 			// The guard allows a worker's patch downgrade (only minors matter to skew).
 			want: map[string]string{probeDowngrade: allow, probeTooNew: "[rule WorkerNewerThanControlPlane]", probeRefuse: allow, probeMutate: stamped, probeLabelRefuse: allow},
@@ -549,6 +571,15 @@ func (b *bench) configurations(list string) ([]config, error) {
 		out = append(out, cf)
 	}
 	return out, nil
+}
+
+// startGuard starts the guard and moves it into its cgroup.
+func (b *bench) startGuard(ctx context.Context) error {
+	if err := b.env.StartGuard(ctx); err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
+	}
+	b.cpu.track("webhook", b.env.GuardPID())
+	return nil
 }
 
 // uninstallGuard stops the guard and removes its webhook configurations
@@ -934,6 +965,27 @@ func processCPU(names map[int]string) map[string]time.Duration {
 			comm = name
 		}
 		out[comm] += t
+	}
+	return out
+}
+
+// childCommands are this process's child processes' command names, by
+// pid.
+func childCommands() map[int]string {
+	out := map[int]string{}
+	self := os.Getpid()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, ppid, comm, ok := readStat(pid); ok && ppid == self {
+			out[pid] = comm
+		}
 	}
 	return out
 }

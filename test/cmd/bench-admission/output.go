@@ -51,7 +51,7 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 		fmt.Fprintf(w, "| %s | %.3f | %.3f–%.3f | %s | %s |\n", r.Name, r.Value.Pooled, r.Value.Min, r.Value.Max, target, verdict)
 	}
 
-	fmt.Fprintf(w, "\n# CPU time per edit (ms), from /proc of each process during the measured edits\n\n")
+	fmt.Fprintf(w, "\n# CPU time per edit (ms) of each process during the measured edits, from %s\n\n", b.cpuInstruments())
 	fmt.Fprintf(w, "| workload | configuration | %s |\n", strings.Join(procs, " | "))
 	fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(procs)))
 	for _, wl := range workloads {
@@ -115,6 +115,29 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 	}
 }
 
+// cpuInstruments says how each process's CPU time was read: one
+// instrument for all, or each process's.
+func (b *bench) cpuInstruments() string {
+	by := map[string][]string{}
+	for _, p := range procs {
+		in := b.cpu.instrumentOf(p)
+		by[in] = append(by[in], p)
+	}
+	if len(by) == 1 {
+		for in := range by {
+			if in == instrumentProc {
+				return in + " of each process (no writable cgroup)"
+			}
+			return in + " of a cgroup per process (" + strings.Join(procs, ", ") + ")"
+		}
+	}
+	var parts []string
+	for _, in := range sortedKeys(by) {
+		parts = append(parts, in+" for "+strings.Join(by[in], ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // admissionSummary is the admission section of bench/summary.json.
 type admissionSummary struct {
 	Command   string         `json:"command"`
@@ -130,8 +153,10 @@ type admissionSummary struct {
 	Writers   []int          `json:"writers"`
 	Watcher   string         `json:"background_watcher_events,omitempty"`
 	Workloads []workloadFig  `json:"workloads"`
-	Ratios    []ratio        `json:"ratios"`
-	Revisions *revisionFig   `json:"revision_requests,omitempty"`
+	// CPUInstrument says how cpu_ms_per_edit was read.
+	CPUInstrument string       `json:"cpu_instrument,omitempty"`
+	Ratios        []ratio      `json:"ratios"`
+	Revisions     *revisionFig `json:"revision_requests,omitempty"`
 	// RecordRevisions is Revisions for the recording floor (noop-record):
 	// one create per revision, by construction.
 	RecordRevisions *revisionFig `json:"revision_requests_noop_record,omitempty"`
@@ -173,7 +198,7 @@ func (b *bench) summary(configs []config, m report.Machine, begin time.Time, too
 		Command: strings.Join(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...), " "), Started: begin.UTC().Format(time.RFC3339), Took: took.Round(time.Second).String(),
 		Machine: m, Guard: guardVersion(b.env.BinDir), APIServer: apiServerVersion(b.env.BinDir),
 		Rounds: b.o.rounds, PaceEdits: b.o.paceEdits, PaceRate: b.o.paceRate, SatEdits: b.o.satEdits, Writers: b.o.writers,
-		Watcher: events, Ratios: b.ratios(),
+		Watcher: events, Ratios: b.ratios(), CPUInstrument: b.cpuInstruments(),
 	}
 	for _, wl := range orderedWorkloads(configs) {
 		for _, cf := range configs {

@@ -187,12 +187,12 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if err != nil {
 			return err
 		}
-		cpu0 := processCPU(b.procNames())
+		cpu0 := b.cpu.read(b.procNames())
 		lat, wall, err := b.timeWorkload(ctx, w, n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
 		}
-		cpu1 := processCPU(b.procNames())
+		cpu1 := b.cpu.read(b.procNames())
 		calls1, err := b.webhookTimes(ctx)
 		if err != nil {
 			return err
