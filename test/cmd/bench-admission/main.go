@@ -36,8 +36,9 @@
 // add is measured as the marginal cost it is.
 //
 // Two regimes, reported apart (workloads.go): an operator's pace (one
-// writer at --pace-rate edits/s) and saturation (--writers concurrent
-// writers, as fast as answered), for template, version and label edits;
+// writer at --pace-rate edits/s, --pace-edits per round) and saturation
+// (--writers concurrent writers, as fast as answered), for template,
+// version and label edits;
 // and the bookkeeping edits Cluster API's controllers make (label,
 // annotation, status, replicas) at saturation, which the guard's
 // matchConditions leave out. The run is split into rounds; each round
@@ -48,8 +49,16 @@
 // runs only during its own slices (its background reconciler would
 // otherwise work during the others').
 //
+// --edits and --regimes restrict the workloads, so that a run can pool
+// the 1,000 edits a p99 needs at an operator's pace in reasonable time
+// (e.g. --edits md-template,kcp-template --regimes pace --pace-edits 250
+// --rounds 4 --pace-rate 10). Latencies are pooled over the rounds per
+// workload and configuration; a p99 is given only from 1,000 of them
+// ("n/a (n=…)" otherwise), and n stands beside every percentile.
+//
 // Output: one Go benchmark line per round, workload and configuration
-// (benchstat reads them; custom units p50-ns, p99-ns, edits/s), then the
+// (benchstat reads them; custom units p50-ns, p99-ns — only from 1,000
+// edits —, edits/s), then the
 // pooled figures, every ratio with its spread over rounds (min–max) and
 // the issue's targets, the CPU time each process spent per edit (read from
 // a cgroup made for each process the run starts: cgroup v1 cpuacct.usage,
@@ -129,6 +138,8 @@ type options struct {
 	summary             string
 	profileDir          string
 	configs             string
+	// edits and regimes restrict the workloads (nil: all).
+	edits, regimes []string
 	// watch runs the background watcher in every configuration.
 	watch bool
 	// watchKubeconfig makes this process the watcher (see watcher.go).
@@ -154,7 +165,17 @@ func main() {
 	flag.StringVar(&o.configs, "configs", "none,vap,noop,noop-record,guard", "configurations to run, in the order of the first round (also: noop-stamp, the no-op pair whose mutating webhook stamps six annotations as the guard does; noop-nomc, the no-op pair without matchConditions)")
 	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")
 	flag.StringVar(&o.watchKubeconfig, "watch-kubeconfig", "", "internal: be the background watcher of the cluster of this kubeconfig")
+	edits := flag.String("edits", "", "run only these edits, comma-separated (default: all; policed: "+strings.Join(policedEdits, ", ")+"; bookkeeping: "+strings.Join(bookkeepingEdits, ", ")+"), e.g. md-template,kcp-template to pool p99 samples quickly")
+	regimes := flag.String("regimes", "", "run only these regimes, comma-separated: pace, saturation (policed edits), bookkeeping (default: all)")
 	flag.Parse()
+	var err error
+	if o.edits, err = listFlag("edits", *edits, append(slices.Clone(policedEdits), bookkeepingEdits...)); err == nil {
+		o.regimes, err = listFlag("regimes", *regimes, []string{regimePace, regimeSat, regimeBookkeeping})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-admission:", err)
+		os.Exit(2)
+	}
 	for _, item := range strings.Split(*writers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(item))
 		if err != nil || n < 1 {
@@ -174,6 +195,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-admission:", err)
 		os.Exit(1)
 	}
+}
+
+// listFlag splits a comma-separated flag value, each item one of known;
+// nil for "".
+func listFlag(name, value string, known []string) ([]string, error) {
+	if value == "" {
+		return nil, nil
+	}
+	var out []string
+	for item := range strings.SplitSeq(value, ",") {
+		item = strings.TrimSpace(item)
+		if !slices.Contains(known, item) {
+			return nil, fmt.Errorf("--%s: unknown %q (known: %s)", name, item, strings.Join(known, ", "))
+		}
+		if !slices.Contains(out, item) {
+			out = append(out, item)
+		}
+	}
+	return out, nil
 }
 
 // config is one admission configuration of the API server.
@@ -364,6 +404,18 @@ func (b *bench) header(load string, configs []config) {
 	fmt.Fprintf(b.out, "loadavg-at-start: %s\n", load)
 	fmt.Fprintf(b.out, "# %d rounds; per round and workload %d edits at an operator's pace (1 writer, %g edits/s) and %d at saturation (writers %v); over %d clusters (%d MachineDeployments each); background watcher %v; configurations %s\n",
 		b.o.rounds, b.o.paceEdits, b.o.paceRate, b.o.satEdits, b.o.writers, b.o.clusters, b.o.mdsPer, b.o.watch, strings.Join(configNames(configs), ", "))
+	if b.o.edits != nil || b.o.regimes != nil {
+		fmt.Fprintf(b.out, "# only edits %s, regimes %s\n", orAll(b.o.edits), orAll(b.o.regimes))
+	}
+	fmt.Fprintf(b.out, "# p99 is given only from %d edits pooled over the rounds: at an operator's pace, --pace-edits × --rounds ≥ %d\n", minP99Samples, minP99Samples)
+}
+
+// orAll is list, comma-separated, or "all".
+func orAll(list []string) string {
+	if list == nil {
+		return "all"
+	}
+	return strings.Join(list, ",")
 }
 
 // createObjects creates the namespace, the clusters the edits rotate over,
@@ -503,7 +555,7 @@ func (b *bench) configurations(list string) ([]config, error) {
 	all := map[string]config{
 		cfgNone: {
 			name:      cfgNone,
-			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads()...),
+			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads(b.o)...),
 			install:   func(context.Context) error { return nil },
 			uninstall: func(context.Context) error { return nil },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: allow, probeMutate: plain, probeLabelRefuse: allow},
@@ -548,14 +600,14 @@ func (b *bench) configurations(list string) ([]config, error) {
 		},
 		cfgNoopNoMC: {
 			name:      cfgNoopNoMC,
-			workloads: []workload{{regime: regimeSat, writers: 1, edit: mdLabel}, {regime: regimeSat, writers: 1, edit: kcpLabel}},
+			workloads: b.o.only([]workload{{regime: regimeSat, writers: 1, edit: mdLabel}, {regime: regimeSat, writers: 1, edit: kcpLabel}}),
 			install:   func(ctx context.Context) error { return b.installNoop(ctx, false) },
 			uninstall: func(ctx context.Context) error { return b.uninstallNoop(ctx, false) },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: noopRefusal},
 		},
 		cfgGuard: {
 			name:      cfgGuard,
-			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads()...),
+			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads(b.o)...),
 			install:   b.startGuard,
 			uninstall: b.uninstallGuard,
 			// The guard allows a worker's patch downgrade (only minors matter to skew).
@@ -910,6 +962,19 @@ func (b *bench) probeAll(ctx context.Context, want map[string]string) (map[strin
 		}
 	}
 	return got, firstErr
+}
+
+// minP99Samples is the fewest latencies a p99 is given from: below it,
+// the 99th percentile is one of the few slowest edits, noise. Samples are
+// pooled over rounds per workload and configuration.
+const minP99Samples = 1000
+
+// p99Text is s's p99 in ms, or "n/a (n=…)" below minP99Samples.
+func p99Text(s summary) string {
+	if s.n < minP99Samples {
+		return fmt.Sprintf("n/a (n=%d)", s.n)
+	}
+	return fmt.Sprintf("%.2f", ms(s.p99))
 }
 
 // summary is the statistics of a set of latencies.

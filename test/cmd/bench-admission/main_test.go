@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -113,11 +114,66 @@ func TestCompareSpread(t *testing.T) {
 // saturation by writers.
 func TestWorkloadsOrder(t *testing.T) {
 	o := options{writers: []int{1, 8}}
-	ws := orderedWorkloads([]config{{name: cfgGuard, workloads: append(policedWorkloads(o), bookkeepingWorkloads()...)}})
+	ws := orderedWorkloads([]config{{name: cfgGuard, workloads: append(policedWorkloads(o), bookkeepingWorkloads(o)...)}})
 	if ws[0].regime != regimePace || ws[len(ws)-1].writers != 8 {
 		t.Errorf("order: first %s, last %s; want pace first and 8 writers last", ws[0], ws[len(ws)-1])
 	}
 	if got, want := len(ws), 3*len(policedEdits)+len(bookkeepingEdits)-2; got != want {
 		t.Errorf("%d workloads, want %d", got, want)
+	}
+}
+
+// TestOnly: --edits and --regimes restrict the workloads, a bookkeeping
+// edit's regime being "bookkeeping".
+func TestOnly(t *testing.T) {
+	o := options{writers: []int{1, 8}, edits: []string{mdTemplate, kcpTemplate}, regimes: []string{regimePace}}
+	ws := append(policedWorkloads(o), bookkeepingWorkloads(o)...)
+	if len(ws) != 2 || ws[0].edit != mdTemplate || ws[1].edit != kcpTemplate || ws[0].regime != regimePace {
+		t.Errorf("md-template,kcp-template at pace: %v", ws)
+	}
+	o = options{writers: []int{1}, regimes: []string{regimeBookkeeping}}
+	ws = append(policedWorkloads(o), bookkeepingWorkloads(o)...)
+	if len(ws) != len(bookkeepingWorkloads(options{})) || len(ws) == 0 {
+		t.Errorf("bookkeeping only: %v", ws)
+	}
+	for _, w := range ws {
+		if slices.Contains(policedEdits, w.edit) {
+			t.Errorf("bookkeeping only: %s is policed", w)
+		}
+	}
+}
+
+// TestP99OnlyFromAThousand: a p99 ratio is given only when both
+// configurations pooled at least minP99Samples edits; its spread only
+// from rounds that had as many.
+func TestP99OnlyFromAThousand(t *testing.T) {
+	w := workload{regime: regimePace, writers: 1, edit: mdTemplate}
+	fill := func(b *bench, cfg string, perRound []int, d time.Duration) {
+		c := b.result(cfg, w)
+		for _, n := range perRound {
+			lat := make([]time.Duration, n)
+			for i := range lat {
+				lat[i] = d
+			}
+			c.lat = append(c.lat, lat...)
+			c.wall += time.Second
+			c.rounds = append(c.rounds, summarize(lat, time.Second))
+		}
+	}
+	b := &bench{results: map[string]map[workload]*cell{}}
+	fill(b, cfgGuard, []int{400, 400}, 2*time.Millisecond)
+	fill(b, cfgNoop, []int{400, 400}, time.Millisecond)
+	r, err := b.compare("x", cfgGuard, cfgNoop, w, "p99", 0, false)
+	if err != nil || r.NA != "n/a (n=800)" || r.N != 800 {
+		t.Errorf("800 edits: %+v, %v; want n/a (n=800)", r, err)
+	}
+	if got := p99Text(summarize(make([]time.Duration, 999), time.Second)); got != "n/a (n=999)" {
+		t.Errorf("p99Text of 999 = %q", got)
+	}
+	fill(b, cfgGuard, []int{400}, 2*time.Millisecond)
+	fill(b, cfgNoop, []int{400}, time.Millisecond)
+	r, err = b.compare("x", cfgGuard, cfgNoop, w, "p99", 0, false)
+	if err != nil || r.NA != "" || r.N != 1200 || r.Value.Pooled != 2 || r.SpreadRounds != 0 {
+		t.Errorf("1200 edits over 3 rounds: %+v, %v; want 2, no round spread", r, err)
 	}
 }

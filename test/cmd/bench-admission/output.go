@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ var procs = []string{"kube-apiserver", "etcd", "webhook", "noop-webhook", "watch
 func (b *bench) report(configs []config, elapsed time.Duration) {
 	w := b.out
 	fmt.Fprintf(w, "\n# Pooled over %d rounds (run took %s)\n\n", b.o.rounds, elapsed.Round(time.Second))
+	fmt.Fprintf(w, "p99 only from %d edits or more, pooled over rounds; n is the edits behind every percentile.\n\n", minP99Samples)
 	fmt.Fprintln(w, "| regime | writers | edit | configuration | n | p50 ms | p90 ms | p99 ms | edits/s |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	workloads := orderedWorkloads(configs)
@@ -28,15 +30,19 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 				continue
 			}
 			s := summarize(c.lat, c.wall)
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %d | %.2f | %.2f | %.2f | %.1f |\n", wl.regime, wl.writers, wl.edit, cf.name, s.n,
-				ms(s.p50), ms(s.p90), ms(s.p99), s.throughput)
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %d | %.2f | %.2f | %s | %.1f |\n", wl.regime, wl.writers, wl.edit, cf.name, s.n,
+				ms(s.p50), ms(s.p90), p99Text(s), s.throughput)
 		}
 	}
 
 	fmt.Fprintf(w, "\n# Ratios, pooled (min–max over the %d rounds)\n\n", b.o.rounds)
-	fmt.Fprintln(w, "| ratio | pooled | min–max | target | |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintln(w, "| ratio | n | pooled | min–max | target | |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range b.ratios() {
+		if r.NA != "" {
+			fmt.Fprintf(w, "| %s | %d | %s | | | |\n", r.Name, r.N, r.NA)
+			continue
+		}
 		target, verdict := "", ""
 		if r.Met != nil {
 			op := "<="
@@ -48,7 +54,11 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 				verdict = "MISSED"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %.3f | %.3f–%.3f | %s | %s |\n", r.Name, r.Value.Pooled, r.Value.Min, r.Value.Max, target, verdict)
+		spread := fmt.Sprintf("%.3f–%.3f", r.Value.Min, r.Value.Max)
+		if r.SpreadRounds == 0 {
+			spread = "n/a (no round of " + strconv.Itoa(minP99Samples) + ")"
+		}
+		fmt.Fprintf(w, "| %s | %d | %.3f | %s | %s | %s |\n", r.Name, r.N, r.Value.Pooled, spread, target, verdict)
 	}
 
 	fmt.Fprintf(w, "\n# CPU time per edit (ms) of each process during the measured edits, from %s\n\n", b.cpuInstruments())
@@ -168,8 +178,11 @@ type workloadFig struct {
 	Config   string  `json:"config"`
 	N        int     `json:"n"`
 	P50ms    float64 `json:"p50_ms"`
-	P99ms    float64 `json:"p99_ms"`
-	EditsPS  float64 `json:"edits_per_s"`
+	// P99ms is there only from minP99Samples edits; P99NA says so
+	// otherwise.
+	P99ms   *float64 `json:"p99_ms,omitempty"`
+	P99NA   string   `json:"p99_na,omitempty"`
+	EditsPS float64  `json:"edits_per_s"`
 	// CPUms is each process's CPU time per edit.
 	CPUms map[string]float64 `json:"cpu_ms_per_edit"`
 	// WebhookMSPerCall is the API server's time per webhook call, by
@@ -208,7 +221,12 @@ func (b *bench) summary(configs []config, m report.Machine, begin time.Time, too
 			}
 			sm := summarize(c.lat, c.wall)
 			fig := workloadFig{Workload: wl.String(), Config: cf.name, N: sm.n, P50ms: report.Round3(ms(sm.p50)),
-				P99ms: report.Round3(ms(sm.p99)), EditsPS: report.Round3(sm.throughput), CPUms: map[string]float64{}}
+				EditsPS: report.Round3(sm.throughput), CPUms: map[string]float64{}}
+			if sm.n >= minP99Samples {
+				fig.P99ms = new(report.Round3(ms(sm.p99)))
+			} else {
+				fig.P99NA = p99Text(sm)
+			}
 			for _, p := range procs {
 				if t, ok := c.cpu[p]; ok {
 					fig.CPUms[p] = report.Round3(ms(t) / float64(sm.n))

@@ -31,6 +31,9 @@ const (
 	// regimeSat is saturation: every writer sends its next edit as soon as
 	// the last one is answered, as a GitOps sync of many objects does.
 	regimeSat = "saturation"
+	// regimeBookkeeping names, for --regimes, the bookkeeping workloads
+	// (which run at saturation, one writer).
+	regimeBookkeeping = "bookkeeping"
 )
 
 // Edit kinds. Template, version and label edits are the policed regimes'
@@ -97,20 +100,35 @@ func policedWorkloads(o options) []workload {
 			out = append(out, workload{regime: regimeSat, writers: n, edit: e})
 		}
 	}
-	return out
+	return o.only(out)
+}
+
+// only keeps the workloads of --edits and --regimes (a bookkeeping edit's
+// regime being regimeBookkeeping).
+func (o options) only(ws []workload) []workload {
+	return slices.DeleteFunc(slices.Clone(ws), func(w workload) bool {
+		if o.edits != nil && !slices.Contains(o.edits, w.edit) {
+			return true
+		}
+		regime := w.regime
+		if !slices.Contains(policedEdits, w.edit) {
+			regime = regimeBookkeeping
+		}
+		return o.regimes != nil && !slices.Contains(o.regimes, regime)
+	})
 }
 
 // bookkeepingWorkloads are the bookkeeping edits at saturation, one writer
 // (where a cost per edit shows most), but for label edits, which the
 // policed workloads have already.
-func bookkeepingWorkloads() []workload {
+func bookkeepingWorkloads(o options) []workload {
 	var out []workload
 	for _, e := range bookkeepingEdits {
-		if !strings.HasSuffix(e, "-label") {
+		if !slices.Contains(policedEdits, e) {
 			out = append(out, workload{regime: regimeSat, writers: 1, edit: e})
 		}
 	}
-	return out
+	return o.only(out)
 }
 
 // cell is what one configuration's workload gave over the run.
@@ -219,8 +237,13 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if records && makesRevision(w.edit) {
 			b.revisionEdits[cf.name] += b.o.warmup + n
 		}
-		fmt.Fprintf(b.out, "BenchmarkAdmission/%s/config=%s %d %d ns/op %d p50-ns %d p99-ns %.1f edits/s\n",
-			w, cf.name, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), s.p99.Nanoseconds(), s.throughput)
+		// A round's p99 is printed only from minP99Samples edits.
+		p99 := ""
+		if s.n >= minP99Samples {
+			p99 = fmt.Sprintf(" %d p99-ns", s.p99.Nanoseconds())
+		}
+		fmt.Fprintf(b.out, "BenchmarkAdmission/%s/config=%s %d %d ns/op %d p50-ns%s %.1f edits/s\n",
+			w, cf.name, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), p99, s.throughput)
 	}
 	for _, done := range profiled {
 		if err := <-done; err != nil {
@@ -406,6 +429,15 @@ type ratio struct {
 	Value report.Spread `json:"value"`
 	// Met is whether the pooled ratio meets the target.
 	Met *bool `json:"met,omitempty"`
+	// N is the smaller of the two configurations' pooled samples.
+	N int `json:"n"`
+	// SpreadRounds is how many rounds Value's min and max come from:
+	// every round, but for p99, only rounds of minP99Samples edits in
+	// both configurations (none: min and max are the pooled value).
+	SpreadRounds int `json:"spread_rounds"`
+	// NA says why there is no value: a p99 of fewer than minP99Samples
+	// pooled edits, "n/a (n=…)".
+	NA string `json:"na,omitempty"`
 }
 
 // compare computes metric of cfg over base on w, pooled and per round.
@@ -426,11 +458,23 @@ func (b *bench) compare(name, cfg, base string, w workload, metric string, targe
 	}
 	var per []float64
 	for i := range min(len(a.rounds), len(c.rounds)) {
+		if metric == "p99" && min(a.rounds[i].n, c.rounds[i].n) < minP99Samples {
+			continue
+		}
 		per = append(per, pick(a.rounds[i])/pick(c.rounds[i]))
 	}
-	pooled := pick(summarize(a.lat, a.wall)) / pick(summarize(c.lat, c.wall))
+	sa, sc := summarize(a.lat, a.wall), summarize(c.lat, c.wall)
 	r := ratio{Name: name, Workload: w.String(), Metric: metric, Of: cfg, To: base, Target: target, AtLeast: atLeast,
-		Value: report.NewSpread(pooled, per)}
+		N: min(sa.n, sc.n), SpreadRounds: len(per)}
+	if metric == "p99" && r.N < minP99Samples {
+		r.NA = fmt.Sprintf("n/a (n=%d)", r.N)
+		return r, nil
+	}
+	pooled := pick(sa) / pick(sc)
+	if len(per) == 0 {
+		per = []float64{pooled}
+	}
+	r.Value = report.NewSpread(pooled, per)
 	if target > 0 {
 		met := pooled <= target
 		if atLeast {
