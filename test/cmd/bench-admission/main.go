@@ -38,7 +38,10 @@
 // Two regimes, reported apart (workloads.go): an operator's pace (one
 // writer at --pace-rate edits/s, --pace-edits per round) and saturation
 // (--writers concurrent writers, as fast as answered), for template,
-// version and label edits;
+// version and label edits; every workload's edits rotate over a pool of
+// --pool objects of the edited kind (default 80), each writer editing its
+// own share of the pool in turn, never one object back to back, as a
+// GitOps sync spreads over many objects;
 // and the bookkeeping edits Cluster API's controllers make (label,
 // annotation, status, replicas) at saturation, which the guard's
 // matchConditions leave out. The run is split into rounds; each round
@@ -132,12 +135,14 @@ type options struct {
 	warmup              int
 	settle              time.Duration
 	clusters, mdsPer    int
-	noopBin             string
-	binDir              string
-	out                 string
-	summary             string
-	profileDir          string
-	configs             string
+	// pool is how many objects of each kind the edits rotate over.
+	pool       int
+	noopBin    string
+	binDir     string
+	out        string
+	summary    string
+	profileDir string
+	configs    string
 	// edits and regimes restrict the workloads (nil: all).
 	edits, regimes []string
 	// watch runs the background watcher in every configuration.
@@ -155,7 +160,8 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (each round runs every workload of every configuration once)")
 	flag.IntVar(&o.warmup, "warmup", 5, "unmeasured sequential edits before each measured workload")
 	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after a configuration is confirmed, before its edits")
-	flag.IntVar(&o.clusters, "clusters", 10, "clusters (one KubeadmControlPlane each) the edits rotate over")
+	flag.IntVar(&o.clusters, "clusters", 80, "clusters (one KubeadmControlPlane each) to create")
+	flag.IntVar(&o.pool, "pool", 80, "objects of each kind (MachineDeployments, KubeadmControlPlanes) the edits rotate over; each writer edits its own share of them in turn, never one object back to back (at most --clusters, and --clusters × --mds-per-cluster)")
 	flag.IntVar(&o.mdsPer, "mds-per-cluster", 2, "MachineDeployments per cluster")
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
@@ -249,9 +255,11 @@ type bench struct {
 	guardPprof string
 	// cfg is the admin configuration of c, without client-side limits.
 	cfg *rest.Config
-	// seqMu guards patchSeq, which concurrent writers share.
+	// seqMu guards patchSeq, which concurrent writers share, and turn.
 	seqMu    sync.Mutex
 	patchSeq map[types.NamespacedName]int
+	// turn counts the edits of each kind ("md", "kcp") so far.
+	turn map[string]int
 	// results[config][workload] are the figures of the measured edits.
 	results map[string]map[workload]*cell
 	// revisionEdits counts, by configuration (the guard, the recording
@@ -266,8 +274,11 @@ func run(o options) (retErr error) {
 	if o.noopBin == "" {
 		return errors.New("--noop-webhook is required (build it with: cd test && go build -o ../bench/noop-webhook ./cmd/noop-webhook)")
 	}
-	if o.rounds < 1 || o.paceEdits < 1 || o.satEdits < 1 || o.paceRate <= 0 {
-		return errors.New("--rounds, --pace-edits, --sat-edits and --pace-rate must be positive")
+	if o.rounds < 1 || o.paceEdits < 1 || o.satEdits < 1 || o.paceRate <= 0 || o.pool < 1 {
+		return errors.New("--rounds, --pace-edits, --sat-edits, --pace-rate and --pool must be positive")
+	}
+	if o.pool > o.clusters || o.pool > o.clusters*o.mdsPer {
+		return fmt.Errorf("--pool %d needs at least %d clusters (--clusters) and MachineDeployments (--clusters × --mds-per-cluster)", o.pool, o.pool)
 	}
 	out, closeOut, err := report.Output(o.out)
 	if err != nil {
@@ -321,7 +332,7 @@ func run(o options) (retErr error) {
 			cpu.track(comm, pid)
 		}
 	}
-	b := &bench{o: o, env: env, out: out, cpu: cpu, patchSeq: map[types.NamespacedName]int{},
+	b := &bench{o: o, env: env, out: out, cpu: cpu, patchSeq: map[types.NamespacedName]int{}, turn: map[string]int{},
 		results: map[string]map[workload]*cell{}, revisionEdits: map[string]int{}, revisionReqs: map[string]map[string]float64{}, guardPprof: guardPprof}
 	defer func() {
 		b.stopNoop()
@@ -404,10 +415,23 @@ func (b *bench) header(load string, configs []config) {
 	fmt.Fprintf(b.out, "loadavg-at-start: %s\n", load)
 	fmt.Fprintf(b.out, "# %d rounds; per round and workload %d edits at an operator's pace (1 writer, %g edits/s) and %d at saturation (writers %v); over %d clusters (%d MachineDeployments each); background watcher %v; configurations %s\n",
 		b.o.rounds, b.o.paceEdits, b.o.paceRate, b.o.satEdits, b.o.writers, b.o.clusters, b.o.mdsPer, b.o.watch, strings.Join(configNames(configs), ", "))
+	fmt.Fprintf(b.out, "# each workload's edits rotate over a pool of %d objects of the edited kind; at saturation each of the writers edits its own share of the pool in turn (%s), never one object back to back\n",
+		b.o.pool, poolShares(b.o.pool, b.o.writers))
 	if b.o.edits != nil || b.o.regimes != nil {
 		fmt.Fprintf(b.out, "# only edits %s, regimes %s\n", orAll(b.o.edits), orAll(b.o.regimes))
 	}
 	fmt.Fprintf(b.out, "# p99 is given only from %d edits pooled over the rounds: at an operator's pace, --pace-edits × --rounds ≥ %d\n", minP99Samples, minP99Samples)
+}
+
+// poolShares says how many objects of the pool each writer edits, for
+// each count of writers.
+func poolShares(pool int, writers []int) string {
+	var parts []string
+	for _, n := range writers {
+		n = min(n, pool)
+		parts = append(parts, fmt.Sprintf("%d writers: %d–%d objects each", n, pool/n, (pool+n-1)/n))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // orAll is list, comma-separated, or "all".

@@ -272,16 +272,25 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 	return nil
 }
 
-// timeWorkload makes n edits of w: its writers share them and the
-// objects of the edit's kind (each object belongs to one writer, so that
-// no two writers race on an object); at pace each writer waits for its
-// next slot. It returns the latency of every edit and the wall time of
-// all.
+// timeWorkload makes n edits of w: its writers share them and the pool
+// of objects of the edit's kind (--pool; each object belongs to one
+// writer, so that no two writers race on an object, and each writer edits
+// its objects in turn, so that no object is edited back to back while
+// the writer has another); at pace each writer waits for its next slot.
+// It returns the latency of every edit and the wall time of all.
 func (b *bench) timeWorkload(ctx context.Context, w workload, n int) ([]time.Duration, time.Duration, error) {
 	objs := b.mds
 	if strings.HasPrefix(w.edit, "kcp-") {
 		objs = b.kcps
 	}
+	objs = objs[:min(b.o.pool, len(objs))]
+	// Each workload goes on where the last one of its kind stopped, so
+	// that every object of the pool is edited about as often.
+	kind, _, _ := strings.Cut(w.edit, "-")
+	b.seqMu.Lock()
+	turn := b.turn[kind]
+	b.turn[kind] += n
+	b.seqMu.Unlock()
 	writers := max(1, min(w.writers, len(objs), n))
 	var interval time.Duration
 	if w.regime == regimePace {
@@ -313,7 +322,7 @@ func (b *bench) timeWorkload(ctx context.Context, w workload, n int) ([]time.Dur
 					case <-time.After(time.Until(start.Add(time.Duration(i) * interval))):
 					}
 				}
-				key := mine[i%len(mine)]
+				key := mine[(turn/writers+i)%len(mine)]
 				obj, patch, status := b.editOf(w.edit, key)
 				t0 := time.Now()
 				var err error
