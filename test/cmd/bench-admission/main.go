@@ -43,8 +43,10 @@
 // own share of the pool in turn, never one object back to back, as a
 // GitOps sync spreads over many objects;
 // and the bookkeeping edits Cluster API's controllers make (label,
-// annotation, status, replicas) at saturation, which the guard's
-// matchConditions leave out. The run is split into rounds; each round
+// annotation, status, replicas of MachineDeployments and
+// KubeadmControlPlanes, and status updates of worker Machines, the
+// largest stream of events of a real management cluster) at saturation,
+// which the guard's matchConditions leave out. The run is split into rounds; each round
 // installs every configuration in turn (rotating the order), confirms with
 // dry-run probes that exactly that configuration is in effect, and runs
 // every workload once, so that drift of a shared machine hits every
@@ -135,6 +137,8 @@ type options struct {
 	warmup              int
 	settle              time.Duration
 	clusters, mdsPer    int
+	// machinesPer is the worker Machines of each MachineDeployment.
+	machinesPer int
 	// pool is how many objects of each kind the edits rotate over.
 	pool       int
 	noopBin    string
@@ -163,6 +167,7 @@ func main() {
 	flag.IntVar(&o.clusters, "clusters", 80, "clusters (one KubeadmControlPlane each) to create")
 	flag.IntVar(&o.pool, "pool", 80, "objects of each kind (MachineDeployments, KubeadmControlPlanes) the edits rotate over; each writer edits its own share of them in turn, never one object back to back (at most --clusters, and --clusters × --mds-per-cluster)")
 	flag.IntVar(&o.mdsPer, "mds-per-cluster", 2, "MachineDeployments per cluster")
+	flag.IntVar(&o.machinesPer, "machines-per-md", 1, "worker Machines per MachineDeployment (whose status updates are the machine-status bookkeeping edits)")
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
@@ -248,6 +253,7 @@ type bench struct {
 	watcher      *watcher
 	mds          []types.NamespacedName
 	kcps         []types.NamespacedName
+	machines     []types.NamespacedName
 	// cpu reads each process's CPU time from a cgroup of its own.
 	cpu *cpuMeter
 	// guardPprof is the guard's --pprof-bind-address, "" when it
@@ -277,8 +283,8 @@ func run(o options) (retErr error) {
 	if o.rounds < 1 || o.paceEdits < 1 || o.satEdits < 1 || o.paceRate <= 0 || o.pool < 1 {
 		return errors.New("--rounds, --pace-edits, --sat-edits, --pace-rate and --pool must be positive")
 	}
-	if o.pool > o.clusters || o.pool > o.clusters*o.mdsPer {
-		return fmt.Errorf("--pool %d needs at least %d clusters (--clusters) and MachineDeployments (--clusters × --mds-per-cluster)", o.pool, o.pool)
+	if o.pool > o.clusters || o.pool > o.clusters*o.mdsPer || o.pool > o.clusters*o.mdsPer*o.machinesPer {
+		return fmt.Errorf("--pool %d needs at least %d clusters (--clusters), MachineDeployments (--clusters × --mds-per-cluster) and Machines (× --machines-per-md)", o.pool, o.pool)
 	}
 	out, closeOut, err := report.Output(o.out)
 	if err != nil {
@@ -456,11 +462,40 @@ func (b *bench) createObjects(ctx context.Context) error {
 		}
 		b.mds = append(b.mds, mds...)
 		b.kcps = append(b.kcps, kcp)
+		for _, md := range mds {
+			for k := range b.o.machinesPer {
+				m, err := b.createMachine(ctx, name, md.Name, k, "v1.35.0")
+				if err != nil {
+					return err
+				}
+				b.machines = append(b.machines, m)
+			}
+		}
 	}
 	if _, _, err := b.createCluster(ctx, "probe", 1, probeVersion); err != nil {
 		return err
 	}
 	return nil
+}
+
+// createMachine creates worker Machine k of MachineDeployment md of
+// cluster, whose node runs version, labelled as Cluster API labels the
+// Machines of a MachineDeployment, with a status (as its controller
+// writes it).
+func (b *bench) createMachine(ctx context.Context, cluster, md string, k int, version string) (types.NamespacedName, error) {
+	name := fmt.Sprintf("%s-m%d", md, k)
+	m := builder.Machine(namespace, name).WithClusterName(cluster).WithVersion(version).
+		WithLabels(map[string]string{clusterv1.ClusterNameLabel: cluster, clusterv1.MachineDeploymentNameLabel: md, clusterv1.MachineSetNameLabel: md + "-abcde", "pool": md}).
+		WithBootstrapDataSecret(name).WithInfrastructureRef("DevMachine", name).WithNodeVersion(version).Build()
+	status := m.Status
+	if err := b.c.Create(ctx, m); err != nil {
+		return types.NamespacedName{}, fmt.Errorf("creating Machine %s: %w", name, err)
+	}
+	m.Status = status
+	if err := b.c.Status().Update(ctx, m); err != nil {
+		return types.NamespacedName{}, fmt.Errorf("writing the status of Machine %s: %w", name, err)
+	}
+	return client.ObjectKeyFromObject(m), nil
 }
 
 // createCluster creates a Cluster, its KubeadmControlPlane at v1.36.0 and

@@ -40,9 +40,9 @@ const (
 // (a template edit changes the infrastructure template, selected by the
 // guard's mutating webhook only; a version edit is a patch-release bump,
 // selected by its validating and mutating webhooks; a label edit by
-// neither). Label, annotation, status and replicas edits are the
-// bookkeeping Cluster API's controllers do all day, which the guard's
-// matchConditions leave out.
+// neither). Label, annotation, status and replicas edits, and Machine
+// status updates, are the bookkeeping Cluster API's controllers do all
+// day, which the guard's matchConditions leave out.
 const (
 	mdTemplate    = "md-template"
 	mdVersion     = "md-version"
@@ -56,11 +56,15 @@ const (
 	kcpAnnotation = "kcp-annotation"
 	kcpStatus     = "kcp-status"
 	kcpReplicas   = "kcp-replicas"
+	// machineStatus is a status update of a worker Machine (a condition's
+	// message and time), the largest stream of events in a real
+	// management cluster.
+	machineStatus = "machine-status"
 )
 
 var (
 	policedEdits     = []string{mdTemplate, mdVersion, mdLabel, kcpTemplate, kcpVersion, kcpLabel}
-	bookkeepingEdits = []string{mdLabel, mdAnnotation, mdStatus, mdReplicas, kcpLabel, kcpAnnotation, kcpStatus, kcpReplicas}
+	bookkeepingEdits = []string{mdLabel, mdAnnotation, mdStatus, mdReplicas, kcpLabel, kcpAnnotation, kcpStatus, kcpReplicas, machineStatus}
 )
 
 // makesRevision tells the edits that give the guard a new revision to
@@ -280,8 +284,11 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 // It returns the latency of every edit and the wall time of all.
 func (b *bench) timeWorkload(ctx context.Context, w workload, n int) ([]time.Duration, time.Duration, error) {
 	objs := b.mds
-	if strings.HasPrefix(w.edit, "kcp-") {
+	switch {
+	case strings.HasPrefix(w.edit, "kcp-"):
 		objs = b.kcps
+	case strings.HasPrefix(w.edit, "machine-"):
+		objs = b.machines
 	}
 	objs = objs[:min(b.o.pool, len(objs))]
 	// Each workload goes on where the last one of its kind stopped, so
@@ -371,8 +378,11 @@ func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []
 	seq := b.patchSeq[key]
 	b.seqMu.Unlock()
 	var obj client.Object = &clusterv1.MachineDeployment{}
-	if strings.HasPrefix(edit, "kcp-") {
+	switch {
+	case strings.HasPrefix(edit, "kcp-"):
 		obj = &controlplanev1.KubeadmControlPlane{}
+	case strings.HasPrefix(edit, "machine-"):
+		obj = &clusterv1.Machine{}
 	}
 	obj.SetNamespace(key.Namespace)
 	obj.SetName(key.Name)
@@ -390,6 +400,11 @@ func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []
 		return obj, fmt.Appendf(nil, `{"metadata":{"labels":{"rollout-bench/seq":"%d"}}}`, seq), false
 	case mdAnnotation, kcpAnnotation:
 		return obj, fmt.Appendf(nil, `{"metadata":{"annotations":{"rollout-bench/seq":"%d"}}}`, seq), false
+	case machineStatus:
+		// The Ready condition's message and time change, as a Machine's
+		// controller writes them on every node heartbeat it notices.
+		at := time.Unix(1_800_000_000+int64(seq), 0).UTC().Format(time.RFC3339)
+		return obj, fmt.Appendf(nil, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Ready","message":"node heartbeat %d","lastTransitionTime":"%s"}]}}`, seq, at), true
 	case mdReplicas, kcpReplicas:
 		// 3 and 5 in turn: odd, as a control plane's must be.
 		return obj, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, 3+2*(seq%2)), false
