@@ -22,9 +22,12 @@
 //     never labels, annotations, replicas or status), creating one
 //     RolloutRevision holding the replaced revision, owned by the object,
 //     inside the mutating call, with the guard's identity (noop-webhook's
-//     /record paths): the floor of the design, what any webhook that keeps
-//     the guard's history must pay, so that guard/noop-record is the
-//     guard's own cost;
+//     /record paths): the floor of a design that records each replaced
+//     revision synchronously at admission, so that guard/noop-record is
+//     the guard's own cost against that floor (the guard itself records
+//     from its history reconciler right after the edit, from what its
+//     cache saw stored, history/pending.go: its create is off the edit's
+//     path, and the per-event figures count it);
 //   - noop-nomc: the same pair without matchConditions;
 //   - guard: bin/webhook registered from config/webhook/manifests.yaml, as
 //     test/framework runs it (validating, mutating, recording revisions).
@@ -38,21 +41,21 @@
 // Two regimes, reported apart (workloads.go): an operator's pace (one
 // writer at --pace-rate edits/s, --pace-edits per round) and saturation
 // (--writers concurrent writers, as fast as answered), for template,
-// version and label edits; every workload's edits rotate over a pool of
-// --pool objects of the edited kind (default 80), each writer editing its
-// own share of the pool in turn, never one object back to back, as a
-// GitOps sync spreads over many objects;
-// and the bookkeeping edits Cluster API's controllers make (label,
-// annotation, status, replicas of MachineDeployments and
-// KubeadmControlPlanes, and status updates of worker Machines, the
-// largest stream of events of a real management cluster) at saturation,
-// which the guard's matchConditions leave out. The run is split into rounds; each round
-// installs every configuration in turn (rotating the order), confirms with
-// dry-run probes that exactly that configuration is in effect, and runs
-// every workload once, so that drift of a shared machine hits every
-// configuration alike and every ratio has a spread over rounds. The guard
-// runs only during its own slices (its background reconciler would
-// otherwise work during the others').
+// version and label edits; and the bookkeeping edits Cluster API's
+// controllers make (label, annotation, status, replicas of
+// MachineDeployments and KubeadmControlPlanes, and status updates of
+// worker Machines, the largest stream of events of a real management
+// cluster) at saturation, which the guard's matchConditions leave out.
+// Every workload's edits rotate over a pool of --pool objects of the
+// edited kind (default 80), each writer editing its own share of the pool
+// in turn, never one object back to back, as a GitOps sync spreads over
+// many objects. The run is split into rounds; each round installs every
+// configuration in turn (rotating the order), confirms with dry-run probes
+// that exactly that configuration is in effect, and runs every workload
+// once, so that drift of a shared machine hits every configuration alike
+// and every ratio has a spread over rounds. The guard runs only during its
+// own slices (its background reconciler would otherwise work during the
+// others').
 //
 // --edits and --regimes restrict the workloads, so that a run can pool
 // the 1,000 edits a p99 needs at an operator's pace in reasonable time
@@ -63,14 +66,22 @@
 //
 // Output: one Go benchmark line per round, workload and configuration
 // (benchstat reads them; custom units p50-ns, p99-ns — only from 1,000
-// edits —, edits/s), then the
-// pooled figures, every ratio with its spread over rounds (min–max) and
-// the issue's targets, the CPU time each process spent per edit (read from
-// a cgroup made for each process the run starts: cgroup v1 cpuacct.usage,
-// or cgroup v2 cpu.stat, or, where neither is writable, /proc, the report
-// saying which), the API server's count of
-// RolloutRevision requests per recorded revision, and, with --summary,
-// the same figures as JSON in one section of bench/summary.json.
+// edits —, edits/s), then the pooled figures, every ratio with its spread
+// over rounds (min–max) and the issue's targets (guard/noop, and
+// guard/noop-record, the guard's own cost); the CPU time each process
+// spent per edit, read from a cgroup made for each process the run starts
+// (cgroup v1 cpuacct.usage, or cgroup v2 cpu.stat, or, where neither is
+// writable, /proc, the report saying which); the time the API server spent
+// calling the webhooks; per edit of each kind, the webhook server's
+// reconciles (controller_runtime_reconcile_total by controller) and
+// requests to the API server (rest_client_requests_total by verb), read
+// from its own /metrics around each workload, and its CPU time beside the
+// watcher's; each webhook server's own time per call
+// (controller_runtime_webhook_latency_seconds: mean, and p99 from 1,000
+// calls, per path and per type) and the guard's minus each no-op floor's;
+// the API server's count of RolloutRevision requests per recorded
+// revision (guard and noop-record); and, with --summary, the same figures
+// as JSON in one section of bench/summary.json.
 package main
 
 import (

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -175,5 +177,61 @@ func TestP99OnlyFromAThousand(t *testing.T) {
 	r, err = b.compare("x", cfgGuard, cfgNoop, w, "p99", 0, false)
 	if err != nil || r.NA != "" || r.N != 1200 || r.Value.Pooled != 2 || r.SpreadRounds != 0 {
 		t.Errorf("1200 edits over 3 rounds: %+v, %v; want 2, no round spread", r, err)
+	}
+}
+
+// TestHistogramQuantile: the p99 of a histogram is interpolated inside
+// the bucket that holds its rank, as histogram_quantile does.
+func TestHistogramQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	h := histogram{count: 1000, sum: 2, buckets: map[float64]float64{0.001: 900, 0.01: 1000, inf: 1000}}
+	// Rank 990 is 90 of the 100 observations in (1 ms, 10 ms].
+	if got := h.quantile(0.99); math.Abs(got-0.0091) > 1e-9 {
+		t.Errorf("p99 = %v, want 0.0091", got)
+	}
+	if got := h.quantile(0.5); math.Abs(got-0.000555555) > 1e-6 {
+		t.Errorf("p50 = %v, want 0.000556", got)
+	}
+	tail := histogram{count: 100, buckets: map[float64]float64{0.001: 50, 0.01: 90, inf: 100}}
+	if got := tail.quantile(0.99); got != 0.01 {
+		t.Errorf("p99 in +Inf = %v, want the highest finite bound 0.01", got)
+	}
+	d := h.minus(histogram{count: 100, sum: 1, buckets: map[float64]float64{0.001: 100, 0.01: 100, inf: 100}})
+	if d.count != 900 || d.sum != 1 || d.buckets[0.001] != 800 || d.buckets[inf] != 900 {
+		t.Errorf("minus = %+v", d)
+	}
+}
+
+// TestParseServerMetrics reads a controller-runtime /metrics page.
+func TestParseServerMetrics(t *testing.T) {
+	page := `# TYPE controller_runtime_webhook_latency_seconds histogram
+controller_runtime_webhook_latency_seconds_bucket{webhook="/mutate-x",le="0.001"} 3
+controller_runtime_webhook_latency_seconds_bucket{webhook="/mutate-x",le="0.01"} 4
+controller_runtime_webhook_latency_seconds_bucket{webhook="/mutate-x",le="+Inf"} 4
+controller_runtime_webhook_latency_seconds_sum{webhook="/mutate-x"} 0.006
+controller_runtime_webhook_latency_seconds_count{webhook="/mutate-x"} 4
+# TYPE controller_runtime_reconcile_total counter
+controller_runtime_reconcile_total{controller="history-md",result="success"} 5
+controller_runtime_reconcile_total{controller="history-md",result="error"} 1
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="201",host="x",method="POST"} 7
+rest_client_requests_total{code="200",host="x",method="GET"} 2
+# TYPE workqueue_depth gauge
+workqueue_depth{name="history-md"} 2
+`
+	m, err := parseServerMetrics(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.latency["/mutate-x"]
+	if h.count != 4 || h.sum != 0.006 || h.buckets[0.001] != 3 || h.buckets[0.01] != 4 {
+		t.Errorf("latency = %+v", h)
+	}
+	if m.reconciles["history-md"] != 6 || m.requests["POST"] != 7 || m.requests["GET"] != 2 || m.queued != 2 {
+		t.Errorf("reconciles %v, requests %v, queued %v", m.reconciles, m.requests, m.queued)
+	}
+	byType, _, rec, req := m.since(serverMetrics{})
+	if byType["admit"].calls != 4 || rec["history-md"] != 6 || req["POST"] != 7 {
+		t.Errorf("since zero: %v %v %v", byType, rec, req)
 	}
 }

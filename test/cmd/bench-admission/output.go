@@ -61,7 +61,7 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 		fmt.Fprintf(w, "| %s | %d | %.3f | %s | %s | %s |\n", r.Name, r.N, r.Value.Pooled, spread, target, verdict)
 	}
 
-	fmt.Fprintf(w, "\n# CPU time per edit (ms) of each process during the measured edits, from %s\n\n", b.cpuInstruments())
+	fmt.Fprintf(w, "\n# CPU time per edit (ms) of each process during the measured edits and the %s after them (every configuration alike), from %s\n\n", afterEdits, b.cpuInstruments())
 	fmt.Fprintf(w, "| workload | configuration | %s |\n", strings.Join(procs, " | "))
 	fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(procs)))
 	for _, wl := range workloads {
@@ -106,6 +106,8 @@ func (b *bench) report(configs []config, elapsed time.Duration) {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", wl, cf.name, strings.Join(cells, " | "))
 		}
 	}
+
+	b.reportEvents(w, configs)
 
 	for _, cfg := range []string{cfgGuard, cfgNoopRec} {
 		edits := b.revisionEdits[cfg]

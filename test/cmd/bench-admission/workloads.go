@@ -146,6 +146,13 @@ type cell struct {
 	// server is the time the webhook server itself took to answer those
 	// calls, by type, as it counts it (framework.WebhookLatencyMetric).
 	server map[string]webhookTime
+	// latency is the webhook server's histogram of those answer times,
+	// by path.
+	latency map[string]histogram
+	// reconciles are the webhook server's reconciles during the edits
+	// (and until its queues drained), by controller; requests its
+	// requests to the API server, by verb.
+	reconciles, requests map[string]float64
 	// rounds are the figures of each round, in order.
 	rounds []summary
 }
@@ -157,11 +164,16 @@ func (b *bench) result(cfg string, w workload) *cell {
 	}
 	c := b.results[cfg][w]
 	if c == nil {
-		c = &cell{cpu: map[string]time.Duration{}, webhooks: map[string]webhookTime{}, server: map[string]webhookTime{}}
+		c = &cell{cpu: map[string]time.Duration{}, webhooks: map[string]webhookTime{}, server: map[string]webhookTime{},
+			latency: map[string]histogram{}, reconciles: map[string]float64{}, requests: map[string]float64{}}
 		b.results[cfg][w] = c
 	}
 	return c
 }
+
+// afterEdits is the pause after a workload's edits before its CPU time
+// and counts are read: the guard's reconcilers catch up meanwhile.
+const afterEdits = 300 * time.Millisecond
 
 // runSlice installs cf, checks it took effect, runs every workload of cf
 // once, and removes cf again.
@@ -205,7 +217,7 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if err != nil {
 			return err
 		}
-		served0, err := b.serverTimes(ctx, cf)
+		served0, err := b.serverNow(ctx, cf)
 		if err != nil {
 			return err
 		}
@@ -214,21 +226,45 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
 		}
+		// The guard's reconcilers work on the edits' events after the
+		// edits: count that work with them. Every configuration waits
+		// alike, and nothing is scraped before the CPU time is read (a
+		// scrape costs the server CPU).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(afterEdits):
+		}
 		cpu1 := b.cpu.read(b.procNames())
 		calls1, err := b.webhookTimes(ctx)
 		if err != nil {
 			return err
 		}
-		served1, err := b.serverTimes(ctx, cf)
+		served1, err := b.serverNow(ctx, cf)
 		if err != nil {
 			return err
+		}
+		if served1.queued > 0 {
+			if served1, err = b.drain(ctx, cf); err != nil {
+				return err
+			}
 		}
 		c := b.result(cf.name, w)
 		for typ, t := range calls1 {
 			c.webhooks[typ] = c.webhooks[typ].add(t.minus(calls0[typ]))
 		}
-		for typ, t := range served1 {
-			c.server[typ] = c.server[typ].add(t.minus(served0[typ]))
+		byType, latency, reconciles, requests := served1.since(served0)
+		for typ, t := range byType {
+			c.server[typ] = c.server[typ].add(t)
+		}
+		for path, h := range latency {
+			c.latency[path] = c.latency[path].add(h)
+		}
+		for k, v := range reconciles {
+			c.reconciles[k] += v
+		}
+		for k, v := range requests {
+			c.requests[k] += v
 		}
 		c.lat = append(c.lat, lat...)
 		c.wall += wall
