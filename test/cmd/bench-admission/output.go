@@ -166,9 +166,27 @@ type admissionSummary struct {
 	Watcher   string         `json:"background_watcher_events,omitempty"`
 	Workloads []workloadFig  `json:"workloads"`
 	// CPUInstrument says how cpu_ms_per_edit was read.
-	CPUInstrument string       `json:"cpu_instrument,omitempty"`
-	Ratios        []ratio      `json:"ratios"`
-	Revisions     *revisionFig `json:"revision_requests,omitempty"`
+	CPUInstrument string `json:"cpu_instrument,omitempty"`
+	// Pool is how many objects of each kind the edits rotated over;
+	// Edits and Regimes the workloads run (empty: all).
+	Pool    int      `json:"pool"`
+	Edits   []string `json:"edits,omitempty"`
+	Regimes []string `json:"regimes,omitempty"`
+	// MinP99Samples is the fewest samples a p99 is given from.
+	MinP99Samples int `json:"min_p99_samples"`
+	// FloorRatios are the ratios of the guard to the floor of the design,
+	// noop-record (also among Ratios).
+	FloorRatios []ratio `json:"guard_vs_noop_record,omitempty"`
+	// Events are, per edit, each webhook server's reconciles, API
+	// requests and CPU beside the watcher's.
+	Events []eventFig `json:"events,omitempty"`
+	// OwnTime is each webhook server's own answer time, by path and by
+	// type; OwnTimeDiff the guard's minus each no-op floor's, by type.
+	OwnTime       []ownTimeFig  `json:"webhook_own_time,omitempty"`
+	OwnTimeByType []ownTimeFig  `json:"webhook_own_time_by_type,omitempty"`
+	OwnTimeDiff   []ownTimeDiff `json:"webhook_own_time_guard_minus_floor,omitempty"`
+	Ratios        []ratio       `json:"ratios"`
+	Revisions     *revisionFig  `json:"revision_requests,omitempty"`
 	// RecordRevisions is Revisions for the recording floor (noop-record):
 	// one create per revision, by construction.
 	RecordRevisions *revisionFig `json:"revision_requests_noop_record,omitempty"`
@@ -214,7 +232,14 @@ func (b *bench) summary(configs []config, m report.Machine, begin time.Time, too
 		Machine: m, Guard: guardVersion(b.env.BinDir), APIServer: apiServerVersion(b.env.BinDir),
 		Rounds: b.o.rounds, PaceEdits: b.o.paceEdits, PaceRate: b.o.paceRate, SatEdits: b.o.satEdits, Writers: b.o.writers,
 		Watcher: events, Ratios: b.ratios(), CPUInstrument: b.cpuInstruments(),
+		Pool: b.o.pool, Edits: b.o.edits, Regimes: b.o.regimes, MinP99Samples: minP99Samples, Events: b.eventFigures(configs),
 	}
+	for _, r := range s.Ratios {
+		if r.Of == cfgGuard && r.To == cfgNoopRec {
+			s.FloorRatios = append(s.FloorRatios, r)
+		}
+	}
+	s.OwnTime, s.OwnTimeByType, s.OwnTimeDiff = b.ownTimeFigures(configs)
 	for _, wl := range orderedWorkloads(configs) {
 		for _, cf := range configs {
 			c := b.results[cf.name][wl]
