@@ -168,15 +168,15 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.paceEdits, "pace-edits", 25, "edits per round of each workload at an operator's pace")
+	flag.IntVar(&o.paceEdits, "pace-edits", 25, "edits per round of each workload at an operator's pace (a p99 needs 1,000 pooled over the rounds: --pace-edits × --rounds)")
 	flag.Float64Var(&o.paceRate, "pace-rate", 5, "edits per second at an operator's pace (one writer)")
 	flag.IntVar(&o.satEdits, "sat-edits", 100, "edits per round of each workload at saturation (shared by its writers)")
 	writers := flag.String("writers", "1,8", "concurrent writers of the saturation workloads, comma-separated")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (each round runs every workload of every configuration once)")
 	flag.IntVar(&o.warmup, "warmup", 5, "unmeasured sequential edits before each measured workload")
-	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after a configuration is confirmed, before its edits")
+	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after a configuration is confirmed, before its edits (for the guard, also until its reconcilers' queues are empty, at most a minute)")
 	flag.IntVar(&o.clusters, "clusters", 80, "clusters (one KubeadmControlPlane each) to create")
-	flag.IntVar(&o.pool, "pool", 80, "objects of each kind (MachineDeployments, KubeadmControlPlanes) the edits rotate over; each writer edits its own share of them in turn, never one object back to back (at most --clusters, and --clusters × --mds-per-cluster)")
+	flag.IntVar(&o.pool, "pool", 80, "objects of each kind (MachineDeployments, KubeadmControlPlanes, Machines) the edits rotate over; each writer edits its own share of them in turn, never one object back to back (at most --clusters, --clusters × --mds-per-cluster and that × --machines-per-md)")
 	flag.IntVar(&o.mdsPer, "mds-per-cluster", 2, "MachineDeployments per cluster")
 	flag.IntVar(&o.machinesPer, "machines-per-md", 1, "worker Machines per MachineDeployment (whose status updates are the machine-status bookkeeping edits)")
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")

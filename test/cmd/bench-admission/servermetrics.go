@@ -203,13 +203,13 @@ func (b *bench) serverNow(ctx context.Context, cf config) (serverMetrics, error)
 	return m, nil
 }
 
-// drain waits, for at most 5 s, until cf's webhook server has no work
+// drain waits, for at most timeout, until cf's webhook server has no work
 // queued (the guard's reconcilers catching up with the events of the
-// edits just made), so that what the edits caused is counted with them,
-// and returns its metrics then.
-func (b *bench) drain(ctx context.Context, cf config) (serverMetrics, error) {
+// edits just made, or with the objects it found at its start), and
+// returns its metrics then.
+func (b *bench) drain(ctx context.Context, cf config, timeout time.Duration) (serverMetrics, error) {
 	url, token := b.serverOf(cf)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(timeout)
 	for {
 		m, err := scrapeServer(ctx, url, token)
 		if err != nil || m.queued == 0 || time.Now().After(deadline) {

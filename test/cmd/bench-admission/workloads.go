@@ -192,6 +192,13 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		return ctx.Err()
 	case <-time.After(b.o.settle):
 	}
+	// With many objects that can take longer: the guard's slice starts
+	// once its queues are empty (at most a minute).
+	if cf.name == cfgGuard {
+		if _, err := b.drain(ctx, cf, time.Minute); err != nil {
+			return err
+		}
+	}
 	var before map[string]float64
 	records := cf.name == cfgGuard || cf.name == cfgNoopRec
 	if records {
@@ -245,7 +252,7 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 			return err
 		}
 		if served1.queued > 0 {
-			if served1, err = b.drain(ctx, cf); err != nil {
+			if served1, err = b.drain(ctx, cf, 5*time.Second); err != nil {
 				return err
 			}
 		}
