@@ -239,7 +239,11 @@ func (b *bench) reportEvents(w io.Writer, configs []config) {
 		fmt.Fprintln(w, "| own time per call | guard calls | floor calls | mean ms | p99 ms |")
 		fmt.Fprintln(w, "|---|---|---|---|---|")
 		for _, d := range diffs {
-			fmt.Fprintf(w, "| guard − %s, %s | %d | %d | %+.3f | %s |\n", d.To, typeName(d.Type), d.Calls, d.Ref, d.MeanMS, p99Cell(d.P99MS, d.P99NA))
+			p99 := d.P99NA
+			if d.P99MS != nil {
+				p99 = fmt.Sprintf("%+.3f", *d.P99MS)
+			}
+			fmt.Fprintf(w, "| guard − %s, %s | %d | %d | %+.3f | %s |\n", d.To, typeName(d.Type), d.Calls, d.Ref, d.MeanMS, p99)
 		}
 	}
 }
