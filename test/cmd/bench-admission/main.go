@@ -430,10 +430,17 @@ func (b *bench) header(load string, configs []config) {
 	fmt.Fprintf(b.out, "guard: %s\n", guardVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "vcpus: %d\n", runtime.NumCPU())
 	fmt.Fprintf(b.out, "loadavg-at-start: %s\n", load)
-	fmt.Fprintf(b.out, "# %d rounds; per round and workload %d edits at an operator's pace (1 writer, %g edits/s) and %d at saturation (writers %v); over %d clusters (%d MachineDeployments each); background watcher %v; configurations %s\n",
-		b.o.rounds, b.o.paceEdits, b.o.paceRate, b.o.satEdits, b.o.writers, b.o.clusters, b.o.mdsPer, b.o.watch, strings.Join(configNames(configs), ", "))
-	fmt.Fprintf(b.out, "# each workload's edits rotate over a pool of %d objects of the edited kind; at saturation each of the writers edits its own share of the pool in turn (%s), never one object back to back\n",
-		b.o.pool, poolShares(b.o.pool, b.o.writers))
+	regimes := []string{fmt.Sprintf("%d edits at an operator's pace (1 writer, %g edits/s)", b.o.paceEdits, b.o.paceRate)}
+	if b.o.regimes == nil || slices.Contains(b.o.regimes, regimeSat) || slices.Contains(b.o.regimes, regimeBookkeeping) {
+		regimes = append(regimes, fmt.Sprintf("%d at saturation (writers %v)", b.o.satEdits, b.o.writers))
+	}
+	if b.o.regimes != nil && !slices.Contains(b.o.regimes, regimePace) {
+		regimes = regimes[1:]
+	}
+	fmt.Fprintf(b.out, "# %d rounds; per round and workload %s; over %d clusters (%d MachineDeployments each, %d Machines each of those); background watcher %v; configurations %s\n",
+		b.o.rounds, strings.Join(regimes, " and "), b.o.clusters, b.o.mdsPer, b.o.machinesPer, b.o.watch, strings.Join(configNames(configs), ", "))
+	fmt.Fprintf(b.out, "# each workload's edits rotate over a pool of %d objects of the edited kind; each writer edits its own share of the pool in turn (%s), never one object back to back\n",
+		b.o.pool, poolShares(b.o.pool, slices.Compact(slices.Sorted(slices.Values(append([]int{1}, b.o.writers...))))))
 	if b.o.edits != nil || b.o.regimes != nil {
 		fmt.Fprintf(b.out, "# only edits %s, regimes %s\n", orAll(b.o.edits), orAll(b.o.regimes))
 	}
@@ -446,6 +453,10 @@ func poolShares(pool int, writers []int) string {
 	var parts []string
 	for _, n := range writers {
 		n = min(n, pool)
+		if n == 1 {
+			parts = append(parts, fmt.Sprintf("1 writer: %d objects", pool))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%d writers: %d–%d objects each", n, pool/n, (pool+n-1)/n))
 	}
 	return strings.Join(parts, "; ")
