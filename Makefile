@@ -164,7 +164,9 @@ bench-handlers: ## Go benchmarks of the policy, the handlers, revision encoding 
 
 .PHONY: bench-admission
 # BENCH_ADMISSION_FLAGS tunes the run, e.g. "--pace-edits 10 --sat-edits 40 --rounds 2"
-# for a quick look (see go run ./cmd/bench-admission --help in test/).
+# for a quick look, or "--configs none,noop,noop-record,guard --edits md-template,kcp-template
+# --regimes pace --pace-edits 250 --rounds 4 --pace-rate 10" for p99s from 1,000 edits
+# (see go run ./cmd/bench-admission --help in test/).
 BENCH_ADMISSION_FLAGS ?=
 bench-admission: tools build ## End-to-end admission overhead: no admission, VAP, no-op webhooks, the guard (bench/admission.txt).
 	@mkdir -p $(BENCH_DIR)

@@ -15,6 +15,19 @@
 //     patch of six annotations the size of the guard's revision stamps
 //     (noop-webhook's /stamp paths): the floor of any webhook that stamps
 //     what it admits, so that guard/noop-stamp is the guard's own work;
+//   - noop-record: the same pair, its mutating webhooks stamping as
+//     noop-stamp's and, for every edit that makes a new revision (a
+//     MachineDeployment's spec.template, a KubeadmControlPlane's
+//     spec.version, spec.machineTemplate or spec.kubeadmConfigSpec changed;
+//     never labels, annotations, replicas or status), creating one
+//     RolloutRevision holding the replaced revision, owned by the object,
+//     inside the mutating call, with the guard's identity (noop-webhook's
+//     /record paths): the floor of a design that records each replaced
+//     revision synchronously at admission, so that guard/noop-record is
+//     the guard's own cost against that floor (the guard itself records
+//     from its history reconciler right after the edit, from what its
+//     cache saw stored, history/pending.go: its create is off the edit's
+//     path, and the per-event figures count it);
 //   - noop-nomc: the same pair without matchConditions;
 //   - guard: bin/webhook registered from config/webhook/manifests.yaml, as
 //     test/framework runs it (validating, mutating, recording revisions).
@@ -26,25 +39,49 @@
 // add is measured as the marginal cost it is.
 //
 // Two regimes, reported apart (workloads.go): an operator's pace (one
-// writer at --pace-rate edits/s) and saturation (--writers concurrent
-// writers, as fast as answered), for template, version and label edits;
-// and the bookkeeping edits Cluster API's controllers make (label,
-// annotation, status, replicas) at saturation, which the guard's
-// matchConditions leave out. The run is split into rounds; each round
-// installs every configuration in turn (rotating the order), confirms with
-// dry-run probes that exactly that configuration is in effect, and runs
-// every workload once, so that drift of a shared machine hits every
-// configuration alike and every ratio has a spread over rounds. The guard
-// runs only during its own slices (its background reconciler would
-// otherwise work during the others').
+// writer at --pace-rate edits/s, --pace-edits per round) and saturation
+// (--writers concurrent writers, as fast as answered), for template,
+// version and label edits; and the bookkeeping edits Cluster API's
+// controllers make (label, annotation, status, replicas of
+// MachineDeployments and KubeadmControlPlanes, and status updates of
+// worker Machines, the largest stream of events of a real management
+// cluster) at saturation, which the guard's matchConditions leave out.
+// Every workload's edits rotate over a pool of --pool objects of the
+// edited kind (default 80), each writer editing its own share of the pool
+// in turn, never one object back to back, as a GitOps sync spreads over
+// many objects. The run is split into rounds; each round installs every
+// configuration in turn (rotating the order), confirms with dry-run probes
+// that exactly that configuration is in effect, and runs every workload
+// once, so that drift of a shared machine hits every configuration alike
+// and every ratio has a spread over rounds. The guard runs only during its
+// own slices (its background reconciler would otherwise work during the
+// others').
+//
+// --edits and --regimes restrict the workloads, so that a run can pool
+// the 1,000 edits a p99 needs at an operator's pace in reasonable time
+// (e.g. --edits md-template,kcp-template --regimes pace --pace-edits 250
+// --rounds 4 --pace-rate 10). Latencies are pooled over the rounds per
+// workload and configuration; a p99 is given only from 1,000 of them
+// ("n/a (n=…)" otherwise), and n stands beside every percentile.
 //
 // Output: one Go benchmark line per round, workload and configuration
-// (benchstat reads them; custom units p50-ns, p99-ns, edits/s), then the
-// pooled figures, every ratio with its spread over rounds (min–max) and
-// the issue's targets, the CPU time each process spent per edit (read from
-// /proc: a profile from outside), the API server's count of
-// RolloutRevision requests per recorded revision, and, with --summary,
-// the same figures as JSON in one section of bench/summary.json.
+// (benchstat reads them; custom units p50-ns, p99-ns — only from 1,000
+// edits —, edits/s), then the pooled figures, every ratio with its spread
+// over rounds (min–max) and the issue's targets (guard/noop, and
+// guard/noop-record, the guard's own cost); the CPU time each process
+// spent per edit, read from a cgroup made for each process the run starts
+// (cgroup v1 cpuacct.usage, or cgroup v2 cpu.stat, or, where neither is
+// writable, /proc, the report saying which); the time the API server spent
+// calling the webhooks; per edit of each kind, the webhook server's
+// reconciles (controller_runtime_reconcile_total by controller) and
+// requests to the API server (rest_client_requests_total by verb), read
+// from its own /metrics around each workload, and its CPU time beside the
+// watcher's; each webhook server's own time per call
+// (controller_runtime_webhook_latency_seconds: mean, and p99 from 1,000
+// calls, per path and per type) and the guard's minus each no-op floor's;
+// the API server's count of RolloutRevision requests per recorded
+// revision (guard and noop-record); and, with --summary, the same figures
+// as JSON in one section of bench/summary.json.
 package main
 
 import (
@@ -73,14 +110,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/test/bench/report"
 	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
@@ -96,6 +136,7 @@ const (
 	cfgNoop      = "noop"
 	cfgNoopNoMC  = "noop-nomc"
 	cfgNoopStamp = "noop-stamp"
+	cfgNoopRec   = "noop-record"
 	cfgGuard     = "guard"
 )
 
@@ -107,12 +148,18 @@ type options struct {
 	warmup              int
 	settle              time.Duration
 	clusters, mdsPer    int
-	noopBin             string
-	binDir              string
-	out                 string
-	summary             string
-	profileDir          string
-	configs             string
+	// machinesPer is the worker Machines of each MachineDeployment.
+	machinesPer int
+	// pool is how many objects of each kind the edits rotate over.
+	pool       int
+	noopBin    string
+	binDir     string
+	out        string
+	summary    string
+	profileDir string
+	configs    string
+	// edits and regimes restrict the workloads (nil: all).
+	edits, regimes []string
 	// watch runs the background watcher in every configuration.
 	watch bool
 	// watchKubeconfig makes this process the watcher (see watcher.go).
@@ -121,24 +168,36 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.paceEdits, "pace-edits", 25, "edits per round of each workload at an operator's pace")
+	flag.IntVar(&o.paceEdits, "pace-edits", 25, "edits per round of each workload at an operator's pace (a p99 needs 1,000 pooled over the rounds: --pace-edits × --rounds)")
 	flag.Float64Var(&o.paceRate, "pace-rate", 5, "edits per second at an operator's pace (one writer)")
 	flag.IntVar(&o.satEdits, "sat-edits", 100, "edits per round of each workload at saturation (shared by its writers)")
 	writers := flag.String("writers", "1,8", "concurrent writers of the saturation workloads, comma-separated")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (each round runs every workload of every configuration once)")
 	flag.IntVar(&o.warmup, "warmup", 5, "unmeasured sequential edits before each measured workload")
-	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after a configuration is confirmed, before its edits")
-	flag.IntVar(&o.clusters, "clusters", 10, "clusters (one KubeadmControlPlane each) the edits rotate over")
+	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after a configuration is confirmed, before its edits (for the guard, also until its reconcilers' queues are empty, at most a minute)")
+	flag.IntVar(&o.clusters, "clusters", 80, "clusters (one KubeadmControlPlane each) to create")
+	flag.IntVar(&o.pool, "pool", 80, "objects of each kind (MachineDeployments, KubeadmControlPlanes, Machines) the edits rotate over; each writer edits its own share of them in turn, never one object back to back (at most --clusters, --clusters × --mds-per-cluster and that × --machines-per-md)")
 	flag.IntVar(&o.mdsPer, "mds-per-cluster", 2, "MachineDeployments per cluster")
+	flag.IntVar(&o.machinesPer, "machines-per-md", 1, "worker Machines per MachineDeployment (whose status updates are the machine-status bookkeeping edits)")
 	flag.StringVar(&o.noopBin, "noop-webhook", "", "path of the built test/cmd/noop-webhook (required)")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver and webhook (default: the repository's bin/)")
 	flag.StringVar(&o.out, "out", "", "also write the output to this file")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of kube-apiserver under each configuration's saturation load in the last round, and of the guard under its own, here")
 	flag.StringVar(&o.summary, "summary", "", "set the admission section of this JSON summary (e.g. bench/summary.json)")
-	flag.StringVar(&o.configs, "configs", "none,vap,noop,guard", "configurations to run (also: noop-stamp, the no-op pair whose mutating webhook stamps six annotations as the guard does; noop-nomc)")
+	flag.StringVar(&o.configs, "configs", "none,vap,noop,noop-record,guard", "configurations to run, in the order of the first round (also: noop-stamp, the no-op pair whose mutating webhook stamps six annotations as the guard does; noop-nomc, the no-op pair without matchConditions)")
 	flag.BoolVar(&o.watch, "watcher", true, "run a background watcher (informers on Cluster, MachineDeployment, MachineSet, Machine, KubeadmControlPlane, as Cluster API's controllers) through every configuration")
 	flag.StringVar(&o.watchKubeconfig, "watch-kubeconfig", "", "internal: be the background watcher of the cluster of this kubeconfig")
+	edits := flag.String("edits", "", "run only these edits, comma-separated (default: all; policed: "+strings.Join(policedEdits, ", ")+"; bookkeeping: "+strings.Join(bookkeepingEdits, ", ")+"), e.g. md-template,kcp-template to pool p99 samples quickly")
+	regimes := flag.String("regimes", "", "run only these regimes, comma-separated: pace, saturation (policed edits), bookkeeping (default: all)")
 	flag.Parse()
+	var err error
+	if o.edits, err = listFlag("edits", *edits, append(slices.Clone(policedEdits), bookkeepingEdits...)); err == nil {
+		o.regimes, err = listFlag("regimes", *regimes, []string{regimePace, regimeSat, regimeBookkeeping})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-admission:", err)
+		os.Exit(2)
+	}
 	for _, item := range strings.Split(*writers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(item))
 		if err != nil || n < 1 {
@@ -158,6 +217,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-admission:", err)
 		os.Exit(1)
 	}
+}
+
+// listFlag splits a comma-separated flag value, each item one of known;
+// nil for "".
+func listFlag(name, value string, known []string) ([]string, error) {
+	if value == "" {
+		return nil, nil
+	}
+	var out []string
+	for item := range strings.SplitSeq(value, ",") {
+		item = strings.TrimSpace(item)
+		if !slices.Contains(known, item) {
+			return nil, fmt.Errorf("--%s: unknown %q (known: %s)", name, item, strings.Join(known, ", "))
+		}
+		if !slices.Contains(out, item) {
+			out = append(out, item)
+		}
+	}
+	return out, nil
 }
 
 // config is one admission configuration of the API server.
@@ -186,29 +264,38 @@ type bench struct {
 	watcher      *watcher
 	mds          []types.NamespacedName
 	kcps         []types.NamespacedName
+	machines     []types.NamespacedName
+	// cpu reads each process's CPU time from a cgroup of its own.
+	cpu *cpuMeter
 	// guardPprof is the guard's --pprof-bind-address, "" when it
 	// serves no profiles (no --profile-dir).
 	guardPprof string
 	// cfg is the admin configuration of c, without client-side limits.
 	cfg *rest.Config
-	// seqMu guards patchSeq, which concurrent writers share.
+	// seqMu guards patchSeq, which concurrent writers share, and turn.
 	seqMu    sync.Mutex
 	patchSeq map[types.NamespacedName]int
+	// turn counts the edits of each kind ("md", "kcp") so far.
+	turn map[string]int
 	// results[config][workload] are the figures of the measured edits.
 	results map[string]map[workload]*cell
-	// revisionEdits counts the guard's edits that made a new revision
-	// (measured and warm-up); revisionReqs the RolloutRevision
-	// requests the API server counted meanwhile, by verb.
-	revisionEdits int
-	revisionReqs  map[string]float64
+	// revisionEdits counts, by configuration (the guard, the recording
+	// floor), the edits that made a new revision (measured and warm-up);
+	// revisionReqs the RolloutRevision requests the API server counted
+	// meanwhile, by verb.
+	revisionEdits map[string]int
+	revisionReqs  map[string]map[string]float64
 }
 
 func run(o options) (retErr error) {
 	if o.noopBin == "" {
 		return errors.New("--noop-webhook is required (build it with: cd test && go build -o ../bench/noop-webhook ./cmd/noop-webhook)")
 	}
-	if o.rounds < 1 || o.paceEdits < 1 || o.satEdits < 1 || o.paceRate <= 0 {
-		return errors.New("--rounds, --pace-edits, --sat-edits and --pace-rate must be positive")
+	if o.rounds < 1 || o.paceEdits < 1 || o.satEdits < 1 || o.paceRate <= 0 || o.pool < 1 {
+		return errors.New("--rounds, --pace-edits, --sat-edits, --pace-rate and --pool must be positive")
+	}
+	if o.pool > o.clusters || o.pool > o.clusters*o.mdsPer || o.pool > o.clusters*o.mdsPer*o.machinesPer {
+		return fmt.Errorf("--pool %d needs at least %d clusters (--clusters), MachineDeployments (--clusters × --mds-per-cluster) and Machines (× --machines-per-md)", o.pool, o.pool)
 	}
 	out, closeOut, err := report.Output(o.out)
 	if err != nil {
@@ -233,6 +320,18 @@ func run(o options) (retErr error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	// The guard serves its metrics, so that its own answer times can be
 	// set beside the API server's account of each call.
+	// Each process's CPU time is read from a cgroup of its own, made for
+	// the run and removed at its end (after the processes have stopped).
+	cpu, err := newCPUMeter()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-admission: no cgroup for CPU time, reading /proc instead: %v\n", err)
+	}
+	defer func() {
+		if err := cpu.close(); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	cpu.track("bench-admission", os.Getpid())
 	opts := framework.Options{BinDir: o.binDir, Log: logFile, GuardMetrics: true}
 	guardPprof := ""
 	if o.profileDir != "" {
@@ -245,8 +344,13 @@ func run(o options) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("starting the API server: %w", err)
 	}
-	b := &bench{o: o, env: env, out: out, patchSeq: map[types.NamespacedName]int{},
-		results: map[string]map[workload]*cell{}, revisionReqs: map[string]float64{}, guardPprof: guardPprof}
+	for pid, comm := range childCommands() {
+		if comm == "kube-apiserver" || comm == "etcd" {
+			cpu.track(comm, pid)
+		}
+	}
+	b := &bench{o: o, env: env, out: out, cpu: cpu, patchSeq: map[types.NamespacedName]int{}, turn: map[string]int{},
+		results: map[string]map[workload]*cell{}, revisionEdits: map[string]int{}, revisionReqs: map[string]map[string]float64{}, guardPprof: guardPprof}
 	defer func() {
 		b.stopNoop()
 		b.stopWatcher()
@@ -276,8 +380,8 @@ func run(o options) (retErr error) {
 	}
 	// Start the guard once to set up its identity and certificate, which the
 	// no-op webhook serves too (the API server trusts its CA).
-	if err := env.StartGuard(ctx); err != nil {
-		return fmt.Errorf("starting the guard: %w", err)
+	if err := b.startGuard(ctx); err != nil {
+		return err
 	}
 	if err := b.uninstallGuard(ctx); err != nil {
 		return err
@@ -326,8 +430,44 @@ func (b *bench) header(load string, configs []config) {
 	fmt.Fprintf(b.out, "guard: %s\n", guardVersion(b.env.BinDir))
 	fmt.Fprintf(b.out, "vcpus: %d\n", runtime.NumCPU())
 	fmt.Fprintf(b.out, "loadavg-at-start: %s\n", load)
-	fmt.Fprintf(b.out, "# %d rounds; per round and workload %d edits at an operator's pace (1 writer, %g edits/s) and %d at saturation (writers %v); over %d clusters (%d MachineDeployments each); background watcher %v; configurations %s\n",
-		b.o.rounds, b.o.paceEdits, b.o.paceRate, b.o.satEdits, b.o.writers, b.o.clusters, b.o.mdsPer, b.o.watch, strings.Join(configNames(configs), ", "))
+	regimes := []string{fmt.Sprintf("%d edits at an operator's pace (1 writer, %g edits/s)", b.o.paceEdits, b.o.paceRate)}
+	if b.o.regimes == nil || slices.Contains(b.o.regimes, regimeSat) || slices.Contains(b.o.regimes, regimeBookkeeping) {
+		regimes = append(regimes, fmt.Sprintf("%d at saturation (writers %v)", b.o.satEdits, b.o.writers))
+	}
+	if b.o.regimes != nil && !slices.Contains(b.o.regimes, regimePace) {
+		regimes = regimes[1:]
+	}
+	fmt.Fprintf(b.out, "# %d rounds; per round and workload %s; over %d clusters (%d MachineDeployments each, %d Machines each of those); background watcher %v; configurations %s\n",
+		b.o.rounds, strings.Join(regimes, " and "), b.o.clusters, b.o.mdsPer, b.o.machinesPer, b.o.watch, strings.Join(configNames(configs), ", "))
+	fmt.Fprintf(b.out, "# each workload's edits rotate over a pool of %d objects of the edited kind; each writer edits its own share of the pool in turn (%s), never one object back to back\n",
+		b.o.pool, poolShares(b.o.pool, slices.Compact(slices.Sorted(slices.Values(append([]int{1}, b.o.writers...))))))
+	if b.o.edits != nil || b.o.regimes != nil {
+		fmt.Fprintf(b.out, "# only edits %s, regimes %s\n", orAll(b.o.edits), orAll(b.o.regimes))
+	}
+	fmt.Fprintf(b.out, "# p99 is given only from %d edits pooled over the rounds: at an operator's pace, --pace-edits × --rounds ≥ %d\n", minP99Samples, minP99Samples)
+}
+
+// poolShares says how many objects of the pool each writer edits, for
+// each count of writers.
+func poolShares(pool int, writers []int) string {
+	var parts []string
+	for _, n := range writers {
+		n = min(n, pool)
+		if n == 1 {
+			parts = append(parts, fmt.Sprintf("1 writer: %d objects", pool))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d writers: %d–%d objects each", n, pool/n, (pool+n-1)/n))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// orAll is list, comma-separated, or "all".
+func orAll(list []string) string {
+	if list == nil {
+		return "all"
+	}
+	return strings.Join(list, ",")
 }
 
 // createObjects creates the namespace, the clusters the edits rotate over,
@@ -344,11 +484,40 @@ func (b *bench) createObjects(ctx context.Context) error {
 		}
 		b.mds = append(b.mds, mds...)
 		b.kcps = append(b.kcps, kcp)
+		for _, md := range mds {
+			for k := range b.o.machinesPer {
+				m, err := b.createMachine(ctx, name, md.Name, k, "v1.35.0")
+				if err != nil {
+					return err
+				}
+				b.machines = append(b.machines, m)
+			}
+		}
 	}
 	if _, _, err := b.createCluster(ctx, "probe", 1, probeVersion); err != nil {
 		return err
 	}
 	return nil
+}
+
+// createMachine creates worker Machine k of MachineDeployment md of
+// cluster, whose node runs version, labelled as Cluster API labels the
+// Machines of a MachineDeployment, with a status (as its controller
+// writes it).
+func (b *bench) createMachine(ctx context.Context, cluster, md string, k int, version string) (types.NamespacedName, error) {
+	name := fmt.Sprintf("%s-m%d", md, k)
+	m := builder.Machine(namespace, name).WithClusterName(cluster).WithVersion(version).
+		WithLabels(map[string]string{clusterv1.ClusterNameLabel: cluster, clusterv1.MachineDeploymentNameLabel: md, clusterv1.MachineSetNameLabel: md + "-abcde", "pool": md}).
+		WithBootstrapDataSecret(name).WithInfrastructureRef("DevMachine", name).WithNodeVersion(version).Build()
+	status := m.Status
+	if err := b.c.Create(ctx, m); err != nil {
+		return types.NamespacedName{}, fmt.Errorf("creating Machine %s: %w", name, err)
+	}
+	m.Status = status
+	if err := b.c.Status().Update(ctx, m); err != nil {
+		return types.NamespacedName{}, fmt.Errorf("writing the status of Machine %s: %w", name, err)
+	}
+	return client.ObjectKeyFromObject(m), nil
 }
 
 // createCluster creates a Cluster, its KubeadmControlPlane at v1.36.0 and
@@ -392,12 +561,17 @@ func (b *bench) startNoop(ctx context.Context) error {
 		return fmt.Errorf("the no-op webhook's metrics address: %w", err)
 	}
 	b.noopMetrics = "http://" + metricsAddr + "/metrics"
+	kubeconfig, err := b.guardIdentityKubeconfig()
+	if err != nil {
+		return err
+	}
 	b.noopCmd = exec.Command(b.o.noopBin, "--port", strconv.Itoa(port), "--cert-dir", b.env.GuardCertDir(), "--manifests", b.env.GuardManifests(),
-		"--metrics-bind-address", metricsAddr)
+		"--metrics-bind-address", metricsAddr, "--kubeconfig", kubeconfig)
 	b.noopCmd.Stdout, b.noopCmd.Stderr = os.Stderr, os.Stderr
 	if err := b.noopCmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", b.o.noopBin, err)
 	}
+	b.cpu.track("noop-webhook", b.noopCmd.Process.Pid)
 	b.noopURL = "https://127.0.0.1:" + strconv.Itoa(port)
 	// The API server checks the certificate; this wait only needs to know
 	// that the port serves.
@@ -422,6 +596,26 @@ func (b *bench) startNoop(ctx context.Context) error {
 	}
 }
 
+// guardIdentityKubeconfig writes, beside the admin kubeconfig, a
+// kubeconfig in which the admin impersonates the guard's ServiceAccount,
+// as the guard runs (framework.GuardConfig): the no-op's recording floor
+// writes its RolloutRevisions with the guard's identity and rights.
+func (b *bench) guardIdentityKubeconfig() (string, error) {
+	kc, err := clientcmd.LoadFromFile(b.env.Kubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("reading the admin kubeconfig: %w", err)
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = framework.GuardServiceAccount
+		ai.ImpersonateGroups = framework.GuardGroups()
+	}
+	path := filepath.Join(filepath.Dir(b.env.Kubeconfig), "noop-webhook.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return "", fmt.Errorf("writing the no-op webhook's kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
 func (b *bench) stopNoop() {
 	if b.noopCmd == nil || b.noopCmd.Process == nil {
 		return
@@ -442,7 +636,7 @@ func (b *bench) configurations(list string) ([]config, error) {
 	all := map[string]config{
 		cfgNone: {
 			name:      cfgNone,
-			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads()...),
+			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads(b.o)...),
 			install:   func(context.Context) error { return nil },
 			uninstall: func(context.Context) error { return nil },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: allow, probeMutate: plain, probeLabelRefuse: allow},
@@ -468,17 +662,34 @@ func (b *bench) configurations(list string) ([]config, error) {
 			uninstall: func(ctx context.Context) error { return b.uninstallObjects(ctx, b.noopStampConfigurations) },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: allow},
 		},
+		cfgNoopRec: {
+			name:      cfgNoopRec,
+			workloads: policedWorkloads(b.o),
+			install: func(ctx context.Context) error {
+				if err := b.checkRevisionCRD(ctx); err != nil {
+					return err
+				}
+				return b.installObjects(ctx, b.noopRecordConfigurations)
+			},
+			uninstall: func(ctx context.Context) error {
+				if err := b.uninstallObjects(ctx, b.noopRecordConfigurations); err != nil {
+					return err
+				}
+				return b.deleteFloorRecords(ctx)
+			},
+			want: map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: recorded, probeLabelRefuse: allow},
+		},
 		cfgNoopNoMC: {
 			name:      cfgNoopNoMC,
-			workloads: []workload{{regime: regimeSat, writers: 1, edit: mdLabel}, {regime: regimeSat, writers: 1, edit: kcpLabel}},
+			workloads: b.o.only([]workload{{regime: regimeSat, writers: 1, edit: mdLabel}, {regime: regimeSat, writers: 1, edit: kcpLabel}}),
 			install:   func(ctx context.Context) error { return b.installNoop(ctx, false) },
 			uninstall: func(ctx context.Context) error { return b.uninstallNoop(ctx, false) },
 			want:      map[string]string{probeDowngrade: allow, probeTooNew: allow, probeRefuse: noopRefusal, probeMutate: mutated, probeLabelRefuse: noopRefusal},
 		},
 		cfgGuard: {
 			name:      cfgGuard,
-			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads()...),
-			install:   b.env.StartGuard,
+			workloads: append(policedWorkloads(b.o), bookkeepingWorkloads(b.o)...),
+			install:   b.startGuard,
 			uninstall: b.uninstallGuard,
 			// The guard allows a worker's patch downgrade (only minors matter to skew).
 			want: map[string]string{probeDowngrade: allow, probeTooNew: "[rule WorkerNewerThanControlPlane]", probeRefuse: allow, probeMutate: stamped, probeLabelRefuse: allow},
@@ -488,11 +699,20 @@ func (b *bench) configurations(list string) ([]config, error) {
 	for _, name := range strings.Split(list, ",") {
 		cf, ok := all[strings.TrimSpace(name)]
 		if !ok {
-			return nil, fmt.Errorf("--configs: unknown configuration %q (known: none, vap, noop, noop-stamp, noop-nomc, guard)", name)
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: none, vap, noop, noop-stamp, noop-record, noop-nomc, guard)", name)
 		}
 		out = append(out, cf)
 	}
 	return out, nil
+}
+
+// startGuard starts the guard and moves it into its cgroup.
+func (b *bench) startGuard(ctx context.Context) error {
+	if err := b.env.StartGuard(ctx); err != nil {
+		return fmt.Errorf("starting the guard: %w", err)
+	}
+	b.cpu.track("webhook", b.env.GuardPID())
+	return nil
 }
 
 // uninstallGuard stops the guard and removes its webhook configurations
@@ -545,6 +765,22 @@ func (b *bench) noopConfigurations(withMC bool) ([]client.Object, error) {
 // paths): what any webhook that stamps objects costs, the guard's own
 // work apart.
 func (b *bench) noopStampConfigurations() ([]client.Object, error) {
+	return b.noopFloorConfigurations(noopStampPrefix, "noop-stamp")
+}
+
+// noopRecordConfigurations are the no-op pair's configurations with the
+// mutating webhooks calling the recording floor (noop-webhook's /record
+// paths): stamps, and one RolloutRevision created per edit that makes a
+// new revision, inside the mutating call: what keeping the guard's
+// history costs any webhook, the guard's own work apart.
+func (b *bench) noopRecordConfigurations() ([]client.Object, error) {
+	return b.noopFloorConfigurations(noopRecordPrefix, "noop-record")
+}
+
+// noopFloorConfigurations are the no-op pair's configurations renamed
+// after tag, the mutating webhooks calling noop-webhook's paths under
+// prefix.
+func (b *bench) noopFloorConfigurations(prefix, tag string) ([]client.Object, error) {
 	objs, err := b.noopConfigurations(true)
 	if err != nil {
 		return nil, err
@@ -552,19 +788,19 @@ func (b *bench) noopStampConfigurations() ([]client.Object, error) {
 	for _, obj := range objs {
 		switch cfg := obj.(type) {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
-			cfg.Name = "rollout-bench-noop-stamp-validating"
+			cfg.Name = "rollout-bench-" + tag + "-validating"
 			for i := range cfg.Webhooks {
-				cfg.Webhooks[i].Name = strings.Replace(cfg.Webhooks[i].Name, "noop-", "noop-stamp-", 1)
+				cfg.Webhooks[i].Name = strings.Replace(cfg.Webhooks[i].Name, "noop-", tag+"-", 1)
 			}
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
-			cfg.Name = "rollout-bench-noop-stamp-mutating"
+			cfg.Name = "rollout-bench-" + tag + "-mutating"
 			for i := range cfg.Webhooks {
 				w := &cfg.Webhooks[i]
-				w.Name = strings.Replace(w.Name, "noop-", "noop-stamp-", 1)
+				w.Name = strings.Replace(w.Name, "noop-", tag+"-", 1)
 				if w.ClientConfig.URL == nil || !strings.HasPrefix(*w.ClientConfig.URL, b.noopURL+"/") {
 					return nil, fmt.Errorf("mutating webhook %s does not call the no-op server at %s", w.Name, b.noopURL)
 				}
-				u := b.noopURL + noopStampPrefix + strings.TrimPrefix(*w.ClientConfig.URL, b.noopURL)
+				u := b.noopURL + prefix + strings.TrimPrefix(*w.ClientConfig.URL, b.noopURL)
 				w.ClientConfig.URL = &u
 			}
 		}
@@ -572,8 +808,38 @@ func (b *bench) noopStampConfigurations() ([]client.Object, error) {
 	return objs, nil
 }
 
+// checkRevisionCRD makes sure the RolloutRevision CRD (which the
+// environment installs with the Cluster API CRDs) serves, so that the
+// recording floor's creates can succeed.
+func (b *bench) checkRevisionCRD(ctx context.Context) error {
+	if err := b.c.List(ctx, &rgv1alpha1.RolloutRevisionList{}, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return fmt.Errorf("the RolloutRevision CRD does not serve: %w", err)
+	}
+	return nil
+}
+
 // noopStampPrefix is noop-webhook's path prefix of its stamping floor.
 const noopStampPrefix = "/stamp"
+
+// floorRecordLabel is a label every RolloutRevision of the recording
+// floor carries (noop-webhook's recordLabelHash).
+const floorRecordLabel = "rollout-bench/hash"
+
+// deleteFloorRecords deletes the recording floor's RolloutRevisions, so
+// that the guard, in its own slices, never meets them.
+func (b *bench) deleteFloorRecords(ctx context.Context) error {
+	sel, err := labels.Parse(floorRecordLabel)
+	if err != nil {
+		return err
+	}
+	if err := b.c.DeleteAllOf(ctx, &rgv1alpha1.RolloutRevision{}, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return fmt.Errorf("deleting the recording floor's RolloutRevisions: %w", err)
+	}
+	return nil
+}
+
+// noopRecordPrefix is noop-webhook's path prefix of its recording floor.
+const noopRecordPrefix = "/record"
 
 // installObjects creates the objects configurations gives.
 func (b *bench) installObjects(ctx context.Context, configurations func() ([]client.Object, error)) error {
@@ -708,7 +974,10 @@ const (
 	allow   = "allowed"
 	plain   = "allowed, unchanged"
 	mutated = "allowed, mutated by the no-op webhook"
-	stamped = "allowed, stamped by the guard"
+	// recorded is the probe's mutation by the recording floor (which
+	// records nothing on a dry run).
+	recorded = "allowed, mutated by the no-op webhook's recording floor"
+	stamped  = "allowed, stamped by the guard"
 
 	noopRefusal = "noop-webhook: refused the probe"
 )
@@ -760,18 +1029,33 @@ func (b *bench) probeAll(ctx context.Context, want map[string]string) (map[strin
 			got[name] = allow
 		case md.Annotations["rollout-bench/mutated"] == "true":
 			got[name] = mutated
+		case md.Annotations["rollout-bench/mutated"] == "record":
+			got[name] = recorded
 		case md.Annotations["rollout-guard.io/revision"] != live.Annotations["rollout-guard.io/revision"]:
 			got[name] = stamped
 		default:
 			got[name] = plain
 		}
 		w := want[name]
-		ok := got[name] == w || (err != nil && w != allow && w != plain && w != mutated && w != stamped && strings.Contains(err.Error(), w))
+		ok := got[name] == w || (err != nil && w != allow && w != plain && w != mutated && w != recorded && w != stamped && strings.Contains(err.Error(), w))
 		if !ok && firstErr == nil {
 			firstErr = fmt.Errorf("probe %s: got %q, want %q", name, got[name], w)
 		}
 	}
 	return got, firstErr
+}
+
+// minP99Samples is the fewest latencies a p99 is given from: below it,
+// the 99th percentile is one of the few slowest edits, noise. Samples are
+// pooled over rounds per workload and configuration.
+const minP99Samples = 1000
+
+// p99Text is s's p99 in ms, or "n/a (n=…)" below minP99Samples.
+func p99Text(s summary) string {
+	if s.n < minP99Samples {
+		return fmt.Sprintf("n/a (n=%d)", s.n)
+	}
+	return fmt.Sprintf("%.2f", ms(s.p99))
 }
 
 // summary is the statistics of a set of latencies.
@@ -827,6 +1111,27 @@ func processCPU(names map[int]string) map[string]time.Duration {
 			comm = name
 		}
 		out[comm] += t
+	}
+	return out
+}
+
+// childCommands are this process's child processes' command names, by
+// pid.
+func childCommands() map[int]string {
+	out := map[int]string{}
+	self := os.Getpid()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, ppid, comm, ok := readStat(pid); ok && ppid == self {
+			out[pid] = comm
+		}
 	}
 	return out
 }

@@ -98,33 +98,3 @@ func (b *bench) webhookTimes(ctx context.Context) (map[string]webhookTime, error
 	}
 	return out, nil
 }
-
-// serverTimes reads the answer times the webhook server of cf counted so
-// far (framework.WebhookLatencyMetric), by type as webhookTimes has them
-// (admit: its mutating paths; validating): the server's own share of each
-// call the API server makes. nil for a configuration without a webhook
-// server.
-func (b *bench) serverTimes(ctx context.Context, cf config) (map[string]webhookTime, error) {
-	var url, token string
-	switch cf.name {
-	case cfgGuard:
-		url, token = b.env.GuardMetricsURL(), b.metricsToken
-	case cfgNoop, cfgNoopStamp, cfgNoopNoMC:
-		url = b.noopMetrics
-	default:
-		return nil, nil
-	}
-	lat, err := framework.ScrapeWebhookLatencies(ctx, url, token)
-	if err != nil {
-		return nil, fmt.Errorf("reading the %s webhook server's answer times: %w", cf.name, err)
-	}
-	out := map[string]webhookTime{}
-	for path, v := range lat {
-		typ := "validating"
-		if strings.Contains(path, "/mutate-") {
-			typ = "admit"
-		}
-		out[typ] = out[typ].add(webhookTime{seconds: v[0], calls: v[1]})
-	}
-	return out, nil
-}

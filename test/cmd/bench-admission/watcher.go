@@ -127,6 +127,7 @@ func (b *bench) startWatcher(ctx context.Context) error {
 	}
 	w := &watcher{cmd: cmd, lines: make(chan string, 4)}
 	b.watcher = w
+	b.cpu.track("watcher", cmd.Process.Pid)
 	go func() {
 		defer close(w.lines)
 		sc := bufio.NewScanner(stdout)

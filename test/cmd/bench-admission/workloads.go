@@ -31,15 +31,18 @@ const (
 	// regimeSat is saturation: every writer sends its next edit as soon as
 	// the last one is answered, as a GitOps sync of many objects does.
 	regimeSat = "saturation"
+	// regimeBookkeeping names, for --regimes, the bookkeeping workloads
+	// (which run at saturation, one writer).
+	regimeBookkeeping = "bookkeeping"
 )
 
 // Edit kinds. Template, version and label edits are the policed regimes'
 // (a template edit changes the infrastructure template, selected by the
 // guard's mutating webhook only; a version edit is a patch-release bump,
 // selected by its validating and mutating webhooks; a label edit by
-// neither). Label, annotation, status and replicas edits are the
-// bookkeeping Cluster API's controllers do all day, which the guard's
-// matchConditions leave out.
+// neither). Label, annotation, status and replicas edits, and Machine
+// status updates, are the bookkeeping Cluster API's controllers do all
+// day, which the guard's matchConditions leave out.
 const (
 	mdTemplate    = "md-template"
 	mdVersion     = "md-version"
@@ -53,11 +56,15 @@ const (
 	kcpAnnotation = "kcp-annotation"
 	kcpStatus     = "kcp-status"
 	kcpReplicas   = "kcp-replicas"
+	// machineStatus is a status update of a worker Machine (a condition's
+	// message and time), the largest stream of events in a real
+	// management cluster.
+	machineStatus = "machine-status"
 )
 
 var (
 	policedEdits     = []string{mdTemplate, mdVersion, mdLabel, kcpTemplate, kcpVersion, kcpLabel}
-	bookkeepingEdits = []string{mdLabel, mdAnnotation, mdStatus, mdReplicas, kcpLabel, kcpAnnotation, kcpStatus, kcpReplicas}
+	bookkeepingEdits = []string{mdLabel, mdAnnotation, mdStatus, mdReplicas, kcpLabel, kcpAnnotation, kcpStatus, kcpReplicas, machineStatus}
 )
 
 // makesRevision tells the edits that give the guard a new revision to
@@ -97,20 +104,35 @@ func policedWorkloads(o options) []workload {
 			out = append(out, workload{regime: regimeSat, writers: n, edit: e})
 		}
 	}
-	return out
+	return o.only(out)
+}
+
+// only keeps the workloads of --edits and --regimes (a bookkeeping edit's
+// regime being regimeBookkeeping).
+func (o options) only(ws []workload) []workload {
+	return slices.DeleteFunc(slices.Clone(ws), func(w workload) bool {
+		if o.edits != nil && !slices.Contains(o.edits, w.edit) {
+			return true
+		}
+		regime := w.regime
+		if !slices.Contains(policedEdits, w.edit) {
+			regime = regimeBookkeeping
+		}
+		return o.regimes != nil && !slices.Contains(o.regimes, regime)
+	})
 }
 
 // bookkeepingWorkloads are the bookkeeping edits at saturation, one writer
 // (where a cost per edit shows most), but for label edits, which the
 // policed workloads have already.
-func bookkeepingWorkloads() []workload {
+func bookkeepingWorkloads(o options) []workload {
 	var out []workload
 	for _, e := range bookkeepingEdits {
-		if !strings.HasSuffix(e, "-label") {
+		if !slices.Contains(policedEdits, e) {
 			out = append(out, workload{regime: regimeSat, writers: 1, edit: e})
 		}
 	}
-	return out
+	return o.only(out)
 }
 
 // cell is what one configuration's workload gave over the run.
@@ -124,6 +146,13 @@ type cell struct {
 	// server is the time the webhook server itself took to answer those
 	// calls, by type, as it counts it (framework.WebhookLatencyMetric).
 	server map[string]webhookTime
+	// latency is the webhook server's histogram of those answer times,
+	// by path.
+	latency map[string]histogram
+	// reconciles are the webhook server's reconciles during the edits
+	// (and until its queues drained), by controller; requests its
+	// requests to the API server, by verb.
+	reconciles, requests map[string]float64
 	// rounds are the figures of each round, in order.
 	rounds []summary
 }
@@ -135,11 +164,16 @@ func (b *bench) result(cfg string, w workload) *cell {
 	}
 	c := b.results[cfg][w]
 	if c == nil {
-		c = &cell{cpu: map[string]time.Duration{}, webhooks: map[string]webhookTime{}, server: map[string]webhookTime{}}
+		c = &cell{cpu: map[string]time.Duration{}, webhooks: map[string]webhookTime{}, server: map[string]webhookTime{},
+			latency: map[string]histogram{}, reconciles: map[string]float64{}, requests: map[string]float64{}}
 		b.results[cfg][w] = c
 	}
 	return c
 }
+
+// afterEdits is the pause after a workload's edits before its CPU time
+// and counts are read: the guard's reconcilers catch up meanwhile.
+const afterEdits = 300 * time.Millisecond
 
 // runSlice installs cf, checks it took effect, runs every workload of cf
 // once, and removes cf again.
@@ -158,8 +192,16 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		return ctx.Err()
 	case <-time.After(b.o.settle):
 	}
-	var before map[string]float64
+	// With many objects that can take longer: the guard's slice starts
+	// once its queues are empty (at most a minute).
 	if cf.name == cfgGuard {
+		if _, err := b.drain(ctx, cf, time.Minute); err != nil {
+			return err
+		}
+	}
+	var before map[string]float64
+	records := cf.name == cfgGuard || cf.name == cfgNoopRec
+	if records {
 		var err error
 		if before, err = b.revisionRequests(ctx); err != nil {
 			return err
@@ -182,30 +224,54 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		if err != nil {
 			return err
 		}
-		served0, err := b.serverTimes(ctx, cf)
+		served0, err := b.serverNow(ctx, cf)
 		if err != nil {
 			return err
 		}
-		cpu0 := processCPU(b.procNames())
+		cpu0 := b.cpu.read(b.procNames())
 		lat, wall, err := b.timeWorkload(ctx, w, n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
 		}
-		cpu1 := processCPU(b.procNames())
+		// The guard's reconcilers work on the edits' events after the
+		// edits: count that work with them. Every configuration waits
+		// alike, and nothing is scraped before the CPU time is read (a
+		// scrape costs the server CPU).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(afterEdits):
+		}
+		cpu1 := b.cpu.read(b.procNames())
 		calls1, err := b.webhookTimes(ctx)
 		if err != nil {
 			return err
 		}
-		served1, err := b.serverTimes(ctx, cf)
+		served1, err := b.serverNow(ctx, cf)
 		if err != nil {
 			return err
+		}
+		if served1.queued > 0 {
+			if served1, err = b.drain(ctx, cf, 5*time.Second); err != nil {
+				return err
+			}
 		}
 		c := b.result(cf.name, w)
 		for typ, t := range calls1 {
 			c.webhooks[typ] = c.webhooks[typ].add(t.minus(calls0[typ]))
 		}
-		for typ, t := range served1 {
-			c.server[typ] = c.server[typ].add(t.minus(served0[typ]))
+		byType, latency, reconciles, requests := served1.since(served0)
+		for typ, t := range byType {
+			c.server[typ] = c.server[typ].add(t)
+		}
+		for path, h := range latency {
+			c.latency[path] = c.latency[path].add(h)
+		}
+		for k, v := range reconciles {
+			c.reconciles[k] += v
+		}
+		for k, v := range requests {
+			c.requests[k] += v
 		}
 		c.lat = append(c.lat, lat...)
 		c.wall += wall
@@ -215,27 +281,36 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 		}
 		s := summarize(lat, wall)
 		c.rounds = append(c.rounds, s)
-		if cf.name == cfgGuard && makesRevision(w.edit) {
-			b.revisionEdits += b.o.warmup + n
+		if records && makesRevision(w.edit) {
+			b.revisionEdits[cf.name] += b.o.warmup + n
 		}
-		fmt.Fprintf(b.out, "BenchmarkAdmission/%s/config=%s %d %d ns/op %d p50-ns %d p99-ns %.1f edits/s\n",
-			w, cf.name, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), s.p99.Nanoseconds(), s.throughput)
+		// A round's p99 is printed only from minP99Samples edits.
+		p99 := ""
+		if s.n >= minP99Samples {
+			p99 = fmt.Sprintf(" %d p99-ns", s.p99.Nanoseconds())
+		}
+		fmt.Fprintf(b.out, "BenchmarkAdmission/%s/config=%s %d %d ns/op %d p50-ns%s %.1f edits/s\n",
+			w, cf.name, len(lat), s.mean.Nanoseconds(), s.p50.Nanoseconds(), p99, s.throughput)
 	}
 	for _, done := range profiled {
 		if err := <-done; err != nil {
 			return err
 		}
 	}
-	if cf.name == cfgGuard {
-		// The reconciler records and prunes right after the edits it saw;
-		// count that work too.
+	if records {
+		// The guard's reconciler records and prunes right after the edits
+		// it saw; count that work too (the recording floor, the same
+		// wait, has none).
 		time.Sleep(2 * time.Second)
 		after, err := b.revisionRequests(ctx)
 		if err != nil {
 			return err
 		}
+		if b.revisionReqs[cf.name] == nil {
+			b.revisionReqs[cf.name] = map[string]float64{}
+		}
 		for verb, v := range after {
-			b.revisionReqs[verb] += v - before[verb]
+			b.revisionReqs[cf.name][verb] += v - before[verb]
 		}
 	}
 	if err := cf.uninstall(ctx); err != nil {
@@ -244,16 +319,28 @@ func (b *bench) runSlice(ctx context.Context, round int, cf config) error {
 	return nil
 }
 
-// timeWorkload makes n edits of w: its writers share them and the
-// objects of the edit's kind (each object belongs to one writer, so that
-// no two writers race on an object); at pace each writer waits for its
-// next slot. It returns the latency of every edit and the wall time of
-// all.
+// timeWorkload makes n edits of w: its writers share them and the pool
+// of objects of the edit's kind (--pool; each object belongs to one
+// writer, so that no two writers race on an object, and each writer edits
+// its objects in turn, so that no object is edited back to back while
+// the writer has another); at pace each writer waits for its next slot.
+// It returns the latency of every edit and the wall time of all.
 func (b *bench) timeWorkload(ctx context.Context, w workload, n int) ([]time.Duration, time.Duration, error) {
 	objs := b.mds
-	if strings.HasPrefix(w.edit, "kcp-") {
+	switch {
+	case strings.HasPrefix(w.edit, "kcp-"):
 		objs = b.kcps
+	case strings.HasPrefix(w.edit, "machine-"):
+		objs = b.machines
 	}
+	objs = objs[:min(b.o.pool, len(objs))]
+	// Each workload goes on where the last one of its kind stopped, so
+	// that every object of the pool is edited about as often.
+	kind, _, _ := strings.Cut(w.edit, "-")
+	b.seqMu.Lock()
+	turn := b.turn[kind]
+	b.turn[kind] += n
+	b.seqMu.Unlock()
 	writers := max(1, min(w.writers, len(objs), n))
 	var interval time.Duration
 	if w.regime == regimePace {
@@ -285,7 +372,7 @@ func (b *bench) timeWorkload(ctx context.Context, w workload, n int) ([]time.Dur
 					case <-time.After(time.Until(start.Add(time.Duration(i) * interval))):
 					}
 				}
-				key := mine[i%len(mine)]
+				key := mine[(turn/writers+i)%len(mine)]
 				obj, patch, status := b.editOf(w.edit, key)
 				t0 := time.Now()
 				var err error
@@ -334,8 +421,11 @@ func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []
 	seq := b.patchSeq[key]
 	b.seqMu.Unlock()
 	var obj client.Object = &clusterv1.MachineDeployment{}
-	if strings.HasPrefix(edit, "kcp-") {
+	switch {
+	case strings.HasPrefix(edit, "kcp-"):
 		obj = &controlplanev1.KubeadmControlPlane{}
+	case strings.HasPrefix(edit, "machine-"):
+		obj = &clusterv1.Machine{}
 	}
 	obj.SetNamespace(key.Namespace)
 	obj.SetName(key.Name)
@@ -353,6 +443,11 @@ func (b *bench) editOf(edit string, key types.NamespacedName) (client.Object, []
 		return obj, fmt.Appendf(nil, `{"metadata":{"labels":{"rollout-bench/seq":"%d"}}}`, seq), false
 	case mdAnnotation, kcpAnnotation:
 		return obj, fmt.Appendf(nil, `{"metadata":{"annotations":{"rollout-bench/seq":"%d"}}}`, seq), false
+	case machineStatus:
+		// The Ready condition's message and time change, as a Machine's
+		// controller writes them on every node heartbeat it notices.
+		at := time.Unix(1_800_000_000+int64(seq), 0).UTC().Format(time.RFC3339)
+		return obj, fmt.Appendf(nil, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Ready","message":"node heartbeat %d","lastTransitionTime":"%s"}]}}`, seq, at), true
 	case mdReplicas, kcpReplicas:
 		// 3 and 5 in turn: odd, as a control plane's must be.
 		return obj, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, 3+2*(seq%2)), false
@@ -401,6 +496,15 @@ type ratio struct {
 	Value report.Spread `json:"value"`
 	// Met is whether the pooled ratio meets the target.
 	Met *bool `json:"met,omitempty"`
+	// N is the smaller of the two configurations' pooled samples.
+	N int `json:"n"`
+	// SpreadRounds is how many rounds Value's min and max come from:
+	// every round, but for p99, only rounds of minP99Samples edits in
+	// both configurations (none: min and max are the pooled value).
+	SpreadRounds int `json:"spread_rounds"`
+	// NA says why there is no value: a p99 of fewer than minP99Samples
+	// pooled edits, "n/a (n=…)".
+	NA string `json:"na,omitempty"`
 }
 
 // compare computes metric of cfg over base on w, pooled and per round.
@@ -421,11 +525,23 @@ func (b *bench) compare(name, cfg, base string, w workload, metric string, targe
 	}
 	var per []float64
 	for i := range min(len(a.rounds), len(c.rounds)) {
+		if metric == "p99" && min(a.rounds[i].n, c.rounds[i].n) < minP99Samples {
+			continue
+		}
 		per = append(per, pick(a.rounds[i])/pick(c.rounds[i]))
 	}
-	pooled := pick(summarize(a.lat, a.wall)) / pick(summarize(c.lat, c.wall))
+	sa, sc := summarize(a.lat, a.wall), summarize(c.lat, c.wall)
 	r := ratio{Name: name, Workload: w.String(), Metric: metric, Of: cfg, To: base, Target: target, AtLeast: atLeast,
-		Value: report.NewSpread(pooled, per)}
+		N: min(sa.n, sc.n), SpreadRounds: len(per)}
+	if metric == "p99" && r.N < minP99Samples {
+		r.NA = fmt.Sprintf("n/a (n=%d)", r.N)
+		return r, nil
+	}
+	pooled := pick(sa) / pick(sc)
+	if len(per) == 0 {
+		per = []float64{pooled}
+	}
+	r.Value = report.NewSpread(pooled, per)
 	if target > 0 {
 		met := pooled <= target
 		if atLeast {
@@ -468,6 +584,22 @@ func (b *bench) ratios() []ratio {
 		w := workload{regime: regimePace, writers: 1, edit: e}
 		add("operator pace "+e+": guard/noop-stamp p50", cfgGuard, cfgNoopStamp, w, "p50", 0, false)
 		add("operator pace "+e+": noop-stamp/noop p50", cfgNoopStamp, cfgNoop, w, "p50", 0, false)
+	}
+	// The guard next to the floor of the design (noop-record): a webhook
+	// that stamps and creates one RolloutRevision per new revision, as the
+	// guard must; what is left is the guard's own cost.
+	for _, e := range policedEdits {
+		w := workload{regime: regimePace, writers: 1, edit: e}
+		add("operator pace "+e+": guard/noop-record p50", cfgGuard, cfgNoopRec, w, "p50", 0, false)
+		add("operator pace "+e+": guard/noop-record p99", cfgGuard, cfgNoopRec, w, "p99", 0, false)
+		add("operator pace "+e+": noop-record/noop p50", cfgNoopRec, cfgNoop, w, "p50", 0, false)
+	}
+	for _, n := range b.o.writers {
+		for _, e := range policedEdits {
+			w := workload{regime: regimeSat, writers: n, edit: e}
+			add(fmt.Sprintf("saturation %d writers %s: guard/noop-record edits/s", n, e), cfgGuard, cfgNoopRec, w, "edits/s", 0, true)
+			add(fmt.Sprintf("saturation %d writers %s: guard/noop-record p50", n, e), cfgGuard, cfgNoopRec, w, "p50", 0, false)
+		}
 	}
 	// The floor itself, next to nothing and next to a policy in the API
 	// server.

@@ -26,6 +26,19 @@
 // revision stamps have, so that the API server applies and stores a patch
 // as it does the guard's. bench-admission's noop-stamp configuration calls
 // those paths: the guard's own cost apart from the cost of being a stamper.
+//
+// Under /record, with --kubeconfig (the guard's identity, as bench-admission
+// gives it), each mutating path is served by a floor for recording webhooks
+// (record.go): it stamps as /stamp does and, for every update that makes a
+// new revision (the kind's revision fields changed: a MachineDeployment's
+// or MachinePool's spec.template, a KubeadmControlPlane's spec.version,
+// spec.machineTemplate or spec.kubeadmConfigSpec; never labels,
+// annotations, replicas or status), creates one RolloutRevision holding the
+// replaced revision, owned by the object, inside the mutating call and
+// never on a dry run. Nothing else: no read, list or pruning. bench-admission's
+// noop-record configuration calls those paths: what any webhook that keeps
+// the guard's history must pay, so that guard/noop-record is the guard's own
+// work.
 package main
 
 import (
@@ -152,14 +165,21 @@ func main() {
 	if *metricsAddr != "" {
 		go serveMetrics(ctx, *metricsAddr)
 	}
-	if err := serve(ctx, *host, *port, *certDir, ps); err != nil {
+	// --kubeconfig is controller-runtime's flag, which the guard has too.
+	var rec *recorder
+	if kc := flag.Lookup("kubeconfig"); kc != nil && kc.Value.String() != "" {
+		if rec, err = newRecorder(); err != nil {
+			log.Fatalf("noop-webhook: %v", err)
+		}
+	}
+	if err := serve(ctx, *host, *port, *certDir, ps, rec); err != nil {
 		log.Fatalf("noop-webhook: %v", err)
 	}
 }
 
 // newServer is the guard's webhook server (cmd/webhook) with the no-op
 // handlers registered at the guard's paths.
-func newServer(host string, port int, certDir string, ps paths) webhook.Server {
+func newServer(host string, port int, certDir string, ps paths, rec *recorder) webhook.Server {
 	srv := webhooks.DrainingServer{Server: webhook.NewServer(webhook.Options{
 		Host:    host,
 		Port:    port,
@@ -172,12 +192,15 @@ func newServer(host string, port int, certDir string, ps paths) webhook.Server {
 	for _, path := range ps.mutating {
 		srv.Register(path, &webhook.Admission{Handler: admission.HandlerFunc(mutate)})
 		srv.Register(StampPrefix+path, &webhook.Admission{Handler: admission.HandlerFunc(stamp)})
+		if rec != nil {
+			srv.Register(RecordPrefix+path, &webhook.Admission{Handler: admission.HandlerFunc(rec.handle)})
+		}
 	}
 	return srv
 }
 
-func serve(ctx context.Context, host string, port int, certDir string, ps paths) error {
-	srv := newServer(host, port, certDir, ps)
+func serve(ctx context.Context, host string, port int, certDir string, ps paths, rec *recorder) error {
+	srv := newServer(host, port, certDir, ps, rec)
 	log.Printf("noop-webhook: serving on https://%s:%d", host, port)
 	if err := srv.Start(ctx); err != nil {
 		return fmt.Errorf("serving on %s:%d: %w", host, port, err)
@@ -237,6 +260,24 @@ var stamps atomic.Int64
 // only to know whether there are any to add to. The probe marker gets its
 // mutation too.
 func stamp(_ context.Context, req admission.Request) admission.Response {
+	return stampWith(req, "true")
+}
+
+// stampValues are the six stamps of one request.
+func stampValues(req admission.Request) map[string]string {
+	return map[string]string{
+		"rollout-bench/revision":      strconv.FormatInt(stamps.Add(1), 10),
+		"rollout-bench/changed-by":    req.UserInfo.Username,
+		"rollout-bench/changed-at":    time.Now().UTC().Format(time.RFC3339),
+		"rollout-bench/field-manager": "rollout-bench",
+		"rollout-bench/change-cause":  "version v1.35.1 → v1.35.2; infrastructureRef c1-md-0-1 → c1-md-0-2",
+		"rollout-bench/change-type":   "rollout",
+	}
+}
+
+// stampWith is stamp, the probe's mutation being the annotation
+// rollout-bench/mutated=mutation.
+func stampWith(req admission.Request, mutation string) admission.Response {
 	var obj struct {
 		Metadata struct {
 			Annotations map[string]string `json:"annotations"`
@@ -245,16 +286,9 @@ func stamp(_ context.Context, req admission.Request) admission.Response {
 	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("noop-webhook: decoding the object: %w", err))
 	}
-	values := map[string]string{
-		"rollout-bench/revision":      strconv.FormatInt(stamps.Add(1), 10),
-		"rollout-bench/changed-by":    req.UserInfo.Username,
-		"rollout-bench/changed-at":    time.Now().UTC().Format(time.RFC3339),
-		"rollout-bench/field-manager": "rollout-bench",
-		"rollout-bench/change-cause":  "version v1.35.1 → v1.35.2; infrastructureRef c1-md-0-1 → c1-md-0-2",
-		"rollout-bench/change-type":   "rollout",
-	}
+	values := stampValues(req)
 	if bytes.Contains(req.Object.Raw, mutateMarker) {
-		values["rollout-bench/mutated"] = "true"
+		values["rollout-bench/mutated"] = mutation
 	}
 	if len(obj.Metadata.Annotations) == 0 {
 		return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/annotations", values))

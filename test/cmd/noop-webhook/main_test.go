@@ -75,7 +75,7 @@ func TestServesHTTP2AndAllows(t *testing.T) {
 		t.Fatal(err)
 	}
 	validatingPaths, mutatingPaths := ps.validating, ps.mutating
-	srv := newServer("127.0.0.1", port, dir, ps)
+	srv := newServer("127.0.0.1", port, dir, ps, nil)
 	go func() { _ = srv.Start(ctx) }()
 
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
