@@ -21,13 +21,13 @@
 //     spec.version, spec.machineTemplate or spec.kubeadmConfigSpec changed;
 //     never labels, annotations, replicas or status), creating one
 //     RolloutRevision holding the replaced revision, owned by the object,
-//     inside the mutating call, with the guard's identity (noop-webhook's
-//     /record paths): the floor of a design that records each replaced
-//     revision synchronously at admission, so that guard/noop-record is
-//     the guard's own cost against that floor (the guard itself records
-//     from its history reconciler right after the edit, from what its
-//     cache saw stored, history/pending.go: its create is off the edit's
-//     path, and the per-event figures count it);
+//     right after answering the mutating call, with the guard's identity
+//     (noop-webhook's /record paths): the floor of the design, which
+//     writes one record per revision off the edit's path as the guard
+//     does (its history reconciler records a revision right after the edit
+//     that made it live, from what its cache saw stored,
+//     history/pending.go), so that guard/noop-record is the guard's own
+//     cost;
 //   - noop-nomc: the same pair without matchConditions;
 //   - guard: bin/webhook registered from config/webhook/manifests.yaml, as
 //     test/framework runs it (validating, mutating, recording revisions).
@@ -771,7 +771,7 @@ func (b *bench) noopStampConfigurations() ([]client.Object, error) {
 // noopRecordConfigurations are the no-op pair's configurations with the
 // mutating webhooks calling the recording floor (noop-webhook's /record
 // paths): stamps, and one RolloutRevision created per edit that makes a
-// new revision, inside the mutating call: what keeping the guard's
+// new revision, once the call is answered: what keeping the guard's
 // history costs any webhook, the guard's own work apart.
 func (b *bench) noopRecordConfigurations() ([]client.Object, error) {
 	return b.noopFloorConfigurations(noopRecordPrefix, "noop-record")

@@ -34,8 +34,8 @@
 // or MachinePool's spec.template, a KubeadmControlPlane's spec.version,
 // spec.machineTemplate or spec.kubeadmConfigSpec; never labels,
 // annotations, replicas or status), creates one RolloutRevision holding the
-// replaced revision, owned by the object, inside the mutating call and
-// never on a dry run. Nothing else: no read, list or pruning. bench-admission's
+// replaced revision, owned by the object, once the mutating call is
+// answered (as the guard's history reconciler does) and never on a dry run. Nothing else: no read, list or pruning. bench-admission's
 // noop-record configuration calls those paths: what any webhook that keeps
 // the guard's history must pay, so that guard/noop-record is the guard's own
 // work.

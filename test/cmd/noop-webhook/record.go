@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,8 +99,8 @@ func jsonEqual(a, b json.RawMessage) (bool, error) {
 
 // recorder is the recording floor: the stamping floor (stamp) that also,
 // for every update that makes a new revision, creates one RolloutRevision
-// holding the revision the update replaces, owned by the object, inside
-// the mutating call, as the guard records it. It does nothing else: no
+// holding the revision the update replaces, owned by the object, right
+// after answering the call, as the guard records it. It does nothing else: no
 // read, no list, no numbering, no pruning.
 type recorder struct {
 	c client.Client
@@ -191,11 +193,14 @@ func rolloutRevision(req admission.Request, content []byte) (*rgv1alpha1.Rollout
 }
 
 // handle stamps as the stamping floor does and, when the update makes a
-// new revision and is not a dry run, records the replaced one first. A
-// record that already exists (the same content replaced again) is kept,
-// as the guard's recording is idempotent; any other failure refuses the
-// request, so that a benchmark never counts an edit whose record failed.
-func (r *recorder) handle(ctx context.Context, req admission.Request) admission.Response {
+// new revision and is not a dry run, records the replaced one once the
+// call is answered, as the guard does (its history reconciler records a
+// revision right after the edit that made it live; the mutating call
+// writes only when the next edit comes first). A record that already
+// exists (the same content replaced again) is kept, as the guard's
+// recording is idempotent; any other failure is logged, and shows in the
+// benchmark's count of RolloutRevision creates per revision.
+func (r *recorder) handle(_ context.Context, req admission.Request) admission.Response {
 	content, making, err := replacedRevision(req.Kind.Kind, req.OldObject.Raw, req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("noop-webhook: %w", err))
@@ -205,11 +210,18 @@ func (r *recorder) handle(ctx context.Context, req admission.Request) admission.
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("noop-webhook: %w", err))
 		}
-		if err := r.c.Create(ctx, rr); err != nil && !apierrors.IsAlreadyExists(err) {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("noop-webhook: recording %s: %w", rr.Name, err))
-		}
+		go r.create(rr)
 	}
 	return stampWith(req, recordMutation)
+}
+
+// create creates rr, as the guard's reconciler does after an edit.
+func (r *recorder) create(rr *rgv1alpha1.RolloutRevision) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.c.Create(ctx, rr); err != nil && !apierrors.IsAlreadyExists(err) {
+		fmt.Fprintf(os.Stderr, "noop-webhook: recording %s: %v\n", rr.Name, err)
+	}
 }
 
 // recordMutation is the value of the probe's mutation on the recording
