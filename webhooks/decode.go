@@ -10,21 +10,19 @@ import (
 	"github.com/rollout-guard/rollout-guard/kinds"
 )
 
-// leanDecoder decodes the objects of admission requests for the mutating
-// webhook (Stamper.Decoder, controller-runtime's admission.Decoder),
-// leaving out what it does not read, as each kind's lean decoding says
-// (kinds.Kind.DecodeLean): the managed fields of a MachineDeployment,
-// MachinePool or KubeadmControlPlane, and its status (but a control plane's
-// status.version and status.versions, which the policy reads as what the
-// control plane runs). Other objects are decoded whole, by the scheme's
-// decoder.
+// leanDecoder decodes the objects of admission requests for the guard's
+// handlers (Stamper.Decoder and validating, as controller-runtime's
+// admission.Decoder), leaving out what none of them reads, as each kind's
+// lean decoding says (kinds.Kind.DecodeLean): the managed fields of a
+// MachineDeployment, MachinePool or KubeadmControlPlane, and its status
+// (but a control plane's status.version and status.versions, which the
+// policy reads as what the control plane runs). Other objects are decoded
+// whole, by the scheme's decoder.
 //
 // Why: as Cluster API's controllers write them, the managed fields and the
 // status are most of such an object, and decoding them was most of each
-// mutating call's own time, two objects per call (BenchmarkDecodeControlPlane,
-// docs/benchmarks.md). The validating webhooks keep controller-runtime's
-// handler, whose decoder cannot be replaced: they are called for version
-// changes only.
+// call's own time, two objects per update (BenchmarkDecodeControlPlane,
+// BenchmarkValidatingDecoders).
 type leanDecoder struct {
 	// whole decodes what the lean decoding does not (and reports what it
 	// cannot).

@@ -1,12 +1,14 @@
 package webhooks
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -129,4 +131,41 @@ func mustJSON(t testing.TB, obj any) []byte {
 	raw, err := json.Marshal(obj)
 	require.NoError(t, err)
 	return raw
+}
+
+// BenchmarkValidatingDecoders prices a validating call of a control plane
+// as Cluster API writes it (a version bump), through controller-runtime's
+// handler (decoding both objects whole) and through the guard's
+// (validating, decoding them lean), in a world without its Cluster: the
+// policy's part is the same small one in both.
+func BenchmarkValidatingDecoders(b *testing.B) {
+	s := testScheme(b)
+	oldRaw := asWritten(b, "kubeadmcontrolplane-as-written.json")
+	var obj map[string]any
+	require.NoError(b, json.Unmarshal(oldRaw, &obj))
+	obj["spec"].(map[string]any)["version"] = "v1.35.3"
+	newRaw, err := json.Marshal(obj)
+	require.NoError(b, err)
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "1", Operation: admissionv1.Update, Namespace: "default", Name: "demo-control-plane",
+		Kind:   metav1.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmControlPlane"},
+		Object: runtime.RawExtension{Raw: newRaw}, OldObject: runtime.RawExtension{Raw: oldRaw},
+	}}
+	_, v, _ := NewValidators(testFacts(b), nil, nil)
+	handlers := map[string]admission.Handler{
+		"handler=controller-runtime": admission.WithValidator(s, v),
+		"handler=lean": &admission.Webhook{Handler: validating[*controlplanev1.KubeadmControlPlane]{
+			validator: v, new: func() *controlplanev1.KubeadmControlPlane { return &controlplanev1.KubeadmControlPlane{} }, decoder: newLeanDecoder(s),
+		}},
+	}
+	for name, h := range handlers {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if resp := h.Handle(context.Background(), req); !resp.Allowed {
+					b.Fatal(resp.Result)
+				}
+			}
+		})
+	}
 }

@@ -50,9 +50,9 @@ func endpoints(t testing.TB) []endpoint {
 	stampKCP, _ := stamper(t)
 	stampKCP.Kind, stampKCP.Policy = kinds.KubeadmControlPlane, judge
 	return []endpoint{
-		{name: "validate MachineDeployment", handler: admission.WithValidator(s, mdV).WithRecoverPanic(false), newObj: kinds.MachineDeployment.New},
-		{name: "validate KubeadmControlPlane", handler: admission.WithValidator(s, kcpV).WithRecoverPanic(false), newObj: kinds.KubeadmControlPlane.New},
-		{name: "validate Cluster", handler: admission.WithValidator(s, clusterV).WithRecoverPanic(false), newObj: func() client.Object { return &clusterv1.Cluster{} }},
+		{name: "validate MachineDeployment", handler: validatingWebhook(mdV, newLeanDecoder(s)).WithRecoverPanic(false), newObj: kinds.MachineDeployment.New},
+		{name: "validate KubeadmControlPlane", handler: validatingWebhook(kcpV, newLeanDecoder(s)).WithRecoverPanic(false), newObj: kinds.KubeadmControlPlane.New},
+		{name: "validate Cluster", handler: validatingWebhook(clusterV, newLeanDecoder(s)).WithRecoverPanic(false), newObj: func() client.Object { return &clusterv1.Cluster{} }},
 		{name: "mutate MachineDeployment", handler: (&admission.Webhook{Handler: stampMD}).WithRecoverPanic(false), newObj: kinds.MachineDeployment.New, mutating: true},
 		{name: "mutate KubeadmControlPlane", handler: (&admission.Webhook{Handler: stampKCP}).WithRecoverPanic(false), newObj: kinds.KubeadmControlPlane.New, mutating: true},
 	}

@@ -27,7 +27,7 @@ func FuzzKubeadmControlPlaneAdmission(f *testing.F) {
 	f.Add([]byte(`{}`), []byte(`{"spec":{"version":12}}`))
 	f.Add([]byte(`{"apiVersion":"controlplane.cluster.x-k8s.io/v1beta2","kind":"KubeadmControlPlane"}`), []byte(`not json`))
 
-	h := admission.WithValidator(testScheme(f), kcpValidator(testFacts(f, cluster("v1.34.2", "v1.34.2", "v1.31.0")...)))
+	h := validatingWebhook(kcpValidator(testFacts(f, cluster("v1.34.2", "v1.34.2", "v1.31.0")...)), newLeanDecoder(testScheme(f)))
 	f.Fuzz(func(t *testing.T, oldRaw, newRaw []byte) {
 		req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			UID: "1", Operation: admissionv1.Update, Namespace: "ns", Name: "c1-cp",

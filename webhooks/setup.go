@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -103,22 +104,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	mpV := NewMachinePoolValidator(judge, overrides, recording)
 	mdV.Enforcement, kcpV.Enforcement, clusterV.Enforcement, mpV.Enforcement = opts.Enforcement, opts.Enforcement, opts.Enforcement, opts.Enforcement
 
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachineDeployment{}).WithValidator(mdV).WithContextFunc(withCaller).Complete(); err != nil {
-		return fmt.Errorf("registering the MachineDeployment validating webhook: %w", err)
-	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.MachinePool{}).WithValidator(mpV).WithContextFunc(withCaller).Complete(); err != nil {
-		return fmt.Errorf("registering the MachinePool validating webhook: %w", err)
-	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &controlplanev1.KubeadmControlPlane{}).WithValidator(kcpV).WithContextFunc(withCaller).Complete(); err != nil {
-		return fmt.Errorf("registering the KubeadmControlPlane validating webhook: %w", err)
-	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).WithValidator(clusterV).WithContextFunc(withCaller).Complete(); err != nil {
-		return fmt.Errorf("registering the Cluster validating webhook: %w", err)
-	}
-
-	// The stampers decode worker pools and control planes without what
-	// none of them reads (leanDecoder); other control planes whole.
+	// Every handler decodes worker pools and control planes without what
+	// none of them reads (leanDecoder); other objects whole.
 	decoder := newLeanDecoder(mgr.GetScheme())
+	server := mgr.GetWebhookServer()
+	server.Register(validatePath(clusterv1.GroupVersion.WithKind("MachineDeployment")), validatingWebhook(mdV, decoder))
+	server.Register(validatePath(clusterv1.GroupVersion.WithKind("MachinePool")), validatingWebhook(mpV, decoder))
+	server.Register(validatePath(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane")), validatingWebhook(kcpV, decoder))
+	server.Register(validatePath(clusterv1.GroupVersion.WithKind("Cluster")), validatingWebhook(clusterV, decoder))
+
 	for _, gk := range opts.ControlPlaneKinds {
 		kind, err := ContractHistoryKind(mgr, gk)
 		if err != nil {
@@ -170,7 +164,28 @@ func MutateContractControlPlanePath(gk schema.GroupKind) string {
 // own kinds (gvk), named as controller-runtime's builder names a kind's
 // webhooks: the group with dots as dashes, the version, the lowercase kind.
 func mutatePath(gvk schema.GroupVersionKind) string {
-	return "/mutate-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
+	return "/mutate-" + pathSuffix(gvk)
+}
+
+// validatePath is the path of the validating webhook of one of Cluster
+// API's own kinds (gvk), named as mutatePath.
+func validatePath(gvk schema.GroupVersionKind) string {
+	return "/validate-" + pathSuffix(gvk)
+}
+
+func pathSuffix(gvk schema.GroupVersionKind) string {
+	return strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
+}
+
+// validatingWebhook is the validating webhook of v's kind, its objects
+// decoded by decoder (see validating).
+func validatingWebhook[T client.Object](v *Validator[T], decoder admission.Decoder) *webhook.Admission {
+	return &webhook.Admission{
+		Handler: validating[T]{validator: v, decoder: decoder, new: func() T {
+			return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
+		}},
+		WithContextFunc: withCaller,
+	}
 }
 
 // contractPathSuffix names a kind in paths as controller-runtime names

@@ -108,11 +108,6 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 		oldObj = nil
 	}
 	kind := v.GroupKind.Kind
-	if req, err := admission.RequestFromContext(ctx); err == nil {
-		if err := checkRequestObjects(req, kind); err != nil {
-			return nil, err
-		}
-	}
 	d, warnings, err := v.Policy.Decide(ctx, oldObj, newObj)
 	if err != nil {
 		countDecision(kind, outcomeError, d, 0)

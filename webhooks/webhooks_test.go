@@ -134,12 +134,18 @@ func TestKubeadmControlPlaneHandler(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := admission.WithValidator(testScheme(t), kcpValidator(testFacts(t, tc.world...)))
+			v := kcpValidator(testFacts(t, tc.world...))
 			oldKCP, newKCP := kcp(tc.from), kcp(tc.to)
 			if tc.world == nil {
 				oldKCP.Labels, newKCP.Labels = nil, nil
 			}
-			resp := h.Handle(context.Background(), review(t, "KubeadmControlPlane", oldKCP, newKCP))
+			req := review(t, "KubeadmControlPlane", oldKCP, newKCP)
+			// The guard's handler, decoding lean, answers as
+			// controller-runtime's does.
+			resp := (&admission.Webhook{Handler: validating[*controlplanev1.KubeadmControlPlane]{
+				validator: v, new: func() *controlplanev1.KubeadmControlPlane { return &controlplanev1.KubeadmControlPlane{} }, decoder: newLeanDecoder(testScheme(t)),
+			}}).Handle(context.Background(), req)
+			assert.Equal(t, admission.WithValidator(testScheme(t), v).Handle(context.Background(), req), resp)
 			assert.Equal(t, tc.wantAllowed, resp.Allowed, "result: %+v", resp.Result)
 			if !tc.wantAllowed {
 				assert.Equal(t, tc.wantCode, resp.Result.Code)
