@@ -415,7 +415,7 @@ func TestBadRequestsStraightToTheGuard(t *testing.T) {
 			wantStatus: http.StatusOK, wantCode: http.StatusRequestEntityTooLarge, wantMsg: "request entity is too large; limit is 7340032 bytes"},
 		{name: "wrong kind", path: validateKCP, contentType: "application/json",
 			body:       review("MachineDeployment", admissionv1.Update, mdJSON("v1.34.2"), mdJSON("v1.36.0")),
-			wantStatus: http.StatusOK, wantCode: http.StatusBadRequest, wantMsg: "unable to decode cluster.x-k8s.io/v1beta2, Kind=MachineDeployment into *v1beta2.KubeadmControlPlane"},
+			wantStatus: http.StatusOK, wantCode: http.StatusBadRequest, wantMsg: "rollout-guard could not decode the MachineDeployment " + w.Namespace + "/" + w.KCP.Name + " in request.object: unable to decode cluster.x-k8s.io/v1beta2, Kind=MachineDeployment into *v1beta2.KubeadmControlPlane"},
 		{name: "unknown operation to the stamper", path: mutateKCP, contentType: "application/json",
 			body:       review("KubeadmControlPlane", "PATCH", kcpJSON("v1.34.2", nil), kcpJSON("v1.35.0", nil)),
 			wantStatus: http.StatusOK, wantCode: http.StatusBadRequest, wantMsg: fmt.Sprintf(`rollout-guard cannot stamp KubeadmControlPlane %s/c1-control-plane: operation "PATCH" is not CREATE or UPDATE`, w.Namespace)},
