@@ -168,7 +168,7 @@ bench-handlers: ## Go benchmarks of the policy, the handlers, revision encoding 
 # --regimes pace --pace-edits 250 --rounds 4 --pace-rate 10" for p99s from 1,000 edits
 # (see go run ./cmd/bench-admission --help in test/).
 BENCH_ADMISSION_FLAGS ?=
-bench-admission: tools build ## End-to-end admission overhead: no admission, VAP, no-op webhooks, the guard (bench/admission.txt).
+bench-admission: tools build ## End-to-end admission overhead: no admission, VAP, the no-op webhooks (and the floor that records, noop-record), the guard (bench/admission.txt).
 	@mkdir -p $(BENCH_DIR)
 	cd test && go build -o $(BENCH_DIR)/noop-webhook ./cmd/noop-webhook
 	cd test && go run ./cmd/bench-admission --bin-dir $(BIN) --noop-webhook $(BENCH_DIR)/noop-webhook \
