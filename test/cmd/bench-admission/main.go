@@ -344,8 +344,8 @@ func run(o options) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("starting the API server: %w", err)
 	}
-	for pid, comm := range childCommands() {
-		if comm == "kube-apiserver" || comm == "etcd" {
+	for pid, cmdline := range framework.ChildProcesses() {
+		if comm := filepath.Base(strings.Fields(cmdline + " ")[0]); comm == "kube-apiserver" || comm == "etcd" {
 			cpu.track(comm, pid)
 		}
 	}
@@ -1111,27 +1111,6 @@ func processCPU(names map[int]string) map[string]time.Duration {
 			comm = name
 		}
 		out[comm] += t
-	}
-	return out
-}
-
-// childCommands are this process's child processes' command names, by
-// pid.
-func childCommands() map[int]string {
-	out := map[int]string{}
-	self := os.Getpid()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if _, ppid, comm, ok := readStat(pid); ok && ppid == self {
-			out[pid] = comm
-		}
 	}
 	return out
 }
