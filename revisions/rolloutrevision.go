@@ -196,8 +196,8 @@ func Sort(revs []Revision) {
 }
 
 // FromMetadata decodes the record a RolloutRevision carries in its
-// metadata alone — its labels and annotations, as a metadata-only informer
-// holds them — without its data: the Revision's Snapshot has Kind and Hash
+// metadata alone — its labels and annotations, as a metadata watch
+// delivers them — without its data: the Revision's Snapshot has Kind and Hash
 // but no Data. It is what numbering and pruning need, at a fraction of the
 // memory of whole RolloutRevisions. Unlike FromRolloutRevision it
 // cannot check the data against the hash label, and the revision number is

@@ -128,7 +128,8 @@ func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.Transf
 // RolloutRevisions through the client always go to the API server. A
 // cached copy of every revision of every object, data included, would be
 // the largest thing the guard holds; history.Index keeps only their
-// metadata, in an informer of its own, and a revision's data is read live
+// metadata, in a store of its own filled by a metadata watch, and a
+// revision's data is read live
 // when needed.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&rgv1alpha1.RolloutRevision{}}}}
