@@ -129,8 +129,7 @@ func cacheTransform(kind kinds.Kind, pending *history.Pending) toolscache.Transf
 // cached copy of every revision of every object, data included, would be
 // the largest thing the guard holds; history.Index keeps only their
 // metadata, in a store of its own filled by a metadata watch, and a
-// revision's data is read live
-// when needed.
+// revision's data is read live when needed.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&rgv1alpha1.RolloutRevision{}}}}
 }
