@@ -88,6 +88,15 @@ generate: ## Regenerate the DeepCopy methods of rollout/api/v1alpha1 and api/v1a
 	$(CONTROLLER_GEN) object paths=./rollout/api/v1alpha1/...
 	$(CONTROLLER_GEN) object crd paths=./api/v1alpha1/... output:crd:dir=config/crd/bases
 
+.PHONY: docs
+# The CLI reference (docs/reference/cli) is generated from the rollout
+# command tree, one page per command with its flags, examples and exit
+# status. make unit runs the package docs' tests: TestCLIReferenceIsCurrent
+# fails when the checked-in pages are stale, TestLinksResolve when a
+# relative link or #anchor of docs/ or README.md leads nowhere.
+docs: ## Regenerate the CLI reference in docs/reference/cli from the command tree.
+	go test ./docs/ -count=1 -run '^TestCLIReferenceIsCurrent$$' -update
+
 .PHONY: lint
 lint: ## gofmt and go vet over every module.
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))"; \
