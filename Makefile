@@ -153,7 +153,7 @@ fuzz: ## Run every fuzz target for $(FUZZ_TIME); new failing inputs land in test
 # raw output under bench/ (git-ignored) so that benchstat can compare runs,
 # and its figures into one section of bench/summary.json (every ratio with
 # its spread over rounds, memory, boot time, CLI figures, the machine and its
-# load). docs/bench-summary.json is a copy of the summary the docs quote;
+# load). test/bench/summary.json is a copy of the summary the docs quote;
 # test/cmd/bench-summary checks that they quote it exactly.
 BENCH_DIR := $(ROOT)/bench
 BENCH_SUMMARY := $(BENCH_DIR)/summary.json
@@ -163,7 +163,7 @@ bench: ## Every benchmark of docs/benchmarks.md; raw output in bench/, figures i
 	@mkdir -p $(BENCH_DIR)
 	rm -f $(BENCH_SUMMARY)
 	$(MAKE) bench-handlers bench-admission bench-scale bench-cli bench-rollout
-	@echo "figures: $(BENCH_SUMMARY) (copy it to docs/bench-summary.json with the docs that quote it)"
+	@echo "figures: $(BENCH_SUMMARY) (copy it to test/bench/summary.json with the docs that quote it)"
 
 .PHONY: bench-handlers
 bench-handlers: ## Go benchmarks of the policy, the handlers, revision encoding and the memory of the caches, and Cluster API's KCP webhook as reference (benchstat-friendly, bench/handlers.txt).

@@ -446,7 +446,7 @@ func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Objec
 // FromWatchCache lets the API server answer a List of RolloutRevisions
 // from its watch cache without first waiting for the cache to catch up with
 // etcd (resourceVersion "0"). A consistent List waits for that under load
-// (apiserver_watch_cache_read_wait_seconds in docs/benchmarks-history.md), most of
+// (apiserver_watch_cache_read_wait_seconds in test/bench/history.md), most of
 // what numbering a revision costs inside an admission request. The
 // answer may miss a record made in the last moments; numbering reads
 // records made at least one change earlier (the content a number was given

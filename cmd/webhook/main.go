@@ -309,7 +309,7 @@ const defaultGCPercent = 50
 // little; Go's default (100) lets the heap grow to twice the caches before
 // collecting, about 30 MiB more resident memory at 2,000 clusters. The
 // price is collector CPU: about a third more per recorded edit, and a
-// slower tail in bursts (docs/benchmarks-history.md, Scale; docs/install.md,
+// slower tail in bursts (test/bench/history.md, Scale; docs/install.md,
 // Sizing).
 func collectAtHalfGrowth() {
 	if _, set := os.LookupEnv("GOGC"); !set {
