@@ -293,11 +293,11 @@ func TestClientAuthOverlay(t *testing.T) {
 
 	applyDryRun(t, m)
 
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/client-certificates.md"))
 	require.NoError(t, err)
 	for _, name := range []string{"kustomization.yaml", "client-ca.yaml"} {
 		data, err := os.ReadFile(filepath.Join(clientAuthOverlay, name))
 		require.NoError(t, err)
-		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/install.md does not quote %s as it is", name)
+		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/client-certificates.md does not quote %s as it is", name)
 	}
 }

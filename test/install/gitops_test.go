@@ -155,15 +155,15 @@ func TestFluxHealthCheckNamesTheDeployment(t *testing.T) {
 }
 
 // TestGitOpsDocsQuoteTheSnippets: the Argo CD overlay and the Flux
-// Kustomizations docs/install.md shows are the ones the tests check, as
+// Kustomizations docs/install-gitops.md shows are the ones the tests check, as
 // they are.
 func TestGitOpsDocsQuoteTheSnippets(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-gitops.md"))
 	require.NoError(t, err)
 	for _, name := range []string{argoCDOverlay, fluxKustomizations} {
 		data, err := os.ReadFile(name)
 		require.NoError(t, err)
-		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/install.md does not quote %s as it is", name)
+		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/install-gitops.md does not quote %s as it is", name)
 	}
 }
 

@@ -211,14 +211,14 @@ func TestNamespaceOptOutThroughTheAPIServer(t *testing.T) {
 	})
 }
 
-// TestNamespaceOptOutDocsQuoteTheOverlay: the overlay docs/install.md shows
+// TestNamespaceOptOutDocsQuoteTheOverlay: the overlay docs/install-access.md shows
 // is the one the tests build, as it is.
 func TestNamespaceOptOutDocsQuoteTheOverlay(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-access.md"))
 	require.NoError(t, err)
 	overlay, err := os.ReadFile(namespaceOptOutOverlay)
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(overlay)+"```\n"), "docs/install.md does not quote %s as it is", namespaceOptOutOverlay)
+	assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(overlay)+"```\n"), "docs/install-access.md does not quote %s as it is", namespaceOptOutOverlay)
 	assert.Contains(t, string(overlay), "components: [../"+namespaceOptOutComponent+"]")
 }
 

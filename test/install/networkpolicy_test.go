@@ -150,11 +150,11 @@ func TestNetworkPolicyFollowsTheDeployment(t *testing.T) {
 // TestNetworkPolicyDocsQuoteTheOverlay: the overlay docs/install.md shows is
 // the one the tests build, as it is.
 func TestNetworkPolicyDocsQuoteTheOverlay(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-access.md"))
 	require.NoError(t, err)
 	overlay, err := os.ReadFile(networkPolicyOverlay)
 	require.NoError(t, err)
-	assert.Contains(t, string(docs), string(overlay), "docs/install.md does not quote %s as it is", networkPolicyOverlay)
+	assert.Contains(t, string(docs), string(overlay), "docs/install-access.md does not quote %s as it is", networkPolicyOverlay)
 	assert.Contains(t, string(overlay), "components: [../"+networkPolicyComponent+"]")
 }
 

@@ -140,11 +140,11 @@ func TestWaveHoldIsOptIn(t *testing.T) {
 // TestWaveHoldDocsQuoteTheOverlay: the overlay docs/install.md shows is the
 // one the tests build, as it is.
 func TestWaveHoldDocsQuoteTheOverlay(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-gitops.md"))
 	require.NoError(t, err)
 	overlay, err := os.ReadFile(waveHoldOverlay)
 	require.NoError(t, err)
-	assert.Contains(t, string(docs), string(overlay), "docs/install.md does not quote %s as it is", waveHoldOverlay)
+	assert.Contains(t, string(docs), string(overlay), "docs/install-gitops.md does not quote %s as it is", waveHoldOverlay)
 	assert.Contains(t, string(overlay), "components: [../"+waveHoldComponent+"]")
 }
 
