@@ -20,12 +20,18 @@ var linkPattern = regexp.MustCompile(`!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]
 var inlineCode = regexp.MustCompile("`[^`\n]*`")
 
 // TestLinksResolve checks every relative link of the user documentation
-// (every Markdown file under docs/, and the repository's README.md): the
+// (every Markdown file under docs/, the repository's README.md, and the
+// pages of test/ that hold the runs the docs quote): the
 // file or directory it names exists, and its #anchor, if any, is a heading
 // of the page it points to, as GitHub makes anchors from headings. Links
 // to other sites are not followed.
 func TestLinksResolve(t *testing.T) {
 	pages := []string{filepath.Join(repoRoot, "README.md")}
+	// The runs the docs quote, moved beside the tests, are read as part of
+	// the book.
+	for _, p := range []string{"test/README.md", "test/reliability.md", "test/docs-evidence.md", "test/bench/history.md"} {
+		pages = append(pages, filepath.Join(repoRoot, p))
+	}
 	require.NoError(t, filepath.WalkDir(repoRoot+"/docs", func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
 			pages = append(pages, p)
