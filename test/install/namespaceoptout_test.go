@@ -27,7 +27,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
-// The namespace opt-out component, and the overlay docs/install.md shows for
+// The namespace opt-out component, and the overlay docs/install-access.md shows for
 // it (testdata/namespace-opt-out/kustomization.yaml, quoted there as it is).
 const (
 	namespaceOptOutComponent = "config/namespace-opt-out"
@@ -43,7 +43,7 @@ var optOutSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelec
 	{Key: optOutLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{optOutValue}},
 }}
 
-// TestNamespaceOptOutComponent builds the overlay of docs/install.md —
+// TestNamespaceOptOutComponent builds the overlay of docs/install-access.md —
 // config/default plus config/namespace-opt-out — and checks that every
 // validating webhook, the same webhooks config/default registers, has
 // exactly the opt-out selector, that no mutating webhook has any (history
@@ -223,7 +223,7 @@ func TestNamespaceOptOutDocsQuoteTheOverlay(t *testing.T) {
 }
 
 // buildNamespaceOptOutOverlay builds the overlay of namespaceOptOutOverlay
-// beside the copy of config/ in config, as docs/install.md has it written.
+// beside the copy of config/ in config, as docs/install-access.md has it written.
 func buildNamespaceOptOutOverlay(t *testing.T, config string) manifest {
 	t.Helper()
 	overlay := filepath.Join(filepath.Dir(config), "my-overlay")
