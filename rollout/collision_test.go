@@ -70,7 +70,7 @@ func TestUndoToContentOfTheLiveShortHash(t *testing.T) {
 	require.Len(t, hist.Revisions, 2, "two contents, two revisions")
 	assert.EqualValues(t, 2, hist.LiveRevision)
 	assert.Equal(t, hist.Revisions[0].Hash, hist.Revisions[1].Hash, "one short hash")
-	assert.NotEqual(t, hist.Revisions[0].Digest, hist.Revisions[1].Digest, "two digests")
+	assert.NotEqual(t, hist.Revisions[0].RolloutRevision, hist.Revisions[1].RolloutRevision, "two records")
 	assert.False(t, hist.Revisions[0].Live, "revision 1 is not live")
 	assert.True(t, hist.Revisions[1].Live)
 

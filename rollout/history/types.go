@@ -38,7 +38,6 @@ func entryOf(set *core.RevisionSet, r revisions.Revision, withContent bool) (v1a
 		Live:            r.Snapshot.Same(set.Live),
 		RolloutRevision: r.Name,
 		Hash:            revisions.ShortHash(r.Snapshot.Hash),
-		Digest:          r.Snapshot.Hash,
 		Version:         sum.Version,
 		Infrastructure:  sum.Infrastructure,
 		Bootstrap:       sum.Bootstrap,

@@ -55,12 +55,10 @@ type HistoryRevision struct {
 	// of this version never change.
 	RolloutRevision string `json:"controllerRevision,omitempty"`
 	// Hash is the content's short hash, as the RolloutRevision's name and
-	// hash label carry it: it names the revision, but two contents may
-	// share it (Digest tells them apart).
+	// hash label carry it (and as earlier releases printed it): it names
+	// the revision, but two contents may share it — two revisions of one
+	// short hash are recorded under two RolloutRevisions, two contents.
 	Hash string `json:"hash"`
-	// Digest is the content's whole digest (SHA-256, 64 hexadecimal
-	// digits): two revisions of one digest have the same content.
-	Digest string `json:"digest,omitempty"`
 	// Version is the Kubernetes version.
 	Version string `json:"version,omitempty"`
 	// Infrastructure is the infrastructure machine template, "Kind/name".
