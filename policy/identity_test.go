@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -172,4 +173,32 @@ func TestCarriesHistory(t *testing.T) {
 	assert.True(t, carriesHistory(obj(true, changedAt.Add(30*24*time.Hour))), "moved a month later")
 	assert.False(t, carriesHistory(obj(false, changedAt.Add(time.Hour))), "no stamps")
 	assert.False(t, carriesHistory(obj(true, time.Time{})), "no creation time (a request's object before it is stored)")
+}
+
+// A control plane of another provider is judged against the Clusters it
+// may belong to alike: a re-pointed label does not switch the worker
+// rules off, and a created one is judged against its Cluster's
+// control-plane Machines.
+func TestContractControlPlaneIdentity(t *testing.T) {
+	behind := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "md"}}
+	behind.Spec.ClusterName = "c1"
+	behind.Spec.Template.Spec.Version = "v1.32.4"
+	relabelled := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "nope"})
+		return u
+	}
+	p := contractWorld(t, behind)
+	d, _, err := p.Decide(context.Background(), k3s("v1.35.2", nil, 0, nil), relabelled(k3s("v1.36.1", nil, 0, nil)))
+	require.NoError(t, err)
+	assert.Equal(t, []skew.RuleID{skew.RuleControlPlaneLeavesWorkerTooOld}, rulesOf(d), "violations: %v", d.Violations)
+
+	machine := cpMachine("cp-0", "v1.35.2", time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC))
+	machine.Spec.ClusterName = "c1"
+	p = contractWorld(t, machine)
+	d, _, err = p.Decide(context.Background(), nil, relabelled(k3s("v1.34.3", nil, 0, nil)))
+	require.NoError(t, err)
+	assert.Equal(t, []skew.RuleID{skew.RuleControlPlaneDowngrade}, rulesOf(d), "violations: %v", d.Violations)
+	d, _, err = p.Decide(context.Background(), nil, k3s("v1.35.2", nil, 0, nil))
+	require.NoError(t, err)
+	assert.Empty(t, d.Violations, "at its Machines' version")
 }
