@@ -31,23 +31,15 @@ import (
 // webhooks), but the pool is judged against the stored one too.
 
 // clusterIdentity names the Clusters a control plane's change is judged
-// against, the first the one Cluster API follows (the stored owner, else
-// the Cluster naming it, else the stored label), and says whether the edit
-// names a Cluster the stored object did not.
+// against, the one Cluster API follows first (the stored owner, else the
+// Cluster naming it, else the stored label), and says whether the edit
+// re-points the control plane.
 type clusterIdentity struct {
 	// names are the Clusters, each once; empty when none is named.
 	names []string
 	// moved is true when the edit changes the owner Cluster or the
 	// cluster-name label of a stored object.
 	moved bool
-}
-
-// primary is the Cluster the control plane belongs to, "" when none.
-func (c clusterIdentity) primary() string {
-	if len(c.names) == 0 {
-		return ""
-	}
-	return c.names[0]
 }
 
 // controlPlaneClusters returns the identity of a control plane of group
@@ -93,16 +85,6 @@ func ownerClusterOf(obj client.Object) string {
 		}
 	}
 	return ""
-}
-
-// clusterNameOf finds the Cluster a stored control plane belongs to, read
-// from the object alone: its owning Cluster, which Cluster API follows,
-// else its cluster-name label.
-func clusterNameOf(obj client.Object) string {
-	if name := ownerClusterOf(obj); name != "" {
-		return name
-	}
-	return obj.GetLabels()[clusterNameLabel]
 }
 
 // workersOfAll lists the workers of every Cluster of id (workersOf), one
