@@ -45,6 +45,10 @@ type PoolChange struct {
 	Name      string
 	// ClusterName is the pool's spec.clusterName.
 	ClusterName string
+	// OldClusterName is the stored pool's spec.clusterName, "" on
+	// create. Cluster API's webhooks make the field immutable; a change
+	// that got past them would be judged against both Clusters.
+	OldClusterName string
 	// OldVersion and NewVersion are spec.template.spec.version before and
 	// after the change.
 	OldVersion, NewVersion string
@@ -63,7 +67,7 @@ func decidePool[T client.Object](kind string, read func(T) (clusterName, version
 		clusterName, version := read(obj)
 		change := PoolChange{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), ClusterName: clusterName, NewVersion: version}
 		if old, ok := oldObj.(T); ok && !isNil(old) {
-			_, change.OldVersion = read(old)
+			change.OldClusterName, change.OldVersion = read(old)
 			change.HasOld = true
 		}
 		return j.DecideWorkerPool(ctx, change)
