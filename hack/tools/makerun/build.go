@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Runner runs the steps of a plan into BinDir, reporting to Report. Go's
+// output of each build goes to LogDir/build-<first output>.log.
+type Runner struct {
+	BinDir string
+	LogDir string
+	// Lanes caps how many lanes of a stage run side by side.
+	Lanes  int
+	Report Reporter
+	// GoBuild runs go build of a step; nil is the real one (tests replace
+	// it).
+	GoBuild func(ctx context.Context, s Step, outDir string, events BuildEvents, log io.Writer) error
+}
+
+// BuildEvents is what a build tells the step's progress display.
+type BuildEvents interface {
+	// Listed gives the number of packages the build may compile.
+	Listed(total int)
+	// Downloading is called for each module go downloads.
+	Downloading(module string)
+	// Compiled is called for each package go compiles.
+	Compiled(pkg string)
+}
+
+// StepError is a failed step, with where its output went.
+type StepError struct {
+	Step Step
+	Log  string
+	Err  error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("building %s: %v (go's output: %s)", e.Step.Label(), e.Err, e.Log)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run runs the steps stage by stage; within a stage each lane runs in its
+// own goroutine. The first failure cancels the builds still running and is
+// returned, as is the context's error when it is cancelled.
+func (r *Runner) Run(ctx context.Context, steps []Step) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	for _, stage := range Stages(steps, r.Lanes) {
+		var wg sync.WaitGroup
+		for _, lane := range stage {
+			wg.Go(func() {
+				for _, i := range lane {
+					if ctx.Err() != nil {
+						return
+					}
+					if err := r.runStep(ctx, i, len(steps), steps[i]); err != nil {
+						cancel(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// runStep skips a step whose binary is up to date, else builds its
+// packages into a directory of its own under BinDir and moves the binaries
+// into place: an interrupted or failed build leaves the previous binary.
+func (r *Runner) runStep(ctx context.Context, n, total int, s Step) error {
+	if s.Check != nil && UpToDate(ctx, filepath.Join(r.BinDir, s.Outputs[0]), *s.Check) {
+		r.Report.UpToDate(n, total, s)
+		return nil
+	}
+	logPath := filepath.Join(r.LogDir, "build-"+s.Outputs[0]+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return &StepError{Step: s, Log: logPath, Err: err}
+	}
+	defer log.Close()
+	tmp, err := os.MkdirTemp(r.BinDir, "."+s.Outputs[0]+"-")
+	if err != nil {
+		return &StepError{Step: s, Log: logPath, Err: err}
+	}
+	defer os.RemoveAll(tmp)
+
+	progress := r.Report.Start(n, total, s)
+	start := time.Now()
+	build := r.GoBuild
+	if build == nil {
+		build = goBuild
+	}
+	err = build(ctx, s, tmp, progress, log)
+	if err == nil {
+		for i, pkg := range s.Packages {
+			if err = os.Rename(filepath.Join(tmp, binaryName(pkg)), filepath.Join(r.BinDir, s.Outputs[i])); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		progress.Failed(err)
+		return &StepError{Step: s, Log: logPath, Err: err}
+	}
+	progress.Done(time.Since(start))
+	return nil
+}
+
+// binaryName is the name go build -o DIR/ gives the binary of package pkg:
+// its last path element, or the one before a major version suffix.
+func binaryName(pkg string) string {
+	elems := strings.Split(strings.TrimSuffix(pkg, "/"), "/")
+	name := elems[len(elems)-1]
+	if len(elems) > 1 && len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" && name != "v1" {
+		name = elems[len(elems)-2]
+	}
+	return name
+}
+
+// UpToDate reports whether the binary at path, run with the check's
+// arguments, prints the version wanted (as hack/tools/lib.sh's build does).
+func UpToDate(ctx context.Context, path string, c VersionCheck) bool {
+	if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, path, c.Args...).CombinedOutput()
+	return bytes.Contains(out, []byte(c.Want))
+}
+
+// goBuild runs go build -v of the step's packages into outDir, with go
+// list -deps beside it for the number of packages the progress counts up
+// to. go's output goes to log; its lines also drive the progress.
+func goBuild(ctx context.Context, s Step, outDir string, events BuildEvents, log io.Writer) error {
+	listDone := make(chan struct{})
+	go func() {
+		defer close(listDone)
+		list := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, s.Packages...)...)
+		list.Dir = s.Dir
+		if out, err := list.Output(); err == nil {
+			events.Listed(bytes.Count(out, []byte("\n")))
+		}
+	}()
+	args := []string{"build", "-v", "-o", outDir + string(filepath.Separator)}
+	if s.LDFlags != "" {
+		args = append(args, "-ldflags", s.LDFlags)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, s.Packages...)...)
+	cmd.Dir = s.Dir
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stdout = log
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var tail lastLines
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(log, line)
+		tail.add(line)
+		ParseBuildLine(line, events)
+	}
+	err = cmd.Wait()
+	<-listDone
+	if err != nil {
+		return fmt.Errorf("%w:\n%s", err, tail.String())
+	}
+	return nil
+}
+
+// ParseBuildLine tells events what a line of go build -v's output says: a
+// module downloaded ("go: downloading MODULE VERSION") or a package
+// compiled (an import path alone on its line). Compiler messages ("# pkg"
+// and the "file:line: …" lines below it) are neither.
+func ParseBuildLine(line string, events BuildEvents) {
+	if rest, ok := strings.CutPrefix(line, "go: downloading "); ok {
+		events.Downloading(rest)
+		return
+	}
+	if line == "" || strings.HasPrefix(line, "go: ") || strings.HasPrefix(line, "#") || strings.ContainsAny(line, " \t:") {
+		return
+	}
+	events.Compiled(line)
+}
+
+// lastLines keeps the last lines of a build's output, for the error.
+type lastLines struct{ lines []string }
+
+const keptLines = 30
+
+func (l *lastLines) add(line string) {
+	if strings.HasPrefix(line, "go: downloading ") {
+		return
+	}
+	l.lines = append(l.lines, line)
+	if len(l.lines) > keptLines {
+		l.lines = l.lines[len(l.lines)-keptLines:]
+	}
+}
+
+func (l *lastLines) String() string { return strings.Join(l.lines, "\n") }
