@@ -24,10 +24,17 @@ all: build
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
 
+# make run's driver, hack/tools/makerun (below, at run), built first by the
+# targets that use it.
+MAKERUN := $(BIN)/makerun
+.PHONY: makerun
+makerun:
+	@cd hack/tools && go build -o $(MAKERUN) ./makerun
+
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd and kubectl from source into bin/ (skipped when up to date).
+tools: makerun ## Build kube-apiserver, etcd and kubectl from source into bin/ (skipped when up to date).
 	$(call step,$@)
-	hack/tools/install.sh $(BIN)
+	$(MAKERUN) --root $(ROOT) --bin-dir $(BIN) --tools-only
 
 .PHONY: monitoring-tools
 # Only the monitoring tests (test/monitoring) run promtool and
@@ -259,10 +266,8 @@ soak: tools build ## Soak the guard for $(SOAK) (SOAK=5m for a short run; bench/
 # the sandbox alone; the sandbox stops everything and exits 0, and so does
 # make (no "Error" line).
 MAKERUN_FLAGS ?=
-run: ## Start the sandbox: a management cluster with demo clusters, the CAPI controllers and the guard (SANDBOX_FLAGS="--clusters 2"); Ctrl-C stops it.
-	@echo "building make run's driver (hack/tools/makerun) …"
-	@cd hack/tools && go build -o $(BIN)/makerun ./makerun
-	@exec $(BIN)/makerun --root $(ROOT) --bin-dir $(BIN) --version $(VERSION) $(MAKERUN_FLAGS) -- --dir $(ROOT)/.sandbox $(SANDBOX_FLAGS)
+run: makerun ## Start the sandbox: a management cluster with demo clusters, the CAPI controllers and the guard (SANDBOX_FLAGS="--clusters 2"); Ctrl-C stops it.
+	@exec $(MAKERUN) --root $(ROOT) --bin-dir $(BIN) --version $(VERSION) $(MAKERUN_FLAGS) -- --dir $(ROOT)/.sandbox $(SANDBOX_FLAGS)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps bin/ tools; use clean-tools for those).

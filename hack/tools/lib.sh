@@ -1,4 +1,4 @@
-# Shell functions shared by install.sh, install-node.sh and
+# Shell functions shared by install-node.sh and
 # install-cert-manager.sh (sourced, not run): they build the commands of the
 # current directory's module into "$bin" (set by the caller), and skip a
 # binary that already reports the version wanted.

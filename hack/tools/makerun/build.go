@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -53,16 +54,42 @@ func (e *StepError) Unwrap() error { return e.Err }
 // Run runs the steps stage by stage; within a stage each lane runs in its
 // own goroutine. The first failure cancels the builds still running and is
 // returned, as is the context's error when it is cancelled.
+//
+// The binaries with a version check are checked first, side by side (each
+// is a run of the binary, well under a second): a stage reports its steps
+// that are up to date, in plan order, before it starts its builds, so that
+// with everything built the step lines come in order.
 func (r *Runner) Run(ctx context.Context, steps []Step) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	current := make([]bool, len(steps))
+	var checks sync.WaitGroup
+	for i, s := range steps {
+		if s.Check != nil {
+			checks.Go(func() { current[i] = UpToDate(ctx, filepath.Join(r.BinDir, s.Outputs[0]), *s.Check) })
+		}
+	}
+	checks.Wait()
 	for _, stage := range Stages(steps, r.Lanes) {
+		var all []int
+		for _, lane := range stage {
+			all = append(all, lane...)
+		}
+		slices.Sort(all)
+		for _, i := range all {
+			if current[i] {
+				r.Report.UpToDate(i, len(steps), steps[i])
+			}
+		}
 		var wg sync.WaitGroup
 		for _, lane := range stage {
 			wg.Go(func() {
 				for _, i := range lane {
 					if ctx.Err() != nil {
 						return
+					}
+					if current[i] {
+						continue
 					}
 					if err := r.runStep(ctx, i, len(steps), steps[i]); err != nil {
 						cancel(err)
@@ -79,14 +106,10 @@ func (r *Runner) Run(ctx context.Context, steps []Step) error {
 	return nil
 }
 
-// runStep skips a step whose binary is up to date, else builds its
-// packages into a directory of its own under BinDir and moves the binaries
-// into place: an interrupted or failed build leaves the previous binary.
+// runStep builds the step's packages into a directory of its own under
+// BinDir and moves the binaries into place: an interrupted or failed build
+// leaves the previous binary.
 func (r *Runner) runStep(ctx context.Context, n, total int, s Step) error {
-	if s.Check != nil && UpToDate(ctx, filepath.Join(r.BinDir, s.Outputs[0]), *s.Check) {
-		r.Report.UpToDate(n, total, s)
-		return nil
-	}
 	logPath := filepath.Join(r.LogDir, "build-"+s.Outputs[0]+".log")
 	log, err := os.Create(logPath)
 	if err != nil {

@@ -86,7 +86,7 @@ func run() (int, error) {
 	}
 	steps := Plan(cfg, versions)
 	var report Reporter = NewPlainReporter(os.Stdout)
-	if !*plain && term.IsTerminal(int(os.Stdout.Fd())) {
+	if !*plain && barsFit(os.Stdout) {
 		report = NewBarReporter(os.Stdout)
 	}
 	r := &Runner{BinDir: *binDir, LogDir: *logDir, Lanes: *lanes, Report: report}
@@ -142,4 +142,16 @@ func goListModules(ctx context.Context, dir string, modules ...string) ([]string
 		return nil, fmt.Errorf("go list -m %s in %s printed %q", strings.Join(modules, " "), dir, out)
 	}
 	return versions, nil
+}
+
+// barsFit reports whether f is a terminal wide enough for the progress
+// bars (a terminal of unknown width, as under script(1) or some CI
+// runners, shows nothing of them: the plain lines then).
+func barsFit(f *os.File) bool {
+	fd := int(f.Fd())
+	if !term.IsTerminal(fd) {
+		return false
+	}
+	width, _, err := term.GetSize(fd)
+	return err == nil && width >= 60
 }

@@ -293,9 +293,23 @@ func TestRunSkipsWhatIsUpToDate(t *testing.T) {
 	if want := []string{"rollout", "sandbox", "webhook"}; !slices.Equal(built, want) {
 		t.Errorf("second run built %v, want %v", built, want)
 	}
-	for _, want := range []string{"[2/5] etcd v3.6.16: up to date", "[3/5] kubectl v1.36.3: up to date", "[4/5] kube-apiserver v1.36.3: up to date"} {
-		if !slices.Contains(rep.lines(), want) {
-			t.Errorf("no line %q in:\n%s", want, strings.Join(rep.lines(), "\n"))
+	// With the tools up to date, the lines come in plan order.
+	want := []string{
+		"[1/5] building webhook and rollout dev …",
+		"[1/5] webhook and rollout dev: built in ",
+		"[2/5] etcd v3.6.16: up to date",
+		"[3/5] kubectl v1.36.3: up to date",
+		"[4/5] kube-apiserver v1.36.3: up to date",
+		"[5/5] building sandbox …",
+		"[5/5] sandbox: built in ",
+	}
+	got := rep.lines()
+	if len(got) != len(want) {
+		t.Fatalf("second run's lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("line %d: %q, want %q…", i+1, got[i], want[i])
 		}
 	}
 }
