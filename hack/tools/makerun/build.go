@@ -23,9 +23,9 @@ type Runner struct {
 	// Lanes caps how many lanes of a stage run side by side.
 	Lanes  int
 	Report Reporter
-	// GoBuild runs go build of a step; nil is the real one (tests replace
-	// it).
-	GoBuild func(ctx context.Context, s Step, outDir string, events BuildEvents, log io.Writer) error
+	// GoBuild runs go build of a step, the binary of its i-th package
+	// into targets[i]; nil is the real one (tests replace it).
+	GoBuild func(ctx context.Context, s Step, targets []string, events BuildEvents, log io.Writer) error
 }
 
 // BuildEvents is what a build tells the step's progress display.
@@ -106,9 +106,13 @@ func (r *Runner) Run(ctx context.Context, steps []Step) error {
 	return nil
 }
 
-// runStep builds the step's packages into a directory of its own under
-// BinDir and moves the binaries into place: an interrupted or failed build
-// leaves the previous binary.
+// runStep builds the step's packages. The repository's own binaries are
+// built in place, so that go build, finding one whose build ID matches,
+// does not even relink it. A pinned tool, which is rebuilt only when its
+// version changed, is built into a directory of its own under BinDir and
+// then moved into place: the binary there (or the link to one elsewhere)
+// is replaced, never written through, and a failed or interrupted build
+// leaves it as it was.
 func (r *Runner) runStep(ctx context.Context, n, total int, s Step) error {
 	logPath := filepath.Join(r.LogDir, "build-"+s.Outputs[0]+".log")
 	log, err := os.Create(logPath)
@@ -116,11 +120,17 @@ func (r *Runner) runStep(ctx context.Context, n, total int, s Step) error {
 		return &StepError{Step: s, Log: logPath, Err: err}
 	}
 	defer log.Close()
-	tmp, err := os.MkdirTemp(r.BinDir, "."+s.Outputs[0]+"-")
-	if err != nil {
-		return &StepError{Step: s, Log: logPath, Err: err}
+	dir := r.BinDir
+	if s.Check != nil {
+		if dir, err = os.MkdirTemp(r.BinDir, "."+s.Outputs[0]+"-"); err != nil {
+			return &StepError{Step: s, Log: logPath, Err: err}
+		}
+		defer os.RemoveAll(dir)
 	}
-	defer os.RemoveAll(tmp)
+	targets := make([]string, len(s.Outputs))
+	for i, o := range s.Outputs {
+		targets[i] = filepath.Join(dir, o)
+	}
 
 	progress := r.Report.Start(n, total, s)
 	start := time.Now()
@@ -128,10 +138,10 @@ func (r *Runner) runStep(ctx context.Context, n, total int, s Step) error {
 	if build == nil {
 		build = goBuild
 	}
-	err = build(ctx, s, tmp, progress, log)
-	if err == nil {
-		for i, pkg := range s.Packages {
-			if err = os.Rename(filepath.Join(tmp, binaryName(pkg)), filepath.Join(r.BinDir, s.Outputs[i])); err != nil {
+	err = build(ctx, s, targets, progress, log)
+	if err == nil && dir != r.BinDir {
+		for i, o := range s.Outputs {
+			if err = os.Rename(targets[i], filepath.Join(r.BinDir, o)); err != nil {
 				break
 			}
 		}
@@ -170,10 +180,12 @@ func UpToDate(ctx context.Context, path string, c VersionCheck) bool {
 	return bytes.Contains(out, []byte(c.Want))
 }
 
-// goBuild runs go build -v of the step's packages into outDir, with go
+// goBuild runs go build -v of the step's packages into targets, with go
 // list -deps beside it for the number of packages the progress counts up
-// to. go's output goes to log; its lines also drive the progress.
-func goBuild(ctx context.Context, s Step, outDir string, events BuildEvents, log io.Writer) error {
+// to. go's output goes to log; its lines also drive the progress. Several
+// packages are built by one go build -o DIR/, which names each binary
+// itself: Plan gives them those names (binaryName), in one directory.
+func goBuild(ctx context.Context, s Step, targets []string, events BuildEvents, log io.Writer) error {
 	listDone := make(chan struct{})
 	go func() {
 		defer close(listDone)
@@ -183,7 +195,11 @@ func goBuild(ctx context.Context, s Step, outDir string, events BuildEvents, log
 			events.Listed(bytes.Count(out, []byte("\n")))
 		}
 	}()
-	args := []string{"build", "-v", "-o", outDir + string(filepath.Separator)}
+	target := targets[0]
+	if len(targets) > 1 {
+		target = filepath.Dir(targets[0]) + string(filepath.Separator)
+	}
+	args := []string{"build", "-v", "-o", target}
 	if s.LDFlags != "" {
 		args = append(args, "-ldflags", s.LDFlags)
 	}

@@ -57,6 +57,23 @@ func TestPlanBuildsWhatTheSandboxRuns(t *testing.T) {
 	}
 }
 
+// One go build -o DIR/ of several packages names the binaries itself: a
+// step of several packages must want those names.
+func TestPlanStepsOfSeveralPackagesKeepGosNames(t *testing.T) {
+	for _, s := range Plan(Config{Root: "/r", SandboxArgs: []string{"--in-place-updates"}}, testVersions) {
+		if len(s.Packages) != len(s.Outputs) {
+			t.Errorf("%s: %d packages, %d outputs", s.Name, len(s.Packages), len(s.Outputs))
+		}
+		if len(s.Packages) > 1 {
+			for i, p := range s.Packages {
+				if binaryName(p) != s.Outputs[i] {
+					t.Errorf("%s: go build names %s's binary %s, not %s", s.Name, p, binaryName(p), s.Outputs[i])
+				}
+			}
+		}
+	}
+}
+
 func TestPlanVersionsAndFlags(t *testing.T) {
 	steps := Plan(Config{Root: "/r", Version: "v0.1.0", SandboxArgs: []string{"--in-place-updates"}}, testVersions)
 	byName := map[string]Step{}
@@ -230,14 +247,20 @@ func TestRunSkipsWhatIsUpToDate(t *testing.T) {
 	var built []string
 	rep := newRecordingReporter()
 	r := &Runner{BinDir: bin, LogDir: t.TempDir(), Lanes: 2, Report: rep.plain,
-		GoBuild: func(_ context.Context, s Step, out string, ev BuildEvents, _ io.Writer) error {
+		GoBuild: func(_ context.Context, s Step, targets []string, ev BuildEvents, _ io.Writer) error {
 			mu.Lock()
 			built = append(built, s.Outputs...)
 			mu.Unlock()
 			ev.Listed(3)
-			for _, p := range s.Packages {
+			for i, p := range s.Packages {
 				ev.Compiled(p)
-				if err := os.WriteFile(filepath.Join(out, binaryName(p)), []byte("built"), 0o755); err != nil {
+				// The repository's own binaries are built in place (go
+				// build then skips an unchanged link), the pinned tools
+				// elsewhere and moved.
+				if inBin := filepath.Dir(targets[i]) == bin; inBin != (s.Check == nil) {
+					t.Errorf("%s built into %s", s.Outputs[i], targets[i])
+				}
+				if err := os.WriteFile(targets[i], []byte("built"), 0o755); err != nil {
 					return err
 				}
 			}
@@ -324,7 +347,7 @@ func TestRunStopsAtAFailure(t *testing.T) {
 	var mu sync.Mutex
 	var ran []string
 	r := &Runner{BinDir: bin, LogDir: t.TempDir(), Lanes: 2, Report: rep.plain,
-		GoBuild: func(_ context.Context, s Step, out string, _ BuildEvents, _ io.Writer) error {
+		GoBuild: func(_ context.Context, s Step, _ []string, _ BuildEvents, _ io.Writer) error {
 			mu.Lock()
 			ran = append(ran, s.Outputs[0])
 			mu.Unlock()
