@@ -50,7 +50,7 @@ func run() (int, error) {
 	binDir := flag.String("bin-dir", "", "where the binaries go (default: ROOT/bin)")
 	version := flag.String("version", "dev", "the VERSION bin/webhook and bin/rollout are stamped with")
 	logDir := flag.String("log-dir", "", "where go's output of each build goes (default: ROOT/.sandbox)")
-	lanes := flag.Int("lanes", 2, "how many builds run side by side (1: one at a time)")
+	lanes := flag.Int("lanes", 3, "how many builds run side by side at most (1: one at a time)")
 	plain := flag.Bool("plain", false, "a line per step start and end even on a terminal, no progress bars")
 	toolsOnly := flag.Bool("tools-only", false, "build only etcd, kubectl and kube-apiserver, run nothing (make tools)")
 	buildOnly := flag.Bool("build-only", false, "build what the sandbox needs, but do not run it")
@@ -58,9 +58,12 @@ func run() (int, error) {
 	if *root == "" {
 		return 2, errors.New("--root is required")
 	}
-	cfg := Config{Root: *root, Version: *version, SandboxArgs: flag.Args(), ToolsOnly: *toolsOnly}
 	if *binDir == "" {
 		*binDir = filepath.Join(*root, "bin")
+	}
+	cfg := Config{Root: *root, Version: *version, SandboxArgs: flag.Args(), ToolsOnly: *toolsOnly}
+	if _, err := os.Stat(filepath.Join(*binDir, "sandbox")); err == nil {
+		cfg.Warm = true
 	}
 	if *logDir == "" {
 		*logDir = filepath.Join(*root, ".sandbox")

@@ -116,6 +116,19 @@ func TestStages(t *testing.T) {
 	if !equalStages(got, want) {
 		t.Errorf("Stages(1 lane) = %v, want %v", got, want)
 	}
+	// Warm: the guard's build beside the others, in a lane of its own
+	// when there are three.
+	warm := Plan(Config{Root: "/r", Warm: true}, testVersions)
+	got = Stages(warm, 3)
+	want = [][][]int{{{1, 2, 3}, {4}, {0}}}
+	if !equalStages(got, want) {
+		t.Errorf("Stages(warm, 3 lanes) = %v, want %v", got, want)
+	}
+	got = Stages(warm, 2)
+	want = [][][]int{{{1, 2, 3}, {0, 4}}}
+	if !equalStages(got, want) {
+		t.Errorf("Stages(warm, 2 lanes) = %v, want %v", got, want)
+	}
 	got = Stages(Plan(Config{Root: "/r", ToolsOnly: true}, testVersions), 2)
 	want = [][][]int{{{0, 1, 2}}}
 	if !equalStages(got, want) {

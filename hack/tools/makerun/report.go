@@ -110,9 +110,11 @@ func NewBarReporter(out io.Writer) *BarReporter {
 	return &BarReporter{p: mpb.New(mpb.WithOutput(out), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))}
 }
 
-// UpToDate implements Reporter: a line above the bars.
+// UpToDate implements Reporter: a bar born complete, so that the steps
+// stay in their order on the screen.
 func (b *BarReporter) UpToDate(n, total int, s Step) {
-	fmt.Fprintf(b.p, "%s %s: up to date\n", stepPrefix(n, total), s.Label())
+	bar := b.p.New(0, mpb.NopStyle(), mpb.PrependDecorators(decor.Name(stepPrefix(n, total)+" "+s.Label()+": up to date")))
+	bar.SetTotal(-1, true)
 }
 
 // Start implements Reporter: a bar for the step, which stays with its time
