@@ -62,6 +62,7 @@ func (e *StepError) Unwrap() error { return e.Err }
 func (r *Runner) Run(ctx context.Context, steps []Step) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	r.Report.Begin(steps)
 	current := make([]bool, len(steps))
 	var checks sync.WaitGroup
 	for i, s := range steps {

@@ -13,6 +13,8 @@ import (
 
 // Reporter shows the steps as they run.
 type Reporter interface {
+	// Begin is given the whole plan before anything runs.
+	Begin(steps []Step)
 	// UpToDate says step n of total was skipped: its binary is current.
 	UpToDate(n, total int, s Step)
 	// Start says step n of total is building; the build reports to the
@@ -57,6 +59,9 @@ func (p *PlainReporter) printf(format string, args ...any) {
 	fmt.Fprintf(p.out, format, args...)
 }
 
+// Begin implements Reporter: the plain lines come as the steps do.
+func (p *PlainReporter) Begin([]Step) {}
+
 // UpToDate implements Reporter.
 func (p *PlainReporter) UpToDate(n, total int, s Step) {
 	p.printf("%s %s: up to date\n", stepPrefix(n, total), s.Label())
@@ -98,11 +103,13 @@ func (s *plainStep) counts() string {
 	return fmt.Sprintf(" (%d packages compiled, %d modules downloaded)", c, d)
 }
 
-// BarReporter shows each running build as a progress bar on a terminal
-// (mpb): the step, its packages compiled out of those it may compile, the
-// modules being downloaded and the time so far.
+// BarReporter shows the plan on a terminal (mpb): a row per step, in plan
+// order, that waits, then is a progress bar while its build runs — its
+// packages compiled out of those it may compile, the module being
+// downloaded, the time so far — and ends as the step's result.
 type BarReporter struct {
-	p *mpb.Progress
+	p     *mpb.Progress
+	steps []*barStep
 }
 
 // NewBarReporter draws on out, a terminal.
@@ -110,31 +117,35 @@ func NewBarReporter(out io.Writer) *BarReporter {
 	return &BarReporter{p: mpb.New(mpb.WithOutput(out), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))}
 }
 
-// UpToDate implements Reporter: a bar born complete, so that the steps
-// stay in their order on the screen.
-func (b *BarReporter) UpToDate(n, total int, s Step) {
-	bar := b.p.New(0, mpb.NopStyle(), mpb.PrependDecorators(decor.Name(stepPrefix(n, total)+" "+s.Label()+": up to date")))
-	bar.SetTotal(-1, true)
+// Begin implements Reporter: a waiting row per step.
+func (b *BarReporter) Begin(steps []Step) {
+	for i, s := range steps {
+		st := &barStep{prefix: stepPrefix(i, len(steps)), step: s}
+		st.label.Store(st.prefix + " " + s.Label())
+		st.status.Store("waiting")
+		st.bar = b.p.New(0, mpb.BarStyle().Lbound("[").Rbound("]"),
+			mpb.BarFillerClearOnComplete(),
+			mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return st.label.Load().(string) + " " }, decor.WCSyncSpaceR)),
+			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return " " + st.elapsed() + st.status.Load().(string) })),
+		)
+		b.steps = append(b.steps, st)
+	}
 }
 
-// Start implements Reporter: a bar for the step, which stays with its time
-// once the step is done.
+// UpToDate implements Reporter.
+func (b *BarReporter) UpToDate(n, total int, s Step) {
+	st := b.steps[n]
+	st.label.Store(st.prefix + " " + s.Label() + ": up to date")
+	st.status.Store("")
+	st.bar.SetTotal(-1, true)
+}
+
+// Start implements Reporter.
 func (b *BarReporter) Start(n, total int, s Step) StepProgress {
-	st := &barStep{}
+	st := b.steps[n]
+	st.start.Store(time.Now())
+	st.label.Store(st.prefix + " building " + s.Label())
 	st.status.Store("starting go build")
-	prefix := stepPrefix(n, total)
-	st.bar = b.p.New(0, mpb.BarStyle().Lbound("[").Rbound("]"),
-		mpb.BarFillerClearOnComplete(),
-		mpb.PrependDecorators(
-			decor.Name(prefix+" "),
-			decor.OnCompleteMeta(decor.Name("building "+s.Label()), func(string) string { return s.Label() }),
-			decor.Name(" "),
-		),
-		mpb.AppendDecorators(
-			decor.OnComplete(decor.Elapsed(decor.ET_STYLE_GO, decor.WC{W: 6}), ""),
-			decor.Any(func(decor.Statistics) string { return " " + st.status.Load().(string) }),
-		),
-	)
 	return st
 }
 
@@ -143,10 +154,25 @@ func (b *BarReporter) Wait() { b.p.Wait() }
 
 type barStep struct {
 	bar       *mpb.Bar
+	prefix    string
+	step      Step
+	label     atomic.Value // string
 	status    atomic.Value // string
+	start     atomic.Value // time.Time, once started
+	done      atomic.Bool
 	listed    atomic.Int64
 	compiled  atomic.Int64
 	downloads atomic.Int64
+}
+
+// elapsed is the running step's time so far, "" before it starts and once
+// it is done (its status then says how long it took).
+func (s *barStep) elapsed() string {
+	start, ok := s.start.Load().(time.Time)
+	if !ok || s.done.Load() {
+		return ""
+	}
+	return fmt.Sprintf("%6s ", time.Since(start).Round(time.Second))
 }
 
 func (s *barStep) Listed(total int) {
@@ -175,11 +201,15 @@ func (s *barStep) update() {
 }
 
 func (s *barStep) Done(took time.Duration) {
+	s.done.Store(true)
+	s.label.Store(s.prefix + " " + s.step.Label() + ":")
 	s.status.Store(fmt.Sprintf("built in %s (%d packages compiled)", roundDuration(took), s.compiled.Load()))
 	s.bar.SetTotal(-1, true)
 }
 
-func (s *barStep) Failed(err error) {
+func (s *barStep) Failed(error) {
+	s.done.Store(true)
+	s.label.Store(s.prefix + " " + s.step.Label() + ":")
 	s.status.Store("failed")
 	s.bar.Abort(false)
 }
