@@ -103,7 +103,7 @@ func run() (int, error) {
 		}
 		return 1, err
 	}
-	fmt.Printf("built in %s\n", roundDuration(time.Since(start)))
+	fmt.Printf("builds done in %s\n", roundDuration(time.Since(start)))
 	if *toolsOnly || *buildOnly {
 		return 0, nil
 	}
