@@ -21,7 +21,10 @@ cd "$here"
 build_tool() {
   local name="$1" module="$2" pkg="$3" version="$4"; shift 4
   local want="$name, version $version "
-  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -qF "$want"; then
+  # grep reads all of it (not -q): under pipefail a grep that quits at the
+  # first match can leave the binary killed by SIGPIPE, and the pipeline
+  # failing, and a current binary rebuilt.
+  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -F "$want" >/dev/null; then
     echo "bin/$name: $version (up to date)"
     return
   fi

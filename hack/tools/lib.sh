@@ -14,7 +14,10 @@ version_ldflags() {
 # run with the arguments PRINTED, prints WANT.
 build() {
   local name="$1" want="$2" ldflags="$3"; shift 3
-  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -qF "$want"; then
+  # grep reads all of it (not -q): under pipefail a grep that quits at the
+  # first match can leave the binary killed by SIGPIPE, and the pipeline
+  # failing, and a current binary rebuilt.
+  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -F "$want" >/dev/null; then
     echo "bin/$name: $want (up to date)"
     return
   fi
