@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,8 +53,9 @@ func (e *StepError) Error() string {
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Run runs the steps stage by stage; within a stage each lane runs in its
-// own goroutine. The first failure cancels the builds still running and is
-// returned, as is the context's error when it is cancelled.
+// own goroutine. The first step that fails cancels the builds still running
+// and its error is returned (an interrupt's says ErrInterrupted), as is the
+// context's when it is cancelled between steps.
 //
 // The binaries with a version check are checked first, side by side (each
 // is a run of the binary, well under a second): a stage reports its steps
@@ -63,6 +65,10 @@ func (r *Runner) Run(ctx context.Context, steps []Step) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.Report.Begin(steps)
+	var (
+		failed   sync.Once
+		firstErr error
+	)
 	current := make([]bool, len(steps))
 	var checks sync.WaitGroup
 	for i, s := range steps {
@@ -93,6 +99,7 @@ func (r *Runner) Run(ctx context.Context, steps []Step) error {
 						continue
 					}
 					if err := r.runStep(ctx, i, len(steps), steps[i]); err != nil {
+						failed.Do(func() { firstErr = err })
 						cancel(err)
 						return
 					}
@@ -100,6 +107,9 @@ func (r *Runner) Run(ctx context.Context, steps []Step) error {
 			})
 		}
 		wg.Wait()
+		if firstErr != nil {
+			return firstErr
+		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
@@ -149,7 +159,7 @@ func (r *Runner) runStep(ctx context.Context, n, total int, s Step) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			err = context.Cause(ctx)
+			err = errors.Join(ErrInterrupted, context.Cause(ctx))
 		}
 		progress.Failed(err)
 		return &StepError{Step: s, Log: logPath, Err: err}
@@ -157,6 +167,10 @@ func (r *Runner) runStep(ctx context.Context, n, total int, s Step) error {
 	progress.Done(time.Since(start))
 	return nil
 }
+
+// ErrInterrupted marks a build stopped because the run was (an interrupt,
+// or another step's failure), not for a fault of its own.
+var ErrInterrupted = errors.New("interrupted")
 
 // binaryName is the name go build -o DIR/ gives the binary of package pkg:
 // its last path element, or the one before a major version suffix.

@@ -398,3 +398,32 @@ func TestUpToDate(t *testing.T) {
 		t.Error("v1.36.3 is not up to date for v1.36.3")
 	}
 }
+
+// An interrupt stops the running builds, which say so (not "failed"),
+// and starts no other.
+func TestRunInterrupted(t *testing.T) {
+	steps := Plan(Config{Root: "/r", Version: "dev"}, testVersions)
+	rep := newRecordingReporter()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var ran []string
+	r := &Runner{BinDir: t.TempDir(), LogDir: t.TempDir(), Lanes: 3, Report: rep.plain,
+		GoBuild: func(ctx context.Context, s Step, _ []string, _ BuildEvents, _ io.Writer) error {
+			mu.Lock()
+			ran = append(ran, s.Outputs[0])
+			mu.Unlock()
+			cancel() // Ctrl-C while it builds
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+	err := r.Run(ctx, steps)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Run: %v, want ErrInterrupted", err)
+	}
+	if !slices.Equal(ran, []string{"webhook"}) {
+		t.Errorf("ran %v after the interrupt", ran)
+	}
+	if !slices.Contains(rep.lines(), "[1/5] webhook and rollout dev: interrupted") {
+		t.Errorf("lines:\n%s", strings.Join(rep.lines(), "\n"))
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -87,7 +88,9 @@ type plainStep struct {
 func (s *plainStep) Listed(int)         {}
 func (s *plainStep) Downloading(string) { s.downloads.Add(1) }
 func (s *plainStep) Compiled(string)    { s.compiled.Add(1) }
-func (s *plainStep) Failed(err error)   { s.r.printf("%s %s: failed\n", s.prefix, s.step.Label()) }
+func (s *plainStep) Failed(err error) {
+	s.r.printf("%s %s: %s\n", s.prefix, s.step.Label(), failure(err))
+}
 func (s *plainStep) Done(took time.Duration) {
 	s.r.printf("%s %s: built in %s%s\n", s.prefix, s.step.Label(), roundDuration(took), s.counts())
 }
@@ -207,9 +210,17 @@ func (s *barStep) Done(took time.Duration) {
 	s.bar.SetTotal(-1, true)
 }
 
-func (s *barStep) Failed(error) {
+func (s *barStep) Failed(err error) {
 	s.done.Store(true)
 	s.label.Store(s.prefix + " " + s.step.Label() + ":")
-	s.status.Store("failed")
+	s.status.Store(failure(err))
 	s.bar.Abort(false)
+}
+
+// failure is what a step's line says when its build did not finish.
+func failure(err error) string {
+	if errors.Is(err, ErrInterrupted) {
+		return "interrupted"
+	}
+	return "failed"
 }
