@@ -46,10 +46,12 @@ type StepError struct {
 	Err  error
 }
 
+// Error names the step, what went wrong (go's last lines) and the log.
 func (e *StepError) Error() string {
 	return fmt.Sprintf("building %s: %v (go's output: %s)", e.Step.Label(), e.Err, e.Log)
 }
 
+// Unwrap returns the build's error.
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Run runs the steps stage by stage; within a stage each lane runs in its

@@ -97,8 +97,14 @@ func run() (int, error) {
 	report.Wait()
 	if err != nil {
 		if ctx.Err() != nil {
-			// The user asked for it: no error for make to report.
 			fmt.Println("interrupted: the builds were stopped; the binaries already in place are kept")
+			if *toolsOnly || *buildOnly {
+				// A target after make tools must not run on tools
+				// that were not built.
+				return 130, nil
+			}
+			// make run: the user asked for it, no error for make to
+			// report.
 			return 0, nil
 		}
 		return 1, err

@@ -80,8 +80,7 @@ type Config struct {
 	Warm bool
 }
 
-// Binaries built by the plan that the sandbox does not run itself but needs
-// in bin/: kubectl and rollout are the commands its tour prints.
+// The stages and lanes of the plan (see Plan).
 const (
 	stageProduct = 0 // the guard and the CLI: first, alone
 	stageRest    = 1 // the pinned tools beside the sandbox's own build
@@ -92,7 +91,7 @@ const (
 
 // Plan lists the builds of make run: the pinned tools the sandbox starts
 // (etcd, kube-apiserver) or prints in its tour (kubectl), the guard and the
-// CLI, the sandbox itself, and Cluster API's managers when its flags ask
+// CLI (the tour's rollout commands), the sandbox itself, and Cluster API's managers when its flags ask
 // for them. promtool and kube-state-metrics, which only the monitoring tests
 // run, are not in it.
 //
