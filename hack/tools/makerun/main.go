@@ -83,6 +83,9 @@ func run() (int, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Println("interrupted: nothing was built")
+			if *toolsOnly || *buildOnly {
+				return 130, nil
+			}
 			return 0, nil
 		}
 		return 1, err
