@@ -95,8 +95,10 @@ func (s *plainStep) Done(took time.Duration) {
 	s.r.printf("%s %s: built in %s%s\n", s.prefix, s.step.Label(), roundDuration(took), s.counts())
 }
 
-func (s *plainStep) counts() string {
-	c, d := s.compiled.Load(), s.downloads.Load()
+func (s *plainStep) counts() string { return counts(s.compiled.Load(), s.downloads.Load()) }
+
+// counts is what a finished build did, for its line.
+func counts(c, d int64) string {
 	switch {
 	case c == 0 && d == 0:
 		return " (nothing to compile)"
@@ -206,7 +208,7 @@ func (s *barStep) update() {
 func (s *barStep) Done(took time.Duration) {
 	s.done.Store(true)
 	s.label.Store(s.prefix + " " + s.step.Label() + ":")
-	s.status.Store(fmt.Sprintf("built in %s (%d packages compiled)", roundDuration(took), s.compiled.Load()))
+	s.status.Store("built in " + roundDuration(took).String() + counts(s.compiled.Load(), s.downloads.Load()))
 	s.bar.SetTotal(-1, true)
 }
 
