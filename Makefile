@@ -6,8 +6,16 @@ BIN   := $(ROOT)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GO_TEST_FLAGS ?=
-# Modules of this repository: the product, its test environment, its tool builds.
-MODULES := . test hack/tools
+
+# Every step of make test (lint, unit, each tool build, e2e…) starts with a
+# timestamped line and the time since make started, so that a CI log shows
+# where the time goes: a step takes the gap to the next line. make test
+# ends with its total. Sub-makes keep the first make's start.
+ifndef MAKE_START
+MAKE_START := $(shell date +%s)
+endif
+export MAKE_START
+step = @printf '==> %s +%ss make %s\n' "$$(date -u +%H:%M:%S)" "$$(( $$(date +%s) - $(MAKE_START) ))" "$(1)"
 
 .PHONY: all
 all: build
@@ -16,12 +24,28 @@ all: build
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
 
+# make run's driver, hack/tools/makerun (below, at run), built first by the
+# targets that use it.
+MAKERUN := $(BIN)/makerun
+.PHONY: makerun
+makerun:
+	@cd hack/tools && go build -o $(MAKERUN) ./makerun
+
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kubectl, promtool and kube-state-metrics from source into bin/ (skipped when up to date).
-	hack/tools/install.sh $(BIN)
+tools: makerun ## Build kube-apiserver, etcd and kubectl from source into bin/ (skipped when up to date).
+	$(call step,$@)
+	$(MAKERUN) --root $(ROOT) --bin-dir $(BIN) --tools-only
+
+.PHONY: monitoring-tools
+# Only the monitoring tests (test/monitoring) run promtool and
+# kube-state-metrics: make e2e builds them, make run does not.
+monitoring-tools: ## Build promtool and kube-state-metrics from source into bin/ (skipped when up to date).
+	$(call step,$@)
+	hack/tools/install-monitoring.sh $(BIN)
 
 .PHONY: cert-manager-tools
 cert-manager-tools: ## Build cert-manager's controller and CA injector from source into bin/, at the version hack/tools/cert-manager pins (skipped when up to date).
+	$(call step,$@)
 	hack/tools/install-cert-manager.sh $(BIN)
 
 .PHONY: node-tools
@@ -30,6 +54,7 @@ cert-manager-tools: ## Build cert-manager's controller and CA injector from sour
 # with apt when missing; needs root), and kubelet, kube-controller-manager,
 # kube-scheduler and the sandbox image bin/pause-image.tar, built from source.
 node-tools: ## Install containerd, runc, CNI plugins (apt) and build kubelet, kube-controller-manager, kube-scheduler and the pause image into bin/.
+	$(call step,$@)
 	hack/tools/install-node.sh $(BIN)
 
 .PHONY: clusterctl
@@ -38,6 +63,7 @@ node-tools: ## Install containerd, runc, CNI plugins (apt) and build kubelet, ku
 # and for moving the sandbox's clusters. go build's cache makes a second run
 # quick.
 clusterctl: ## Build bin/clusterctl from the Cluster API module the tests pin.
+	$(call step,$@)
 	cd test && go build -o $(BIN)/clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
 
 .PHONY: capi-core
@@ -49,6 +75,7 @@ clusterctl: ## Build bin/clusterctl from the Cluster API module the tests pin.
 capi-core: $(BIN)/capi-core ## Build bin/capi-core, Cluster API's core manager, from the Cluster API module the tests pin (skipped when up to date).
 
 $(BIN)/capi-core: test/go.mod test/go.sum
+	$(call step,capi-core)
 	cd test && go build -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" \
 		-o $(BIN)/capi-core sigs.k8s.io/cluster-api/core
 
@@ -62,11 +89,13 @@ $(BIN)/capi-core: test/go.mod test/go.sum
 capi-kcp: $(BIN)/capi-kcp ## Build bin/capi-kcp, Cluster API's kubeadm control plane manager, from the Cluster API module the tests pin (skipped when up to date).
 
 $(BIN)/capi-kcp: test/go.mod test/go.sum
+	$(call step,capi-kcp)
 	cd test && go build -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)" \
 		-o $(BIN)/capi-kcp sigs.k8s.io/cluster-api/controlplane/kubeadm
 
 .PHONY: build
 build: ## Build bin/webhook and bin/rollout.
+	$(call step,$@)
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/webhook ./cmd/webhook
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/rollout ./cmd/rollout
 
@@ -76,6 +105,7 @@ build: ## Build bin/webhook and bin/rollout.
 # guard while they run fails them. It reuses the race-instrumented packages
 # make unit built.
 build-race: ## Build bin/webhook-race: the guard with the race detector, for the end-to-end tests that run it.
+	$(call step,$@)
 	go build -race -ldflags "$(LDFLAGS)" -o $(BIN)/webhook-race ./cmd/webhook
 
 .PHONY: generate
@@ -98,10 +128,22 @@ docs: ## Regenerate the CLI reference in docs/reference/cli from the command tre
 	go test ./docs/ -count=1 -run '^TestCLIReferenceIsCurrent$$' -update
 
 .PHONY: lint
-lint: ## gofmt and go vet over every module.
+# go vet type-checks a package against its dependencies' compiled export
+# data, so it compiles every dependency of what it vets. hack/tools/cmd/*
+# are ten-line mains around Kubernetes' own commands (kube-apiserver,
+# kubelet…): vetting them would compile most of Kubernetes (2,890 packages
+# for hack/tools' ./... against 467 for its own code), so lint vets the
+# rest of hack/tools and the tool targets compile those mains. The test
+# module's dependencies are the ones its tests compile anyway: go's cache
+# shares them between lint and e2e.
+HACK_TOOLS_VET = $$(go list ./... | grep -v '/hack/tools/cmd/')
+lint: ## gofmt and go vet over every module (hack/tools: its own code, not the mains of the Kubernetes commands it builds).
+	$(call step,$@)
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	@for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
+	go vet ./...
+	cd hack/tools && go vet $(HACK_TOOLS_VET)
+	cd test && go vet ./...
 
 .PHONY: unit
 # -race: several unit tests exist to catch races (history's prune and memo
@@ -113,20 +155,23 @@ lint: ## gofmt and go vet over every module.
 # cache does not track (-count=1), one package at a time so that the second
 # reuses the first's builds (-p 1). The first run on a machine compiles the
 # product for four platforms (minutes); later runs relink nothing.
-unit: ## Unit tests of the product module (pure logic; no API server) with the race detector, and of the image and release builders.
+unit: ## Unit tests of the product module (pure logic; no API server) with the race detector, and of the image and release builders and make run's driver.
+	$(call step,$@)
 	go test -race $(GO_TEST_FLAGS) ./...
-	cd hack/tools && go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./internal/... ./image/... ./release/...
+	cd hack/tools && go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./internal/... ./image/... ./release/... ./makerun/...
 
 .PHONY: e2e
 # -count=1: these tests exercise bin/webhook, a file go test's cache does not
 # track, so a cached pass could hide a change of the guard. test/e2e's
 # concurrent writers run bin/webhook-race (env.WithRaceGuard): a race the
 # detector reports in the guard fails the test.
-e2e: tools node-tools cert-manager-tools clusterctl capi-core capi-kcp build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
+e2e: tools monitoring-tools node-tools cert-manager-tools clusterctl capi-core capi-kcp build build-race ## End-to-end tests through a real kube-apiserver and the guard over TLS (concurrent writers with the race-enabled guard).
+	$(call step,$@)
 	cd test && go test -count=1 $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: test
 test: lint unit fuzz-smoke e2e ## Everything CI checks: lint, unit tests, a short run of every fuzz target, end-to-end tests.
+	$(call step,test done)
 
 # Fuzz targets of the product module, as package:target.
 FUZZ_TARGETS := ./skew:FuzzParseVersion ./revisions:FuzzFromRolloutRevision \
@@ -139,6 +184,7 @@ FUZZ_TIME ?= 5m
 
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Run every fuzz target for $(FUZZ_SMOKE_TIME) executions (part of make test).
+	$(call step,$@)
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "fuzz $$fn ($$pkg, $(FUZZ_SMOKE_TIME))"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZ_SMOKE_TIME) -parallel 1 $$pkg || exit 1; done
@@ -220,12 +266,21 @@ soak: tools build ## Soak the guard for $(SOAK) (SOAK=5m for a short run; bench/
 	cd test && go run ./cmd/soak --duration $(SOAK) --bin-dir $(BIN) --out-dir $(BENCH_DIR) $(SOAK_FLAGS)
 
 .PHONY: run
-run: tools build ## Start the sandbox: a management cluster with demo clusters, the CAPI controllers and the guard (SANDBOX_FLAGS="--clusters 2"); Ctrl-C stops it.
-	cd test && go run ./cmd/sandbox --dir $(ROOT)/.sandbox --bin-dir $(BIN) $(SANDBOX_FLAGS)
+# hack/tools/makerun builds what the sandbox runs — bin/webhook and
+# bin/rollout, etcd, kubectl and kube-apiserver unless bin/ holds them at
+# the pinned versions, the sandbox (bin/sandbox), and bin/capi-core and
+# bin/capi-kcp when SANDBOX_FLAGS asks for them — a numbered step each, a
+# progress bar per build on a terminal, and then runs the sandbox in the
+# foreground. exec: make's child is makerun itself, which hands Ctrl-C to
+# the sandbox alone; the sandbox stops everything and exits 0, and so does
+# make (no "Error" line).
+MAKERUN_FLAGS ?=
+run: makerun ## Start the sandbox: a management cluster with demo clusters, the CAPI controllers and the guard (SANDBOX_FLAGS="--clusters 2"); Ctrl-C stops it.
+	@exec $(MAKERUN) --root $(ROOT) --bin-dir $(BIN) --version $(VERSION) $(MAKERUN_FLAGS) -- --dir $(ROOT)/.sandbox $(SANDBOX_FLAGS)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps bin/ tools; use clean-tools for those).
-	rm -f $(BIN)/webhook $(BIN)/webhook-race $(BIN)/rollout
+	rm -f $(BIN)/webhook $(BIN)/webhook-race $(BIN)/rollout $(BIN)/sandbox $(BIN)/makerun
 	rm -rf $(CROSS_DIR) $(BIN)/cross-test $(IMAGE_DIR) $(DIST)
 	rm -rf bench
 	rm -rf .sandbox

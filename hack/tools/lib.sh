@@ -1,4 +1,4 @@
-# Shell functions shared by install.sh, install-node.sh and
+# Shell functions shared by install-node.sh and
 # install-cert-manager.sh (sourced, not run): they build the commands of the
 # current directory's module into "$bin" (set by the caller), and skip a
 # binary that already reports the version wanted.
@@ -14,7 +14,10 @@ version_ldflags() {
 # run with the arguments PRINTED, prints WANT.
 build() {
   local name="$1" want="$2" ldflags="$3"; shift 3
-  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -qF "$want"; then
+  # grep reads all of it (not -q): under pipefail a grep that quits at the
+  # first match can leave the binary killed by SIGPIPE, and the pipeline
+  # failing, and a current binary rebuilt.
+  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -F "$want" >/dev/null; then
     echo "bin/$name: $want (up to date)"
     return
   fi

@@ -1,5 +1,6 @@
 // Package tools pins the versions of the binaries that hack/tools builds into
-// bin/: kube-apiserver, etcd and kubectl. It lives in its own Go module so that
+// bin/: kube-apiserver, etcd and kubectl (built by makerun/, the driver of
+// make run and make tools). It lives in its own Go module so that
 // k8s.io/kubernetes never enters the product's dependency graph. promtool and
 // kube-state-metrics, which the monitoring tests run, are pinned by modules
 // of their own (hack/tools/prometheus, hack/tools/kube-state-metrics): they

@@ -13,8 +13,9 @@
 //     goes 3, 0, 1, 2, 3 as Cluster API's status does.
 //
 // promtool and kube-state-metrics are built from their Go modules into bin/
-// by `make tools` (hack/tools/install.sh); the tests run the binaries, so
-// neither enters the test module's dependencies.
+// by `make monitoring-tools` (hack/tools/install-monitoring.sh, a
+// prerequisite of make e2e); the tests run the binaries, so neither enters
+// the test module's dependencies.
 package monitoring
 
 import (

@@ -28,7 +28,7 @@ func configDir(t *testing.T) string {
 	return filepath.Join(root, "config", "prometheus")
 }
 
-// binary returns the path of bin/NAME, failing t when make tools has not
+// binary returns the path of bin/NAME, failing t when make monitoring-tools has not
 // built it: the tests prove the monitoring with the real tools or not at all.
 func binary(t *testing.T, name string) string {
 	t.Helper()
@@ -36,7 +36,7 @@ func binary(t *testing.T, name string) string {
 	require.NoError(t, err)
 	path := filepath.Join(root, "bin", name)
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s: %v (make tools builds it)", path, err)
+		t.Fatalf("%s: %v (make monitoring-tools builds it)", path, err)
 	}
 	return path
 }

@@ -150,7 +150,9 @@ func run() (retErr error) {
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted while starting; everything started was stopped again")
+			// The user asked for it: exit 0, as after a stop once ready.
+			fmt.Println("sandbox stopped: interrupted while starting; everything started was stopped again")
+			return nil
 		}
 		return fmt.Errorf("starting (everything started was stopped again; see %s): %w", logPath, err)
 	}

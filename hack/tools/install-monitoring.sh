@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, etcd and kubectl from source into the given bin
-# directory, at the versions pinned in hack/tools/go.mod, and promtool and
-# kube-state-metrics at the versions pinned in their own modules
-# (hack/tools/prometheus, hack/tools/kube-state-metrics). A binary that
-# already reports the pinned version is kept, so running this again costs
-# seconds. Everything comes through the Go module proxy: no release binary
-# is downloaded.
+# Builds promtool and kube-state-metrics from source into the given bin
+# directory, at the versions pinned in their own modules
+# (hack/tools/prometheus, hack/tools/kube-state-metrics: they need newer
+# k8s.io libraries than kube-apiserver's), for the monitoring tests
+# (test/monitoring; make monitoring-tools, a prerequisite of make e2e). A
+# binary that already reports the pinned version is kept, so running this
+# again costs seconds.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,16 +14,6 @@ mkdir -p "$bin"
 bin="$(cd "$bin" && pwd)"
 cd "$here"
 
-k8s_version="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
-etcd_version="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
-kubectl_version="$(go list -m -f '{{.Version}}' k8s.io/kubectl | sed 's/^v0\./v1./')"
-# minor, version_ldflags and build (install-node.sh uses them too).
-source "$here/lib.sh"
-
-build etcd "etcd Version: ${etcd_version#v}" "-s -w" --version
-build kubectl "Client Version: $kubectl_version" "$(version_ldflags "$kubectl_version")" version --client
-build kube-apiserver "Kubernetes $k8s_version" "$(version_ldflags "$k8s_version")" --version
-
 # build_tool NAME MODULE PACKAGE VERSION PRINTED...: builds PACKAGE, a
 # command pinned at VERSION by the module in directory MODULE (the tool
 # directive of its go.mod), unless bin/NAME prints "NAME, version VERSION".
@@ -31,7 +21,10 @@ build kube-apiserver "Kubernetes $k8s_version" "$(version_ldflags "$k8s_version"
 build_tool() {
   local name="$1" module="$2" pkg="$3" version="$4"; shift 4
   local want="$name, version $version "
-  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -qF "$want"; then
+  # grep reads all of it (not -q): under pipefail a grep that quits at the
+  # first match can leave the binary killed by SIGPIPE, and the pipeline
+  # failing, and a current binary rebuilt.
+  if [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -F "$want" >/dev/null; then
     echo "bin/$name: $version (up to date)"
     return
   fi
