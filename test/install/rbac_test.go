@@ -47,12 +47,16 @@ var (
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
 	// armingRules: in the guard's namespace only, create the RoleBinding
-	// that arms the webhooks, read and correct it by name, and bind the
-	// marker's Role and no other.
+	// that arms the webhooks (the shipped ValidatingAdmissionPolicy
+	// rollout-guard-arming narrows create to that one, as it must be:
+	// TestGuardMayBindOnlyItsArmingRole), read, watch, correct and re-make
+	// it by name, bind the marker's Role and no other, and read and watch
+	// that Role.
 	armingRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get", "list", "watch", "update", "delete"}},
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"bind"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get", "list", "watch"}},
 	}
 	// armedRules: what the armed match condition asks of the marker
 	// ServiceAccount, all the RoleBinding the guard creates grants.
@@ -257,6 +261,15 @@ func TestGuardRunsAsItsServiceAccount(t *testing.T) {
 		{"create", "", "events", "", "team-a", false},
 		{"create", "", "configmaps", "", framework.GuardNamespace, false},
 		{"escalate", "rbac.authorization.k8s.io", "clusterroles", "", "", false},
+		// RoleBindings: create in its namespace (the admission policy
+		// narrows it to the arming one), every other verb by name only.
+		{"create", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, true},
+		{"create", "rbac.authorization.k8s.io", "rolebindings", "", "team-a", false},
+		{"delete", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, false},
+		{"update", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, false},
+		{"list", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, false},
+		{"bind", "rbac.authorization.k8s.io", "roles", "", framework.GuardNamespace, false},
+		{"bind", "rbac.authorization.k8s.io", "clusterroles", "", "", false},
 	}
 	for _, c := range cases {
 		name := fmt.Sprintf("%s %s/%s", c.verb, c.group, c.resource)
