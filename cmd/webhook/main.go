@@ -19,9 +19,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -161,6 +163,9 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err != nil {
 		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
+	// Arming watches its RoleBinding and Role with a client of its own,
+	// outside the tracking below: they are no cache the policy reads.
+	armCfg := rest.CopyConfig(cfg)
 	// Watches sees the caches' watches end and resume, so the guard reads
 	// live while its caches may be stale (after an API server restart).
 	watches := webhooks.NewWatches()
@@ -261,9 +266,14 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err := mgr.AddReadyzCheck("history-store", webhooks.HistoryStoreServed(mgr.GetRESTMapper())); err != nil {
 		return fmt.Errorf("adding the history store readiness check: %w", err)
 	}
-	// Once serving, the guard arms its webhooks; until then the API server
-	// does not call them, so a guard that never starts blocks nothing.
-	armer := &arming.Armer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: armNamespace,
+	// Once serving, the guard arms its webhooks, and keeps them armed; until
+	// then the API server does not call them, so a guard that never starts
+	// blocks nothing.
+	armWatch, err := client.NewWithWatch(armCfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("the client that watches what arms the webhooks: %w", err)
+	}
+	armer := &arming.Armer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Watch: armWatch, Namespace: armNamespace,
 		Ready: []healthz.Checker{mgr.GetWebhookServer().StartedChecker(), webhooks.CachesReady(mgr), webhooks.HistoryStoreServed(mgr.GetRESTMapper())}, Log: ctrl.Log.WithName("arming")}
 	if err := mgr.Add(armer); err != nil {
 		return fmt.Errorf("adding the arming of the webhooks: %w", err)

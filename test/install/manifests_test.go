@@ -151,11 +151,14 @@ func TestDefaultWiring(t *testing.T) {
 		"Service/rollout-guard-metrics",
 		"Service/rollout-guard-webhook",
 		"ServiceAccount/rollout-guard",
+		"ValidatingAdmissionPolicy/rollout-guard-arming",
+		"ValidatingAdmissionPolicyBinding/rollout-guard-arming",
 		"ValidatingWebhookConfiguration/rollout-guard-validating",
 	}, m.ids())
 	for _, u := range m {
 		switch u.GetKind() {
-		case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+		case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			assert.Empty(t, u.GetNamespace(), "%s %s is cluster-scoped", u.GetKind(), u.GetName())
 		default:
 			assert.Equal(t, namespace, u.GetNamespace(), "%s %s", u.GetKind(), u.GetName())

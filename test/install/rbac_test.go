@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -47,12 +48,16 @@ var (
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
 	// armingRules: in the guard's namespace only, create the RoleBinding
-	// that arms the webhooks, read and correct it by name, and bind the
-	// marker's Role and no other.
+	// that arms the webhooks (the shipped ValidatingAdmissionPolicy
+	// rollout-guard-arming narrows create to that one, as it must be:
+	// TestGuardMayBindOnlyItsArmingRole), read, watch, correct and re-make
+	// it by name, bind the marker's Role and no other, and read and watch
+	// that Role.
 	armingRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get", "list", "watch", "update", "delete"}},
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"bind"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get", "list", "watch"}},
 	}
 	// armedRules: what the armed match condition asks of the marker
 	// ServiceAccount, all the RoleBinding the guard creates grants.
@@ -257,6 +262,15 @@ func TestGuardRunsAsItsServiceAccount(t *testing.T) {
 		{"create", "", "events", "", "team-a", false},
 		{"create", "", "configmaps", "", framework.GuardNamespace, false},
 		{"escalate", "rbac.authorization.k8s.io", "clusterroles", "", "", false},
+		// RoleBindings: create in its namespace (the admission policy
+		// narrows it to the arming one), every other verb by name only.
+		{"create", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, true},
+		{"create", "rbac.authorization.k8s.io", "rolebindings", "", "team-a", false},
+		{"delete", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, false},
+		{"update", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, false},
+		{"list", "rbac.authorization.k8s.io", "rolebindings", "", framework.GuardNamespace, false},
+		{"bind", "rbac.authorization.k8s.io", "roles", "", framework.GuardNamespace, false},
+		{"bind", "rbac.authorization.k8s.io", "clusterroles", "", "", false},
 	}
 	for _, c := range cases {
 		name := fmt.Sprintf("%s %s/%s", c.verb, c.group, c.resource)
@@ -450,4 +464,31 @@ func TestMetricsAnswerOnlyAuthorizedCallers(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, code, "a token the API server does not know")
 	assert.NotContains(t, body, "controller_runtime_webhook_requests_total")
 	assert.False(t, strings.Contains(env.GuardLogTail(), "is forbidden"), "the guard made every review it needed:\n%s", env.GuardLogTail())
+}
+
+// TestArmingPolicyMatchesOnlyTheGuard pins the shipped
+// ValidatingAdmissionPolicy that narrows the guard's create of
+// RoleBindings: it judges creates and updates of RoleBindings by the
+// guard's ServiceAccount alone (so it never refuses Cluster API or anyone
+// else), fails closed, and its binding denies. What it refuses and allows
+// is shown through the API server by TestGuardMayBindOnlyItsArmingRole.
+func TestArmingPolicyMatchesOnlyTheGuard(t *testing.T) {
+	m := build(t, "config/default")
+	p := as[admissionregistrationv1.ValidatingAdmissionPolicy](t, m.find(t, "ValidatingAdmissionPolicy", "rollout-guard-arming"))
+	require.NotNil(t, p.Spec.FailurePolicy)
+	assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
+	require.NotNil(t, p.Spec.MatchConstraints)
+	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
+	rule := p.Spec.MatchConstraints.ResourceRules[0]
+	assert.Equal(t, []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}, rule.Operations)
+	assert.Equal(t, []string{"rbac.authorization.k8s.io"}, rule.APIGroups)
+	assert.Equal(t, []string{"rolebindings"}, rule.Resources)
+	assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: "by-the-guard",
+		Expression: "request.userInfo.username == '" + framework.GuardServiceAccount + "'"}}, p.Spec.MatchConditions)
+	assert.Len(t, p.Spec.Validations, 3, "the name, the role, the subjects")
+
+	b := as[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, m.find(t, "ValidatingAdmissionPolicyBinding", "rollout-guard-arming"))
+	assert.Equal(t, "rollout-guard-arming", b.Spec.PolicyName)
+	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+	assert.Nil(t, b.Spec.MatchResources, "the policy's own constraints select what it judges")
 }

@@ -100,7 +100,7 @@ func alerts(t *testing.T) []string {
 func TestPromtoolChecksTheRules(t *testing.T) {
 	out, ok := promtool(t, configDir(t), "check", "rules", "rules.yaml")
 	require.True(t, ok, out)
-	assert.Contains(t, out, "SUCCESS: 7 rules found", "a rule added or lost: update this test and the tables of docs/monitoring.md")
+	assert.Contains(t, out, "SUCCESS: 8 rules found", "a rule added or lost: update this test and the tables of docs/monitoring.md")
 }
 
 func TestAlertRulesPassTheirUnitTests(t *testing.T) {
@@ -143,7 +143,7 @@ func TestEveryAlertIsTestedBothWays(t *testing.T) {
 		}
 	}
 	names := alerts(t)
-	require.Len(t, names, 7)
+	require.Len(t, names, 8)
 	for _, name := range names {
 		assert.Positive(t, fires[name], "no case in which %s fires", name)
 		assert.Positive(t, silent[name], "no case in which %s stays silent", name)
@@ -179,6 +179,10 @@ func TestBrokenAlertsFailTheirTests(t *testing.T) {
 			old: `rollout_guard_unverified_requests_total{reason!="not-current"}`, new: `rollout_guard_unverified_requests_total`},
 		{alert: "RolloutGuardNotArmed", why: "one armed replica is enough",
 			old: `max(rollout_guard_armed) == 0`, new: `min(rollout_guard_armed) == 0`},
+		{alert: "RolloutGuardDisarmed", why: "one repair must be enough",
+			old: "increase(rollout_guard_arming_repairs_total[15m])\n          ) > 0", new: "increase(rollout_guard_arming_repairs_total[15m])\n          ) > 1"},
+		{alert: "RolloutGuardDisarmed", why: "increase() alone cannot see a repair counted before a new replica's first scrape",
+			old: `rollout_guard_arming_repairs_total offset 15m`, new: `rollout_guard_arming_repairs_total offset 1m`},
 		{alert: "ClusterAPIRolloutStalled", why: "a MachineDeployment paused on purpose is not stalled",
 			old: "unless on (namespace, name)\n              capi_machinedeployment_spec_paused == 1\n            ", new: ""},
 		{alert: "ClusterAPIRolloutStalled", why: "a slow rollout that progresses is not stalled",

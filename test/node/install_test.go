@@ -113,8 +113,9 @@ func isArmed(ctx context.Context) bool {
 //     renewed by cert-manager (until every replica serves the new one),
 //     each while policed dry-run edits go on: every one is answered by the
 //     guard, none fails;
-//   - uninstalled as documented: no webhook configuration, RBAC object or
-//     namespace is left, and policed edits go through again.
+//   - uninstalled as documented: no webhook configuration, admission
+//     policy, RBAC object or namespace is left, and policed edits go
+//     through again.
 func TestInstallAsDocumented(t *testing.T) {
 	if skipReason != "" {
 		t.Skip(skipReason)
@@ -345,6 +346,16 @@ func TestInstallAsDocumented(t *testing.T) {
 	require.NoError(t, env.Client.List(ctx, &crbs))
 	for _, c := range crbs.Items {
 		assert.NotContains(t, c.Name, "rollout-guard", "ClusterRoleBinding left behind")
+	}
+	var vaps admissionregistrationv1.ValidatingAdmissionPolicyList
+	require.NoError(t, env.Client.List(ctx, &vaps))
+	for _, p := range vaps.Items {
+		assert.NotContains(t, p.Name, "rollout-guard", "ValidatingAdmissionPolicy left behind")
+	}
+	var vapbs admissionregistrationv1.ValidatingAdmissionPolicyBindingList
+	require.NoError(t, env.Client.List(ctx, &vapbs))
+	for _, b := range vapbs.Items {
+		assert.NotContains(t, b.Name, "rollout-guard", "ValidatingAdmissionPolicyBinding left behind")
 	}
 	err = env.Client.Get(ctx, types.NamespacedName{Name: guardNamespace}, &corev1.Namespace{})
 	assert.True(t, apierrors.IsNotFound(err), "namespace %s left behind: %v", guardNamespace, err)
