@@ -56,7 +56,9 @@ func (f factReader) ownerOf(ctx context.Context, kind, namespace, clusterName st
 			return nil, err
 		}
 		return &owner{desc: "MachineDeployment " + md.Name, version: md.Spec.Template.Spec.Version,
-			skipPreflight: func(ctx context.Context) (string, error) { return f.liveAnnotation(ctx, md, clusterv1.MachineSetSkipPreflightChecksAnnotation) }}, nil
+			skipPreflight: func(ctx context.Context) (string, error) {
+				return f.liveAnnotation(ctx, md, clusterv1.MachineSetSkipPreflightChecksAnnotation)
+			}}, nil
 	case kind == "Machine" && core && gk.Kind == "MachineSet":
 		ms := &clusterv1.MachineSet{}
 		if ok, err := f.getOwner(ctx, key, ref.UID, ms); !ok || err != nil || ms.Spec.ClusterName != clusterName {
