@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,14 +46,14 @@ type owner struct {
 // ago, as the MachineDeployment controller makes a MachineSet and then
 // its Machines) is read from the API server, when the policy has a live
 // reader.
-func (f factReader) ownerOf(ctx context.Context, kind, namespace, clusterName string, ref metav1.OwnerReference) (*owner, error) {
+func (f factReader) ownerOf(ctx context.Context, kind, namespace, clusterName, version string, ref metav1.OwnerReference) (*owner, error) {
 	gk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind()
 	key := types.NamespacedName{Namespace: namespace, Name: ref.Name}
 	core := gk.Group == clusterv1.GroupVersion.Group
 	switch {
 	case kind == "MachineSet" && core && gk.Kind == "MachineDeployment":
 		md := &clusterv1.MachineDeployment{}
-		if ok, err := f.getOwner(ctx, key, ref.UID, md); !ok || err != nil || md.Spec.ClusterName != clusterName {
+		if ok, err := f.getOwner(ctx, key, ref.UID, md, func() bool { return md.Spec.Template.Spec.Version == version }); !ok || err != nil || md.Spec.ClusterName != clusterName {
 			return nil, err
 		}
 		return &owner{desc: "MachineDeployment " + md.Name, version: md.Spec.Template.Spec.Version,
@@ -61,18 +62,18 @@ func (f factReader) ownerOf(ctx context.Context, kind, namespace, clusterName st
 			}}, nil
 	case kind == "Machine" && core && gk.Kind == "MachineSet":
 		ms := &clusterv1.MachineSet{}
-		if ok, err := f.getOwner(ctx, key, ref.UID, ms); !ok || err != nil || ms.Spec.ClusterName != clusterName {
+		if ok, err := f.getOwner(ctx, key, ref.UID, ms, func() bool { return ms.Spec.Template.Spec.Version == version }); !ok || err != nil || ms.Spec.ClusterName != clusterName {
 			return nil, err
 		}
 		return &owner{desc: "MachineSet " + ms.Name, version: ms.Spec.Template.Spec.Version}, nil
 	case kind == "Machine" && core && gk.Kind == "MachinePool":
 		mp := &clusterv1.MachinePool{}
-		if ok, err := f.getOwner(ctx, key, ref.UID, mp); !ok || err != nil || mp.Spec.ClusterName != clusterName {
+		if ok, err := f.getOwner(ctx, key, ref.UID, mp, func() bool { return mp.Spec.Template.Spec.Version == version }); !ok || err != nil || mp.Spec.ClusterName != clusterName {
 			return nil, err
 		}
 		return &owner{desc: "MachinePool " + mp.Name, version: mp.Spec.Template.Spec.Version}, nil
 	case kind == "Machine":
-		return f.controlPlaneOwner(ctx, namespace, clusterName, gk, ref)
+		return f.controlPlaneOwner(ctx, namespace, clusterName, version, gk, ref)
 	}
 	return nil, nil
 }
@@ -80,7 +81,7 @@ func (f factReader) ownerOf(ctx context.Context, kind, namespace, clusterName st
 // controlPlaneOwner returns the control plane ref names when it is the
 // control plane of Cluster clusterName (its spec.controlPlaneRef) and has
 // ref's UID; nil otherwise.
-func (f factReader) controlPlaneOwner(ctx context.Context, namespace, clusterName string, gk schema.GroupKind, ref metav1.OwnerReference) (*owner, error) {
+func (f factReader) controlPlaneOwner(ctx context.Context, namespace, clusterName, version string, gk schema.GroupKind, ref metav1.OwnerReference) (*owner, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: clusterName}, cluster, f.getOptions()...); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -92,7 +93,7 @@ func (f factReader) controlPlaneOwner(ctx context.Context, namespace, clusterNam
 	key := types.NamespacedName{Namespace: namespace, Name: ref.Name}
 	if gk == kubeadmControlPlaneKind {
 		kcp := &controlplanev1.KubeadmControlPlane{}
-		if ok, err := f.getOwner(ctx, key, ref.UID, kcp); !ok || err != nil {
+		if ok, err := f.getOwner(ctx, key, ref.UID, kcp, func() bool { return kcp.Spec.Version == version }); !ok || err != nil {
 			return nil, err
 		}
 		return &owner{desc: "KubeadmControlPlane " + kcp.Name, version: kcp.Spec.Version}, nil
@@ -109,7 +110,7 @@ func (f factReader) controlPlaneOwner(ctx context.Context, namespace, clusterNam
 	u.SetGroupVersionKind(mapping.GroupVersionKind)
 	readCtx, cancel := context.WithTimeout(ctx, ContractReadTimeout)
 	defer cancel()
-	if ok, err := f.getOwner(readCtx, key, ref.UID, u); !ok || err != nil {
+	if ok, err := f.getOwner(readCtx, key, ref.UID, u, func() bool { return contractVersion(u) == version }); !ok || err != nil {
 		if readCtx.Err() != nil && ctx.Err() == nil || apierrors.IsForbidden(err) {
 			// Unreadable: the Machine is judged on its own.
 			return nil, nil
@@ -120,9 +121,11 @@ func (f factReader) controlPlaneOwner(ctx context.Context, namespace, clusterNam
 }
 
 // getOwner reads the object key names into obj, from the cache and, when
-// it is not there or has another UID, from the API server (f.live).
-// false when no object of that name has uid.
-func (f factReader) getOwner(ctx context.Context, key types.NamespacedName, uid types.UID, obj client.Object) (bool, error) {
+// it is not there, has another UID or is not current (its version is not
+// yet the one its controller just gave it and what it makes: a control
+// plane bumped a moment ago, whose new Machines follow at once), from the
+// API server (f.live). false when no object of that name has uid.
+func (f factReader) getOwner(ctx context.Context, key types.NamespacedName, uid types.UID, obj client.Object, current func() bool) (bool, error) {
 	if uid == "" {
 		return false, nil
 	}
@@ -130,11 +133,19 @@ func (f factReader) getOwner(ctx context.Context, key types.NamespacedName, uid 
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("reading %T %s: %w", obj, key, err)
 	}
-	if err == nil && obj.GetUID() == uid {
+	if err == nil && obj.GetUID() == uid && (current() || f.live == nil) {
 		return true, nil
 	}
 	if f.live == nil {
 		return false, nil
+	}
+	// obj may share maps and slices with the cache's copy (read without a
+	// deep copy): decode the live object into a zeroed one, never over it.
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	v := reflect.ValueOf(obj).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.SetGroupVersionKind(gvk)
 	}
 	if err := f.live.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {

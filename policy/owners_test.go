@@ -126,6 +126,24 @@ func TestMachineSetsAndMachinesJudgedWhereTheyDifferFromTheirOwner(t *testing.T)
 		assert.True(t, d.Allowed())
 	})
 
+	t.Run("an owner the cache holds at its version before a bump is read again from the API server", func(t *testing.T) {
+		before := withUID(runningKCP("v1.35.2", "v1.35.2"), "cp-uid")
+		cached := workerWorld(t, true, clusterC1(), before)
+		bumped := withUID(runningKCP("v1.36.0", "v1.35.2"), "cp-uid")
+		live := workerWorld(t, true, clusterC1(), bumped)
+		m := machine("cp-y", "v1.36.0", controlledBy(bumped, "KubeadmControlPlane"))
+		d, _, err := cached.Decide(context.Background(), nil, m)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed(), "without the API server, judged against the cached control plane")
+		cached.Live = live.Reader
+		d, _, err = cached.Decide(context.Background(), nil, m)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed(), "refused: %v", violationTexts(d))
+		got := &controlplanev1.KubeadmControlPlane{}
+		require.NoError(t, cached.Reader.Get(context.Background(), client.ObjectKeyFromObject(before), got))
+		assert.Equal(t, "v1.35.2", got.Spec.Version, "the cached copy is left alone")
+	})
+
 	t.Run("an owner the cache does not hold yet is read from the API server", func(t *testing.T) {
 		cached := workerWorld(t, true, clusterC1(), kcp)
 		live := workerWorld(t, true, clusterC1(), kcp, md, ms)

@@ -88,7 +88,7 @@ func (p Policy) DecideWorkerPool(ctx context.Context, pool kinds.PoolChange) (sk
 		return skew.Decision{}, nil, nil
 	}
 	if pool.Owned && pool.Owner != nil {
-		o, err := p.facts().ownerOf(ctx, pool.Kind, pool.Namespace, pool.ClusterName, *pool.Owner)
+		o, err := p.facts().ownerOf(ctx, pool.Kind, pool.Namespace, pool.ClusterName, pool.NewVersion, *pool.Owner)
 		if err != nil {
 			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the owner %s %s of %s %s/%s: %w", pool.Owner.Kind, pool.Owner.Name, pool.Kind, pool.Namespace, pool.Name, err)
 		}
