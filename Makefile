@@ -88,6 +88,15 @@ generate: ## Regenerate the DeepCopy methods of rollout/api/v1alpha1 and api/v1a
 	$(CONTROLLER_GEN) object paths=./rollout/api/v1alpha1/...
 	$(CONTROLLER_GEN) object crd paths=./api/v1alpha1/... output:crd:dir=config/crd/bases
 
+.PHONY: docs
+# The CLI reference (docs/reference/cli) is generated from the rollout
+# command tree, one page per command with its flags, examples and exit
+# status. make unit runs the package docs' tests: TestCLIReferenceIsCurrent
+# fails when the checked-in pages are stale, TestLinksResolve when a
+# relative link or #anchor of docs/ or README.md leads nowhere.
+docs: ## Regenerate the CLI reference in docs/reference/cli from the command tree.
+	go test ./docs/ -count=1 -run '^TestCLIReferenceIsCurrent$$' -update
+
 .PHONY: lint
 lint: ## gofmt and go vet over every module.
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))"; \
@@ -144,7 +153,7 @@ fuzz: ## Run every fuzz target for $(FUZZ_TIME); new failing inputs land in test
 # raw output under bench/ (git-ignored) so that benchstat can compare runs,
 # and its figures into one section of bench/summary.json (every ratio with
 # its spread over rounds, memory, boot time, CLI figures, the machine and its
-# load). docs/bench-summary.json is a copy of the summary the docs quote;
+# load). test/bench/summary.json is a copy of the summary the docs quote;
 # test/cmd/bench-summary checks that they quote it exactly.
 BENCH_DIR := $(ROOT)/bench
 BENCH_SUMMARY := $(BENCH_DIR)/summary.json
@@ -154,7 +163,7 @@ bench: ## Every benchmark of docs/benchmarks.md; raw output in bench/, figures i
 	@mkdir -p $(BENCH_DIR)
 	rm -f $(BENCH_SUMMARY)
 	$(MAKE) bench-handlers bench-admission bench-scale bench-cli bench-rollout
-	@echo "figures: $(BENCH_SUMMARY) (copy it to docs/bench-summary.json with the docs that quote it)"
+	@echo "figures: $(BENCH_SUMMARY) (copy it to test/bench/summary.json with the docs that quote it)"
 
 .PHONY: bench-handlers
 bench-handlers: ## Go benchmarks of the policy, the handlers, revision encoding and the memory of the caches, and Cluster API's KCP webhook as reference (benchstat-friendly, bench/handlers.txt).

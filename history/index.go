@@ -196,21 +196,43 @@ func (i *Index) Get(_ context.Context, namespace, name string) (_ *metav1.Partia
 // attempt then reads from the API server. A conflict or AlreadyExists
 // (the Index was behind) makes record try again, from the API server.
 //
-// The data of a recorded revision is not in the Index: content recorded
-// under the same name has the same hash, so its data is what it was.
+// The data of a recorded revision is not in the Index: the content's
+// record is the one, among the names it may have (revisions.Names), whose
+// digest (revisions.AnnotationDigest) is the content's — a record of other
+// content under the same short hash is another revision — and its data is
+// the content. A record without a digest (an earlier release's) or a
+// damaged one makes the attempt read from the API server, which tells
+// their content from their data.
 func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, what string) (out recorded, ok bool, _ error) {
-	name := revisions.Name(owner.GetName(), snap.Hash)
-	meta, ok, err := r.Index.Get(ctx, owner.GetNamespace(), name)
-	if err != nil || !ok {
-		return recorded{}, false, err
+	free := ""
+	var meta *metav1.PartialObjectMetadata
+	var old revisions.Revision
+	for _, name := range revisions.Names(owner.GetName(), snap.Hash) {
+		m, ok, err := r.Index.Get(ctx, owner.GetNamespace(), name)
+		if err != nil || !ok {
+			return recorded{}, false, err
+		}
+		if m == nil {
+			if free == "" {
+				free = name
+			}
+			continue
+		}
+		rev, err := revisions.FromMetadata(m)
+		if err != nil {
+			return recorded{}, false, nil // no digest, or damaged: read from the API server
+		}
+		if rev.Snapshot.Same(snap) {
+			meta, old = m, rev
+			break
+		}
 	}
 	if meta == nil {
-		out, err = r.create(ctx, owner, ownerGVK, snap, rec, true, what)
+		if free == "" {
+			return recorded{}, false, nil // every name taken: the API server's copies decide
+		}
+		out, err := r.create(ctx, owner, ownerGVK, snap, rec, free, true, what)
 		return out, true, err
-	}
-	old, err := revisions.FromMetadata(meta)
-	if err != nil {
-		return recorded{}, false, nil // damaged: the API server's copy is replaced
 	}
 	out, want, err := r.merge(ctx, owner, ownerGVK, snap, rec, old, meta.Annotations, true)
 	if err != nil {
@@ -239,7 +261,7 @@ func unchanged(meta *metav1.PartialObjectMetadata, want *rgv1alpha1.RolloutRevis
 	return reflect.DeepEqual(meta.Annotations, want.Annotations) && reflect.DeepEqual(meta.Labels, want.Labels)
 }
 
-// holds says whether recording rec for owner's content of the given hash
+// holds says whether recording rec for owner's content of the given digest
 // would send nothing: the Recorder has just recorded it so from owner's
 // current version (its memo), or the Index holds its record with
 // everything rec adds. It is false when neither can tell — the Index not
@@ -255,12 +277,26 @@ func (r *Recorder) holds(ctx context.Context, owner client.Object, ownerGVK sche
 	if _, ok := r.recorded.covered(owner, hash, rec); ok {
 		return true, nil
 	}
-	meta, ok, err := r.Index.Get(ctx, owner.GetNamespace(), revisions.Name(owner.GetName(), hash))
-	if err != nil || !ok || meta == nil {
-		return false, err
+	var meta *metav1.PartialObjectMetadata
+	var old revisions.Revision
+	for _, name := range revisions.Names(owner.GetName(), hash) {
+		m, ok, err := r.Index.Get(ctx, owner.GetNamespace(), name)
+		if err != nil || !ok {
+			return false, err
+		}
+		if m == nil {
+			continue
+		}
+		rev, err := revisions.FromMetadata(m)
+		if err != nil {
+			return false, nil // no digest, or damaged: the content decides
+		}
+		if rev.Snapshot.Hash == hash {
+			meta, old = m, rev
+			break
+		}
 	}
-	old, err := revisions.FromMetadata(meta)
-	if err != nil || old.Snapshot.Hash != hash {
+	if meta == nil {
 		return false, nil
 	}
 	if rec.Revision != 0 && rec.Revision != old.Record.Revision && !slices.Contains(old.Record.History, rec.Revision) {

@@ -31,9 +31,14 @@ const migrationPage = 500
 //   - every RolloutRevision whose owner label is not the UID of its
 //     controller owner reference — one `clusterctl move` or a restore
 //     created while no guard was there to set it (webhooks.OwnerLabeler) —
-//     gets its label set.
+//     gets its label set;
+//   - every RolloutRevision an earlier release recorded with a 40-bit hash
+//     label alone gets its content's whole digest
+//     (revisions.AnnotationDigest), computed from its data, so that the
+//     Index tells its content from any other without reading the data.
+//     Until then the Recorder and the Index read such a record whole.
 //
-// Both are idempotent: a Migration cut short is finished by the next try,
+// All are idempotent: a Migration cut short is finished by the next try,
 // or the next start.
 // Without the rights to list ControllerRevisions it migrates none, and
 // says so.
@@ -80,7 +85,10 @@ func (m Migration) run(ctx context.Context) (moved, labelled int, _ error) {
 	if err != nil {
 		return moved, 0, err
 	}
-	labelled, err = m.setOwnerLabels(ctx)
+	if labelled, err = m.setOwnerLabels(ctx); err != nil {
+		return moved, labelled, err
+	}
+	_, err = m.setDigests(ctx)
 	return moved, labelled, err
 }
 
@@ -206,6 +214,45 @@ func (m Migration) setOwnerLabels(ctx context.Context) (int, error) {
 		}
 		if cont = list.Continue; cont == "" {
 			return labelled, nil
+		}
+	}
+}
+
+// setDigests sets revisions.AnnotationDigest on every RolloutRevision the
+// guard made that lacks it (an earlier release's), to the digest of its
+// data, and returns how many. A record whose data does not match its hash
+// label is left as it is: it is read whole, and replaced when its content
+// is recorded again.
+func (m Migration) setDigests(ctx context.Context) (int, error) {
+	set := 0
+	cont := ""
+	for {
+		list := &rgv1alpha1.RolloutRevisionList{}
+		if err := m.Reader.List(ctx, list, client.HasLabels{revisions.LabelOwnerUID}, client.Limit(migrationPage), client.Continue(cont)); err != nil {
+			return set, fmt.Errorf("listing RolloutRevisions: %w", err)
+		}
+		for i := range list.Items {
+			cr := &list.Items[i]
+			if _, ok := cr.Annotations[revisions.AnnotationDigest]; ok {
+				continue
+			}
+			rev, err := revisions.FromRolloutRevision(cr)
+			if err != nil {
+				log.FromContext(ctx).Info("not setting the digest of a damaged RolloutRevision", "rolloutRevision", cr.Namespace+"/"+cr.Name, "error", err.Error())
+				continue
+			}
+			base := cr.DeepCopy()
+			if cr.Annotations == nil {
+				cr.Annotations = map[string]string{}
+			}
+			cr.Annotations[revisions.AnnotationDigest] = rev.Snapshot.Hash
+			if err := m.Client.Patch(ctx, cr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return set, fmt.Errorf("setting the digest of RolloutRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+			}
+			set++
+		}
+		if cont = list.Continue; cont == "" {
+			return set, nil
 		}
 	}
 }

@@ -137,3 +137,49 @@ func TestMigrationTriesAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 1, "migrated once the CRD is served")
 }
+
+// TestMigrationSetsTheDigestOfEarlierRecords: the records an earlier
+// release wrote with a short hash alone get the whole digest of their
+// data, once, so that the Index knows their content; a record whose data
+// does not match its hash label is left alone.
+func TestMigrationSetsTheDigestOfEarlierRecords(t *testing.T) {
+	ctx := context.Background()
+	var objs []client.Object
+	for i := 1; i <= 3; i++ {
+		kcp := kcpAt(fmt.Sprintf("v1.35.%d", i), i)
+		cr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, mustSnap(t, kcp), revisions.Record{Revision: int64(i), History: []int64{int64(i)}})
+		if i < 3 {
+			cr = earlierRelease(cr)
+		}
+		objs = append(objs, cr)
+	}
+	damaged := earlierRelease(revisions.RolloutRevision(kcpAt("v1.36.0", 4), kinds.KubeadmControlPlane.GVK, mustSnap(t, kcpAt("v1.36.0", 4)), revisions.Record{Revision: 4}))
+	damaged.Data.Raw = []byte(`{"version":"v1.30.0"}`)
+	objs = append(objs, damaged)
+	s := runtime.NewScheme()
+	require.NoError(t, rgv1alpha1.AddToScheme(s))
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+
+	m := Migration{Client: c, Reader: c, Recorder: &Recorder{Client: c, Reader: c}}
+	n, err := m.setDigests(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "the two earlier records")
+	n, err = m.setDigests(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "a second run sets nothing")
+
+	list := &rgv1alpha1.RolloutRevisionList{}
+	require.NoError(t, c.List(ctx, list))
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if cr.Name == damaged.Name {
+			assert.NotContains(t, cr.Annotations, revisions.AnnotationDigest, "a damaged record is not vouched for")
+			continue
+		}
+		whole, err := revisions.FromRolloutRevision(cr)
+		require.NoError(t, err)
+		meta, err := revisions.FromMetadata(cr)
+		require.NoError(t, err, "the Index can read it")
+		assert.Equal(t, whole.Snapshot.Hash, meta.Snapshot.Hash, cr.Name)
+	}
+}

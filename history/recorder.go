@@ -72,8 +72,7 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 		return recorded{stored: known}, nil
 	}
 	var out recorded
-	desired := revisions.RolloutRevision(owner, ownerGVK, snap, rec)
-	what := fmt.Sprintf("revision %d of %s %s/%s (RolloutRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), desired.Name)
+	what := fmt.Sprintf("revision %d of %s %s/%s (RolloutRevision %s)", rec.Revision, ownerGVK.Kind, owner.GetNamespace(), owner.GetName(), revisions.Name(owner.GetName(), snap.Hash))
 	// NotFound too: pruning (by any replica) may delete the content's
 	// RolloutRevision between the read and the update below; read again
 	// and create it.
@@ -90,37 +89,9 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 				return err
 			}
 		}
-		existing := &rgv1alpha1.RolloutRevision{}
-		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
-		if apierrors.IsNotFound(err) {
-			out, err = r.create(ctx, owner, ownerGVK, snap, rec, false, what)
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", what, err)
-		}
-		old, err := revisions.FromRolloutRevision(existing)
-		if err != nil {
-			// A damaged record of the same name: replace it with what is known now.
-			old = revisions.Revision{Name: existing.Name}
-		}
-		var want *rgv1alpha1.RolloutRevision
-		if out, want, err = r.merge(ctx, owner, ownerGVK, snap, rec, old, existing.Annotations, false); err != nil {
-			return err
-		}
-		if existing.Revision == want.Revision && reflect.DeepEqual(existing.Annotations, want.Annotations) &&
-			reflect.DeepEqual(existing.Labels, want.Labels) && string(existing.Data.Raw) == string(want.Data.Raw) {
-			return nil
-		}
-		existing.Revision = want.Revision
-		existing.Annotations = want.Annotations
-		existing.Labels = want.Labels
-		existing.Data = want.Data
-		existing.OwnerReferences = want.OwnerReferences
-		if err := r.Client.Update(ctx, existing); err != nil {
-			return fmt.Errorf("updating %s: %w", what, err)
-		}
-		return nil
+		var err error
+		out, err = r.recordFromAPI(ctx, owner, ownerGVK, snap, rec, what)
+		return err
 	})
 	if err != nil {
 		recordErrorsTotal.WithLabelValues(ownerGVK.Kind).Inc()
@@ -130,12 +101,80 @@ func (r *Recorder) record(ctx context.Context, owner client.Object, ownerGVK sch
 	return out, nil
 }
 
+// recordFromAPI is one attempt of record that reads what is recorded from
+// the API server. The content's record is the one, among the names it may
+// have (revisions.Names), whose data has the content's digest: a record of
+// other content that shares the short hash is another revision, never this
+// one. With none, the content is recorded under the first name that no
+// record holds, or that a damaged record holds (replaced with what is
+// known now).
+func (r *Recorder) recordFromAPI(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, what string) (recorded, error) {
+	var slot *rgv1alpha1.RolloutRevision // the name to record under: free, or damaged
+	slotFree := false
+	for _, name := range revisions.Names(owner.GetName(), snap.Hash) {
+		existing := &rgv1alpha1.RolloutRevision{}
+		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, existing)
+		if apierrors.IsNotFound(err) {
+			if slot == nil {
+				slot, slotFree = &rgv1alpha1.RolloutRevision{ObjectMeta: metav1.ObjectMeta{Namespace: owner.GetNamespace(), Name: name}}, true
+			}
+			continue
+		}
+		if err != nil {
+			return recorded{}, fmt.Errorf("reading %s: %w", what, err)
+		}
+		old, err := revisions.FromRolloutRevision(existing)
+		if err != nil {
+			// A damaged record: its content is unknown. Replace it if the
+			// content is recorded under no other name.
+			if slot == nil {
+				slot = existing
+			}
+			continue
+		}
+		if !old.Snapshot.Same(snap) {
+			continue // other content of the same short hash
+		}
+		return r.updateRecord(ctx, owner, ownerGVK, snap, rec, old, existing, what)
+	}
+	switch {
+	case slot == nil:
+		return recorded{}, fmt.Errorf("recording %s: every name it may have (%v) holds the record of other content", what, revisions.Names(owner.GetName(), snap.Hash))
+	case slotFree:
+		return r.create(ctx, owner, ownerGVK, snap, rec, slot.Name, false, what)
+	default:
+		return r.updateRecord(ctx, owner, ownerGVK, snap, rec, revisions.Revision{Name: slot.Name}, slot, what)
+	}
+}
+
+// updateRecord folds rec into old, the record of snap that existing (read
+// from the API server) holds, and updates existing when that changes it.
+func (r *Recorder) updateRecord(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, old revisions.Revision, existing *rgv1alpha1.RolloutRevision, what string) (recorded, error) {
+	out, want, err := r.merge(ctx, owner, ownerGVK, snap, rec, old, existing.Annotations, false)
+	if err != nil {
+		return recorded{}, err
+	}
+	if existing.Revision == want.Revision && reflect.DeepEqual(existing.Annotations, want.Annotations) &&
+		reflect.DeepEqual(existing.Labels, want.Labels) && string(existing.Data.Raw) == string(want.Data.Raw) {
+		return out, nil
+	}
+	existing.Revision = want.Revision
+	existing.Annotations = want.Annotations
+	existing.Labels = want.Labels
+	existing.Data = want.Data
+	existing.OwnerReferences = want.OwnerReferences
+	if err := r.Client.Update(ctx, existing); err != nil {
+		return recorded{}, fmt.Errorf("updating %s: %w", what, err)
+	}
+	return out, nil
+}
+
 // withRecord returns revs with rev in place of any revision of the same
 // content, sorted.
 func withRecord(revs []revisions.Revision, rev revisions.Revision) []revisions.Revision {
 	out := make([]revisions.Revision, 0, len(revs)+1)
 	for _, r := range revs {
-		if r.Snapshot.Hash != rev.Snapshot.Hash {
+		if !r.Snapshot.Same(rev.Snapshot) {
 			out = append(out, r)
 		}
 	}
@@ -145,13 +184,14 @@ func withRecord(revs []revisions.Revision, rev revisions.Revision) []revisions.R
 }
 
 // create numbers snap (listing owner's history from the Index when
-// fromIndex, see number) and creates its RolloutRevision.
-func (r *Recorder) create(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, fromIndex bool, what string) (recorded, error) {
+// fromIndex, see number) and creates its RolloutRevision, named name.
+func (r *Recorder) create(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, name string, fromIndex bool, what string) (recorded, error) {
 	numbered, listed, err := r.number(ctx, owner, snap, rec, nil, fromIndex)
 	if err != nil {
 		return recorded{}, err
 	}
 	cr := revisions.RolloutRevision(owner, ownerGVK, snap, numbered)
+	cr.Name = name
 	if err := r.Client.Create(ctx, cr); err != nil {
 		return recorded{}, fmt.Errorf("recording %s: %w", what, err)
 	}
@@ -181,6 +221,9 @@ func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK sche
 	merged := revisions.Merge(old.Record, numbered)
 	out.stored = merged
 	want := revisions.RolloutRevision(owner, ownerGVK, snap, merged)
+	if old.Name != "" {
+		want.Name = old.Name // the name the record has: Name, or LongName
+	}
 	if out.listed != nil {
 		out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: want.Name})
 	}
@@ -412,11 +455,10 @@ func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Objec
 	if err := r.Record(ctx, owner, ownerGVK, snap, rec); err != nil {
 		return err
 	}
-	name := revisions.Name(owner.GetName(), snap.Hash)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cr := &rgv1alpha1.RolloutRevision{}
-		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, cr); err != nil {
-			return fmt.Errorf("reading RolloutRevision %s/%s: %w", owner.GetNamespace(), name, err)
+		cr, err := r.readRecordOf(ctx, owner, snap)
+		if err != nil {
+			return err
 		}
 		var list []RefusedOverride
 		if raw := cr.Annotations[AnnotationRefusedOverrides]; raw != "" {
@@ -443,10 +485,31 @@ func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Objec
 	})
 }
 
+// readRecordOf reads, from the API server, the RolloutRevision that
+// records snap for owner: the one among the names it may have
+// (revisions.Names) whose data has snap's digest.
+func (r *Recorder) readRecordOf(ctx context.Context, owner client.Object, snap revisions.Snapshot) (*rgv1alpha1.RolloutRevision, error) {
+	names := revisions.Names(owner.GetName(), snap.Hash)
+	for _, name := range names {
+		cr := &rgv1alpha1.RolloutRevision{}
+		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, cr)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading RolloutRevision %s/%s: %w", owner.GetNamespace(), name, err)
+		}
+		if rev, err := revisions.FromRolloutRevision(cr); err == nil && rev.Snapshot.Same(snap) {
+			return cr, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(rgv1alpha1.Resource.GroupResource(), names[0])
+}
+
 // FromWatchCache lets the API server answer a List of RolloutRevisions
 // from its watch cache without first waiting for the cache to catch up with
 // etcd (resourceVersion "0"). A consistent List waits for that under load
-// (apiserver_watch_cache_read_wait_seconds in docs/benchmarks-history.md), most of
+// (apiserver_watch_cache_read_wait_seconds in test/bench/history.md), most of
 // what numbering a revision costs inside an admission request. The
 // answer may miss a record made in the last moments; numbering reads
 // records made at least one change earlier (the content a number was given

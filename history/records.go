@@ -146,14 +146,17 @@ type record struct {
 	changedAt uint32
 	// revision is AnnotationRevision, when flagRevision.
 	revision uint32
-	// hash is LabelHash, 10 hexadecimal digits, when flagHash.
-	hash  [5]byte
-	flags uint8
+	// digest is AnnotationDigest, the content's whole digest, when
+	// flagDigest; its first five bytes are LabelHash, 10 hexadecimal
+	// digits, when flagHash (without flagDigest, for a record of an earlier
+	// release, they alone are set).
+	digest [32]byte
+	flags  uint8
 }
 
 // The flags of a record: which values its fields hold.
 const (
-	// flagHash: hash holds LabelHash.
+	// flagHash: digest's first five bytes hold LabelHash.
 	flagHash uint8 = 1 << iota
 	// flagWholeName: the record's name is its group's prefix, not
 	// "<prefix>-<hash>".
@@ -169,6 +172,8 @@ const (
 	flagRevisionHistory
 	// flagChangedAt: changedAt holds AnnotationChangedAt.
 	flagChangedAt
+	// flagDigest: digest holds AnnotationDigest.
+	flagDigest
 )
 
 // parsed is one RolloutRevision as the store keeps it: its group and its
@@ -209,15 +214,25 @@ func newRecord(obj metav1.Object) parsed {
 	labels, annotations := obj.GetLabels(), obj.GetAnnotations()
 	p := parsed{owner: ownerIDOf(labels[revisions.LabelOwnerUID]), namespace: obj.GetNamespace(), hash: labels[revisions.LabelHash]}
 	var tail []field
+	if d := annotations[revisions.AnnotationDigest]; revisions.IsDigest(d) {
+		_, _ = hex.Decode(p.record.digest[:], []byte(d))
+		p.record.flags |= flagDigest
+	}
 	for k, v := range labels {
 		switch k {
 		case revisions.LabelOwnerUID:
 			continue
 		case revisions.LabelHash:
-			if len(v) == 2*len(p.record.hash) && lowerHex(v) {
-				_, _ = hex.Decode(p.record.hash[:], []byte(v))
-				p.record.flags |= flagHash
-				continue
+			if len(v) == 2*shortBytes && lowerHex(v) {
+				var short [shortBytes]byte
+				_, _ = hex.Decode(short[:], []byte(v))
+				if p.record.flags&flagDigest == 0 {
+					copy(p.record.digest[:], short[:])
+				}
+				if [shortBytes]byte(p.record.digest[:shortBytes]) == short {
+					p.record.flags |= flagHash
+					continue
+				}
 			}
 		}
 		tail = append(tail, field{tag: tagLabel, key: k, value: v})
@@ -243,6 +258,10 @@ func newRecord(obj metav1.Object) parsed {
 			}
 		case revisions.AnnotationChangedAt:
 			if p.record.flags&flagChangedAt != 0 {
+				continue
+			}
+		case revisions.AnnotationDigest:
+			if p.record.flags&flagDigest != 0 {
 				continue
 			}
 		}
@@ -340,10 +359,14 @@ func decodeTail(s string, each func(field)) {
 	}
 }
 
+// shortBytes is how many bytes of a record's digest LabelHash is, when
+// it is the ShortHashLength digits the guard writes.
+const shortBytes = revisions.ShortHashLength / 2
+
 // hashOf is the record's LabelHash.
 func (r *record) hashOf() string {
 	if r.flags&flagHash != 0 {
-		return hex.EncodeToString(r.hash[:])
+		return hex.EncodeToString(r.digest[:shortBytes])
 	}
 	var hash string
 	decodeTail(r.tail.Value(), func(f field) {
@@ -370,7 +393,10 @@ func (g *ownerRecords) metadata(r *record) *metav1.PartialObjectMetadata {
 	out.Labels = map[string]string{revisions.LabelOwnerUID: g.owner.String()}
 	out.Annotations = map[string]string{}
 	if r.flags&flagHash != 0 {
-		out.Labels[revisions.LabelHash] = hex.EncodeToString(r.hash[:])
+		out.Labels[revisions.LabelHash] = hex.EncodeToString(r.digest[:shortBytes])
+	}
+	if r.flags&flagDigest != 0 {
+		out.Annotations[revisions.AnnotationDigest] = hex.EncodeToString(r.digest[:])
 	}
 	if r.flags&flagResourceVersion != 0 {
 		out.ResourceVersion = strconv.FormatUint(r.resourceVersion, 10)

@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,9 +18,11 @@ import (
 )
 
 const (
-	testUID   = "6f1c2a7e-0b1d-4c55-9a3e-000000000001"
-	testHash  = "0a1b2c3d4e"
-	otherHash = "5f6a7b8c9d"
+	testUID  = "6f1c2a7e-0b1d-4c55-9a3e-000000000001"
+	testHash = "0a1b2c3d4e"
+	// testDigest is a whole digest whose short hash is testHash.
+	testDigest = testHash + "00112233445566778899aabbccddeeff00112233445566778899aa"
+	otherHash  = "5f6a7b8c9d"
 )
 
 // guardMeta is the metadata of a RolloutRevision as the guard writes it:
@@ -91,6 +94,22 @@ func TestRecordStoreReadsBackWhatItWasGiven(t *testing.T) {
 			m.Annotations["example.com/empty"] = ""
 		}},
 		{"no annotations", func(m *metav1.PartialObjectMetadata) { m.Annotations = nil }},
+		{"its digest", func(m *metav1.PartialObjectMetadata) { m.Annotations[revisions.AnnotationDigest] = testDigest }},
+		{"its digest, no hash label", func(m *metav1.PartialObjectMetadata) {
+			m.Annotations[revisions.AnnotationDigest] = testDigest
+			delete(m.Labels, revisions.LabelHash)
+		}},
+		{"a digest its hash label does not begin", func(m *metav1.PartialObjectMetadata) {
+			m.Annotations[revisions.AnnotationDigest] = otherHash + testDigest[10:]
+		}},
+		{"a digest that is not one", func(m *metav1.PartialObjectMetadata) { m.Annotations[revisions.AnnotationDigest] = testHash }},
+		{"a digest in capitals", func(m *metav1.PartialObjectMetadata) {
+			m.Annotations[revisions.AnnotationDigest] = strings.ToUpper(testDigest)
+		}},
+		{"the long name of a content whose short hash another holds", func(m *metav1.PartialObjectMetadata) {
+			m.Annotations[revisions.AnnotationDigest] = testDigest
+			m.Name = revisions.LongName("md", testDigest)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := guardMeta("ns", "md", testUID, testHash, "3", "1234")

@@ -47,6 +47,10 @@ type PoolChange struct {
 	Name      string
 	// ClusterName is the pool's spec.clusterName.
 	ClusterName string
+	// OldClusterName is the stored pool's spec.clusterName, "" on
+	// create. Cluster API's webhooks make the field immutable; a change
+	// that got past them would be judged against both Clusters.
+	OldClusterName string
 	// OldVersion and NewVersion are spec.template.spec.version before and
 	// after the change.
 	OldVersion, NewVersion string
@@ -100,7 +104,7 @@ func decideWorkers[T client.Object](kind, versionField string, skips, owned bool
 			change.Owner = metav1.GetControllerOfNoCopy(obj)
 		}
 		if old, ok := oldObj.(T); ok && !isNil(old) {
-			_, change.OldVersion = read(old)
+			change.OldClusterName, change.OldVersion = read(old)
 			change.HasOld = true
 			if skips {
 				change.OldSkipPreflightChecks = old.GetAnnotations()[clusterv1.MachineSetSkipPreflightChecksAnnotation]

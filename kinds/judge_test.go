@@ -64,7 +64,7 @@ func TestEveryKindIsJudgedByItsWay(t *testing.T) {
 		hasOld         bool
 	}{
 		{"MachineDeployment update", MachineDeployment, md("v1.35.2"), md("v1.36.1"), "WorkerPool",
-			PoolChange{Kind: "MachineDeployment", Namespace: "ns", Name: "md-0", ClusterName: "c1", OldVersion: "v1.35.2", NewVersion: "v1.36.1", HasOld: true}, false},
+			PoolChange{Kind: "MachineDeployment", Namespace: "ns", Name: "md-0", ClusterName: "c1", OldClusterName: "c1", OldVersion: "v1.35.2", NewVersion: "v1.36.1", HasOld: true}, false},
 		{"MachineDeployment create", MachineDeployment, nil, md("v1.36.1"), "WorkerPool",
 			PoolChange{Kind: "MachineDeployment", Namespace: "ns", Name: "md-0", ClusterName: "c1", NewVersion: "v1.36.1"}, false},
 		{"MachineDeployment, typed nil old", MachineDeployment, (*clusterv1.MachineDeployment)(nil), md("v1.36.1"), "WorkerPool",

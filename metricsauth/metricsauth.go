@@ -7,7 +7,7 @@
 // controller-runtime's own filter (pkg/metrics/filters) does the same
 // through k8s.io/apiserver's delegating authenticator and authorizer; that
 // library brings CEL, gRPC and OpenTelemetry with it, code that the guard
-// would map and keep resident for two API calls (docs/benchmarks-history.md,
+// would map and keep resident for two API calls (test/bench/history.md,
 // Scale). The answers are the same: 401 without a
 // valid token, 403 when the caller may not get the path, 500 when the API
 // server cannot be asked. As there, an answer is kept for the whole review

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/skew"
@@ -124,24 +125,17 @@ func (p Policy) DecideContractControlPlane(ctx context.Context, oldCP, newCP *un
 		change.RunningVersions = contractRunningVersions(oldCP)
 		change.History = stampedHighest(oldCP).HistoryWith(contractRun(oldCP), revisions.StampsOf(oldCP).Revision)
 	}
-	clusterName := clusterNameOf(newCP)
-	if clusterName == "" && oldCP == nil {
-		var err error
-		if clusterName, err = p.facts().clusterNaming(ctx, newCP.GetNamespace(), kind, newCP.GroupVersionKind().Group, newCP.GetName()); err != nil {
-			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not find the Cluster of %s: %w", id, err)
-		}
+	var oldObj client.Object
+	if oldCP != nil {
+		oldObj = oldCP
 	}
-	var warnings []string
-	switch {
-	case clusterName == "" && oldCP == nil:
-	case clusterName == "":
-		warnings = append(warnings, fmt.Sprintf("rollout-guard: %s has no %s label or owning Cluster; worker skew not checked", id, clusterNameLabel))
-	default:
-		workers, err := p.facts().workersOf(ctx, newCP.GetNamespace(), clusterName, allWorkers)
-		if err != nil {
-			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of %s: %w", id, err)
-		}
-		change.Workers = workers
+	clusters, err := p.facts().controlPlaneClusters(ctx, oldObj, newCP, newCP.GroupVersionKind().Group, kind)
+	if err != nil {
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not find the Cluster of %s: %w", id, err)
+	}
+	warnings, err := p.judgeAgainstClusters(ctx, &change, id, newCP.GetNamespace(), clusters, oldCP == nil)
+	if err != nil {
+		return skew.Decision{}, nil, err
 	}
 	d := skew.EvaluateControlPlane(change)
 	if !refusesDowngrade(d) {

@@ -341,20 +341,6 @@ func (f factReader) clusterNaming(ctx context.Context, namespace, kind, group, n
 	return "", nil
 }
 
-// clusterNameOf finds the Cluster a control plane belongs to: its
-// cluster-name label, else its owning Cluster.
-func clusterNameOf(obj client.Object) string {
-	if name := obj.GetLabels()[clusterNameLabel]; name != "" {
-		return name
-	}
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "Cluster" && ref.APIVersion != "" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
-			return ref.Name
-		}
-	}
-	return ""
-}
-
 // readOnce appends to vs the version written s, unless s is "" or a version
 // of vs is written so already.
 func readOnce(vs []skew.Version, s string) []skew.Version {

@@ -59,6 +59,9 @@ func TestControlPlaneThatNeverHadAMachine(t *testing.T) {
 	oneReplica := func(k *controlplanev1.KubeadmControlPlane) { k.Status.Replicas = ptr.To[int32](1) }
 	remediated := func(k *controlplanev1.KubeadmControlPlane) { k.Status.LastRemediation.Machine = "cp-0" }
 	kcpPaused := func(k *controlplanev1.KubeadmControlPlane) { k.Annotations[clusterv1.PausedAnnotation] = "" }
+	movedAt := func(created time.Time) func(*controlplanev1.KubeadmControlPlane) {
+		return func(k *controlplanev1.KubeadmControlPlane) { k.CreationTimestamp = metav1.NewTime(created) }
+	}
 	world := func(kcpStatus func(*controlplanev1.KubeadmControlPlane), objs ...client.Object) topologyWorld {
 		return topologyWorld{kcpVersion: "v1.36.1", kcpStamp: stamp, highest: highest, objects: objs, kcpStatus: kcpStatus}
 	}
@@ -87,6 +90,10 @@ func TestControlPlaneThatNeverHadAMachine(t *testing.T) {
 			world: world(initialized, demoCluster(pausedSpec)), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: downgrade},
 		{name: "a replica reported that is not listed: refused", to: "v1.35.2",
 			world: world(oneReplica, demoCluster(pausedSpec)), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: downgrade},
+		{name: "created by a move with its history (stamped an hour before it was created), Cluster paused, Machines not created yet: refused", to: "v1.35.2",
+			world: world(movedAt(bumpedAt.Add(time.Hour)), demoCluster(pausedSpec)), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: downgrade},
+		{name: "stored in the second after the guard stamped its create: never had a Machine, allowed", to: "v1.35.2",
+			world: world(movedAt(bumpedAt.Add(time.Second)), demoCluster(pausedSpec))},
 		{name: "a Machine remediated once: refused", to: "v1.35.2",
 			world: world(remediated, demoCluster(pausedSpec)), wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: downgrade},
 	}

@@ -66,7 +66,9 @@ var _ kinds.Judge = Policy{}
 
 // DecideWorkerPool judges a worker pool's version change against its
 // Cluster's control plane: the one code path of every kind that runs
-// kubelets (MachineDeployments, MachinePools, MachineSets, Machines).
+// kubelets (MachineDeployments, MachinePools, MachineSets, Machines). A
+// change of its spec.clusterName, which Cluster API refuses, is judged
+// against the control planes of both Clusters.
 //
 // A MachineSet or a Machine is judged only where it differs from the
 // owner it names (kinds.PoolChange.Owned): what Cluster API's controllers
@@ -108,45 +110,25 @@ func (p Policy) DecideWorkerPool(ctx context.Context, pool kinds.PoolChange) (sk
 			return skew.Decision{}, nil, nil
 		}
 	}
-	field := orDefault(pool.VersionField, workerVersionField)
-	obj := pool.Kind + " " + pool.Name
 	var d skew.Decision
 	var warnings []string
-	var cp *skew.ControlPlaneState
 	if versionChanged {
-		var reason string
 		var err error
-		cp, reason, err = p.facts().controlPlaneOf(ctx, pool.Namespace, pool.ClusterName)
-		if err != nil {
-			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of %s %s/%s: %w", pool.Kind, pool.Namespace, pool.Name, err)
+		if d, warnings, err = p.decideWorkerPoolIn(ctx, pool, pool.ClusterName); err != nil {
+			return skew.Decision{}, nil, err
 		}
-		switch {
-		case pool.NewVersion == "" && cp != nil && cp.Version.Text() != "":
-			d.Violations = append(d.Violations, unsetVersion(obj, field, cp))
-		case pool.NewVersion == "":
-			// No control plane, or one without a version: nothing a
-			// version could be checked against.
-		case cp == nil:
-			// Without a control plane there is nothing to judge the skew against:
-			// refuse only what is wrong on its own, and say why the rest was not checked.
-			d = versionOnly(obj, field, skew.ReadVersion(pool.NewVersion))
-			warnings = append(warnings, fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.Kind, pool.Namespace, pool.Name, reason))
-		default:
-			change := skew.WorkerChange{
-				Kind:         pool.Kind,
-				Name:         pool.Name,
-				VersionField: field,
-				NewVersion:   skew.ReadVersion(pool.NewVersion),
-				ControlPlane: cp,
+		if pool.HasOld && pool.OldClusterName != "" && pool.OldClusterName != pool.ClusterName {
+			stored, more, err := p.decideWorkerPoolIn(ctx, pool, pool.OldClusterName)
+			if err != nil {
+				return skew.Decision{}, nil, err
 			}
-			if pool.HasOld {
-				change.OldVersion = skew.ReadVersion(pool.OldVersion)
-			}
-			d = skew.EvaluateWorker(change)
+			d.Violations = append(d.Violations, stored.Violations...)
+			d.Warnings = append(d.Warnings, stored.Warnings...)
+			warnings = append(warnings, more...)
 		}
 	}
 	if len(skipped) > 0 {
-		d.Violations = append(d.Violations, skippedPreflight(obj, pool.SkipPreflightChecks, skipped))
+		d.Violations = append(d.Violations, skippedPreflight(pool.Kind+" "+pool.Name, pool.SkipPreflightChecks, skipped))
 	}
 	if !pool.HasOld && unsetOrSkipped(d) {
 		paused, err := p.facts().clusterPaused(ctx, pool.Namespace, pool.ClusterName)
@@ -160,13 +142,54 @@ func (p Policy) DecideWorkerPool(ctx context.Context, pool kinds.PoolChange) (sk
 	return d, warnings, nil
 }
 
+// decideWorkerPoolIn judges a worker pool's version change against the
+// control plane of Cluster clusterName: the worker rules, and an empty
+// version against a control plane that has one (RuleWorkerVersionUnset).
+func (p Policy) decideWorkerPoolIn(ctx context.Context, pool kinds.PoolChange, clusterName string) (skew.Decision, []string, error) {
+	field := orDefault(pool.VersionField, workerVersionField)
+	obj := pool.Kind + " " + pool.Name
+	cp, reason, err := p.facts().controlPlaneOf(ctx, pool.Namespace, clusterName)
+	if err != nil {
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of %s %s/%s: %w", pool.Kind, pool.Namespace, pool.Name, err)
+	}
+	switch {
+	case pool.NewVersion == "" && cp != nil && cp.Version.Text() != "":
+		return skew.Decision{Violations: []skew.Violation{unsetVersion(obj, field, cp)}}, nil, nil
+	case pool.NewVersion == "":
+		// No control plane, or one without a version: nothing a version
+		// could be checked against.
+		return skew.Decision{}, nil, nil
+	case cp == nil:
+		// Without a control plane there is nothing to judge the skew against:
+		// refuse only what is wrong on its own, and say why the rest was not checked.
+		return versionOnly(obj, field, skew.ReadVersion(pool.NewVersion)),
+			[]string{fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.Kind, pool.Namespace, pool.Name, reason)}, nil
+	}
+	change := skew.WorkerChange{
+		Kind:         pool.Kind,
+		Name:         pool.Name,
+		VersionField: field,
+		NewVersion:   skew.ReadVersion(pool.NewVersion),
+		ControlPlane: cp,
+	}
+	if pool.HasOld {
+		change.OldVersion = skew.ReadVersion(pool.OldVersion)
+	}
+	return skew.EvaluateWorker(change), nil, nil
+}
+
 // DecideKubeadmControlPlane judges a KubeadmControlPlane's change (oldKCP
 // nil on create): its version against what it has run and its workers, its
-// etcd against what etcd has run.
+// etcd against what etcd has run. The workers are those of every Cluster it
+// may belong to (clusterIdentity). A created control plane is judged as an
+// update from what its Cluster's control-plane Machines run: one created
+// anew under a Cluster that has them (after a delete that orphaned them)
+// must not take them back.
 func (p Policy) DecideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *controlplanev1.KubeadmControlPlane) (skew.Decision, []string, error) {
 	if oldKCP != nil && oldKCP.Spec.Version == newKCP.Spec.Version && etcdImageTag(oldKCP) == etcdImageTag(newKCP) {
 		return skew.Decision{}, nil, nil
 	}
+	id := fmt.Sprintf("KubeadmControlPlane %s/%s", newKCP.Namespace, newKCP.Name)
 	change := skew.ControlPlaneChange{
 		Kind:            "KubeadmControlPlane",
 		Name:            newKCP.Name,
@@ -176,41 +199,28 @@ func (p Policy) DecideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 		NewEtcdImageTag: skew.ReadEtcdVersion(etcdImageTag(newKCP)),
 	}
 	var old *kcpRead
+	var oldObj client.Object
 	if oldKCP != nil {
+		oldObj = oldKCP
 		old = readKCP(oldKCP)
 		change.OldVersion, change.OldEtcdImageTag, change.RunningVersions = old.version, old.etcdTag, old.running
 		change.History = old.run().history
 	}
-	clusterName := clusterNameOf(newKCP)
-	if clusterName == "" && oldKCP == nil {
-		// A new control plane carries neither label nor owner yet: its
-		// Cluster is the one that names it as its control plane.
-		var err error
-		if clusterName, err = p.facts().clusterNaming(ctx, newKCP.Namespace, "KubeadmControlPlane", controlplanev1.GroupVersion.Group, newKCP.Name); err != nil {
-			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not find the Cluster of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
-		}
+	clusters, err := p.facts().controlPlaneClusters(ctx, oldObj, newKCP, controlplanev1.GroupVersion.Group, "KubeadmControlPlane")
+	if err != nil {
+		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not find the Cluster of %s: %w", id, err)
 	}
-	var warnings []string
-	switch {
-	case clusterName == "" && oldKCP == nil:
-		// No Cluster yet, hence no workers to keep within skew: only the
-		// version itself is judged.
-	case clusterName == "":
-		warnings = append(warnings, fmt.Sprintf("rollout-guard: KubeadmControlPlane %s/%s has no %s label or owning Cluster; worker skew not checked", newKCP.Namespace, newKCP.Name, clusterNameLabel))
-	default:
-		workers, err := p.facts().workersOf(ctx, newKCP.Namespace, clusterName, allWorkers)
-		if err != nil {
-			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the workers of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
-		}
-		change.Workers = workers
+	warnings, err := p.judgeAgainstClusters(ctx, &change, id, newKCP.Namespace, clusters, oldKCP == nil)
+	if err != nil {
+		return skew.Decision{}, nil, err
 	}
 	d := skew.EvaluateControlPlane(change)
 	if old != nil && refusesDowngrade(d) {
 		// Going back: allowed if what is taken back never rolled out.
 		bump := bumpOf(change.OldVersion, change.NewVersion)
-		u, err := p.facts().unrolledKCPBump(ctx, old, nil, clusterName, bump)
+		u, err := p.facts().unrolledKCPBump(ctx, old, nil, clusters.names, bump)
 		if err != nil {
-			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of %s: %w", id, err)
 		}
 		if u != nil {
 			change.PreviousUnrolled, change.History, change.RunningVersions = true, u.history, u.running
@@ -218,6 +228,45 @@ func (p Policy) DecideKubeadmControlPlane(ctx context.Context, oldKCP, newKCP *c
 		}
 	}
 	return d, warnings, nil
+}
+
+// judgeAgainstClusters adds to change, of the control plane id in
+// namespace, the workers of every Cluster it may belong to and, on create,
+// the versions its Clusters' control-plane Machines run. It returns the
+// warnings of what it could not find.
+func (p Policy) judgeAgainstClusters(ctx context.Context, change *skew.ControlPlaneChange, id, namespace string, clusters clusterIdentity, created bool) ([]string, error) {
+	var warnings []string
+	switch {
+	case len(clusters.names) == 0 && created:
+		// No Cluster yet, hence no workers to keep within skew: only the
+		// version itself is judged.
+		return nil, nil
+	case len(clusters.names) == 0:
+		return []string{fmt.Sprintf("rollout-guard: %s has no %s label or owning Cluster; worker skew not checked", id, clusterNameLabel)}, nil
+	}
+	if w := identityWarning(id, clusters); w != "" {
+		warnings = append(warnings, w)
+	}
+	workers, err := p.facts().workersOfAll(ctx, namespace, clusters, allWorkers)
+	if err != nil {
+		return nil, fmt.Errorf("rollout-guard could not read the workers of %s: %w", id, err)
+	}
+	change.Workers = workers
+	if created {
+		// Created under Clusters whose control-plane Machines run: judged
+		// as an update from what they run (nothing, for a new cluster or
+		// one `clusterctl move` is creating: its Machines come after).
+		machines, err := p.facts().controlPlaneMachinesOf(ctx, namespace, clusters.names)
+		if err != nil {
+			return nil, fmt.Errorf("rollout-guard could not read the control-plane Machines of %s: %w", id, err)
+		}
+		for _, m := range machines {
+			for _, v := range m.versions {
+				change.RunningVersions = readOnce(change.RunningVersions, v.Text())
+			}
+		}
+	}
+	return warnings, nil
 }
 
 // DecideCluster judges a topology Cluster's version change (oldCluster nil
@@ -358,7 +407,7 @@ func (p Policy) unrolledTopologyChange(ctx context.Context, cluster *clusterv1.C
 	if given := bumpOf(bump, kcp.version); given.Text() == "" {
 		// The control plane's spec has the bump (or more): its latest
 		// revision must be one that never rolled out.
-		u, err = p.facts().unrolledKCPBump(ctx, kcp, cluster, cluster.Name, bump)
+		u, err = p.facts().unrolledKCPBump(ctx, kcp, cluster, []string{cluster.Name}, bump)
 	} else {
 		u, err = p.facts().unrolledTopologyBump(ctx, kcp, cluster, bump)
 	}

@@ -60,15 +60,15 @@ func bumpOf(oldVersion, newVersion skew.Version) skew.Version {
 // It returns what ran before the bump when so. A control plane that never
 // had a Machine ran nothing, whatever its stamps say. cluster is the stored
 // Cluster when the caller has it, else nil.
-func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, clusterName string, bump skew.Version) (*unrolledBump, error) {
-	if never, err := f.neverHadMachine(ctx, kcp, cluster, clusterName); err != nil || never {
+func (f factReader) unrolledKCPBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, clusters []string, bump skew.Version) (*unrolledBump, error) {
+	if never, err := f.neverHadMachine(ctx, kcp, cluster, clusters); err != nil || never {
 		return nothingRan(never), err
 	}
 	before, changedAt, stamped := kcp.lastRevision()
-	if !stamped || clusterName == "" {
+	if !stamped || len(clusters) == 0 {
 		return nil, nil
 	}
-	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, clusterName)
+	machines, err := f.controlPlaneMachinesOf(ctx, kcp.obj.Namespace, clusters)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func unrolledSince(before revisions.HighestRun, changedAt time.Time, running []s
 // (as unrolledKCPBump judges it), what ran is what ran before it. A control
 // plane that never had a Machine ran nothing.
 func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, bump skew.Version) (*unrolledBump, error) {
-	if never, err := f.neverHadMachine(ctx, kcp, cluster, cluster.Name); err != nil || never {
+	if never, err := f.neverHadMachine(ctx, kcp, cluster, []string{cluster.Name}); err != nil || never {
 		return nothingRan(never), err
 	}
 	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, cluster.Name)
@@ -161,6 +161,20 @@ func unrolledIfNoneRuns(history skew.History, running []skew.Version, machines [
 		}
 	}
 	return &unrolledBump{history: history, running: distinct(all)}
+}
+
+// controlPlaneMachinesOf lists the control-plane Machines of every
+// Cluster named, one Cluster's after the other's.
+func (f factReader) controlPlaneMachinesOf(ctx context.Context, namespace string, clusters []string) ([]controlPlaneMachine, error) {
+	var out []controlPlaneMachine
+	for _, name := range clusters {
+		machines, err := f.controlPlaneMachines(ctx, namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, machines...)
+	}
+	return out, nil
 }
 
 // controlPlaneMachines lists the control-plane Machines of a cluster.
@@ -213,7 +227,11 @@ func (p Policy) RevertedRun(ctx context.Context, oldKCP, newKCP *controlplanev1.
 	if bump.Text() == "" && !lowersEtcd(old.version, old.etcdTag, newVersion, newTag) {
 		return nil, nil
 	}
-	u, err := p.facts().unrolledKCPBump(ctx, old, nil, clusterNameOf(oldKCP), bump)
+	id, err := p.facts().controlPlaneClusters(ctx, oldKCP, newKCP, kubeadmControlPlaneKind.Group, kubeadmControlPlaneKind.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("rollout-guard could not find the Cluster of KubeadmControlPlane %s/%s: %w", newKCP.Namespace, newKCP.Name, err)
+	}
+	u, err := p.facts().unrolledKCPBump(ctx, old, nil, id.names, bump)
 	if err != nil || u == nil {
 		return nil, err
 	}

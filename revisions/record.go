@@ -64,8 +64,15 @@ const (
 	// LabelOwnerKind is KindMachineDeployment, KindMachinePool or
 	// KindKubeadmControlPlane.
 	LabelOwnerKind = Prefix + "owner-kind"
-	// LabelHash is the Snapshot hash of the recorded content.
+	// LabelHash is the short hash (ShortHash) of the recorded content's
+	// digest: it names the record, never identifies its content (see
+	// AnnotationDigest).
 	LabelHash = Prefix + "hash"
+	// AnnotationDigest is the recorded content's whole digest
+	// (Snapshot.Hash, 64 hexadecimal digits): what tells the record's
+	// content from any other. Records of earlier releases lack it; their
+	// content is known from their data.
+	AnnotationDigest = Prefix + "digest"
 	// LabelRevision is the revision number of the recorded content, as its
 	// AnnotationRevision stamp says. Pruning selects the records it removes
 	// by owner and number in one DeleteCollection request; a record given a

@@ -39,23 +39,27 @@ type Revision struct {
 // RolloutRevision returns the RolloutRevision that records snap and rec
 // for owner:
 //
-//   - name "<owner name>-<hash>", the owner name trimmed so that the name fits
-//     in 253 characters and stays a DNS subdomain;
+//   - name Name(owner, snap.Hash): "<owner name>-<short hash>" (a record of
+//     other content that already holds that name makes the Recorder name
+//     it LongName instead);
 //   - the owner's namespace;
 //   - labels LabelOwnerUID, LabelOwnerKind (ownerGVK.Kind, or
 //     KindContractControlPlane for a control plane read through the
 //     contract, whose own kind only its owner reference names), LabelHash
-//     and, when rec is numbered, LabelRevision;
+//     (ShortHash of the digest) and, when rec is numbered, LabelRevision;
 //   - a controller owner reference to owner (apiVersion and kind from
 //     ownerGVK), so that the garbage collector deletes it with its owner;
 //     BlockOwnerDeletion is left unset, so deleting the owner never waits
 //     for its history;
 //   - Revision rec.Revision and Data snap.Data;
-//   - annotations: rec's non-empty stamps (Record.Annotations),
-//     AnnotationRevisionHistory and, when there are restarts,
-//     AnnotationRestarts.
+//   - annotations: AnnotationDigest (the whole digest, snap.Hash), rec's
+//     non-empty stamps (Record.Annotations), AnnotationRevisionHistory and,
+//     when there are restarts, AnnotationRestarts.
 func RolloutRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap Snapshot, rec Record) *rgv1alpha1.RolloutRevision {
 	ann := map[string]string{}
+	if snap.Hash != "" {
+		ann[AnnotationDigest] = snap.Hash
+	}
 	for k, v := range rec.Annotations() {
 		if v != "" {
 			ann[k] = v
@@ -78,7 +82,7 @@ func RolloutRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap
 			Labels: map[string]string{
 				LabelOwnerUID:  string(owner.GetUID()),
 				LabelOwnerKind: ownerKindLabel(ownerGVK, snap),
-				LabelHash:      snap.Hash,
+				LabelHash:      ShortHash(snap.Hash),
 			},
 			Annotations: ann,
 			OwnerReferences: []metav1.OwnerReference{{
@@ -112,10 +116,34 @@ func ownerKindLabel(ownerGVK schema.GroupVersionKind, snap Snapshot) string {
 	return ownerGVK.Kind
 }
 
-// Name returns the name of the RolloutRevision recording the content with
-// the given hash for the object named owner: "<owner>-<hash>", owner trimmed
-// so that the name is at most 253 characters and a valid DNS subdomain.
+// Name returns the name a RolloutRevision recording the content with the
+// given hash (its digest, Snapshot.Hash) for the object named owner is
+// given first: "<owner>-<short hash>" (ShortHash), owner trimmed so that the
+// name is at most 253 characters and a valid DNS subdomain. The name does
+// not identify the content: when a record of other content of the same
+// short hash holds it, the content is recorded under LongName. Whoever
+// finds a record by name compares its digest.
 func Name(owner, hash string) string {
+	return nameWith(owner, ShortHash(hash))
+}
+
+// LongName is the name of the RolloutRevision recording the content with
+// the given hash for the object named owner when Name is taken by a record
+// of other content: "<owner>-<whole digest>", owner trimmed as in Name.
+func LongName(owner, hash string) string {
+	return nameWith(owner, hash)
+}
+
+// Names are the names a RolloutRevision recording the content with the
+// given hash for the object named owner may have: Name, then LongName.
+func Names(owner, hash string) []string {
+	if short, long := Name(owner, hash), LongName(owner, hash); short != long {
+		return []string{short, long}
+	}
+	return []string{Name(owner, hash)}
+}
+
+func nameWith(owner, hash string) string {
 	if hash == "" {
 		return owner
 	}
@@ -131,12 +159,15 @@ func Name(owner, hash string) string {
 }
 
 // FromRolloutRevision decodes a RolloutRevision written by
-// RolloutRevision. The kind comes from LabelOwnerKind; the Data must be a
-// JSON object whose canonical form hashes to LabelHash (Data is
-// re-canonicalized first, so a re-encoding by the API server does not
-// matter); the Record comes from the annotations, with Revision taken from
-// the RolloutRevision's revision field. Any mismatch or malformed
-// annotation is an error naming the RolloutRevision.
+// RolloutRevision, or by an earlier release. The kind comes from
+// LabelOwnerKind; the Data must be a JSON object (it is re-canonicalized
+// first, so a re-encoding by the API server does not matter) whose digest,
+// computed here and returned as Snapshot.Hash, begins with LabelHash and is
+// AnnotationDigest when the record has one (earlier releases wrote only
+// the 10-digit LabelHash: their records are read by the digest of their
+// data, never by the label); the Record comes from the annotations, with
+// Revision taken from the RolloutRevision's revision field. Any mismatch
+// or malformed annotation is an error naming the RolloutRevision.
 func FromRolloutRevision(cr *rgv1alpha1.RolloutRevision) (Revision, error) {
 	if cr == nil {
 		return Revision{}, errors.New("decode RolloutRevision: it is nil")
@@ -165,8 +196,11 @@ func FromRolloutRevision(cr *rgv1alpha1.RolloutRevision) (Revision, error) {
 	if err != nil {
 		return Revision{}, fmt.Errorf("decode RolloutRevision %s: data: %w", name, err)
 	}
-	if snap.Hash != want {
+	if !strings.HasPrefix(snap.Hash, want) {
 		return Revision{}, fmt.Errorf("decode RolloutRevision %s: data hashes to %s, label %s says %s: the data was changed", name, snap.Hash, LabelHash, want)
+	}
+	if d, ok := cr.Annotations[AnnotationDigest]; ok && d != snap.Hash {
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: data hashes to %s, annotation %s says %s: the data was changed", name, snap.Hash, AnnotationDigest, d)
 	}
 	rec, err := RecordFromAnnotations(cr.Annotations)
 	if err != nil {
@@ -181,6 +215,11 @@ func FromRolloutRevision(cr *rgv1alpha1.RolloutRevision) (Revision, error) {
 	rec.History = normalizeHistory(rec.History, rec.Revision)
 	return Revision{Snapshot: snap, Record: rec, Name: cr.Name, ResourceVersion: cr.ResourceVersion, Labelled: labelled(cr.Labels, rec.Revision)}, nil
 }
+
+// ErrNoDigest is the error of FromMetadata for a RolloutRevision without
+// AnnotationDigest (one an earlier release wrote): its content is known
+// only from its data.
+var ErrNoDigest = errors.New("annotation " + AnnotationDigest + " is missing (recorded by an earlier release): its content is known from its data only")
 
 // Sort orders revisions by Record.Revision ascending (stable).
 func Sort(revs []Revision) {
@@ -202,7 +241,11 @@ func Sort(revs []Revision) {
 // memory of whole RolloutRevisions. Unlike FromRolloutRevision it
 // cannot check the data against the hash label, and the revision number is
 // the AnnotationRevision stamp (every RolloutRevision this package makes
-// carries its number there too).
+// carries its number there too). Hash is the record's AnnotationDigest,
+// which LabelHash must begin; a record without one — written by an earlier
+// release, whose 40-bit label does not tell its content from another — is
+// an error wrapping ErrNoDigest: read it whole (FromRolloutRevision
+// computes its digest from its data).
 func FromMetadata(meta metav1.Object) (Revision, error) {
 	if meta == nil {
 		return Revision{}, errors.New("decode RolloutRevision metadata: it is nil")
@@ -213,9 +256,16 @@ func FromMetadata(meta metav1.Object) (Revision, error) {
 	if _, ok := shapes[kind]; !ok {
 		return Revision{}, fmt.Errorf("decode RolloutRevision %s: label %s is %q, want %s", name, LabelOwnerKind, kind, knownKinds)
 	}
-	hash := labels[LabelHash]
-	if hash == "" {
+	short := labels[LabelHash]
+	if short == "" {
 		return Revision{}, fmt.Errorf("decode RolloutRevision %s: label %s is missing", name, LabelHash)
+	}
+	hash := meta.GetAnnotations()[AnnotationDigest]
+	if hash == "" {
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: %w", name, ErrNoDigest)
+	}
+	if !IsDigest(hash) || !strings.HasPrefix(hash, short) {
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: annotation %s is %q, not a digest beginning with label %s %q", name, AnnotationDigest, hash, LabelHash, short)
 	}
 	rec, err := RecordFromAnnotations(meta.GetAnnotations())
 	if err != nil {

@@ -40,12 +40,12 @@ func TestRolloutRevision(t *testing.T) {
 	snap := mdSnap(t, md)
 	cr := revisions.RolloutRevision(md, mdGVK, snap, fullRecord())
 
-	assert.Equal(t, "md-0-"+snap.Hash, cr.Name)
+	assert.Equal(t, "md-0-"+revisions.ShortHash(snap.Hash), cr.Name)
 	assert.Equal(t, "default", cr.Namespace)
 	assert.Equal(t, map[string]string{
 		revisions.LabelOwnerUID:  string(md.UID),
 		revisions.LabelOwnerKind: "MachineDeployment",
-		revisions.LabelHash:      snap.Hash,
+		revisions.LabelHash:      revisions.ShortHash(snap.Hash),
 		revisions.LabelRevision:  "4",
 	}, cr.Labels)
 	require.Len(t, cr.OwnerReferences, 1)
@@ -63,10 +63,11 @@ func TestRolloutRevision(t *testing.T) {
 	assert.JSONEq(t, `[{"at":"2026-03-01T11:00:00Z","by":"bob","fieldManager":"rollout","after":"2026-03-01T11:00:00Z"}]`, cr.Annotations[revisions.AnnotationRestarts])
 	assert.Equal(t, "alice@example.com", cr.Annotations[revisions.AnnotationChangedBy])
 	assert.Equal(t, "EtcdDowngrade", cr.Annotations[revisions.AnnotationOverrideRules])
+	assert.Equal(t, snap.Hash, cr.Annotations[revisions.AnnotationDigest], "the whole digest")
 
 	// Empty stamps are not written on a RolloutRevision.
 	bare := revisions.RolloutRevision(md, mdGVK, snap, revisions.Record{Revision: 2})
-	assert.Equal(t, map[string]string{revisions.AnnotationRevision: "2", revisions.AnnotationRevisionHistory: "2"}, bare.Annotations)
+	assert.Equal(t, map[string]string{revisions.AnnotationDigest: snap.Hash, revisions.AnnotationRevision: "2", revisions.AnnotationRevisionHistory: "2"}, bare.Annotations)
 }
 
 func TestRolloutRevisionRoundTrip(t *testing.T) {
@@ -162,6 +163,9 @@ func TestFromRolloutRevisionErrors(t *testing.T) {
 			cr.Data.Raw = bytes.Replace(cr.Data.Raw, []byte("v1.34.2"), []byte("v1.33.0"), 1)
 		}, "the data was changed"},
 		{"tampered hash label", func(cr *rgv1alpha1.RolloutRevision) { cr.Labels[revisions.LabelHash] = "0000000000" }, "the data was changed"},
+		{"tampered digest", func(cr *rgv1alpha1.RolloutRevision) {
+			cr.Annotations[revisions.AnnotationDigest] = cr.Labels[revisions.LabelHash] + strings.Repeat("0", 54)
+		}, "the data was changed"},
 		{"missing hash label", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Labels, revisions.LabelHash) }, revisions.LabelHash},
 		{"unknown kind", func(cr *rgv1alpha1.RolloutRevision) { cr.Labels[revisions.LabelOwnerKind] = "Deployment" }, revisions.LabelOwnerKind},
 		{"empty data", func(cr *rgv1alpha1.RolloutRevision) { cr.Data.Raw = nil }, "data is empty"},
@@ -197,10 +201,17 @@ func TestRolloutRevisionName(t *testing.T) {
 		{strings.Repeat("a", 240) + "--bc", strings.Repeat("a", 240) + "-0123456789"},
 	}
 	for _, tt := range tests {
-		got := revisions.Name(tt.owner, "0123456789")
+		digest := "0123456789" + strings.Repeat("ab", 27)
+		got := revisions.Name(tt.owner, digest)
 		assert.Equal(t, tt.want, got)
+		assert.Equal(t, got, revisions.Name(tt.owner, "0123456789"), "an earlier release's short hash names the same")
 		assert.LessOrEqual(t, len(got), 253)
 		assert.Empty(t, validation.IsDNS1123Subdomain(got))
+		long := revisions.LongName(tt.owner, digest)
+		assert.True(t, strings.HasSuffix(long, "-"+digest), long)
+		assert.LessOrEqual(t, len(long), 253)
+		assert.Empty(t, validation.IsDNS1123Subdomain(long))
+		assert.Equal(t, []string{got, long}, revisions.Names(tt.owner, digest))
 	}
 }
 
@@ -251,6 +262,15 @@ func TestFromMetadata(t *testing.T) {
 	}{
 		{"not ours", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Labels, revisions.LabelOwnerKind) }, "label rollout-guard.io/owner-kind"},
 		{"no hash", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Labels, revisions.LabelHash) }, "is missing"},
+		// An earlier release's record: its 40-bit label does not tell its
+		// content from another's; only its data does.
+		{"no digest", func(cr *rgv1alpha1.RolloutRevision) { delete(cr.Annotations, revisions.AnnotationDigest) }, "earlier release"},
+		{"digest not of the label", func(cr *rgv1alpha1.RolloutRevision) {
+			cr.Annotations[revisions.AnnotationDigest] = strings.Repeat("f", 64)
+		}, "not a digest beginning with label"},
+		{"digest not a digest", func(cr *rgv1alpha1.RolloutRevision) {
+			cr.Annotations[revisions.AnnotationDigest] = cr.Labels[revisions.LabelHash]
+		}, "not a digest beginning with label"},
 		{"damaged number", func(cr *rgv1alpha1.RolloutRevision) { cr.Annotations[revisions.AnnotationRevision] = "four" }, "not a revision number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,9 +60,38 @@ type Snapshot struct {
 	Kind string
 	// Data is the canonical JSON of the revision's content.
 	Data []byte
-	// Hash is the first 10 lowercase hex characters of
-	// sha256(Kind + "\n" + Data).
+	// Hash is the content's digest: the 64 lowercase hex characters of
+	// sha256(Kind + "\n" + Data). Two snapshots are the same revision when
+	// their hashes are equal, and only then: the whole digest decides,
+	// never a prefix of it. Names and labels carry ShortHash(Hash), which
+	// names a revision but never identifies its content. A Snapshot read
+	// from a record's metadata alone holds the digest the record stores
+	// (AnnotationDigest).
 	Hash string
+}
+
+// Same says whether s and other are the same revision content: the same
+// kind and the same whole digest (a snapshot without a digest is the
+// same as none).
+func (s Snapshot) Same(other Snapshot) bool {
+	return s.Hash != "" && s.Kind == other.Kind && s.Hash == other.Hash
+}
+
+// ShortHashLength is the length of ShortHash: 10 hexadecimal digits, 40
+// bits, the length earlier releases stored as the whole hash. Two contents
+// of one short hash are found in minutes (revisionstest.Collide): it names
+// revisions, it never decides whether two contents are the same.
+const ShortHashLength = 10
+
+// ShortHash is the part of a content's digest that names its
+// RolloutRevision and fills LabelHash: the first ShortHashLength
+// characters. Two contents may share a short hash; the whole digest tells
+// them apart.
+func ShortHash(hash string) string {
+	if len(hash) <= ShortHashLength {
+		return hash
+	}
+	return hash[:ShortHashLength]
 }
 
 // kcpContent is the part of a KubeadmControlPlane's spec a revision is made of.
@@ -213,7 +242,21 @@ func hashOf(kind string, data []byte) string {
 	h.Write([]byte(kind))
 	h.Write([]byte{'\n'})
 	h.Write(data)
-	return hex.EncodeToString(h.Sum(nil))[:10]
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// IsDigest says whether s is a content digest as Snapshot.Hash holds it:
+// 64 lowercase hexadecimal digits.
+func IsDigest(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeJSON decodes one JSON value, keeping numbers as written.

@@ -16,9 +16,11 @@ import (
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
-// The hash is stored in RolloutRevision names and labels: changing the
-// canonical form orphans every recorded history. These literals catch an
-// accidental change; change them only with a migration.
+// The hash is stored in RolloutRevisions (the digest annotation), and its
+// short form in their names and labels: changing the canonical form
+// orphans every recorded history. These literals catch an accidental
+// change; change them only with a migration. The short forms are the
+// hashes earlier releases stored.
 func TestGoldenHash(t *testing.T) {
 	md := mdSnap(t, newMD())
 	assert.Equal(t, revisions.KindMachineDeployment, md.Kind)
@@ -26,16 +28,20 @@ func TestGoldenHash(t *testing.T) {
 		`"spec":{"bootstrap":{"configRef":{"apiGroup":"bootstrap.cluster.x-k8s.io","kind":"KubeadmConfigTemplate","name":"md-0"}},"clusterName":"dev",`+
 		`"deletion":{"nodeDrainTimeoutSeconds":300},"failureDomain":"fd-1","infrastructureRef":{"apiGroup":"infrastructure.cluster.x-k8s.io","kind":"DevMachineTemplate","name":"md-1"},`+
 		`"minReadySeconds":10,"readinessGates":[{"conditionType":"example.com/NetworkReady"}],"version":"v1.34.2"}}`, string(md.Data))
-	assert.Equal(t, "51839ff4a7", md.Hash)
+	assert.Equal(t, "51839ff4a71eb7bada92cb54e22bf96d145ff54aa0d722ee72bba717d56df550", md.Hash)
+	assert.Equal(t, "51839ff4a7", revisions.ShortHash(md.Hash))
 
 	kcp := kcpSnap(t, newKCP())
 	assert.Equal(t, revisions.KindKubeadmControlPlane, kcp.Kind)
-	assert.Equal(t, "25ad1169d1", kcp.Hash)
+	assert.Equal(t, "25ad1169d1a6244ddf73ffdd3a4deb24b339ba0f58d8798355828dc91534b4f3", kcp.Hash)
+	assert.Equal(t, "25ad1169d1", revisions.ShortHash(kcp.Hash))
 }
 
 func TestSnapshotHashFormat(t *testing.T) {
 	for _, s := range []revisions.Snapshot{mdSnap(t, newMD()), kcpSnap(t, newKCP())} {
-		assert.Regexp(t, `^[0-9a-f]{10}$`, s.Hash)
+		assert.Regexp(t, `^[0-9a-f]{64}$`, s.Hash, "the whole SHA-256 digest")
+		assert.True(t, revisions.IsDigest(s.Hash))
+		assert.Regexp(t, `^[0-9a-f]{10}$`, revisions.ShortHash(s.Hash))
 	}
 }
 

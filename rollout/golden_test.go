@@ -17,14 +17,19 @@ func golden(t *testing.T, name, got string) {
 	goldenfile.Check(t, filepath.Join("testdata", name), got)
 }
 
-// TestDocsQuoteGoldens: the examples docs/cli.md shows of cluster status
-// and history are these golden files, as they are.
+// TestDocsQuoteGoldens: the examples of cluster status and history that
+// docs/reading-history.md, docs/status.md and docs/fleets.md show are these
+// golden files, as they are.
 func TestDocsQuoteGoldens(t *testing.T) {
-	docs, err := os.ReadFile(filepath.Join("..", "docs", "cli.md"))
-	require.NoError(t, err)
+	var docs []byte
+	for _, page := range []string{"reading-history.md", "status.md", "fleets.md"} {
+		data, err := os.ReadFile(filepath.Join("..", "docs", page))
+		require.NoError(t, err)
+		docs = append(docs, data...)
+	}
 	for _, name := range []string{"history-cluster.txt", "history-clusterclass.txt", "history-cluster-topology.txt", "status-cluster-lines.txt", "status-cluster-live-step-1-rolling.txt", "status-cluster-event.json", "status-fleet-100.txt"} {
 		want, err := os.ReadFile(filepath.Join("testdata", name))
 		require.NoError(t, err)
-		assert.Contains(t, string(docs), string(want), "docs/cli.md does not quote testdata/%s as it is", name)
+		assert.Contains(t, string(docs), string(want), "none of docs/reading-history.md, status.md and fleets.md quotes testdata/%s as it is", name)
 	}
 }

@@ -81,7 +81,7 @@ func chainHistory(t *testing.T) []client.Object {
 
 // TestHistoryCluster pins `rollout history cluster/c1` after a chained
 // upgrade: one table ordered by time, the topology controller's steps
-// marked capi-topology (docs/cli.md quotes it).
+// marked capi-topology (docs/reading-history.md quotes it).
 func TestHistoryCluster(t *testing.T) {
 	cl := newFakeClient(chainHistory(t)...)
 	out, errOut, code := runFake(t, cl, historyNow, "history", "cluster/c1")

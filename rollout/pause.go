@@ -36,7 +36,7 @@ func newPauseCommand(c *core.Session) *cobra.Command {
 		Long: `Pause a MachineDeployment (spec.paused), MachinePool or control plane (the annotation
 cluster.x-k8s.io/paused): Cluster API stops rolling it out until it is resumed. Pausing a
 KubeadmControlPlane also stops its remediation. A topology-managed object is refused: pause
-its Cluster. Already paused: nothing to do. More: docs/cli.md, section pause and resume.`,
+its Cluster. Already paused: nothing to do. More: docs/rollouts.md.`,
 		Example: `  # Hold a worker pool while its template is changed
   rollout pause machinedeployment/md-0
 

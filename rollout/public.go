@@ -55,6 +55,12 @@ const (
 	ExitNotConfirmed = core.ExitNotConfirmed
 )
 
+// ExitStatusAnnotation is the annotation of a command of the tree NewCommand
+// returns that holds its exit-status block ("Exit status:" and one line per
+// code), which --help prints after the flags and the generated CLI reference
+// (docs/reference/cli) shows on the command's page.
+const ExitStatusAnnotation = core.ExitStatusAnnotation
+
 // The parts of a Cluster's upgrade steps, in status and plan.
 const (
 	// PartControlPlane is the Cluster's control plane.

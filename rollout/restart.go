@@ -51,7 +51,7 @@ func newRestartCommand(c *core.Session) *cobra.Command {
 every worker pool): set spec.rollout.after to now, or to --at TIME, so Cluster API replaces
 every machine created before that time. A control plane's or Cluster's restart names the
 machines it replaces and asks at a terminal; elsewhere it needs --yes. Topology-managed
-objects are restarted through their Cluster. More: docs/cli.md, section restart.`,
+objects are restarted through their Cluster. More: docs/rollouts.md.`,
 		Example: `  # Replace every machine of a worker pool now
   rollout restart machinedeployment/md-0
 

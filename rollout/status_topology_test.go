@@ -477,7 +477,7 @@ func chainReports() []status.ClusterReport {
 }
 
 // TestStatusClusterLines pins the line output of `rollout status
-// cluster/c1` through a chained upgrade (docs/cli.md quotes it).
+// cluster/c1` through a chained upgrade (docs/status.md quotes it).
 func TestStatusClusterLines(t *testing.T) {
 	var out bytes.Buffer
 	p := &status.StatusPrinter{Out: &out, Last: map[string]string{}}

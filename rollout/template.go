@@ -77,7 +77,7 @@ first, then wave by wave edited and watched, and each finished wave must stay he
 --soak before the next. A stall, a refusal or a remediation halts it (exit 3); the same
 command run again goes on where it stopped and edits no cluster twice.
 
-Every command, with examples and transcripts: docs/cli.md.`,
+Every command, by task: docs/cli.md; every flag and exit code: docs/reference/cli.`,
 		Example: `  # Roll a worker pool out to a new machine template
   rollout machinedeployment/md-0 --template devmachinetemplate/md-0-rev-1
 

@@ -63,7 +63,7 @@ the guard; --emit yaml|patch prints the change for Git; --force --reason is the 
 break-glass override. clusterclass/NAME rolls a ClusterClass back to the spec of a revision,
 after the plan of what that rolls on each Cluster of the class (as rollout plan -f computes it);
 cluster/NAME rolls a ClusterClass cluster's spec.topology back, after the plan of what that rolls.
-More: docs/cli.md, section undo.`,
+More: docs/undo.md.`,
 		Example: `  # Back to the previous revision
   rollout undo machinedeployment/md-0
 

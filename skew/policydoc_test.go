@@ -11,12 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPolicyDocQuotesRefusals keeps docs/policy.md honest: every refusal and
-// warning it quotes is produced, word for word, by the changes below.
+// TestPolicyDocQuotesRefusals keeps docs/policy.md and the policy
+// reference (docs/reference/policy.md) honest: every refusal and warning
+// they quote is produced, word for word, by the changes below.
 func TestPolicyDocQuotesRefusals(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
-	require.NoError(t, err)
-	doc := string(raw)
+	var doc string
+	for _, page := range []string{"policy.md", filepath.Join("reference", "policy.md")} {
+		raw, err := os.ReadFile(filepath.Join("..", "docs", page))
+		require.NoError(t, err)
+		doc += string(raw)
+	}
 
 	kcp := func(old, new string) cpCase { return cpCase{old: old, new: new} }
 	with := func(c cpCase, f func(*cpCase)) cpCase { f(&c); return c }
@@ -90,7 +94,7 @@ func TestPolicyDocQuotesRefusals(t *testing.T) {
 		quoted = append(quoted, d.Warnings[0])
 	}
 	for _, q := range quoted {
-		assert.True(t, strings.Contains(doc, q), "docs/policy.md does not quote:\n%s", q)
+		assert.True(t, strings.Contains(doc, q), "neither docs/policy.md nor docs/reference/policy.md quotes:\n%s", q)
 	}
 }
 

@@ -23,15 +23,15 @@
 // break one. A rule refuses a change that creates a breach or widens an
 // existing one; a change that leaves an existing breach as it was, or narrows
 // it, is allowed with a warning so that an operator can always repair a
-// cluster that is already out of policy. docs/policy.md describes every rule
+// cluster that is already out of policy. docs/reference/policy.md describes every rule
 // and quotes its refusal text.
 package skew
 
 // RuleID names a rule in a stable, machine-readable way. Rule ids appear in
-// refusal messages, metrics and docs/policy.md; never rename one.
+// refusal messages, metrics and docs/reference/policy.md; never rename one.
 type RuleID string
 
-// The rules of the policy. docs/policy.md explains each one.
+// The rules of the policy. docs/reference/policy.md explains each one.
 const (
 	// RuleInvalidVersion: a version that does not parse is refused, never passed.
 	RuleInvalidVersion RuleID = "InvalidVersion"

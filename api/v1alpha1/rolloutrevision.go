@@ -40,8 +40,9 @@ type RolloutRevision struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Data is the revision's content in canonical JSON, whose hash the
-	// label rollout-guard.io/hash holds. It never changes once written.
+	// Data is the revision's content in canonical JSON, whose digest the
+	// annotation rollout-guard.io/digest holds (and its short hash the
+	// label rollout-guard.io/hash). It never changes once written.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="data is immutable: a recorded revision's content never changes"

@@ -45,7 +45,7 @@ controller in brackets), AGE and CHANGE-CAUSE; restarts as their own lines. clus
 merges the edits of its topology with its control plane's and worker pools' histories by
 time. clusterclass/NAME lists the class's revisions and, per revision, the revisions the
 topology controller made of the control planes and worker pools of the Clusters on the
-class while it was live. More: docs/cli.md, section history.`,
+class while it was live. More: docs/reading-history.md.`,
 		Example: `  rollout history machinedeployment/md-0
   rollout history kcp/my-cluster-control-plane --revision 3
   rollout history mp/my-pool

@@ -59,7 +59,9 @@ func revisionObject(set *core.RevisionSet, r revisions.Revision) (*unstructured.
 	u.SetName(set.Obj.GetName())
 	// The RolloutRevision codec writes a record's stamps as the object
 	// carries them.
+	// carries them; the content's digest is the record's, never a stamp.
 	cr := revisions.RolloutRevision(set.Obj, set.Kind.GVK, r.Snapshot, r.Record)
+	delete(cr.Annotations, revisions.AnnotationDigest)
 	u.SetAnnotations(cr.Annotations)
 	return u, nil
 }

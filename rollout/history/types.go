@@ -35,9 +35,9 @@ func entryOf(set *core.RevisionSet, r revisions.Revision, withContent bool) (v1a
 	e := v1alpha1.HistoryRevision{
 		Revision:        r.Record.Revision,
 		History:         r.Record.History,
-		Live:            r.Snapshot.Hash == set.Live.Hash,
+		Live:            r.Snapshot.Same(set.Live),
 		RolloutRevision: r.Name,
-		Hash:            r.Snapshot.Hash,
+		Hash:            revisions.ShortHash(r.Snapshot.Hash),
 		Version:         sum.Version,
 		Infrastructure:  sum.Infrastructure,
 		Bootstrap:       sum.Bootstrap,

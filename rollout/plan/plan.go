@@ -135,8 +135,7 @@ run here with every write a server-side dry run: cluster by cluster (-f of a cla
 -l and -A select), the objects it would change, their machines and verdicts, and fleet totals. It
 needs read rights plus patch (a dry run is authorized as the write it previews); --local, or
 a plan whose dry run is denied, evaluates rollout-guard's policy here with read rights only,
-and says so. -o json|yaml prints a RolloutPlan (rollout/api/v1alpha1). More: docs/cli.md,
-section plan.`,
+and says so. -o json|yaml prints a RolloutPlan (rollout/api/v1alpha1). More: docs/plan.md.`,
 		Example: `  # Which machines would a template switch replace?
   rollout plan md/md-0 --template devmachinetemplate/md-0-v2
 

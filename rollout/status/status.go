@@ -92,7 +92,7 @@ on the first read where the controller observed the generation and every machine
 up to date and of the current MachineSet. cluster/NAME watches the control plane, then each
 worker pool; a ClusterClass cluster is watched through every step of its upgrade. On a
 terminal the view is redrawn in place; otherwise a line per change. More (when a rollout is
-done, -o json's fields): docs/cli.md, section status.
+done, -o json's fields): docs/status.md.
 
 A fleet is watched as one: clusterclass/NAME watches every Cluster of the class (its
 spec.topology.classRef), cluster -l SELECTOR the Clusters the selector matches, -A in every

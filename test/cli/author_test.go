@@ -148,14 +148,14 @@ func lines(out string) []string {
 }
 
 // TestUnknownAuthorDocsQuoteGoldens: the transcripts of a revision of
-// unknown author docs/cli.md shows are the golden files of
+// unknown author docs/undo.md shows are the golden files of
 // TestUndoToUnknownAuthor, as they are.
 func TestUnknownAuthorDocsQuoteGoldens(t *testing.T) {
-	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "undo.md"))
 	require.NoError(t, err)
 	for _, name := range []string{"history/kcp-unknown-author.txt", "undo/kcp-unknown-author-refused.txt", "undo/kcp-unknown-author-forced-dry-run-server.txt"} {
 		want, err := os.ReadFile(filepath.Join("testdata", name))
 		require.NoError(t, err)
-		assert.Contains(t, string(docs), string(want), "docs/cli.md does not quote testdata/%s as it is", name)
+		assert.Contains(t, string(docs), string(want), "docs/undo.md does not quote testdata/%s as it is", name)
 	}
 }

@@ -145,14 +145,14 @@ func TestGitOpsUndoArgoCD(t *testing.T) {
 	assert.Empty(t, w.KCP.Annotations[revisions.AnnotationOverride], "--force without --reason sends no override")
 }
 
-// TestGitOpsDocsQuoteGoldens: the GitOps transcripts docs/cli.md shows are
+// TestGitOpsDocsQuoteGoldens: the GitOps transcripts docs/gitops.md shows are
 // these golden files, as they are.
 func TestGitOpsDocsQuoteGoldens(t *testing.T) {
-	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "gitops.md"))
 	require.NoError(t, err)
 	for _, name := range []string{"md-emit-revision-1.yaml", "md-table.txt", "md-revision-1.yaml"} {
 		want, err := os.ReadFile(filepath.Join("testdata", "gitops", name))
 		require.NoError(t, err)
-		assert.Contains(t, string(docs), string(want), "docs/cli.md does not quote testdata/gitops/%s as it is", name)
+		assert.Contains(t, string(docs), string(want), "docs/gitops.md does not quote testdata/gitops/%s as it is", name)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
-var transcripts = flag.String("transcripts", "", "also write the tour's terminal transcripts, unaltered, to this directory (for docs/cli.md)")
+var transcripts = flag.String("transcripts", "", "also write the tour's terminal transcripts, unaltered, to this directory (for the CLI pages of docs/)")
 
 // session records a terminal session of the CLI: each command as typed
 // (without the --kubeconfig the tests add) and its output, stdout and
@@ -81,7 +81,7 @@ func shellJoin(args []string) string {
 	return strings.Join(out, " ")
 }
 
-// TestTour is the session docs/cli.md shows: every verb on a worker pool
+// TestTour is the session the CLI pages of docs/ show: every verb on a worker pool
 // and a control plane, the policy's refusals, the break-glass override and
 // a topology-managed cluster. Its transcripts are pinned in testdata/tour.
 func TestTour(t *testing.T) {

@@ -85,7 +85,7 @@ func contractCRD(gvk schema.GroupVersionKind) *apiextensionsv1.CustomResourceDef
 }
 
 // installContractKinds installs the CRDs of kthrees and kzero and, as
-// docs/install.md has an operator do, a ClusterRole labelled
+// docs/control-planes.md has an operator do, a ClusterRole labelled
 // rollout-guard.io/aggregate-to-control-planes=true that lets the guard read
 // kthrees. The test environment runs no kube-controller-manager, which would
 // aggregate that role into rollout-guard-control-planes: a binding of the
@@ -130,7 +130,7 @@ func installContractKinds(ctx context.Context, e *framework.Environment) error {
 }
 
 // registerKthrees registers the guard's webhooks for kthrees, as
-// docs/install.md has an operator do for a listed kind, pointed at the
+// docs/control-planes.md has an operator do for a listed kind, pointed at the
 // running guard, until the test ends.
 func registerKthrees(t *testing.T) {
 	t.Helper()

@@ -50,7 +50,7 @@ type clientAuth struct {
 // admission-kubeconfig.yaml (user "*", the client certificate and key by
 // path) and admission-config.yaml, an AdmissionConfiguration whose
 // ValidatingAdmissionWebhook and MutatingAdmissionWebhook plugins name that
-// kubeconfig, as docs/install.md has an operator write them. User "*" is
+// kubeconfig, as docs/client-certificates.md has an operator write them. User "*" is
 // the kubeconfig's default: kube-apiserver presents the certificate to
 // every webhook that asks for one, whatever its address (the guard's port
 // changes whenever the environment restarts it).

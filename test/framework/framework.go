@@ -66,7 +66,7 @@ type Options struct {
 	GuardAsAdmin bool
 	// GuardClientAuth makes the guard accept only TLS clients with a
 	// certificate signed by a client CA the environment makes in WorkDir
-	// (admission/), as docs/install.md turns it on in a management cluster:
+	// (admission/), as docs/client-certificates.md turns it on in a management cluster:
 	// kube-apiserver starts with an --admission-control-config-file whose
 	// ValidatingAdmissionWebhook and MutatingAdmissionWebhook plugins name
 	// a kubeconfig with a client certificate of that CA (for user "*"), and

@@ -31,7 +31,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
-// The overlay docs/install.md shows for client certificates, and quotes as
+// The overlay docs/client-certificates.md shows for client certificates, and quotes as
 // it is.
 const clientAuthOverlay = "testdata/clientauth"
 
@@ -217,14 +217,14 @@ func requireClientCertificateRequired(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 }
 
-// TestClientAuthOverlay builds the overlay of docs/install.md that turns
+// TestClientAuthOverlay builds the overlay of docs/client-certificates.md that turns
 // client certificates on with cert-manager — config/default, a client CA
 // and kube-apiserver's client certificate, the guard's flag and its cert
 // directory projected from two Secrets — and checks what it wires: the file
 // --client-ca-name names is the client CA's ca.crt, beside the serving
 // certificate in --cert-dir; the client certificate is issued by the client
 // CA for client auth; nothing else of config/default changes; and the API
-// server accepts all of it. docs/install.md quotes both files as they are.
+// server accepts all of it. docs/client-certificates.md quotes both files as they are.
 func TestClientAuthOverlay(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.CopyFS(filepath.Join(dir, "config"), os.DirFS(repoPath("config"))))
@@ -293,11 +293,11 @@ func TestClientAuthOverlay(t *testing.T) {
 
 	applyDryRun(t, m)
 
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/client-certificates.md"))
 	require.NoError(t, err)
 	for _, name := range []string{"kustomization.yaml", "client-ca.yaml"} {
 		data, err := os.ReadFile(filepath.Join(clientAuthOverlay, name))
 		require.NoError(t, err)
-		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/install.md does not quote %s as it is", name)
+		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/client-certificates.md does not quote %s as it is", name)
 	}
 }

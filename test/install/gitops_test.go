@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The GitOps snippets of docs/install.md ("Argo CD and Flux"), quoted there
+// The GitOps snippets of docs/install-gitops.md ("Argo CD and Flux"), quoted there
 // as they are: the overlay Argo CD syncs, with its sync waves, and Flux's
 // Kustomizations.
 const (
@@ -34,7 +34,7 @@ const (
 	syncWaveAnnotation = "argocd.argoproj.io/sync-wave"
 )
 
-// TestArgoCDSyncWaves builds the overlay of docs/install.md — config/default
+// TestArgoCDSyncWaves builds the overlay of docs/install-gitops.md — config/default
 // and the overlay's patches — and checks the sync wave of every object:
 // each has one; the webhook configurations' wave is after every other
 // object of the guard and before the Cluster API objects (wave 0); nothing
@@ -65,7 +65,7 @@ func TestArgoCDSyncWaves(t *testing.T) {
 }
 
 // TestArgoCDSyncWavesCatchAnUnorderedOverlay: the checks of
-// TestArgoCDSyncWaves fail on the snippet docs/install.md showed before,
+// TestArgoCDSyncWaves fail on the snippet docs/install-gitops.md showed before,
 // which put the guard's namespaced objects in wave -1 and left the
 // cluster-scoped ones — its Namespace, its ClusterRoles and their bindings,
 // the webhook configurations — in wave 0: a Deployment that cannot become
@@ -99,7 +99,7 @@ patches:
 }
 
 // TestFluxHealthCheckNamesTheDeployment: the Flux Kustomization of
-// docs/install.md builds the path it names, checks the health of exactly
+// docs/install-gitops.md builds the path it names, checks the health of exactly
 // the Deployment that path makes (its name and namespace), and the
 // Kustomization of the clusters depends on it.
 func TestFluxHealthCheckNamesTheDeployment(t *testing.T) {
@@ -155,20 +155,20 @@ func TestFluxHealthCheckNamesTheDeployment(t *testing.T) {
 }
 
 // TestGitOpsDocsQuoteTheSnippets: the Argo CD overlay and the Flux
-// Kustomizations docs/install.md shows are the ones the tests check, as
+// Kustomizations docs/install-gitops.md shows are the ones the tests check, as
 // they are.
 func TestGitOpsDocsQuoteTheSnippets(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-gitops.md"))
 	require.NoError(t, err)
 	for _, name := range []string{argoCDOverlay, fluxKustomizations} {
 		data, err := os.ReadFile(name)
 		require.NoError(t, err)
-		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/install.md does not quote %s as it is", name)
+		assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(data)+"```\n"), "docs/install-gitops.md does not quote %s as it is", name)
 	}
 }
 
 // buildArgoCDOverlay builds the overlay in file beside a copy of config/,
-// as docs/install.md has it written.
+// as docs/install-gitops.md has it written.
 func buildArgoCDOverlay(t *testing.T, file string) manifest {
 	t.Helper()
 	config := copyConfig(t)

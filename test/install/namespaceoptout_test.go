@@ -27,7 +27,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
-// The namespace opt-out component, and the overlay docs/install.md shows for
+// The namespace opt-out component, and the overlay docs/install-access.md shows for
 // it (testdata/namespace-opt-out/kustomization.yaml, quoted there as it is).
 const (
 	namespaceOptOutComponent = "config/namespace-opt-out"
@@ -43,7 +43,7 @@ var optOutSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelec
 	{Key: optOutLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{optOutValue}},
 }}
 
-// TestNamespaceOptOutComponent builds the overlay of docs/install.md —
+// TestNamespaceOptOutComponent builds the overlay of docs/install-access.md —
 // config/default plus config/namespace-opt-out — and checks that every
 // validating webhook, the same webhooks config/default registers, has
 // exactly the opt-out selector, that no mutating webhook has any (history
@@ -211,19 +211,19 @@ func TestNamespaceOptOutThroughTheAPIServer(t *testing.T) {
 	})
 }
 
-// TestNamespaceOptOutDocsQuoteTheOverlay: the overlay docs/install.md shows
+// TestNamespaceOptOutDocsQuoteTheOverlay: the overlay docs/install-access.md shows
 // is the one the tests build, as it is.
 func TestNamespaceOptOutDocsQuoteTheOverlay(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-access.md"))
 	require.NoError(t, err)
 	overlay, err := os.ReadFile(namespaceOptOutOverlay)
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(overlay)+"```\n"), "docs/install.md does not quote %s as it is", namespaceOptOutOverlay)
+	assert.True(t, strings.Contains(string(docs), "```yaml\n"+string(overlay)+"```\n"), "docs/install-access.md does not quote %s as it is", namespaceOptOutOverlay)
 	assert.Contains(t, string(overlay), "components: [../"+namespaceOptOutComponent+"]")
 }
 
 // buildNamespaceOptOutOverlay builds the overlay of namespaceOptOutOverlay
-// beside the copy of config/ in config, as docs/install.md has it written.
+// beside the copy of config/ in config, as docs/install-access.md has it written.
 func buildNamespaceOptOutOverlay(t *testing.T, config string) manifest {
 	t.Helper()
 	overlay := filepath.Join(filepath.Dir(config), "my-overlay")

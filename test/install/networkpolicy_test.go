@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// The NetworkPolicy component, and the overlay docs/install.md shows for it
+// The NetworkPolicy component, and the overlay docs/install-access.md shows for it
 // (testdata/networkpolicy/kustomization.yaml, quoted there as it is).
 const (
 	networkPolicyComponent = "config/networkpolicy"
@@ -41,7 +41,7 @@ var guardPortFlags = map[string]string{
 	"health":  "--health-probe-bind-address",
 }
 
-// TestNetworkPolicyComponent builds the overlay of docs/install.md —
+// TestNetworkPolicyComponent builds the overlay of docs/install-access.md —
 // config/default plus config/networkpolicy, with the API server's source and
 // Prometheus's namespace patched in — and checks the one NetworkPolicy it
 // adds against the Deployment it builds: it selects the guard's pods, admits
@@ -59,7 +59,7 @@ func TestNetworkPolicyComponent(t *testing.T) {
 		assert.Equal(t, u.Object, m.find(t, u.GetKind(), u.GetName()).Object, "%s %s", u.GetKind(), u.GetName())
 	}
 
-	// The overlay's patches reached the rules docs/install.md says they do.
+	// The overlay's patches reached the rules docs/install-access.md says they do.
 	np := as[networkingv1.NetworkPolicy](t, m.find(t, "NetworkPolicy", networkPolicyName))
 	assert.Equal(t, "rollout-guard", np.Labels["app.kubernetes.io/part-of"])
 	require.Len(t, np.Spec.Ingress, 3)
@@ -147,14 +147,14 @@ func TestNetworkPolicyFollowsTheDeployment(t *testing.T) {
 	}
 }
 
-// TestNetworkPolicyDocsQuoteTheOverlay: the overlay docs/install.md shows is
+// TestNetworkPolicyDocsQuoteTheOverlay: the overlay docs/install-access.md shows is
 // the one the tests build, as it is.
 func TestNetworkPolicyDocsQuoteTheOverlay(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-access.md"))
 	require.NoError(t, err)
 	overlay, err := os.ReadFile(networkPolicyOverlay)
 	require.NoError(t, err)
-	assert.Contains(t, string(docs), string(overlay), "docs/install.md does not quote %s as it is", networkPolicyOverlay)
+	assert.Contains(t, string(docs), string(overlay), "docs/install-access.md does not quote %s as it is", networkPolicyOverlay)
 	assert.Contains(t, string(overlay), "components: [../"+networkPolicyComponent+"]")
 }
 
@@ -167,7 +167,7 @@ func copyConfig(t *testing.T) string {
 }
 
 // buildNetworkPolicyOverlay builds an overlay beside the copy of config/ in
-// config, as docs/install.md has one written: the overlay of
+// config, as docs/install-access.md has one written: the overlay of
 // networkPolicyOverlay, or, if !patched, the same without its patches.
 func buildNetworkPolicyOverlay(t *testing.T, config string, patched bool) manifest {
 	t.Helper()

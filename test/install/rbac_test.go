@@ -27,7 +27,7 @@ import (
 )
 
 // The rules config/rbac ships. Changing them means changing these, the
-// comments in config/rbac and the RBAC section of docs/install.md.
+// comments in config/rbac and the RBAC section of docs/install-access.md.
 var (
 	// guardRules: read the Cluster API objects the policy judges against,
 	// keep history in RolloutRevisions, move the ControllerRevisions of

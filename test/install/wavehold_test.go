@@ -22,7 +22,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/upgradehold"
 )
 
-// The wave-hold component, and the overlay docs/install.md shows for it
+// The wave-hold component, and the overlay docs/install-gitops.md shows for it
 // (testdata/wave-hold/kustomization.yaml, quoted there as it is).
 const (
 	waveHoldComponent   = "config/wave-hold"
@@ -33,7 +33,7 @@ const (
 // The guard's flags the component adds, and the overlay's soak after them.
 var waveHoldArgs = []string{"--wave-hold", "--wave-soak=5m", "--wave-soak=15m"}
 
-// TestWaveHoldComponent builds the overlay of docs/install.md —
+// TestWaveHoldComponent builds the overlay of docs/install-gitops.md —
 // config/default plus config/wave-hold — and checks what it adds against
 // the rest of the build: one ExtensionConfig that calls the Service the
 // webhooks call, on its port, and has Cluster API inject the CA of the
@@ -63,7 +63,7 @@ func TestWaveHoldComponent(t *testing.T) {
 	assert.Empty(t, ext.Namespace, "ExtensionConfigs are cluster-scoped")
 	assert.Empty(t, clusterAPIAdmission(t, ext, false), "Cluster API's own admission of the ExtensionConfig, its RuntimeSDK gate on")
 	assert.Equal(t, "spec: Forbidden: can be set only if the RuntimeSDK feature flag is enabled",
-		clusterAPIAdmission(t, ext, true), "refused while the gate is off, as docs/install.md says")
+		clusterAPIAdmission(t, ext, true), "refused while the gate is off, as docs/install-gitops.md says")
 
 	applyDryRun(t, m)
 }
@@ -137,14 +137,14 @@ func TestWaveHoldIsOptIn(t *testing.T) {
 	}
 }
 
-// TestWaveHoldDocsQuoteTheOverlay: the overlay docs/install.md shows is the
+// TestWaveHoldDocsQuoteTheOverlay: the overlay docs/install-gitops.md shows is the
 // one the tests build, as it is.
 func TestWaveHoldDocsQuoteTheOverlay(t *testing.T) {
-	docs, err := os.ReadFile(repoPath("docs/install.md"))
+	docs, err := os.ReadFile(repoPath("docs/install-gitops.md"))
 	require.NoError(t, err)
 	overlay, err := os.ReadFile(waveHoldOverlay)
 	require.NoError(t, err)
-	assert.Contains(t, string(docs), string(overlay), "docs/install.md does not quote %s as it is", waveHoldOverlay)
+	assert.Contains(t, string(docs), string(overlay), "docs/install-gitops.md does not quote %s as it is", waveHoldOverlay)
 	assert.Contains(t, string(overlay), "components: [../"+waveHoldComponent+"]")
 }
 

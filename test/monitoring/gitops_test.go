@@ -24,7 +24,7 @@ import (
 // with the repository's kubectl, server-side and client-side (Argo CD's
 // default sync applies as kubectl does), which reformats an Invalid answer
 // as "… is invalid: …". Each must fail naming the rule and the field and
-// change nothing. The messages are logged: docs/install.md ("Argo CD and
+// change nothing. The messages are logged: docs/install-gitops.md ("Argo CD and
 // Flux") quotes them.
 func TestGitOpsApplyShowsTheRefusal(t *testing.T) {
 	ns, name := demo.Namespace, demo.MachineDeploymentName()

@@ -100,7 +100,7 @@ func alerts(t *testing.T) []string {
 func TestPromtoolChecksTheRules(t *testing.T) {
 	out, ok := promtool(t, configDir(t), "check", "rules", "rules.yaml")
 	require.True(t, ok, out)
-	assert.Contains(t, out, "SUCCESS: 7 rules found", "a rule added or lost: update this test and the tables of docs/install.md")
+	assert.Contains(t, out, "SUCCESS: 7 rules found", "a rule added or lost: update this test and the tables of docs/monitoring.md")
 }
 
 func TestAlertRulesPassTheirUnitTests(t *testing.T) {

@@ -54,7 +54,10 @@ type HistoryRevision struct {
 	// the one it had when history was kept in ControllerRevisions: the keys
 	// of this version never change.
 	RolloutRevision string `json:"controllerRevision,omitempty"`
-	// Hash is the content's hash.
+	// Hash is the content's short hash, as the RolloutRevision's name and
+	// hash label carry it (and as earlier releases printed it): it names
+	// the revision, but two contents may share it — two revisions of one
+	// short hash are recorded under two RolloutRevisions, two contents.
 	Hash string `json:"hash"`
 	// Version is the Kubernetes version.
 	Version string `json:"version,omitempty"`

@@ -17,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files under rollout/testdata/")
 
 // Check compares got with the golden file at path, or writes it there
-// with -update. docs/cli.md quotes some of these files: keep them in step.
+// with -update. The CLI pages of docs/ quote some of these files: keep them in step.
 func Check(t testing.TB, path, got string) {
 	t.Helper()
 	if *update {

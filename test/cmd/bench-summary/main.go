@@ -3,15 +3,17 @@
 // decimal point inside the document's figure regions must equal, at the
 // precision the document prints it with, a number of the summary (the JSON
 // that make bench writes as bench/summary.json, checked in as
-// docs/bench-summary.json). So no figure in the docs lacks a run.
+// test/bench/summary.json beside the harnesses). So no figure in the docs
+// lacks a run.
 //
-// docs/benchmarks.md quotes the latest runs and docs/benchmarks-history.md
-// the runs before them; the summary keeps every run under a key of its
-// own, so both are checked against it alike, as docs/install.md is.
+// docs/benchmarks.md quotes the latest runs and test/bench/history.md the
+// runs before them; the summary keeps every run under a key of its own, so
+// both are checked against it alike, as every other page of docs/ with a
+// figure region is (docs/install.md's sizing).
 //
 // A figure region starts with the line
 //
-//	<!-- figures: docs/bench-summary.json -->
+//	<!-- figures: test/bench/summary.json -->
 //
 // and ends with <!-- end figures -->. Version numbers (v1.36.1, 1.35.2) and
 // integers are not checked: counts and dates are quoted from the command
@@ -19,7 +21,7 @@
 //
 // Usage (from the test module):
 //
-//	go run ./cmd/bench-summary --summary ../docs/bench-summary.json ../docs/benchmarks.md ../docs/benchmarks-history.md
+//	go run ./cmd/bench-summary --summary bench/summary.json ../docs/benchmarks.md bench/history.md
 package main
 
 import (
@@ -35,7 +37,7 @@ import (
 
 // Markers of a figure region.
 const (
-	regionStart = "<!-- figures: docs/bench-summary.json -->"
+	regionStart = "<!-- figures: test/bench/summary.json -->"
 	regionEnd   = "<!-- end figures -->"
 )
 
@@ -48,7 +50,7 @@ var figureRE = regexp.MustCompile(`[vV]?\d[\d,]*(\.\d+)+`)
 var numberRE = regexp.MustCompile(`-?\d+(\.\d+)?`)
 
 func main() {
-	summary := flag.String("summary", "", "the JSON summary the documents quote (docs/bench-summary.json)")
+	summary := flag.String("summary", "", "the JSON summary the documents quote (test/bench/summary.json)")
 	flag.Parse()
 	if *summary == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: bench-summary --summary FILE DOC...")

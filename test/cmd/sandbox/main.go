@@ -129,7 +129,7 @@ func run() (retErr error) {
 			BinDir:  *binDir,
 			Log:     logFile,
 			WorkDir: stateDir,
-			// As docs/install.md turns it on: the API server presents a
+			// As docs/client-certificates.md turns it on: the API server presents a
 			// client certificate, and the guard accepts no other client.
 			GuardClientAuth: true,
 		},
