@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -54,21 +56,59 @@ type PoolChange struct {
 	OldVersion, NewVersion string
 	// HasOld is false on create.
 	HasOld bool
+	// VersionField is the field path of the version in refusals; ""
+	// for spec.template.spec.version (a Machine's is spec.version).
+	VersionField string
+	// SkipPreflightChecks and OldSkipPreflightChecks are the values of
+	// the annotation machineset.cluster.x-k8s.io/skip-preflight-checks
+	// after and before the change ("" when unset), on the kinds it acts
+	// on (MachineDeployments, whose MachineSets inherit it, and
+	// MachineSets); "" on the others.
+	SkipPreflightChecks, OldSkipPreflightChecks string
+	// Owned says the object is made by an owner Cluster API's controllers
+	// judge through (a MachineSet, a Machine): it is judged only where it
+	// differs from the owner its controller reference names (Owner), as
+	// the guard judged that owner already.
+	Owned bool
+	// Owner is the controller owner reference the object claims, nil for
+	// none. A claim is only a claim: the policy checks that the owner
+	// exists, with that UID, of a kind that makes such objects, in the
+	// same Cluster.
+	Owner *metav1.OwnerReference
 }
 
 // decidePool returns the Decision of a worker-pool kind of Go type T whose
 // spec.clusterName and template version read returns.
 func decidePool[T client.Object](kind string, read func(T) (clusterName, version string)) Decision {
+	return decideWorkers(kind, "", false, false, read)
+}
+
+// decideWorkers returns the Decision of a kind of Go type T that runs
+// kubelets (a MachineDeployment, a MachineSet, a Machine): as decidePool,
+// with its version at versionField, the preflight-skip annotation when
+// skips says the kind honours it, and, when owned, the controller owner
+// reference it claims.
+func decideWorkers[T client.Object](kind, versionField string, skips, owned bool, read func(T) (clusterName, version string)) Decision {
 	return func(ctx context.Context, j Judge, oldObj, newObj client.Object) (skew.Decision, []string, error) {
 		obj, ok := newObj.(T)
 		if !ok || isNil(obj) {
 			return skew.Decision{}, nil, errWrongKind(kind, newObj)
 		}
 		clusterName, version := read(obj)
-		change := PoolChange{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), ClusterName: clusterName, NewVersion: version}
+		change := PoolChange{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), ClusterName: clusterName, NewVersion: version,
+			VersionField: versionField, Owned: owned}
+		if skips {
+			change.SkipPreflightChecks = obj.GetAnnotations()[clusterv1.MachineSetSkipPreflightChecksAnnotation]
+		}
+		if owned {
+			change.Owner = metav1.GetControllerOfNoCopy(obj)
+		}
 		if old, ok := oldObj.(T); ok && !isNil(old) {
 			change.OldClusterName, change.OldVersion = read(old)
 			change.HasOld = true
+			if skips {
+				change.OldSkipPreflightChecks = old.GetAnnotations()[clusterv1.MachineSetSkipPreflightChecksAnnotation]
+			}
 		}
 		return j.DecideWorkerPool(ctx, change)
 	}

@@ -94,6 +94,10 @@ func Of(obj client.Object) (Kind, bool) {
 		return Cluster, true
 	case *clusterv1.ClusterClass:
 		return ClusterClass, true
+	case *clusterv1.MachineSet:
+		return MachineSet, true
+	case *clusterv1.Machine:
+		return Machine, true
 	}
 	return Kind{}, false
 }

@@ -45,9 +45,14 @@ func TestHistoryOf(t *testing.T) {
 	if k, ok := Of(&clusterv1.Cluster{}); !ok || k.GVK.Kind != "Cluster" {
 		t.Errorf("Of(Cluster) = %v, %v; want the policed kind Cluster", k.GVK, ok)
 	}
+	// MachineSets and Machines are judged (their versions against the
+	// control plane) but have no history of their own.
 	for _, obj := range []client.Object{&clusterv1.Machine{}, &clusterv1.MachineSet{}} {
-		if _, ok := Of(obj); ok {
-			t.Errorf("Of(%T): the guard polices no such kind", obj)
+		if k, ok := Of(obj); !ok || k.Decide == nil {
+			t.Errorf("Of(%T) = %v, %v: want a kind the policy judges", obj, k.GVK, ok)
+		}
+		if _, ok := HistoryOf(obj); ok {
+			t.Errorf("HistoryOf(%T): a MachineSet or Machine has no history of its own", obj)
 		}
 	}
 }

@@ -29,7 +29,9 @@ var MachineDeployment = Kind{
 	DecodeLean: decodeLeanAs(machineDeploymentGVK, func(l leanObject[clusterv1.MachineDeploymentSpec, skipped], md *clusterv1.MachineDeployment) {
 		*md = clusterv1.MachineDeployment{TypeMeta: l.TypeMeta, ObjectMeta: l.Metadata.ObjectMeta, Spec: l.Spec}
 	}),
-	Decide: decidePool("MachineDeployment", func(md *clusterv1.MachineDeployment) (string, string) {
+	// The preflight-skip annotation of a MachineDeployment is copied onto
+	// its MachineSets, so it is judged here.
+	Decide: decideWorkers("MachineDeployment", "", true, false, func(md *clusterv1.MachineDeployment) (string, string) {
 		return md.Spec.ClusterName, md.Spec.Template.Spec.Version
 	}),
 	Trim: trimAs(func(md *clusterv1.MachineDeployment) {

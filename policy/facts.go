@@ -53,6 +53,9 @@ type factReader struct {
 	indexed bool
 	// listed are the control-plane kinds the guard was told to police.
 	listed []schema.GroupKind
+	// live reads from the API server what reader may not hold yet (see
+	// Policy.Live); nil when reader is the only one.
+	live client.Reader
 }
 
 // notListed is the way out a warning about an unreadable control plane adds

@@ -40,10 +40,15 @@ type Policy struct {
 	// guard's cache). Without it workers are listed per namespace and
 	// filtered here, as a live API server serves no such field selector.
 	Indexed bool
+	// Live, when set, reads from the API server what Reader (a cache) may
+	// not hold yet or holds only in part: the owner a MachineSet or a
+	// Machine names, made a moment before it, and a MachineDeployment's
+	// preflight-skip annotation. nil: Reader alone.
+	Live client.Reader
 }
 
 func (p Policy) facts() factReader {
-	return factReader{reader: p.Reader, mapper: p.Mapper, indexed: p.Indexed, listed: p.ControlPlaneKinds}
+	return factReader{reader: p.Reader, mapper: p.Mapper, indexed: p.Indexed, listed: p.ControlPlaneKinds, live: p.Live}
 }
 
 // Decide judges the change of oldObj (nil on create) into newObj, as the
@@ -60,49 +65,116 @@ func (p Policy) Decide(ctx context.Context, oldObj, newObj client.Object) (skew.
 var _ kinds.Judge = Policy{}
 
 // DecideWorkerPool judges a worker pool's version change against its
-// Cluster's control plane: the one code path of every worker pool kind. A
+// Cluster's control plane: the one code path of every kind that runs
+// kubelets (MachineDeployments, MachinePools, MachineSets, Machines). A
 // change of its spec.clusterName, which Cluster API refuses, is judged
 // against the control planes of both Clusters.
+//
+// A MachineSet or a Machine is judged only where it differs from the
+// owner it names (kinds.PoolChange.Owned): what Cluster API's controllers
+// make of a MachineDeployment, a MachinePool or a control plane has the
+// version (and preflight-skip annotation) of that owner, which the guard
+// judged on the owner. One made by hand, or naming an owner that is not
+// there, is judged as a pool is.
+//
+// Besides the worker rules: a version set to "" in a Cluster whose control
+// plane has one is refused (RuleWorkerVersionUnset), and so is the
+// preflight-skip annotation newly set to skip a skew check
+// (RulePreflightSkewChecksSkipped); both give way to the override. Both
+// only warn on a create in a paused Cluster: `clusterctl move` creates a
+// cluster's objects as they were, its Cluster paused.
 func (p Policy) DecideWorkerPool(ctx context.Context, pool kinds.PoolChange) (skew.Decision, []string, error) {
-	if pool.HasOld && pool.OldVersion == pool.NewVersion || pool.NewVersion == "" {
+	versionChanged := !pool.HasOld || pool.OldVersion != pool.NewVersion
+	skipped := skippedSkewChecks(pool.SkipPreflightChecks, pool.OldSkipPreflightChecks)
+	if !versionChanged && len(skipped) == 0 {
 		return skew.Decision{}, nil, nil
 	}
-	d, warnings, err := p.decideWorkerPoolIn(ctx, pool, pool.ClusterName)
-	if err != nil || !pool.HasOld || pool.OldClusterName == "" || pool.OldClusterName == pool.ClusterName {
-		return d, warnings, err
+	if pool.Owned && pool.Owner != nil {
+		o, err := p.facts().ownerOf(ctx, pool.Kind, pool.Namespace, pool.ClusterName, pool.NewVersion, *pool.Owner)
+		if err != nil {
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the owner %s %s of %s %s/%s: %w", pool.Owner.Kind, pool.Owner.Name, pool.Kind, pool.Namespace, pool.Name, err)
+		}
+		if o != nil && o.version == pool.NewVersion {
+			versionChanged = false
+		}
+		if o != nil && len(skipped) > 0 && o.skipPreflight != nil {
+			ownerSkip, err := o.skipPreflight(ctx)
+			if err != nil {
+				return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the owner %s of %s %s/%s: %w", o.desc, pool.Kind, pool.Namespace, pool.Name, err)
+			}
+			if ownerSkip == pool.SkipPreflightChecks {
+				skipped = nil
+			}
+		}
+		if !versionChanged && len(skipped) == 0 {
+			return skew.Decision{}, nil, nil
+		}
 	}
-	stored, more, err := p.decideWorkerPoolIn(ctx, pool, pool.OldClusterName)
-	if err != nil {
-		return skew.Decision{}, nil, err
+	var d skew.Decision
+	var warnings []string
+	if versionChanged {
+		var err error
+		if d, warnings, err = p.decideWorkerPoolIn(ctx, pool, pool.ClusterName); err != nil {
+			return skew.Decision{}, nil, err
+		}
+		if pool.HasOld && pool.OldClusterName != "" && pool.OldClusterName != pool.ClusterName {
+			stored, more, err := p.decideWorkerPoolIn(ctx, pool, pool.OldClusterName)
+			if err != nil {
+				return skew.Decision{}, nil, err
+			}
+			d.Violations = append(d.Violations, stored.Violations...)
+			d.Warnings = append(d.Warnings, stored.Warnings...)
+			warnings = append(warnings, more...)
+		}
 	}
-	d.Violations = append(d.Violations, stored.Violations...)
-	d.Warnings = append(d.Warnings, stored.Warnings...)
-	return d, append(warnings, more...), nil
+	if len(skipped) > 0 {
+		d.Violations = append(d.Violations, skippedPreflight(pool.Kind+" "+pool.Name, pool.SkipPreflightChecks, skipped))
+	}
+	if !pool.HasOld && unsetOrSkipped(d) {
+		paused, err := p.facts().clusterPaused(ctx, pool.Namespace, pool.ClusterName)
+		if err != nil {
+			return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the Cluster of %s %s/%s: %w", pool.Kind, pool.Namespace, pool.Name, err)
+		}
+		if paused {
+			d = warnUnsetOrSkipped(d, fmt.Sprintf("created in paused Cluster %s/%s, as `clusterctl move` creates it; allowed, judged again on its next change", pool.Namespace, pool.ClusterName))
+		}
+	}
+	return d, warnings, nil
 }
 
 // decideWorkerPoolIn judges a worker pool's version change against the
-// control plane of Cluster clusterName.
+// control plane of Cluster clusterName: the worker rules, and an empty
+// version against a control plane that has one (RuleWorkerVersionUnset).
 func (p Policy) decideWorkerPoolIn(ctx context.Context, pool kinds.PoolChange, clusterName string) (skew.Decision, []string, error) {
-	change := skew.WorkerChange{
-		Kind:         pool.Kind,
-		Name:         pool.Name,
-		VersionField: workerVersionField,
-		NewVersion:   skew.ReadVersion(pool.NewVersion),
-	}
-	if pool.HasOld {
-		change.OldVersion = skew.ReadVersion(pool.OldVersion)
-	}
+	field := orDefault(pool.VersionField, workerVersionField)
+	obj := pool.Kind + " " + pool.Name
 	cp, reason, err := p.facts().controlPlaneOf(ctx, pool.Namespace, clusterName)
 	if err != nil {
 		return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the control plane of %s %s/%s: %w", pool.Kind, pool.Namespace, pool.Name, err)
 	}
-	if cp == nil {
+	switch {
+	case pool.NewVersion == "" && cp != nil && cp.Version.Text() != "":
+		return skew.Decision{Violations: []skew.Violation{unsetVersion(obj, field, cp)}}, nil, nil
+	case pool.NewVersion == "":
+		// No control plane, or one without a version: nothing a version
+		// could be checked against.
+		return skew.Decision{}, nil, nil
+	case cp == nil:
 		// Without a control plane there is nothing to judge the skew against:
 		// refuse only what is wrong on its own, and say why the rest was not checked.
-		return versionOnly(pool.Kind+" "+pool.Name, workerVersionField, change.NewVersion),
+		return versionOnly(obj, field, skew.ReadVersion(pool.NewVersion)),
 			[]string{fmt.Sprintf("rollout-guard: version skew of %s %s/%s not checked: %s", pool.Kind, pool.Namespace, pool.Name, reason)}, nil
 	}
-	change.ControlPlane = cp
+	change := skew.WorkerChange{
+		Kind:         pool.Kind,
+		Name:         pool.Name,
+		VersionField: field,
+		NewVersion:   skew.ReadVersion(pool.NewVersion),
+		ControlPlane: cp,
+	}
+	if pool.HasOld {
+		change.OldVersion = skew.ReadVersion(pool.OldVersion)
+	}
 	return skew.EvaluateWorker(change), nil, nil
 }
 

@@ -54,4 +54,13 @@ const (
 	// RuleControlPlaneLeavesWorkerTooOld: a control-plane change would leave a
 	// running worker older than the kubelet skew allows.
 	RuleControlPlaneLeavesWorkerTooOld RuleID = "ControlPlaneLeavesWorkerTooOld"
+	// RuleWorkerVersionUnset: a worker pool, MachineSet or Machine of a
+	// cluster whose control plane has a version is set to run no version,
+	// so its kubelet is whatever its image holds and neither this policy
+	// nor Cluster API's MachineSet preflight checks can keep it within skew.
+	RuleWorkerVersionUnset RuleID = "WorkerVersionUnset"
+	// RulePreflightSkewChecksSkipped: an object is set to skip Cluster
+	// API's MachineSet preflight checks of version skew (annotation
+	// machineset.cluster.x-k8s.io/skip-preflight-checks).
+	RulePreflightSkewChecksSkipped RuleID = "PreflightSkewChecksSkipped"
 )

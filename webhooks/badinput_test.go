@@ -148,8 +148,8 @@ func TestBadRequests(t *testing.T) {
 			body:     update(mdGVK, withCluster(mdAt("v1.34.2"), "gone"), withCluster(mdAt("latest"), "gone")),
 			wantCode: http.StatusUnprocessableEntity,
 			wantMsg:  `MachineDeployment.cluster.x-k8s.io "md-0" is invalid: spec.template.spec.version: Invalid value: "latest": MachineDeployment md-0: spec.template.spec.version "latest" is not a valid Kubernetes version [rule InvalidVersion]; write a Kubernetes version such as v1.35.2`},
-		{name: "missing template: no version to judge, allowed", endpoint: validateMD, contentType: "application/json", body: update(mdGVK, mdAt("v1.34.2"), noTemplate),
-			wantAllowed: true},
+		{name: "missing template: an empty version in a cluster with a control plane, refused", endpoint: validateMD, contentType: "application/json", body: update(mdGVK, mdAt("v1.34.2"), noTemplate),
+			wantCode: http.StatusUnprocessableEntity, wantInMsg: []string{"spec.template.spec.version: Forbidden", "[rule WorkerVersionUnset]", "set spec.template.spec.version to"}},
 		{name: "forged changed-by and revision: overwritten", endpoint: mutateMD, contentType: "application/json", body: update(mdGVK, mdAt("v1.34.2"), forged),
 			wantAllowed: true, wantStamps: map[string]string{revisions.AnnotationChangedBy: "alice", revisions.AnnotationRevision: "2"}},
 	}

@@ -31,6 +31,8 @@ import (
 //     versions run); of their labels and owner references, worker pools,
 //     control planes and Clusters keep what names their Cluster and the
 //     topology-owned label, the others all.
+//   - MachineSets keep their UID, spec.clusterName and template version
+//     (kinds.MachineSet.Trim): what judging a Machine they own reads.
 //   - Machine: kept as a compact entry of what the policy reads of it
 //     (CompactMachine), which MachineStore reads; the cache cannot give it
 //     back as a Machine.
@@ -50,6 +52,9 @@ import (
 func CacheOptions(pending *history.Pending) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&clusterv1.Machine{}: {Transform: CompactMachine},
+		// A MachineSet is read as the owner of Machines: its UID, cluster
+		// and version (kinds.MachineSet.Trim).
+		&clusterv1.MachineSet{}: {Transform: cacheTransform(kinds.MachineSet, nil)},
 	}
 	for _, kind := range kinds.WithRevisions() {
 		byObject[kind.New()] = cache.ByObject{Transform: cacheTransform(kind, pending)}

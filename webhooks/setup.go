@@ -67,6 +67,8 @@ type Options struct {
 //	/validate-cluster-x-k8s-io-v1beta2-machinepool
 //	/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
 //	/validate-cluster-x-k8s-io-v1beta2-cluster
+//	/validate-cluster-x-k8s-io-v1beta2-machineset
+//	/validate-cluster-x-k8s-io-v1beta2-machine
 //	/mutate-cluster-x-k8s-io-v1beta2-machinedeployment
 //	/mutate-cluster-x-k8s-io-v1beta2-machinepool
 //	/mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane
@@ -81,7 +83,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err != nil {
 		return err
 	}
-	cached := policy.Policy{Reader: machines.Reader(mgr.GetCache()), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds}
+	cached := policy.Policy{Reader: machines.Reader(mgr.GetCache()), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds,
+		Live: mgr.GetAPIReader()}
 	var judge policy.Decider = cached
 	if opts.Watches != nil {
 		judge = FreshPolicy{
@@ -102,7 +105,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	mdV, kcpV, clusterV := NewValidators(judge, overrides, recording)
 	mpV := NewMachinePoolValidator(judge, overrides, recording)
+	msV, machineV := NewMachineValidators(judge, overrides)
 	mdV.Enforcement, kcpV.Enforcement, clusterV.Enforcement, mpV.Enforcement = opts.Enforcement, opts.Enforcement, opts.Enforcement, opts.Enforcement
+	msV.Enforcement, machineV.Enforcement = opts.Enforcement, opts.Enforcement
 
 	// Every handler decodes worker pools and control planes without what
 	// none of them reads (leanDecoder); other objects whole.
@@ -112,6 +117,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	server.Register(validatePath(clusterv1.GroupVersion.WithKind("MachinePool")), validatingWebhook(mpV, decoder))
 	server.Register(validatePath(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane")), validatingWebhook(kcpV, decoder))
 	server.Register(validatePath(clusterv1.GroupVersion.WithKind("Cluster")), validatingWebhook(clusterV, decoder))
+	server.Register(validatePath(kinds.MachineSet.GVK), validatingWebhook(msV, decoder))
+	server.Register(validatePath(kinds.Machine.GVK), validatingWebhook(machineV, decoder))
 
 	for _, gk := range opts.ControlPlaneKinds {
 		kind, err := ContractHistoryKind(mgr, gk)
@@ -213,9 +220,9 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 			return fmt.Errorf("indexing %T by %s: %w", ix.obj, policy.ClusterNameField, err)
 		}
 	}
-	// Clusters, control planes and ClusterClasses are read by name; ask for
-	// their informers now.
-	for _, obj := range []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{}, &clusterv1.ClusterClass{}} {
+	// Clusters, control planes, ClusterClasses and MachineSets (the owners
+	// of Machines) are read by name; ask for their informers now.
+	for _, obj := range []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{}, &clusterv1.ClusterClass{}, &clusterv1.MachineSet{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("starting the %T informer: %w", obj, err)
 		}
@@ -227,7 +234,7 @@ func AddIndexes(ctx context.Context, mgr ctrl.Manager) error {
 // and needs before it can judge anything.
 func bootKinds() []client.Object {
 	return []client.Object{&clusterv1.Cluster{}, &controlplanev1.KubeadmControlPlane{},
-		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}, &clusterv1.ClusterClass{}}
+		&clusterv1.MachineDeployment{}, &clusterv1.MachinePool{}, &clusterv1.Machine{}, &clusterv1.ClusterClass{}, &clusterv1.MachineSet{}}
 }
 
 // HistoryStoreServed is a readiness check of the guard: the API server

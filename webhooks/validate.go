@@ -88,6 +88,15 @@ func NewMachinePoolValidator(p policy.Decider, overrides policy.OverrideGroups, 
 	return &Validator[*clusterv1.MachinePool]{Policy: p, Overrides: overrides, Recording: recording, GroupKind: clusterv1.GroupVersion.WithKind("MachinePool").GroupKind()}
 }
 
+// NewMachineValidators returns the validators of MachineSets and Machines:
+// the worker rules, judged where they differ from the owner their
+// controller reference names (policy.Policy.DecideWorkerPool). Neither
+// has revisions, so a refused override is logged, not recorded.
+func NewMachineValidators(p policy.Decider, overrides policy.OverrideGroups) (*Validator[*clusterv1.MachineSet], *Validator[*clusterv1.Machine]) {
+	return &Validator[*clusterv1.MachineSet]{Policy: p, Overrides: overrides, GroupKind: kinds.MachineSet.GVK.GroupKind()},
+		&Validator[*clusterv1.Machine]{Policy: p, Overrides: overrides, GroupKind: kinds.Machine.GVK.GroupKind()}
+}
+
 // ValidateCreate judges a new object.
 func (v *Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
 	return v.judge(ctx, nil, obj)

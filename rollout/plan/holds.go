@@ -10,6 +10,7 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/rollout/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/rollout/internal/core"
 	"github.com/rollout-guard/rollout-guard/skew"
@@ -111,7 +112,8 @@ func preflightHolds(newMD *clusterv1.MachineDeployment, f holdFacts) []v1alpha1.
 			return
 		}
 		holds = append(holds, v1alpha1.PlanHold{Kind: v1alpha1.HoldPreflightCheck, Check: string(check), Object: cpRef,
-			Message: fmt.Sprintf("%s; to skip it, annotate MachineDeployment %s with %s=%s", msg, newMD.Name, clusterv1.MachineSetSkipPreflightChecksAnnotation, check)})
+			Message: fmt.Sprintf("%s; to skip it, annotate MachineDeployment %s with %s=%s (rollout-guard lets only a member of an override group set it, with %s and the reason)",
+				msg, newMD.Name, clusterv1.MachineSetSkipPreflightChecksAnnotation, check, revisions.AnnotationOverride)})
 	}
 
 	// ControlPlaneIsStable.

@@ -337,7 +337,7 @@ func TestPreflightHolds(t *testing.T) {
 	}
 	holds := preflightHolds(planMD("v1.33.5", "md-0"), holdFacts{cluster: cluster, controlPlane: planKCP("v1.34.3")})
 	require.Len(t, holds, 1)
-	assert.Equal(t, "new machines of machinedeployment/md-0 at v1.33.5 would join KubeadmControlPlane c1-control-plane at v1.34.3 with kubeadm, which joins only machines of the control plane's minor: none is created until machinedeployment/md-0 is at v1.34 (Cluster API's KubeadmVersionSkew preflight check); to skip it, annotate MachineDeployment md-0 with machineset.cluster.x-k8s.io/skip-preflight-checks=KubeadmVersionSkew", holds[0].Message)
+	assert.Equal(t, "new machines of machinedeployment/md-0 at v1.33.5 would join KubeadmControlPlane c1-control-plane at v1.34.3 with kubeadm, which joins only machines of the control plane's minor: none is created until machinedeployment/md-0 is at v1.34 (Cluster API's KubeadmVersionSkew preflight check); to skip it, annotate MachineDeployment md-0 with machineset.cluster.x-k8s.io/skip-preflight-checks=KubeadmVersionSkew (rollout-guard lets only a member of an override group set it, with rollout-guard.io/override and the reason)", holds[0].Message)
 }
 
 // TestHolds: paused objects and Clusters, OnDelete, a control plane still

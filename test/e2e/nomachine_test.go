@@ -8,12 +8,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/revisions"
+	"github.com/rollout-guard/rollout-guard/test/builder"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
@@ -66,7 +70,7 @@ func TestRevertOfAControlPlaneThatNeverHadAMachine(t *testing.T) {
 		{name: "not paused: its first Machine may come any moment, refused", want: refused},
 		{name: "paused, a Machine created with the new version: refused", before: pauseKCP, want: refused,
 			after: func(t *testing.T, w *framework.World) {
-				w.AddMachine(t, "c1-control-plane-new", "v1.36.1", map[string]string{clusterv1.MachineControlPlaneLabel: ""})
+				addControlPlaneMachine(t, w, "c1-control-plane-new", "v1.36.1", false)
 			}},
 		{name: "paused, initialized: refused", before: pauseKCP, want: refused,
 			after: func(t *testing.T, w *framework.World) {
@@ -137,7 +141,7 @@ func TestTopologyRevertOfAControlPlaneThatNeverHadAMachine(t *testing.T) {
 			setAnnotations(t, w.Cluster, annotations)
 			require.NoError(t, edit(t, mergePatch, w.Cluster, "v1.36.1", topologyVersion...), "the bump")
 			if tc.machine {
-				w.AddMachine(t, "c1-control-plane-new", "v1.36.1", map[string]string{clusterv1.MachineControlPlaneLabel: ""})
+				addControlPlaneMachine(t, w, "c1-control-plane-new", "v1.36.1", true)
 			}
 			if tc.want == "" {
 				require.NoError(t, edit(t, mergePatch, w.Cluster, "v1.35.2", topologyVersion...), "the revert")
@@ -151,4 +155,30 @@ func TestTopologyRevertOfAControlPlaneThatNeverHadAMachine(t *testing.T) {
 			assert.Equal(t, tc.want, err.Error())
 		})
 	}
+}
+
+// addControlPlaneMachine creates control-plane Machine name of the world's
+// KubeadmControlPlane, whose node runs version, as its controller makes it:
+// owned by the KubeadmControlPlane. The guard judges a Machine at its
+// control plane's version no further; one the control plane does not have
+// yet (a topology bump, which the environment's missing topology
+// controller never hands on) is created with the override by a member of
+// an override group, when override says so.
+func addControlPlaneMachine(t *testing.T, w *framework.World, name, version string, override bool) {
+	t.Helper()
+	ctx := context.Background()
+	m := builder.Machine(w.Namespace, name).WithLabels(map[string]string{clusterv1.MachineControlPlaneLabel: ""}).
+		WithClusterName(framework.WorldClusterName).WithVersion(version).WithBootstrapDataSecret("bootstrap").
+		WithInfrastructureRef("DevMachine", name).WithNodeVersion(version).Build()
+	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: controlplanev1.GroupVersion.String(), Kind: "KubeadmControlPlane",
+		Name: w.KCP.Name, UID: w.KCP.UID, Controller: ptr.To(true)}}
+	creator := env.Client
+	if override {
+		m.Annotations = map[string]string{revisions.AnnotationOverride: "a control-plane Machine of the bump"}
+		creator = framework.UserClient(t, env, "oncall", overrideGroup)
+	}
+	status := m.Status
+	require.NoError(t, creator.Create(ctx, m))
+	m.Status = status
+	require.NoError(t, env.Client.Status().Update(ctx, m))
 }

@@ -120,6 +120,10 @@ func TestWebhookFailurePolicyPerOperation(t *testing.T) {
 		"validate-create.kubeadmcontrolplane.rollout-guard.io": {"controlplane.cluster.x-k8s.io/kubeadmcontrolplanes", []admissionregistrationv1.OperationType{create}, ignore},
 		"validate.cluster.rollout-guard.io":                    {"cluster.x-k8s.io/clusters", []admissionregistrationv1.OperationType{update}, fail},
 		"validate-create.cluster.rollout-guard.io":             {"cluster.x-k8s.io/clusters", []admissionregistrationv1.OperationType{create}, ignore},
+		"validate.machineset.rollout-guard.io":                 {"cluster.x-k8s.io/machinesets", []admissionregistrationv1.OperationType{update}, fail},
+		"validate-create.machineset.rollout-guard.io":          {"cluster.x-k8s.io/machinesets", []admissionregistrationv1.OperationType{create}, ignore},
+		"validate.machine.rollout-guard.io":                    {"cluster.x-k8s.io/machines", []admissionregistrationv1.OperationType{update}, fail},
+		"validate-create.machine.rollout-guard.io":             {"cluster.x-k8s.io/machines", []admissionregistrationv1.OperationType{create}, ignore},
 		// MutatingWebhookConfiguration rollout-guard-mutating
 		"stamp.machinedeployment.rollout-guard.io":          {"cluster.x-k8s.io/machinedeployments", []admissionregistrationv1.OperationType{update}, fail},
 		"stamp-create.machinedeployment.rollout-guard.io":   {"cluster.x-k8s.io/machinedeployments", []admissionregistrationv1.OperationType{create}, ignore},
