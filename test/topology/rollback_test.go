@@ -68,8 +68,15 @@ func TestUndoIsAdmittedByClusterAPI(t *testing.T) {
 		require.NoError(t, sb.Client.Create(ctx, obj), "%T %s", obj, obj.GetName())
 		created = append(created, obj)
 	}
-	mp := builder.MachinePool(ns, mpName).WithClusterName(sideCluster).WithReplicas(1).
-		WithVersion(side.KubernetesVersion).WithBootstrapConfig(mpName).WithInfrastructureRef("DevMachinePool", mpName).Build()
+	// The pool is never reconciled (its Cluster is paused): its references
+	// only need to exist, as undo checks the ones it goes back to.
+	for _, name := range []string{mpName, mpName + "-v2"} {
+		pool := builder.DevMachinePool(ns, name).Build()
+		require.NoError(t, sb.Client.Create(ctx, pool))
+		created = append(created, pool)
+	}
+	mp := builder.MachinePool(ns, mpName).WithClusterName(sideCluster).WithReplicas(1).WithVersion(side.KubernetesVersion).
+		WithBootstrapTemplate(side.MachineDeploymentName()).WithInfrastructureRef("DevMachinePool", mpName).Build()
 	require.NoError(t, sb.Client.Create(ctx, mp))
 	created = append(created, mp)
 	t.Cleanup(func() {
@@ -134,11 +141,11 @@ func TestUndoIsAdmittedByClusterAPI(t *testing.T) {
 
 	t.Run("MachinePool template", func(t *testing.T) {
 		mustKubectl(t, "patch", "machinepool", mpName, "--type", "merge", "-p",
-			fmt.Sprintf(`{"spec":{"template":{"spec":{"infrastructureRef":{"name":%q}}}}}`, side.SpareWorkerTemplate()))
+			fmt.Sprintf(`{"spec":{"template":{"spec":{"infrastructureRef":{"name":%q}}}}}`, mpName+"-v2"))
 		undo(t, "machinepool/"+mpName)
 		got := &clusterv1.MachinePool{}
 		require.NoError(t, sb.Client.Get(ctx, client.ObjectKeyFromObject(mp), got))
-		assert.Equal(t, side.MachineDeploymentName(), got.Spec.Template.Spec.InfrastructureRef.Name)
+		assert.Equal(t, mpName, got.Spec.Template.Spec.InfrastructureRef.Name)
 	})
 
 	// The class and the topology: changes carried out in place (metadata
