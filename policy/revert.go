@@ -116,18 +116,29 @@ func unrolledSince(before revisions.HighestRun, changedAt time.Time, running []s
 
 // unrolledTopologyBump reports whether a Cluster's topology version bump
 // that its control plane kcp has not been given yet (its spec.version is
-// still below bump) never rolled out: the cluster has control-plane Machines
-// and none has or runs bump. Its whole history then predates the bump —
-// except a step of a chained upgrade towards bump that the topology
-// controller already gave kcp: while that step never rolled out either
-// (as unrolledKCPBump judges it), what ran is what ran before it. A control
-// plane that never had a Machine ran nothing.
+// still below bump) never rolled out, judged by what the control plane
+// holds: its spec, its Machines and its history. None of its Machines has
+// or runs bump, nor does a version its status reports; its history, which
+// the rules then judge the revert against, holds what it ran. Its whole
+// history predates the bump — except a step of a chained upgrade towards
+// bump that the topology controller already gave kcp: while that step never
+// rolled out either (as unrolledKCPBump judges it), what ran is what ran
+// before it. A control plane that never had a Machine ran nothing.
+//
+// No Machine listed, of a control plane whose status says it has them (the
+// guard's cache behind, Machines being replaced), proves nothing, but
+// neither is it needed: a control plane's Machines are made from its spec,
+// so one with bump needs a spec that had bump, which its recorded history
+// (the guard's stamp of every revision) holds, and its status reports the
+// versions they run. Without that stamp nothing shows what it ran, and the
+// bump is judged as run; so it is for a control plane that reports no
+// Machine yet and is not paused (its first is due, see neverHadMachine).
 func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, cluster *clusterv1.Cluster, bump skew.Version) (*unrolledBump, error) {
 	if never, err := f.neverHadMachine(ctx, kcp, cluster, []string{cluster.Name}); err != nil || never {
 		return nothingRan(never), err
 	}
 	machines, err := f.controlPlaneMachines(ctx, kcp.obj.Namespace, cluster.Name)
-	if err != nil || len(machines) == 0 {
+	if err != nil || len(machines) == 0 && (!kcp.historyRecorded() || kcpReportsNoMachine(kcp)) {
 		return nil, err
 	}
 	history := kcp.run().history
@@ -137,6 +148,13 @@ func (f factReader) unrolledTopologyBump(ctx context.Context, kcp *kcpRead, clus
 		}
 	}
 	return unrolledIfNoneRuns(history, kcp.running, machines, bump), nil
+}
+
+// historyRecorded reports whether the guard recorded what the control
+// plane has run (its highest-run stamp): then its history holds every
+// version its spec ever had, but one reverted before any Machine ran it.
+func (k *kcpRead) historyRecorded() bool {
+	return k.run().stamp.Kubernetes != ""
 }
 
 // unrolledIfNoneRuns returns the facts of an unrolled bump, or nil when a

@@ -8,6 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rollout-guard/rollout-guard/revisions"
@@ -249,4 +252,75 @@ func TestVersionsReadOnce(t *testing.T) {
 			})
 		}
 	})
+}
+
+// A topology version bump the control plane was never given is judged by
+// what the control plane holds — its spec, its Machines, the versions its
+// status reports and its recorded history — not by the topology's old
+// value: taken back while none of them has the bump (with Cluster API's
+// bypass annotation, the Cluster paused so the topology controller does not
+// pass the bump on), also when no control-plane Machine is listed (the
+// guard's cache behind its status); refused once one of them has it.
+func TestTopologyRevertJudgedByWhatTheControlPlaneHolds(t *testing.T) {
+	createdAt := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	stamp := &revisions.Record{Revision: 2, History: []int64{2}, ChangedBy: "system:serviceaccount:capi-system:capi-manager", ChangedAt: createdAt, ChangeType: revisions.ChangeRollout}
+	// The control plane was upgraded to v1.34.3 (revision 2) and rolled out.
+	ran := &revisions.HighestRun{Kubernetes: "v1.34.3", KubernetesRevision: 2, Etcd: "3.6.5", EtcdRevision: 2,
+		Before: &revisions.HighestRun{Kubernetes: "v1.33.5", KubernetesRevision: 1, Etcd: "3.5.24", EtcdRevision: 1}, BeforeRevision: 2}
+	// Its history says v1.35.2 ran once (a spec that had it, rolled out).
+	ranBump := &revisions.HighestRun{Kubernetes: "v1.35.2", KubernetesRevision: 2, Etcd: "3.6.6", EtcdRevision: 2}
+	running := func(k *controlplanev1.KubeadmControlPlane) {
+		k.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+		k.Status.Replicas = ptr.To(int32(1))
+	}
+	world := func(h *revisions.HighestRun, status []string, machines ...client.Object) topologyWorld {
+		return topologyWorld{classVersions: sandboxClass, kcpVersion: "v1.34.3", kcpStamp: stamp, highest: h, running: status, objects: machines, kcpStatus: running}
+	}
+	ranAt := createdAt.Add(time.Minute)
+	tests := []struct {
+		name      string
+		world     topologyWorld
+		to        string
+		wantRules []skew.RuleID
+		wantText  string // a substring of the violations
+	}{
+		{name: "spec, Machine, status and history below the bump: allowed", to: "v1.34.3",
+			world: world(ran, []string{"v1.34.3"}, cpMachine("cp-1", "v1.34.3", ranAt))},
+		{name: "no Machine listed, spec, status and history below the bump: allowed", to: "v1.34.3",
+			world: world(ran, []string{"v1.34.3"})},
+		{name: "no Machine listed and no recorded history: nothing shows what runs, refused", to: "v1.34.3",
+			world:     world(nil, []string{"v1.34.3"}),
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Cluster demo: Kubernetes downgrade from v1.35.2 to v1.34.3"},
+		{name: "the history holds the bump: refused", to: "v1.34.3",
+			world:     world(ranBump, []string{"v1.34.3"}, cpMachine("cp-1", "v1.34.3", ranAt)),
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Cluster demo: Kubernetes downgrade from v1.35.2 (the highest version it has run"},
+		{name: "the status reports a machine running the bump: refused", to: "v1.34.3",
+			world:     world(ran, []string{"v1.34.3", "v1.35.2"}),
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Cluster demo: Kubernetes downgrade from v1.35.2 to v1.34.3"},
+		{name: "a Machine has the bump: refused", to: "v1.34.3",
+			world:     world(ran, []string{"v1.34.3"}, cpMachine("cp-1", "v1.34.3", ranAt), cpMachine("cp-2", "v1.35.2", ranAt.Add(time.Hour))),
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade}, wantText: "Cluster demo: Kubernetes downgrade from v1.35.2 to v1.34.3"},
+		{name: "below what the control plane runs: refused", to: "v1.33.5",
+			world:     world(ran, []string{"v1.34.3"}),
+			wantRules: []skew.RuleID{skew.RuleControlPlaneDowngrade, skew.RuleEtcdDowngrade}, wantText: "Cluster demo: Kubernetes downgrade from v1.34.3"},
+	}
+	bypass := func(version string) *clusterv1.Cluster {
+		c := demoCluster(pausedSpec)
+		c.Annotations = map[string]string{SkipTopologyVersionCheckAnnotation: ""}
+		c.Spec.Topology.Version = version
+		return c
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.world.policy(t)
+			d, _, err := p.Decide(context.Background(), bypass("v1.35.2"), bypass(tt.to))
+			require.NoError(t, err)
+			assert.ElementsMatch(t, tt.wantRules, rulesOf(d), "violations: %v", d.Violations)
+			if len(tt.wantRules) == 0 {
+				assert.True(t, containsIn(d.Warnings, "Cluster demo: spec.topology.version goes back from v1.35.2 to "+tt.to+"; allowed as a revert only because no control-plane machine was created with v1.35.2 or runs it"), "%v", d.Warnings)
+				return
+			}
+			assert.True(t, containsIn(violationTexts(d), tt.wantText), "no violation contains %q: %v", tt.wantText, d.Violations)
+		})
+	}
 }

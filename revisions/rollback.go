@@ -24,11 +24,17 @@ import (
 // change. It touches only the revision fields (spec.template of a
 // MachineDeployment or MachinePool; spec.version, spec.machineTemplate and
 // spec.kubeadmConfigSpec of a KubeadmControlPlane; the spec of a
-// ClusterClass; spec.topology of a Cluster): a field present in live
-// but absent from target is set to null, a field that differs is set to
-// target's value, and equal fields are left out. Replicas, rollout, paused,
-// status and every other part of metadata are left alone, and so are the
-// template's rollout-guard.io/ annotations, which are not revision content.
+// ClusterClass; spec.topology of a Cluster), and of them exactly the
+// fields the target revision changes against live: a field of live's
+// canonical form that target lacks is set to null, a field that differs is
+// set to target's value, and equal fields are left out. What the canonical
+// form drops is never taken away: a default written out (a
+// KubeadmControlPlane's format: cloud-config, imagePullPolicy:
+// IfNotPresent…), an empty object or list, the template's rollout-guard.io/
+// annotations. They are not revision content, and Cluster API's webhooks
+// refuse some of them taken away (a kubeadmConfigSpec emptied), so every
+// rollback the guard admits, the API server admits. Replicas, rollout,
+// paused, status and every other part of metadata are left alone.
 //
 // The patch is not empty when the content already matches (it still holds
 // the precondition); callers compare Snapshot hashes first to skip a rollback
@@ -145,20 +151,33 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// mergeDiff returns the merge patch that turns live into target at path,
-// leaving the template's rollout-guard.io/ annotations alone.
+// mergeDiff returns the merge patch that turns live into target at path:
+// the fields of live's canonical form that target's lacks are set to null,
+// those that differ are set to target's value, and what the canonical form
+// drops from live (nulls, defaults written out, empty objects and lists, the
+// template's rollout-guard.io/ annotations) is never touched.
+//
+// Why: the canonical form is for comparing, never for writing. Taking away
+// a field the live object holds only because the canonical form leaves it
+// out changes nothing of the revision, but Cluster API's webhooks see a
+// change: a KubeadmControlPlane whose kubeadmConfigSpec is {format:
+// cloud-config} would lose its whole kubeadmConfigSpec, which Cluster API
+// refuses ("spec.kubeadmConfigSpec: Forbidden: cannot be modified").
 func mergeDiff(r *kindRules, path []string, live, target map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, lv := range live {
 		if _, ok := target[k]; ok {
 			continue
 		}
-		if equalPath(path, r.annotations) && strings.HasPrefix(k, Prefix) {
+		cp := appendPath(path, k)
+		c, keep := canonicalAt(r, path, k, lv)
+		if !keep {
+			// Not content: nothing of the revision to take away.
 			continue
 		}
-		cp := appendPath(path, k)
-		if lm, ok := lv.(map[string]any); ok && len(cp) <= len(r.annotations) && equalPath(cp, r.annotations[:len(cp)]) {
-			// On the way to the template annotations: null all but ours.
+		if lm, ok := lv.(map[string]any); ok && !reflect.DeepEqual(c, lv) {
+			// It holds something the canonical form drops: take away its
+			// content field by field and leave that in place.
 			if sub := mergeDiff(r, cp, lm, map[string]any{}); len(sub) > 0 {
 				out[k] = sub
 			}
@@ -177,11 +196,56 @@ func mergeDiff(r *kindRules, path []string, live, target map[string]any) map[str
 				}
 				continue
 			}
-			if reflect.DeepEqual(lv, tv) {
+			if c, keep := canonicalAt(r, path, k, lv); keep && reflect.DeepEqual(c, tv) {
 				continue
+			}
+			if ll, lIsList := lv.([]any); lIsList {
+				if tl, tIsList := tv.([]any); tIsList {
+					out[k] = reuseElements(r, ll, tl)
+					continue
+				}
 			}
 		}
 		out[k] = tv
 	}
 	return out
+}
+
+// reuseElements returns the list target, a merge patch replaces lists
+// whole, with each of its elements that an element of live equals in
+// canonical form written as live holds it: what the canonical form dropped
+// from an element the rollback does not change (a variable's value {}, an
+// empty object) stays.
+func reuseElements(r *kindRules, live, target []any) []any {
+	out := make([]any, len(target))
+	used := make([]bool, len(live))
+	for i, tv := range target {
+		out[i] = tv
+		for j, lv := range live {
+			if used[j] {
+				continue
+			}
+			if c, _ := canonicalize(r, nil, lv); reflect.DeepEqual(c, tv) {
+				out[i], used[j] = lv, true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// canonicalAt returns the canonical form of v, the value of key k of the
+// object at path, and whether the canonical form keeps it at all (false for
+// a null, a default written out, an empty object or list, one of the
+// template's rollout-guard.io/ annotations): canonicalize, with the checks
+// it makes on an object's keys.
+func canonicalAt(r *kindRules, path []string, k string, v any) (any, bool) {
+	if equalPath(path, r.annotations) && strings.HasPrefix(k, Prefix) {
+		return nil, false
+	}
+	cp := appendPath(path, k)
+	if s, ok := v.(string); ok && r.isDefault(cp, s) {
+		return nil, false
+	}
+	return canonicalize(r, cp, v)
 }

@@ -4,13 +4,14 @@
 // guard must still make on topology clusters (a jump on a class without a
 // version list, a downgrade, an etcd downgrade, a hand-made worker pool left
 // too far behind), and the revert of a version bump that has not rolled out,
-// on a topology Cluster and on a KubeadmControlPlane.
+// on a topology Cluster and on a KubeadmControlPlane, and `rollout undo` of
+// each kind admitted by Cluster API's webhooks as by the guard.
 //
 // One sandbox is shared: the ClusterClass cluster demo-cc (1 control-plane
 // and 1 worker machine, starting at v1.32.4) and the plain demo cluster
-// (1 + 1 machines, v1.35.2). The tests run in file order (revert, then
-// refusals, then the chained upgrade, then downgrades) and each leaves the
-// clusters ready for the next.
+// (1 + 1 machines, v1.35.2). The tests run in file order (undo and a revert
+// across etcd's minor, then revert, then refusals, then the chained
+// upgrade, then downgrades) and each leaves the clusters ready for the next.
 package topology
 
 import (
