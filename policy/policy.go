@@ -216,9 +216,30 @@ func (p Policy) judgeAgainstClusters(ctx context.Context, change *skew.ControlPl
 		if err != nil {
 			return nil, fmt.Errorf("rollout-guard could not read the recorded history of the Cluster of %s: %w", id, err)
 		}
-		change.History = higherHistory(change.History, history)
+		change.History = higherHistory(change.History, beyondRunning(history, change.RunningVersions))
 	}
 	return warnings, nil
+}
+
+// beyondRunning returns of h, the highest run recorded for a Cluster's
+// control planes, what is above what its control-plane Machines run (their
+// versions, and kubeadm's default etcd of each): the rest the Machines
+// show already, and the refusal names them, the live evidence.
+func beyondRunning(h skew.History, running []skew.Version) skew.History {
+	for _, v := range running {
+		if !v.Valid() {
+			continue
+		}
+		if k := h.HighestKubernetes; k.Valid() && !k.Semver().GT(v.Semver()) {
+			h.HighestKubernetes, h.HighestKubernetesSource = skew.Version{}, ""
+		}
+		if e := h.HighestEtcd; e.Valid() {
+			if def, _, err := skew.EtcdForTag(v.Semver(), skew.EtcdVersion{}); err == nil && !e.Semver().GT(def) {
+				h.HighestEtcd, h.HighestEtcdSource = skew.EtcdVersion{}, ""
+			}
+		}
+	}
+	return h
 }
 
 // recordedHistory is the highest run recorded for the control planes of

@@ -93,3 +93,18 @@ func TestHigherHistory(t *testing.T) {
 	assert.Equal(t, "b", got.HighestEtcdSource)
 	assert.Equal(t, a, higherHistory(a, skew.History{}), "nothing recorded changes nothing")
 }
+
+// What the Machines show already is named by them: the records add only
+// what is above it (an etcd pinned above kubeadm's default).
+func TestBeyondRunning(t *testing.T) {
+	h := skew.History{HighestKubernetes: skew.ReadVersion("v1.34.3"), HighestKubernetesSource: "r", HighestEtcd: skew.ReadEtcdVersion("3.6.5"), HighestEtcdSource: "r"}
+	assert.Equal(t, skew.History{}, beyondRunning(h, []skew.Version{skew.ReadVersion("v1.34.3")}), "the Machines show both")
+	assert.Equal(t, h, beyondRunning(h, []skew.Version{skew.ReadVersion("v1.33.7")}), "the Machines show less")
+	got := beyondRunning(h, []skew.Version{skew.ReadVersion("v1.34.3")})
+	assert.False(t, got.HighestKubernetes.Valid())
+	pinned := skew.History{HighestKubernetes: skew.ReadVersion("v1.33.7"), HighestKubernetesSource: "r", HighestEtcd: skew.ReadEtcdVersion("3.6.5"), HighestEtcdSource: "r"}
+	got = beyondRunning(pinned, []skew.Version{skew.ReadVersion("v1.33.7")})
+	assert.False(t, got.HighestKubernetes.Valid())
+	assert.Equal(t, "3.6.5", got.HighestEtcd.Text(), "a pinned etcd only the records know")
+	assert.Equal(t, h, beyondRunning(h, nil))
+}
