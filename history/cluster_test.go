@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -144,4 +145,45 @@ func TestIndexFindsAClustersRuns(t *testing.T) {
 	via, err := ClusterHistory{Index: nil, Reader: server}.ClusterRuns(ctx, "ns", "demo")
 	require.NoError(t, err)
 	assert.ElementsMatch(t, runs, via, "without an Index, from the API server")
+}
+
+// At start, the records an earlier release made of a control plane that
+// still exists are given its Cluster, as stored, and their runs; an
+// orphaned record (its control plane gone) and a worker pool's are left
+// alone, and a second run sets nothing.
+func TestMigrationNamesTheClusterOfEarlierRecords(t *testing.T) {
+	ctx := context.Background()
+	live := kcpAt("v1.34.3", 2)
+	ownedBy(live, "demo", "nope")
+	earlier := func(kcp *controlplanev1.KubeadmControlPlane, n int64) *rgv1alpha1.RolloutRevision {
+		cr := revisions.RolloutRevision(kcp, kinds.KubeadmControlPlane.GVK, mustSnap(t, kcp), revisions.Record{Revision: n, History: []int64{n}})
+		delete(cr.Annotations, revisions.AnnotationRun) // as an earlier release wrote it
+		return cr
+	}
+	older := kcpAt("v1.33.7", 1)
+	ownedBy(older, "demo", "nope")
+	rec1, rec2 := earlier(older, 1), earlier(live, 2)
+	gone := kcpAt("v1.35.2", 3)
+	gone.Name, gone.UID = "gone", "uid-gone"
+	orphan := earlier(gone, 3)
+	orphan.OwnerReferences = nil
+	server := fakeWithIndex(t, live, rec1, rec2, orphan)
+	m := Migration{Client: server, Reader: server}
+	n, err := m.setClusters(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "the two records of the live control plane")
+	n, err = m.setClusters(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "a second run sets nothing")
+
+	runs, err := ListClusterRuns(ctx, server, "ns", "demo")
+	require.NoError(t, err)
+	var got []string
+	for _, r := range runs {
+		got = append(got, revisions.FormatRun(r.Run))
+	}
+	assert.ElementsMatch(t, []string{"v1.33.7 etcd 3.5.24", "v1.34.3 etcd 3.6.5"}, got, "named after the owner, not the label")
+	stored := &rgv1alpha1.RolloutRevision{}
+	require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(orphan), stored))
+	assert.NotContains(t, stored.Labels, revisions.LabelCluster, "an orphaned record's Cluster is not known")
 }

@@ -129,6 +129,11 @@ func clusterName(obj client.Object, spec string) string {
 	return obj.GetLabels()[clusterv1.ClusterNameLabel]
 }
 
+// ControlPlaneClusterName is the Cluster a control plane of any kind
+// belongs to, read from its metadata alone: its owning Cluster, else its
+// cluster-name label (see clusterName); "" when it names none.
+func ControlPlaneClusterName(obj client.Object) string { return clusterName(obj, "") }
+
 // trimClusterMeta drops from a cached object the labels and owner
 // references no reader of the guard's cache reads: it keeps the
 // topology-owned label (the policy leaves topology-owned workers to the

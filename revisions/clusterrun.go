@@ -66,9 +66,9 @@ func ParseRun(s string) (run Run, ok bool) {
 	return run, true
 }
 
-// runAnnotation is the AnnotationRun of snap, "" when snap is not of a
+// RunAnnotation is the AnnotationRun of snap, "" when snap is not of a
 // control plane or what it runs is not known.
-func runAnnotation(snap Snapshot) string {
+func RunAnnotation(snap Snapshot) string {
 	if snap.Kind != KindKubeadmControlPlane && snap.Kind != KindContractControlPlane {
 		return ""
 	}

@@ -61,7 +61,7 @@ func RolloutRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap
 	if snap.Hash != "" {
 		ann[AnnotationDigest] = snap.Hash
 	}
-	if run := runAnnotation(snap); run != "" {
+	if run := RunAnnotation(snap); run != "" {
 		ann[AnnotationRun] = run
 	}
 	for k, v := range rec.Annotations() {
