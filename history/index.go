@@ -130,6 +130,85 @@ func (s storeEntries) get(namespace, name string) (*metav1.PartialObjectMetadata
 	return s.store.get(namespace, name)
 }
 
+// clusterEntries is an entryStore that also finds records by the Cluster
+// they name.
+type clusterEntries interface {
+	// byCluster returns the metadata of the records in namespace whose
+	// revisions.LabelCluster is cluster.
+	byCluster(namespace, cluster string) []*metav1.PartialObjectMetadata
+}
+
+func (s storeEntries) byCluster(namespace, cluster string) []*metav1.PartialObjectMetadata {
+	return s.store.byCluster(namespace, cluster)
+}
+
+// ClusterRuns returns what the recorded revisions of the control planes of
+// Cluster cluster in namespace ran (revisions.ClusterRunOf), whatever
+// their owners — alive, or deleted and their records orphaned. ok is false
+// when the Index cannot answer (not filled yet); the caller then lists
+// the records from the API server (ListClusterRuns).
+func (i *Index) ClusterRuns(_ context.Context, namespace, cluster string) (runs []revisions.ClusterRun, ok bool) {
+	if !i.Synced() {
+		return nil, false
+	}
+	entries, found := i.entries.(clusterEntries)
+	if !found {
+		return nil, false
+	}
+	runs = []revisions.ClusterRun{}
+	if cluster == "" {
+		return runs, true
+	}
+	for _, m := range entries.byCluster(namespace, cluster) {
+		if run, ok := revisions.ClusterRunOf(m); ok {
+			runs = append(runs, run)
+		}
+	}
+	return runs, true
+}
+
+// ListClusterRuns is Index.ClusterRuns read from the API server: one List
+// of the metadata of the RolloutRevisions labelled with cluster.
+func ListClusterRuns(ctx context.Context, reader client.Reader, namespace, cluster string) ([]revisions.ClusterRun, error) {
+	runs := []revisions.ClusterRun{}
+	if cluster == "" {
+		return runs, nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(rgv1alpha1.GroupVersion.WithKind("RolloutRevisionList"))
+	if err := reader.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{revisions.LabelCluster: cluster}); err != nil {
+		return nil, fmt.Errorf("listing the RolloutRevisions of Cluster %s/%s: %w", namespace, cluster, err)
+	}
+	for i := range list.Items {
+		if run, ok := revisions.ClusterRunOf(&list.Items[i]); ok {
+			runs = append(runs, run)
+		}
+	}
+	return runs, nil
+}
+
+// ClusterHistory finds what the control planes of a Cluster ran, from
+// their recorded revisions: from Index when it can answer, else from
+// Reader (policy.RecordedRuns).
+type ClusterHistory struct {
+	// Index is the guard's revision Index; nil in the CLI.
+	Index *Index
+	// Reader lists RolloutRevisions' metadata from the API server.
+	Reader client.Reader
+}
+
+// ClusterRuns returns what the recorded revisions of the control planes
+// of Cluster cluster in namespace ran.
+func (h ClusterHistory) ClusterRuns(ctx context.Context, namespace, cluster string) ([]revisions.ClusterRun, error) {
+	if runs, ok := h.Index.ClusterRuns(ctx, namespace, cluster); ok {
+		return runs, nil
+	}
+	if h.Reader == nil {
+		return nil, fmt.Errorf("no reader of the RolloutRevisions of Cluster %s/%s", namespace, cluster)
+	}
+	return ListClusterRuns(ctx, h.Reader, namespace, cluster)
+}
+
 // WaitForSync waits until the Index has been filled, or ctx ends; it says
 // whether the Index is filled. A nil Index is never filled.
 func (i *Index) WaitForSync(ctx context.Context) bool {
@@ -234,7 +313,7 @@ func (r *Recorder) recordFromIndex(ctx context.Context, owner client.Object, own
 		out, err := r.create(ctx, owner, ownerGVK, snap, rec, free, true, what)
 		return out, true, err
 	}
-	out, want, err := r.merge(ctx, owner, ownerGVK, snap, rec, old, meta.Annotations, true)
+	out, want, err := r.merge(ctx, owner, ownerGVK, snap, rec, old, meta.Annotations, meta.Labels, true)
 	if err != nil {
 		return recorded{}, true, err
 	}
@@ -302,7 +381,7 @@ func (r *Recorder) holds(ctx context.Context, owner client.Object, ownerGVK sche
 	if rec.Revision != 0 && rec.Revision != old.Record.Revision && !slices.Contains(old.Record.History, rec.Revision) {
 		return false, nil
 	}
-	_, want, err := r.merge(ctx, owner, ownerGVK, old.Snapshot, rec, old, meta.Annotations, true)
+	_, want, err := r.merge(ctx, owner, ownerGVK, old.Snapshot, rec, old, meta.Annotations, meta.Labels, true)
 	if err != nil {
 		return false, err
 	}

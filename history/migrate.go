@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -36,7 +38,14 @@ const migrationPage = 500
 //     label alone gets its content's whole digest
 //     (revisions.AnnotationDigest), computed from its data, so that the
 //     Index tells its content from any other without reading the data.
-//     Until then the Recorder and the Index read such a record whole.
+//     Until then the Recorder and the Index read such a record whole;
+//   - every control-plane RolloutRevision an earlier release recorded,
+//     whose control plane still exists, gets the Cluster of that control
+//     plane (revisions.LabelCluster) and what its revision ran
+//     (revisions.AnnotationRun), so that it counts for a control plane of
+//     that Cluster created anew. A record whose control plane is gone
+//     (deleted with --cascade=orphan before this release) names no
+//     Cluster, and does not count.
 //
 // All are idempotent: a Migration cut short is finished by the next try,
 // or the next start.
@@ -88,7 +97,10 @@ func (m Migration) run(ctx context.Context) (moved, labelled int, _ error) {
 	if labelled, err = m.setOwnerLabels(ctx); err != nil {
 		return moved, labelled, err
 	}
-	_, err = m.setDigests(ctx)
+	if _, err = m.setDigests(ctx); err != nil {
+		return moved, labelled, err
+	}
+	_, err = m.setClusters(ctx)
 	return moved, labelled, err
 }
 
@@ -255,4 +267,83 @@ func (m Migration) setDigests(ctx context.Context) (int, error) {
 			return set, nil
 		}
 	}
+}
+
+// setClusters gives every control-plane RolloutRevision without
+// revisions.LabelCluster whose controller owner still exists the Cluster
+// that owner belongs to, as stored (kinds.ControlPlaneClusterName), and
+// what its revision ran (revisions.AnnotationRun, from its data), and
+// returns how many. It lists the records' metadata and reads whole only
+// the ones it sets.
+func (m Migration) setClusters(ctx context.Context) (int, error) {
+	set := 0
+	cont := ""
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(rgv1alpha1.GroupVersion.WithKind("RolloutRevisionList"))
+		if err := m.Reader.List(ctx, list, client.HasLabels{revisions.LabelOwnerUID}, client.Limit(migrationPage), client.Continue(cont)); err != nil {
+			return set, fmt.Errorf("listing RolloutRevisions: %w", err)
+		}
+		for i := range list.Items {
+			done, err := m.setCluster(ctx, &list.Items[i])
+			if err != nil {
+				return set, err
+			}
+			if done {
+				set++
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			return set, nil
+		}
+	}
+}
+
+// setCluster is setClusters for the record meta: done says whether it
+// set its Cluster.
+func (m Migration) setCluster(ctx context.Context, meta *metav1.PartialObjectMetadata) (done bool, _ error) {
+	kind := meta.Labels[revisions.LabelOwnerKind]
+	if kind != revisions.KindKubeadmControlPlane && kind != revisions.KindContractControlPlane || meta.Labels[revisions.LabelCluster] != "" {
+		return false, nil
+	}
+	ref := metav1.GetControllerOfNoCopy(meta)
+	if ref == nil {
+		return false, nil // orphaned: which Cluster it was of is not known
+	}
+	owner := &metav1.PartialObjectMetadata{}
+	owner.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+	err := m.Reader.Get(ctx, client.ObjectKey{Namespace: meta.Namespace, Name: ref.Name}, owner)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apimeta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the owner %s %s/%s of RolloutRevision %s: %w", ref.Kind, meta.Namespace, ref.Name, meta.Name, err)
+	case owner.UID != ref.UID:
+		return false, nil // another object of the same name
+	}
+	cluster := revisions.ClusterLabelValue(kinds.ControlPlaneClusterName(owner))
+	if cluster == "" {
+		return false, nil
+	}
+	cr := &rgv1alpha1.RolloutRevision{}
+	if err := m.Reader.Get(ctx, client.ObjectKey{Namespace: meta.Namespace, Name: meta.Name}, cr); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	rev, err := revisions.FromRolloutRevision(cr)
+	if err != nil {
+		log.FromContext(ctx).Info("not naming the Cluster of a damaged RolloutRevision", "rolloutRevision", cr.Namespace+"/"+cr.Name, "error", err.Error())
+		return false, nil
+	}
+	base := cr.DeepCopy()
+	cr.Labels[revisions.LabelCluster] = cluster
+	if run := revisions.RunAnnotation(rev.Snapshot); run != "" && cr.Annotations[revisions.AnnotationRun] == "" {
+		if cr.Annotations == nil {
+			cr.Annotations = map[string]string{}
+		}
+		cr.Annotations[revisions.AnnotationRun] = run
+	}
+	if err := m.Client.Patch(ctx, cr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return false, fmt.Errorf("naming the Cluster of RolloutRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+	}
+	return true, nil
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -150,7 +151,7 @@ func (r *Recorder) recordFromAPI(ctx context.Context, owner client.Object, owner
 // updateRecord folds rec into old, the record of snap that existing (read
 // from the API server) holds, and updates existing when that changes it.
 func (r *Recorder) updateRecord(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, old revisions.Revision, existing *rgv1alpha1.RolloutRevision, what string) (recorded, error) {
-	out, want, err := r.merge(ctx, owner, ownerGVK, snap, rec, old, existing.Annotations, false)
+	out, want, err := r.merge(ctx, owner, ownerGVK, snap, rec, old, existing.Annotations, existing.Labels, false)
 	if err != nil {
 		return recorded{}, err
 	}
@@ -192,6 +193,7 @@ func (r *Recorder) create(ctx context.Context, owner client.Object, ownerGVK sch
 	}
 	cr := revisions.RolloutRevision(owner, ownerGVK, snap, numbered)
 	cr.Name = name
+	labelCluster(cr.Labels, nil, owner, snap)
 	if err := r.Client.Create(ctx, cr); err != nil {
 		return recorded{}, fmt.Errorf("recording %s: %w", what, err)
 	}
@@ -206,8 +208,9 @@ func (r *Recorder) create(ctx context.Context, owner client.Object, ownerGVK sch
 // server, or from the Index when fromIndex), numbering it anew when rec's
 // number may name other content (see number). It returns what is then
 // stored and the RolloutRevision that records it, keeping the
-// annotations of the record as read (existing) that rec does not make.
-func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, old revisions.Revision, existing map[string]string, fromIndex bool) (recorded, *rgv1alpha1.RolloutRevision, error) {
+// annotations of the record as read (existing) that rec does not make, and
+// the Cluster its labels (existingLabels) name (labelCluster).
+func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK schema.GroupVersionKind, snap revisions.Snapshot, rec revisions.Record, old revisions.Revision, existing, existingLabels map[string]string, fromIndex bool) (recorded, *rgv1alpha1.RolloutRevision, error) {
 	var out recorded
 	numbered := rec
 	if rec.Revision != 0 && !slices.Contains(old.Record.History, rec.Revision) && old.Record.Revision != rec.Revision {
@@ -224,12 +227,20 @@ func (r *Recorder) merge(ctx context.Context, owner client.Object, ownerGVK sche
 	if old.Name != "" {
 		want.Name = old.Name // the name the record has: Name, or LongName
 	}
+	labelCluster(want.Labels, existingLabels, owner, snap)
 	if out.listed != nil {
 		out.listed = withRecord(out.listed, revisions.Revision{Snapshot: snap, Record: merged, Name: want.Name})
 	}
 	for _, keep := range []string{AnnotationRefusedOverrides, AnnotationNumberedAbove} {
 		if v, ok := existing[keep]; ok {
 			want.Annotations[keep] = v
+		}
+	}
+	if _, ok := want.Annotations[revisions.AnnotationRun]; !ok && len(snap.Data) == 0 {
+		// snap read from the record's metadata (Recorder.holds): what it
+		// runs is the record's, its data unchanged.
+		if v, ok := existing[revisions.AnnotationRun]; ok {
+			want.Annotations[revisions.AnnotationRun] = v
 		}
 	}
 	out.above = numberedAbove(existing)
@@ -517,4 +528,36 @@ func (r *Recorder) readRecordOf(ctx context.Context, owner client.Object, snap r
 // not see. A new option each call: the client writes into it.
 func FromWatchCache() client.ListOption {
 	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+}
+
+// labelCluster sets, in labels, the record of snap for owner,
+// revisions.LabelCluster: the Cluster the control plane owner belongs to
+// as the API server stored it (kinds.Kind.ClusterName: its owner Cluster,
+// else its cluster-name label), or the one the record names already
+// (existing, the record's labels as read; nil for a new record), which
+// never changes. owner is the stored object the Recorder records (the
+// cache's copy, a read, or a request's old object once verified against
+// what is stored), never a request's new object. Nothing for a revision
+// that is not of a control plane, or whose control plane names no Cluster.
+//
+// Why once: the label is what finds a Cluster's control-plane history
+// after the control plane is gone (policy, a control plane created anew).
+// Moving it with the control plane's later labels would let whoever edits
+// a label (not a field the guard polices) take a run out of its Cluster's
+// history before deleting the control plane.
+func labelCluster(labels, existing map[string]string, owner client.Object, snap revisions.Snapshot) {
+	if snap.Kind != revisions.KindKubeadmControlPlane && snap.Kind != revisions.KindContractControlPlane {
+		return
+	}
+	if v := existing[revisions.LabelCluster]; v != "" {
+		labels[revisions.LabelCluster] = v
+		return
+	}
+	kind, ok := kinds.Of(owner)
+	if !ok || kind.ClusterName == nil {
+		return
+	}
+	if name := revisions.ClusterLabelValue(kind.ClusterName(owner)); name != "" {
+		labels[revisions.LabelCluster] = name
+	}
 }

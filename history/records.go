@@ -633,3 +633,31 @@ func (s *recordStore) get(namespace, name string) (*metav1.PartialObjectMetadata
 	}
 	return g.metadata(&g.records[i]), nil
 }
+
+// byCluster returns the metadata of the records in namespace that name
+// Cluster cluster (revisions.LabelCluster). It goes through every record
+// of the namespace: it serves the creation of a control plane, which is
+// rare, and keeping a second grouping by Cluster would cost every record
+// memory for it.
+func (s *recordStore) byCluster(namespace, cluster string) []*metav1.PartialObjectMetadata {
+	// The label's field, as encodeTail writes it: the records that carry
+	// it hold these bytes in their tail.
+	want := encodeTail([]field{{tag: tagLabel, key: revisions.LabelCluster, value: cluster}}).Value()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i, _ := slices.BinarySearchFunc(s.byName, namespace, func(g *ownerRecords, ns string) int { return strings.Compare(g.namespace.Value(), ns) })
+	var out []*metav1.PartialObjectMetadata
+	for ; i < len(s.byName) && s.byName[i].namespace.Value() == namespace; i++ {
+		g := s.byName[i]
+		for j := range g.records {
+			r := &g.records[j]
+			if !strings.Contains(r.tail.Value(), want) {
+				continue
+			}
+			if m := g.metadata(r); m.Labels[revisions.LabelCluster] == cluster {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}

@@ -39,9 +39,9 @@ type Kind struct {
 	// RolloutAfter returns the object's spec.rollout.after as RFC3339, ""
 	// when unset or when the kind has none (a MachinePool).
 	RolloutAfter func(client.Object) string
-	// ClusterName returns the name of the Cluster the object belongs to: its
-	// cluster-name label, a worker pool's spec.clusterName, or its owning
-	// Cluster (a Cluster's own name); "" when it names none.
+	// ClusterName returns the name of the Cluster the object belongs to: a
+	// worker pool's spec.clusterName, else its owning Cluster, else its
+	// cluster-name label (a Cluster's own name); "" when it names none.
 	ClusterName func(client.Object) string
 	// DecodeLean decodes an admission request's object of the kind into
 	// into (an object New made), leaving out what no reader of the guard
@@ -110,13 +110,18 @@ func WithRevisions() []Kind {
 	return []Kind{MachineDeployment, MachinePool, KubeadmControlPlane, ClusterClass, Cluster}
 }
 
-// clusterName finds the Cluster an object belongs to: its cluster-name
-// label, else spec (a worker pool's spec.clusterName), else its owning
-// Cluster.
+// clusterName finds the Cluster an object belongs to as Cluster API
+// follows it: spec (a worker pool's spec.clusterName, which Cluster API
+// makes immutable), else its owning Cluster (a control plane's owner
+// reference, which Cluster API's controllers follow), else its
+// cluster-name label (Cluster API's copy, which any editor of the object
+// may change, and which names the Cluster of a control plane before its
+// Cluster controller has set the owner reference).
+//
+// Why the label last: a control plane whose label names another Cluster
+// than its owner is still upgraded, paused and recorded as its owner's,
+// and the guard must read the same Cluster (policy/identity.go).
 func clusterName(obj client.Object, spec string) string {
-	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
-		return name
-	}
 	if spec != "" {
 		return spec
 	}
@@ -125,8 +130,13 @@ func clusterName(obj client.Object, spec string) string {
 			return ref.Name
 		}
 	}
-	return ""
+	return obj.GetLabels()[clusterv1.ClusterNameLabel]
 }
+
+// ControlPlaneClusterName is the Cluster a control plane of any kind
+// belongs to, read from its metadata alone: its owning Cluster, else its
+// cluster-name label (see clusterName); "" when it names none.
+func ControlPlaneClusterName(obj client.Object) string { return clusterName(obj, "") }
 
 // trimClusterMeta drops from a cached object the labels and owner
 // references no reader of the guard's cache reads: it keeps the

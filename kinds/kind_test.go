@@ -57,8 +57,9 @@ func TestHistoryOf(t *testing.T) {
 	}
 }
 
-// TestClusterName: the cluster-name label first, then a worker pool's
-// spec.clusterName, then the owning Cluster of Cluster API's group.
+// TestClusterName: as Cluster API follows it — a worker pool's
+// spec.clusterName, then the owning Cluster of Cluster API's group, then
+// the cluster-name label, which an editor may point anywhere.
 func TestClusterName(t *testing.T) {
 	owned := func(apiVersion string) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: "Cluster", Name: "owner"}}
@@ -74,21 +75,30 @@ func TestClusterName(t *testing.T) {
 	mp := &clusterv1.MachinePool{}
 	mp.Spec.ClusterName = "pool-cluster"
 	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{OwnerReferences: owned("cluster.x-k8s.io/v1beta2")}}
+	relabelled := kcp.DeepCopy()
+	relabelled.Labels = map[string]string{clusterv1.ClusterNameLabel: "nope"}
+	labelled := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{clusterv1.ClusterNameLabel: "c4"}}}
 	contract := &unstructured.Unstructured{}
 	contract.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "c3"})
+	contractOwned := &unstructured.Unstructured{}
+	contractOwned.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "nope"})
+	contractOwned.SetOwnerReferences(owned("cluster.x-k8s.io/v1beta2"))
 	for _, tc := range []struct {
 		name string
 		kind Kind
 		obj  client.Object
 		want string
 	}{
-		{"label first", MachineDeployment, md("c1", "c2", owned("cluster.x-k8s.io/v1beta2")), "c1"},
-		{"then spec.clusterName", MachineDeployment, md("", "c2", owned("cluster.x-k8s.io/v1beta2")), "c2"},
-		{"then the owner", MachineDeployment, md("", "", owned("cluster.x-k8s.io/v1beta1")), "owner"},
+		{"spec.clusterName first", MachineDeployment, md("c1", "c2", owned("cluster.x-k8s.io/v1beta2")), "c2"},
+		{"then the owner", MachineDeployment, md("c1", "", owned("cluster.x-k8s.io/v1beta1")), "owner"},
+		{"then the label", MachineDeployment, md("c1", "", nil), "c1"},
 		{"an owner of another group is no Cluster", MachineDeployment, md("", "", owned("example.com/v1")), ""},
 		{"a pool's spec.clusterName", MachinePool, mp, "pool-cluster"},
 		{"a control plane's owner", KubeadmControlPlane, kcp, "owner"},
+		{"a control plane's owner, whatever its label says", KubeadmControlPlane, relabelled, "owner"},
+		{"a control plane's label, without an owner", KubeadmControlPlane, labelled, "c4"},
 		{"a contract control plane's label", Contract(contract.GroupVersionKind()), contract, "c3"},
+		{"a contract control plane's owner first", Contract(contractOwned.GroupVersionKind()), contractOwned, "owner"},
 	} {
 		if got := tc.kind.ClusterName(tc.obj); got != tc.want {
 			t.Errorf("%s: ClusterName = %q, want %q", tc.name, got, tc.want)
@@ -157,10 +167,16 @@ func TestTrimKeepsTheClusterAndTopologyOwnership(t *testing.T) {
 			&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1",
 				clusterv1.ClusterTopologyOwnedLabel: ""}}, Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}},
 			map[string]string{clusterv1.ClusterTopologyOwnedLabel: ""}, nil},
+		// Its spec names its Cluster, as Cluster API follows it: the label
+		// that names another says nothing more.
 		{"a pool whose label names another Cluster than its spec", MachineDeployment,
 			&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: "md", Labels: map[string]string{clusterv1.ClusterNameLabel: "c2"}},
 				Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c1"}},
-			map[string]string{clusterv1.ClusterNameLabel: "c2"}, nil},
+			nil, nil},
+		{"a control plane whose label names another Cluster than its owner", KubeadmControlPlane,
+			&controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "nope"},
+				OwnerReferences: []metav1.OwnerReference{otherRef, clusterRef}}},
+			map[string]string{clusterv1.ClusterNameLabel: "nope"}, []metav1.OwnerReference{clusterRef}},
 		{"a control plane named by its label", KubeadmControlPlane,
 			&controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1", "team": "a"},
 				OwnerReferences: []metav1.OwnerReference{clusterRef, otherRef}}},

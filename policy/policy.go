@@ -45,6 +45,22 @@ type Policy struct {
 	// Machine names, made a moment before it, and a MachineDeployment's
 	// preflight-skip annotation. nil: Reader alone.
 	Live client.Reader
+	// Recorded, when set, finds what the control planes of a Cluster ran,
+	// from their recorded revisions (history.ClusterHistory): a control
+	// plane created anew is judged against it, as an update from it
+	// would be. nil: judged against its Cluster's Machines and workers
+	// only.
+	Recorded RecordedRuns
+}
+
+// RecordedRuns finds what the control planes of a Cluster ran, from the
+// metadata of their recorded revisions (revisions.LabelCluster,
+// revisions.AnnotationRun), whether those control planes still exist or
+// not.
+type RecordedRuns interface {
+	// ClusterRuns returns the runs recorded for the control planes of
+	// Cluster cluster in namespace.
+	ClusterRuns(ctx context.Context, namespace, cluster string) ([]revisions.ClusterRun, error)
 }
 
 func (p Policy) facts() factReader {
@@ -265,8 +281,68 @@ func (p Policy) judgeAgainstClusters(ctx context.Context, change *skew.ControlPl
 				change.RunningVersions = readOnce(change.RunningVersions, v.Text())
 			}
 		}
+		// And as an update from what its Clusters' control planes ran, as
+		// their records say: a control plane deleted with
+		// --cascade=orphan, its Machines gone too, left them behind.
+		history, err := p.recordedHistory(ctx, namespace, clusters.names)
+		if err != nil {
+			return nil, fmt.Errorf("rollout-guard could not read the recorded history of the Cluster of %s: %w", id, err)
+		}
+		change.History = higherHistory(change.History, beyondRunning(history, change.RunningVersions))
 	}
 	return warnings, nil
+}
+
+// beyondRunning returns of h, the highest run recorded for a Cluster's
+// control planes, what is above what its control-plane Machines run (their
+// versions, and kubeadm's default etcd of each): the rest the Machines
+// show already, and the refusal names them, the live evidence.
+func beyondRunning(h skew.History, running []skew.Version) skew.History {
+	for _, v := range running {
+		if !v.Valid() {
+			continue
+		}
+		if k := h.HighestKubernetes; k.Valid() && !k.Semver().GT(v.Semver()) {
+			h.HighestKubernetes, h.HighestKubernetesSource = skew.Version{}, ""
+		}
+		if e := h.HighestEtcd; e.Valid() {
+			if def, _, err := skew.EtcdForTag(v.Semver(), skew.EtcdVersion{}); err == nil && !e.Semver().GT(def) {
+				h.HighestEtcd, h.HighestEtcdSource = skew.EtcdVersion{}, ""
+			}
+		}
+	}
+	return h
+}
+
+// recordedHistory is the highest run recorded for the control planes of
+// the Clusters named in namespace (Recorded), the zero History when
+// Recorded is nil or nothing is recorded.
+func (p Policy) recordedHistory(ctx context.Context, namespace string, clusters []string) (skew.History, error) {
+	var out skew.History
+	if p.Recorded == nil {
+		return out, nil
+	}
+	for _, name := range clusters {
+		runs, err := p.Recorded.ClusterRuns(ctx, namespace, name)
+		if err != nil {
+			return skew.History{}, err
+		}
+		out = higherHistory(out, revisions.HighestOfCluster(name, runs))
+	}
+	return out, nil
+}
+
+// higherHistory returns the higher of a's and b's highest Kubernetes
+// versions and, apart, of their highest etcd versions, each with its
+// source; a's on a tie or when b's is not a version.
+func higherHistory(a, b skew.History) skew.History {
+	if k := b.HighestKubernetes; k.Valid() && (!a.HighestKubernetes.Valid() || k.Semver().GT(a.HighestKubernetes.Semver())) {
+		a.HighestKubernetes, a.HighestKubernetesSource = k, b.HighestKubernetesSource
+	}
+	if e := b.HighestEtcd; e.Valid() && (!a.HighestEtcd.Valid() || e.Semver().GT(a.HighestEtcd.Semver())) {
+		a.HighestEtcd, a.HighestEtcdSource = e, b.HighestEtcdSource
+	}
+	return a
 }
 
 // DecideCluster judges a topology Cluster's version change (oldCluster nil

@@ -52,13 +52,17 @@ type Revision struct {
 //     BlockOwnerDeletion is left unset, so deleting the owner never waits
 //     for its history;
 //   - Revision rec.Revision and Data snap.Data;
-//   - annotations: AnnotationDigest (the whole digest, snap.Hash), rec's
+//   - annotations: AnnotationDigest (the whole digest, snap.Hash), for a
+//     control plane AnnotationRun (what snap runs), rec's
 //     non-empty stamps (Record.Annotations), AnnotationRevisionHistory and,
 //     when there are restarts, AnnotationRestarts.
 func RolloutRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap Snapshot, rec Record) *rgv1alpha1.RolloutRevision {
 	ann := map[string]string{}
 	if snap.Hash != "" {
 		ann[AnnotationDigest] = snap.Hash
+	}
+	if run := RunAnnotation(snap); run != "" {
+		ann[AnnotationRun] = run
 	}
 	for k, v := range rec.Annotations() {
 		if v != "" {

@@ -83,13 +83,20 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err != nil {
 		return err
 	}
+	// A control plane created anew is judged against what its Cluster's
+	// control planes ran, as their records say: from the revision Index,
+	// else one List of the records' metadata.
+	recorded := history.ClusterHistory{Reader: mgr.GetAPIReader()}
+	if opts.Recorder != nil {
+		recorded.Index = opts.Recorder.Index
+	}
 	cached := policy.Policy{Reader: machines.Reader(mgr.GetCache()), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds,
-		Live: mgr.GetAPIReader()}
+		Live: mgr.GetAPIReader(), Recorded: recorded}
 	var judge policy.Decider = cached
 	if opts.Watches != nil {
 		judge = FreshPolicy{
 			Cached:  cached,
-			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ControlPlaneKinds: opts.ControlPlaneKinds},
+			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ControlPlaneKinds: opts.ControlPlaneKinds, Recorded: recorded},
 			Watches: opts.Watches,
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
+	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
 
@@ -26,13 +28,19 @@ import (
 func TestGuardJudgesNewControlPlanes(t *testing.T) {
 	ctx := context.Background()
 	// recreate deletes obj (nothing in this environment holds a finalizer)
-	// and returns a copy to create again.
+	// with its history, as the garbage collector of a cluster deletes the
+	// RolloutRevisions it owns (this environment runs none), and returns a
+	// copy to create again. (A control plane whose history outlives it,
+	// deleted with --cascade=orphan:
+	// TestRecreatedControlPlaneJudgedAgainstItsClustersHistory.)
 	recreate := func(t *testing.T, obj client.Object) client.Object {
 		t.Helper()
 		require.NoError(t, env.Client.Delete(ctx, obj))
 		require.Eventually(t, func() bool {
 			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)))
 		}, 10*time.Second, 50*time.Millisecond, "%s was never deleted", obj.GetName())
+		require.NoError(t, env.Client.DeleteAllOf(ctx, &rgv1alpha1.RolloutRevision{}, client.InNamespace(obj.GetNamespace()),
+			client.MatchingLabels{revisions.LabelOwnerUID: string(obj.GetUID())}))
 		fresh := obj.DeepCopyObject().(client.Object)
 		fresh.SetResourceVersion("")
 		fresh.SetUID("")

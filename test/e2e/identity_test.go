@@ -17,6 +17,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rgv1alpha1 "github.com/rollout-guard/rollout-guard/api/v1alpha1"
 	"github.com/rollout-guard/rollout-guard/revisions"
 	"github.com/rollout-guard/rollout-guard/test/framework"
 )
@@ -184,14 +185,21 @@ func TestCreatedControlPlaneJudgedAgainstItsMachines(t *testing.T) {
 		machines bool
 		version  string
 		labelled bool
-		want     string // the whole refusal, "" when admitted
+		// forgotten deletes the deleted control plane's records too.
+		forgotten bool
+		want      string // the whole refusal, "" when admitted
 	}{
 		{name: "one minor below its Machines, workers at that minor: refused", machines: true, version: "v1.33.7", labelled: true,
 			want: downgrade + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: etcd downgrade from 3.6.5 (kubeadm's default for v1.34.3) to 3.5.24 (kubeadm's default for v1.33.7) is not supported; etcd cannot return to an older minor by replacing members [rule EtcdDowngrade]; keep etcd at 3.6: set spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag to a 3.6.x tag such as 3.6.5-0, or downgrade etcd with its own procedure (etcdctl downgrade enable) outside Cluster API first]`},
 		{name: "the same, found only through its Cluster: refused", machines: true, version: "v1.33.7", labelled: false,
 			want: downgrade + `spec.version: Forbidden: KubeadmControlPlane c1-control-plane: etcd downgrade from 3.6.5 (kubeadm's default for v1.34.3) to 3.5.24 (kubeadm's default for v1.33.7) is not supported; etcd cannot return to an older minor by replacing members [rule EtcdDowngrade]; keep etcd at 3.6: set spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.imageTag to a 3.6.x tag such as 3.6.5-0, or downgrade etcd with its own procedure (etcdctl downgrade enable) outside Cluster API first]`},
 		{name: "at its Machines' version: admitted", machines: true, version: "v1.34.3", labelled: true},
-		{name: "a cluster without control-plane Machines: admitted", version: "v1.33.7", labelled: true},
+		// Its control plane deleted with its history, as a plain delete's
+		// garbage collection leaves it: nothing tells what it ran. (With
+		// its records left behind, as --cascade=orphan leaves them, the
+		// create is judged against them:
+		// TestRecreatedControlPlaneJudgedAgainstItsClustersHistory.)
+		{name: "a cluster without control-plane Machines: admitted", version: "v1.33.7", labelled: true, forgotten: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,6 +209,10 @@ func TestCreatedControlPlaneJudgedAgainstItsMachines(t *testing.T) {
 				machines = cpMachines(t, w)
 			}
 			deleteKCP(t, w, machines)
+			if tc.forgotten {
+				require.NoError(t, env.Client.DeleteAllOf(ctx, &rgv1alpha1.RolloutRevision{}, client.InNamespace(w.Namespace),
+					client.MatchingLabels{revisions.LabelOwnerUID: string(w.KCP.UID)}))
+			}
 			kcp := again(w, tc.version, tc.labelled)
 			if tc.want == "" {
 				require.NoError(t, env.Client.Create(ctx, kcp))
