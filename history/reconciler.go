@@ -119,6 +119,14 @@ type Reconciler struct {
 	// Workers is how many objects are reconciled at once (never the same
 	// object twice at once); 0 means DefaultWorkers.
 	Workers int
+	// Stamps, when set, tells the stamps the guard wrote from those it
+	// did not: only the former are recorded as they say; nil records
+	// every stamp as written.
+	Stamps *Stamps
+	// Migrated, when set, says whether the history Migration has
+	// finished; until it has, an object whose stamps are not signed waits
+	// (a record it brings may confirm them).
+	Migrated *MigrationDone
 }
 
 // SetupWithManager registers the reconciler. It runs on the elected leader
@@ -174,6 +182,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: PausedRecheck}, err
 	}
 	live, err := r.recordLive(ctx, req.NamespacedName, obj)
+	if live.wait {
+		log.FromContext(ctx).V(1).Info("not recording unsigned stamps before the earlier history is migrated; looking again later", "after", migrationRecheck.String())
+		return ctrl.Result{RequeueAfter: migrationRecheck}, nil
+	}
 	if err != nil || live.obj == nil {
 		return ctrl.Result{}, err
 	}
@@ -205,6 +217,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	return ctrl.Result{}, nil
 }
+
+// migrationRecheck is how long the reconciler waits before it looks again
+// at an object whose unsigned stamps wait for the history Migration.
+const migrationRecheck = 2 * time.Second
 
 // PausedRecheck is how long the reconciler waits before it looks again at
 // an object whose Cluster is paused.
@@ -259,6 +275,9 @@ type liveRevision struct {
 	// listed is obj's history when recording listed it, the content's own
 	// record as stored included; nil when it did not.
 	listed []revisions.Revision
+	// wait is true when nothing was recorded because obj's stamps are not
+	// signed and the history Migration has not finished.
+	wait bool
 }
 
 // recordLive makes sure the live revision of cached, the object as the
@@ -269,10 +288,18 @@ type liveRevision struct {
 // of this copy if Pending still holds it (kept), else the whole object is
 // read from ObjectReader.
 func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cached client.Object) (liveRevision, error) {
-	rec := stampsOf(ctx, cached)
 	kept, haveKept := r.kept(cached)
-	if hash, ok, err := r.heldFromCache(ctx, cached, rec); err != nil || ok {
-		return liveRevision{obj: cached, hash: hash, stamped: rec.Revision}, err
+	if hash, _ := CachedHash(cached); r.ObjectReader != nil && hash != "" {
+		rec, written, err := r.stampsOf(ctx, cached, hash)
+		if err != nil {
+			return liveRevision{}, err
+		}
+		if !written && !r.Migrated.Done() {
+			return liveRevision{wait: true}, nil
+		}
+		if hash, ok, err := r.heldFromCache(ctx, cached, rec); err != nil || ok {
+			return liveRevision{obj: cached, hash: hash, stamped: rec.Revision}, err
+		}
 	}
 	obj, snap := cached, kept
 	if !haveKept {
@@ -280,19 +307,37 @@ func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cache
 		if obj, err = r.whole(ctx, key, cached); err != nil || obj == nil {
 			return liveRevision{}, err
 		}
-		if obj != cached {
-			rec = stampsOf(ctx, obj) // the object as read now
-		}
 		if snap, err = r.Kind.Snapshot(obj); err != nil {
 			log.FromContext(ctx).Error(err, "cannot take the revision of the object; not recorded")
 			return liveRevision{}, nil
 		}
+	}
+	rec, written, err := r.stampsOf(ctx, obj, snap.Hash)
+	if err != nil {
+		return liveRevision{}, err
+	}
+	if !written {
+		if !r.Migrated.Done() {
+			return liveRevision{wait: true}, nil
+		}
+		log.FromContext(ctx).Info("the object's revision stamps were not written by rollout-guard (created while it was not admitting changes?); recording its content as of unknown author and number",
+			"claimedRevision", obj.GetAnnotations()[revisions.AnnotationRevision], "claimedBy", obj.GetAnnotations()[revisions.AnnotationChangedBy], "revision", rec.Revision)
 	}
 	done, err := r.Recorder.record(ctx, obj, r.Kind.GVK, snap, rec)
 	if err != nil {
 		return liveRevision{}, err
 	}
 	return liveRevision{obj: obj, hash: snap.Hash, stamped: rec.Revision, listed: done.listed}, nil
+}
+
+// stampsOf returns the record obj's stamps make for its content hash, and
+// whether the guard wrote them (Stamps.Of); every stamp is written when
+// the Reconciler has no Stamps.
+func (r *Reconciler) stampsOf(ctx context.Context, obj client.Object, hash string) (revisions.Record, bool, error) {
+	if r.Stamps == nil {
+		return stampsOf(ctx, obj), true, nil
+	}
+	return r.Stamps.Of(ctx, obj, r.Kind.GVK.Kind, hash)
 }
 
 // whole returns the object whole: cached itself for a kind the cache keeps
@@ -438,16 +483,16 @@ func (r *Reconciler) renumberReturned(ctx context.Context, key client.ObjectKey,
 	if !live.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
-	stamps, err := revisions.RecordFromAnnotations(live.GetAnnotations())
-	if err != nil {
-		stamps = revisions.Record{}
-	}
-	if stamps.Revision >= highest {
-		return nil
-	}
 	snap, err := r.Kind.Snapshot(live)
 	if err != nil {
 		return nil // Reconcile logged it for the cached copy.
+	}
+	stamps, written, err := r.stampsOf(ctx, live, snap.Hash)
+	if err != nil {
+		return err
+	}
+	if !written || stamps.Revision >= highest {
+		return nil // stamps the guard did not write were numbered by it
 	}
 	for _, rev := range revs {
 		if rev.Snapshot.Hash == snap.Hash && rev.Record.Revision >= highest {
