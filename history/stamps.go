@@ -41,7 +41,7 @@ type Stamps struct {
 // kind) and whether the guard wrote them (written). An object without
 // stamps is written (it claims nothing) and gives Adopted; one whose
 // stamps the guard did not write gives the record already kept of its
-// content when that is one the guard made for such stamps, else
+// content when there is one (its numbers and author stand), else
 // Unadmitted numbered above the object's history: author unknown, number
 // the guard's own. A nil Stamps takes every stamp as written (tests, and
 // readers without the key).
@@ -71,13 +71,17 @@ func (s *Stamps) Of(ctx context.Context, obj client.Object, kind, hash string) (
 	if err != nil {
 		return revisions.Record{}, false, err
 	}
-	if ok && kept.ChangeCause != UnadmittedCause && rec.Revision != 0 && (kept.Revision == rec.Revision || slices.Contains(kept.History, rec.Revision)) {
+	// A record the guard made of unknown author (unadmitted, or adopted:
+	// the object carried no stamps then) confirms no stamps.
+	if ok && kept.ChangeType != revisions.ChangeAdopted && kept.ChangeCause != UnadmittedCause && rec.Revision != 0 && (kept.Revision == rec.Revision || slices.Contains(kept.History, rec.Revision)) {
 		if kept.ChangedBy != rec.ChangedBy {
 			return kept, true, nil
 		}
 		return rec, true, nil
 	}
-	if ok && kept.ChangeCause == UnadmittedCause {
+	if ok {
+		// The content is recorded, under numbers of its own: those stand;
+		// the stamps add nothing to them.
 		return kept, false, nil
 	}
 	revs, err := s.Recorder.history(ctx, obj)
