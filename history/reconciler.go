@@ -178,6 +178,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if paused, err := r.clusterPaused(ctx, obj); err != nil || paused {
 		if paused {
 			log.FromContext(ctx).V(1).Info("not recording while the object's Cluster is paused; looking again later", "after", PausedRecheck.String())
+			err = r.pruneWhilePaused(ctx, req.NamespacedName, obj)
 		}
 		return ctrl.Result{RequeueAfter: PausedRecheck}, err
 	}
@@ -251,6 +252,39 @@ func (r *Reconciler) clusterPaused(ctx context.Context, obj client.Object) (bool
 		return false, fmt.Errorf("reading the Cluster %s/%s of %s %s: %w", obj.GetNamespace(), name, r.Kind.GVK.Kind, obj.GetName(), err)
 	}
 	return ptr.Deref(cluster.Spec.Paused, false), nil
+}
+
+// pruneWhilePaused prunes the history of obj, whose Cluster is paused,
+// as Reconcile prunes any other: recording waits while the Cluster is
+// paused, pruning does not.
+//
+// Why: every edit of a paused Cluster's pool still records the revision it
+// replaces (at admission); were pruning to wait as well, its history — in
+// the API server and in the revision index of every replica — would grow
+// with each edit for as long as the Cluster stays paused.
+func (r *Reconciler) pruneWhilePaused(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	revs, err := r.list(ctx, obj, false)
+	if err != nil || len(revs) < r.limit()+r.batch() {
+		return err
+	}
+	hash, noted := CachedHash(obj)
+	if !noted || hash == "" {
+		whole, err := r.whole(ctx, key, obj)
+		if err != nil || whole == nil {
+			return err
+		}
+		snap, err := r.Kind.Snapshot(whole)
+		if err != nil {
+			return nil // nothing to tell the live revision by: wait
+		}
+		hash = snap.Hash
+	}
+	if withoutData(revs) {
+		if revs, err = r.list(ctx, obj, true); err != nil {
+			return err
+		}
+	}
+	return r.prune(ctx, obj, hash, revs)
 }
 
 // workers is Workers, or DefaultWorkers.
@@ -566,8 +600,16 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, liveHash stri
 }
 
 // pruned returns the revisions of revs (oldest first) that pruning back
-// to limit removes: the oldest ones, but never the live content nor the
-// revisions that raised the highest Kubernetes and etcd versions.
+// to limit removes: the oldest ones, in-place revisions first, but never
+// the live content, the revisions that raised the highest Kubernetes and
+// etcd versions, nor the newest limit revisions that rolled machines out
+// (every change type but revisions.ChangeInPlace).
+//
+// Why in-place revisions go first and never flush the rollouts: an
+// in-place change (a label, an annotation of the machine template) costs
+// a namespace editor one edit each, and the machines are what they were;
+// were every revision alike, 29 label edits would prune every earlier
+// rollout, and with them the revisions an undo goes back to.
 func pruned(revs []revisions.Revision, liveHash string, limit int) []revisions.Revision {
 	excess := len(revs) - limit
 	if excess <= 0 {
@@ -575,15 +617,29 @@ func pruned(revs []revisions.Revision, liveHash string, limit int) []revisions.R
 	}
 	highest := revisions.HighestOf(revs)
 	keep := map[int64]bool{highest.KubernetesRevision: true, highest.EtcdRevision: true}
+	rollouts := 0
+	for i := len(revs) - 1; i >= 0; i-- {
+		if revs[i].Record.ChangeType != revisions.ChangeInPlace && rollouts < limit {
+			keep[revs[i].Record.Revision] = true
+			rollouts++
+		}
+	}
+	removable := func(rev revisions.Revision) bool {
+		return rev.Snapshot.Hash != liveHash && !keep[rev.Record.Revision]
+	}
 	var out []revisions.Revision
-	for _, rev := range revs {
-		if len(out) == excess {
-			break
+	taken := map[string]bool{}
+	for _, inPlaceOnly := range []bool{true, false} {
+		for _, rev := range revs {
+			if len(out) == excess {
+				return out
+			}
+			if taken[rev.Name+"/"+rev.Snapshot.Hash] || !removable(rev) || (inPlaceOnly && rev.Record.ChangeType != revisions.ChangeInPlace) {
+				continue
+			}
+			taken[rev.Name+"/"+rev.Snapshot.Hash] = true
+			out = append(out, rev)
 		}
-		if rev.Snapshot.Hash == liveHash || keep[rev.Record.Revision] {
-			continue
-		}
-		out = append(out, rev)
 	}
 	return out
 }

@@ -64,7 +64,7 @@ func RolloutRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap
 	if h := normalizeHistory(rec.History, rec.Revision); len(h) > 0 {
 		ann[AnnotationRevisionHistory] = formatHistory(h)
 	}
-	if rs := mergeRestarts(nil, rec.Restarts); len(rs) > 0 {
+	if rs := mergeRestarts(nil, rec.Bounded().Restarts); len(rs) > 0 {
 		raw, err := json.Marshal(rs)
 		if err == nil { // a []Restart always marshals
 			ann[AnnotationRestarts] = string(raw)
