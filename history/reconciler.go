@@ -617,11 +617,18 @@ func pruned(revs []revisions.Revision, liveHash string, limit int) []revisions.R
 	}
 	highest := revisions.HighestOf(revs)
 	keep := map[int64]bool{highest.KubernetesRevision: true, highest.EtcdRevision: true}
-	rollouts := 0
-	for i := len(revs) - 1; i >= 0; i-- {
-		if revs[i].Record.ChangeType != revisions.ChangeInPlace && rollouts < limit {
-			keep[revs[i].Record.Revision] = true
-			rollouts++
+	kept := 0
+	for _, rev := range revs {
+		if rev.Snapshot.Hash == liveHash || keep[rev.Record.Revision] {
+			kept++
+		}
+	}
+	// The newest rollouts, up to limit revisions kept in all.
+	for i := len(revs) - 1; i >= 0 && kept < limit; i-- {
+		rev := revs[i]
+		if rev.Record.ChangeType != revisions.ChangeInPlace && rev.Snapshot.Hash != liveHash && !keep[rev.Record.Revision] {
+			keep[rev.Record.Revision] = true
+			kept++
 		}
 	}
 	removable := func(rev revisions.Revision) bool {

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -110,4 +111,48 @@ func TestStampsTheGuardDidNotWriteAreNotHistory(t *testing.T) {
 func TestStripKeepsTheClientsOverride(t *testing.T) {
 	got := Strip(map[string]string{revisions.AnnotationRevision: "9", revisions.AnnotationHighestRun: "{}", revisions.AnnotationOverride: "why", "a": "b"})
 	assert.Equal(t, map[string]string{revisions.AnnotationOverride: "why", "a": "b"}, got)
+}
+
+// TestInPlaceRevisionsNeverFlushTheRollouts: 29 in-place edits (labels of
+// the machine template, one edit each) after a few rollouts prune
+// in-place revisions, never the rollouts an undo goes back to; with more
+// rollouts than the limit, the newest of them are kept.
+func TestInPlaceRevisionsNeverFlushTheRollouts(t *testing.T) {
+	rev := func(n int64, changeType string) revisions.Revision {
+		return revisions.Revision{Name: fmt.Sprint("r", n), Snapshot: revisions.Snapshot{Hash: fmt.Sprint("h", n)},
+			Record: revisions.Record{Revision: n, History: []int64{n}, ChangeType: changeType}}
+	}
+	numbers := func(revs []revisions.Revision) []int64 {
+		var out []int64
+		for _, r := range revs {
+			out = append(out, r.Record.Revision)
+		}
+		return out
+	}
+	var revs []revisions.Revision
+	for n := int64(1); n <= 3; n++ {
+		revs = append(revs, rev(n, revisions.ChangeRollout))
+	}
+	for n := int64(4); n <= 32; n++ {
+		revs = append(revs, rev(n, revisions.ChangeInPlace))
+	}
+	victims := numbers(pruned(revs, "h32", 20))
+	assert.Len(t, victims, 12)
+	assert.NotContains(t, victims, int64(1))
+	assert.NotContains(t, victims, int64(2))
+	assert.NotContains(t, victims, int64(3))
+	assert.Equal(t, []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, victims, "the oldest in-place revisions")
+
+	revs = nil
+	for n := int64(1); n <= 25; n++ {
+		revs = append(revs, rev(n, revisions.ChangeRollout))
+	}
+	for n := int64(26); n <= 54; n++ {
+		revs = append(revs, rev(n, revisions.ChangeInPlace))
+	}
+	victims = numbers(pruned(revs, "h54", 20))
+	assert.Len(t, victims, 34)
+	for n := int64(7); n <= 25; n++ {
+		assert.NotContains(t, victims, n, "the newest rollouts stay")
+	}
 }
