@@ -53,6 +53,9 @@ type Options struct {
 	// Enforcement is what the validating webhooks do with a change the
 	// policy refuses (EnforcementDeny when empty).
 	Enforcement Enforcement
+	// Self is the user name the guard writes as (SelfUser): the only one
+	// RevisionGuard lets change a RolloutRevision's record.
+	Self string
 	// StampKey signs the stamps the mutating webhooks write and verifies
 	// those of stored objects (LoadStampKey); empty, the guard signs
 	// nothing and takes every stamp as written.
@@ -78,6 +81,7 @@ type Options struct {
 //	/mutate-cluster-x-k8s-io-v1beta2-clusterclass
 //	/mutate-cluster-x-k8s-io-v1beta2-cluster
 //	/mutate-rollout-guard-io-v1alpha1-rolloutrevision (OwnerLabeler)
+//	/validate-rollout-guard-io-v1alpha1-rolloutrevision (RevisionGuard)
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
@@ -138,6 +142,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
 	mgr.GetWebhookServer().Register(MutateRolloutRevisionPath, &webhook.Admission{Handler: OwnerLabeler{}})
+	mgr.GetWebhookServer().Register(ValidateRolloutRevisionPath, &webhook.Admission{Handler: RevisionGuard{Self: opts.Self}, WithContextFunc: withCaller})
 	return nil
 }
 

@@ -216,6 +216,10 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err != nil {
 		return err
 	}
+	self, err := webhooks.SelfUser(ctx, direct)
+	if err != nil {
+		return err
+	}
 	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	if o.revisionIndex {
 		if recorder.Index, err = history.NewIndex(mgr); err != nil {
@@ -229,6 +233,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		ControlPlaneKinds: controlPlaneKinds,
 		Enforcement:       enforcement,
 		StampKey:          stampKey,
+		Self:              self,
 	}); err != nil {
 		return err
 	}
