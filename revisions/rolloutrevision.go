@@ -175,8 +175,16 @@ func FromRolloutRevision(cr *rgv1alpha1.RolloutRevision) (Revision, error) {
 	if cr.Revision < 0 {
 		return Revision{}, fmt.Errorf("decode RolloutRevision %s: revision %d is negative", name, cr.Revision)
 	}
-	if cr.Revision > 0 {
-		rec.Revision = cr.Revision
+	// One number: the AnnotationRevision stamp, which the guard's
+	// numbering reads from the metadata (FromMetadata), and the revision
+	// field, which it writes alike. A record whose two disagree was
+	// changed outside the guard (webhooks.RevisionGuard refuses that) and
+	// is not trusted as either.
+	switch {
+	case cr.Revision > 0 && rec.Revision == 0:
+		rec.Revision = cr.Revision // a record without its stamp: the field
+	case cr.Revision > 0 && cr.Revision != rec.Revision:
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: revision %d and annotation %s %d disagree: the record was changed outside rollout-guard", name, cr.Revision, AnnotationRevision, rec.Revision)
 	}
 	rec.History = normalizeHistory(rec.History, rec.Revision)
 	return Revision{Snapshot: snap, Record: rec, Name: cr.Name, ResourceVersion: cr.ResourceVersion, Labelled: labelled(cr.Labels, rec.Revision)}, nil
