@@ -23,16 +23,17 @@ const StampKeySecretName = "rollout-guard-stamp-key"
 const StampKeyField = "key"
 
 // LoadStampKey returns the key the guard signs revision stamps with, from
-// the Secret name in namespace: created with a new random key when it does
-// not exist, given one when it holds none (an install that ships it
-// empty). Every replica reads the same key; the first to write one wins,
+// the Secret name in namespace: given a new random key when it holds none
+// (the install ships it empty), created with one when it does not exist
+// and the guard may create it (the shipped role does not grant that). Every replica reads the same key; the first to write one wins,
 // the others read it (a write with the resourceVersion read as
 // precondition, or a create, fails for them and they read again).
 //
-// Why a Secret the guard fills itself: no operator has to make or rotate a
-// key by hand, and the guard needs no rights on any other Secret (its Role
-// names this one: config/rbac/stamp_key_role.yaml). c must read the API
-// server directly: a cached client would list and watch every Secret.
+// Why a Secret the guard fills itself: no operator has to make a key by
+// hand, and the guard needs no rights on any other Secret (its Role names
+// this one, get and update: config/rbac/stamp_key_role.yaml). c must read
+// the API server directly: a cached client would list and watch every
+// Secret.
 func LoadStampKey(ctx context.Context, c client.Client, namespace, name string) (revisions.StampKey, error) {
 	var key revisions.StampKey
 	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
@@ -78,7 +79,7 @@ func LoadStampKey(ctx context.Context, c client.Client, namespace, name string) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the key rollout-guard signs revision stamps with (Secret %s/%s, field %s; the guard needs get and update on it, and create when it does not exist: config/rbac/stamp_key_role.yaml): %w",
+		return nil, fmt.Errorf("reading the key rollout-guard signs revision stamps with (Secret %s/%s, field %s: apply config/rbac, which ships it and the Role that lets the guard get and update it): %w",
 			namespace, name, StampKeyField, err)
 	}
 	return key, nil
