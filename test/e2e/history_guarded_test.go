@@ -96,7 +96,10 @@ func TestOnlyTheGuardRewritesHistory(t *testing.T) {
 		field  string
 	}{
 		{"a new number, so undo picks it", func(cr *rgv1alpha1.RolloutRevision) { cr.Revision = 99 }, "revision"},
-		{"another owner", func(cr *rgv1alpha1.RolloutRevision) { cr.OwnerReferences[0].UID = w.KCP.UID; cr.OwnerReferences[0].Name = w.KCP.Name }, "metadata.ownerReferences"},
+		{"another owner", func(cr *rgv1alpha1.RolloutRevision) {
+			cr.OwnerReferences[0].UID = w.KCP.UID
+			cr.OwnerReferences[0].Name = w.KCP.Name
+		}, "metadata.ownerReferences"},
 		{"another author", func(cr *rgv1alpha1.RolloutRevision) { cr.Annotations[revisions.AnnotationChangedBy] = "system:admin" }, revisions.AnnotationChangedBy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

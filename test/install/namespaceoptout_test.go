@@ -181,7 +181,7 @@ func TestNamespaceOptOutThroughTheAPIServer(t *testing.T) {
 
 	registered := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: validatingName}, registered))
-	require.Len(t, registered.Webhooks, 8)
+	require.Len(t, registered.Webhooks, 9)
 	for _, w := range registered.Webhooks {
 		assert.Equal(t, optOutSelector, w.NamespaceSelector, "webhook %s as the API server stores it", w.Name)
 	}
