@@ -63,7 +63,7 @@ func TestNamespaceOptOutComponent(t *testing.T) {
 		return names
 	}
 	assert.Equal(t, validating(def), validating(m), "the component selects the webhooks config/default registers, and adds none")
-	assert.Len(t, validating(m), 8, "config/webhook/manifests.yaml registers 8 validating webhooks: an UPDATE and a CREATE one for each of 4 kinds")
+	assert.Len(t, validating(m), 9, "config/webhook/manifests.yaml registers 9 validating webhooks: an UPDATE and a CREATE one for each of 4 kinds, and the RolloutRevision record guard")
 	for _, u := range def {
 		got := m.find(t, u.GetKind(), u.GetName()).DeepCopy()
 		if u.GetKind() == "ValidatingWebhookConfiguration" {
