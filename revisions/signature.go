@@ -27,9 +27,11 @@ const AnnotationSignature = Prefix + "signature"
 
 // CreateSignatureWindow is how far apart a create-bound signature and the
 // object's creationTimestamp may be: the API server stores a created
-// object within its request timeout of the mutating webhook's answer;
-// the rest is room for clocks that differ.
-const CreateSignatureWindow = 2 * time.Minute
+// object within its request timeout (a minute) of the mutating webhook's
+// answer; the rest is room for the guard's clock and the API server's to
+// differ. A stamp set copied onto an object created under the same name
+// later than that does not verify.
+const CreateSignatureWindow = 5 * time.Minute
 
 // StampKey is the key the guard signs revision stamps with.
 type StampKey []byte
