@@ -66,7 +66,8 @@ func (g RevisionGuard) Handle(ctx context.Context, req admission.Request) admiss
 	if err := json.Unmarshal(req.Object.Raw, &newRev); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("rollout-guard could not decode RolloutRevision %s/%s: %w", req.Namespace, req.Name, err))
 	}
-	errs := RecordChanges(&oldRev, &newRev)
+	_, deletingForMove := newRev.Annotations[DeleteForMoveAnnotation]
+	errs := RecordChanges(&oldRev, &newRev, deletingForMove)
 	if len(errs) == 0 {
 		return admission.Allowed("")
 	}
@@ -75,11 +76,19 @@ func (g RevisionGuard) Handle(ctx context.Context, req admission.Request) admiss
 	return admission.Denied(apierrors.NewInvalid(rgv1alpha1.GroupVersion.WithKind("RolloutRevision").GroupKind(), req.Name, errs).Error())
 }
 
+// DeleteForMoveAnnotation is the annotation `clusterctl move` puts on each
+// object of the source management cluster right before deleting it — with
+// a JSON patch that replaces every other annotation.
+const DeleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
 // RecordChanges returns what a change of a RolloutRevision from oldRev to
 // newRev does to its record: one Forbidden error per field changed among
 // revision, metadata.ownerReferences and the product's labels and
-// annotations.
-func RecordChanges(oldRev, newRev *rgv1alpha1.RolloutRevision) field.ErrorList {
+// annotations. takeOff allows annotations to be taken off (never set or
+// changed): what `clusterctl move` does to a record it is about to delete
+// from the source cluster (DeleteForMoveAnnotation), after copying it
+// whole to the target.
+func RecordChanges(oldRev, newRev *rgv1alpha1.RolloutRevision, takeOff bool) field.ErrorList {
 	const way = "only rollout-guard writes a RolloutRevision's record (its number, owner and stamps); create a new one to restore history, or change other labels and annotations"
 	var errs field.ErrorList
 	if oldRev.Revision != newRev.Revision {
@@ -91,11 +100,15 @@ func RecordChanges(oldRev, newRev *rgv1alpha1.RolloutRevision) field.ErrorList {
 	for _, m := range []struct {
 		path     *field.Path
 		old, new map[string]string
+		takeOff  bool
 	}{
-		{field.NewPath("metadata", "labels"), oldRev.Labels, newRev.Labels},
-		{field.NewPath("metadata", "annotations"), oldRev.Annotations, newRev.Annotations},
+		{field.NewPath("metadata", "labels"), oldRev.Labels, newRev.Labels, false},
+		{field.NewPath("metadata", "annotations"), oldRev.Annotations, newRev.Annotations, takeOff},
 	} {
 		for _, k := range changedKeys(m.old, m.new) {
+			if _, kept := m.new[k]; m.takeOff && !kept {
+				continue
+			}
 			errs = append(errs, field.Forbidden(m.path.Key(k), way))
 		}
 	}

@@ -44,6 +44,12 @@ func TestOnlyTheGuardRewritesARecord(t *testing.T) {
 		{name: "another author", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { r.Annotations[revisions.AnnotationChangedBy] = "system:admin" }, field: revisions.AnnotationChangedBy},
 		{name: "a stamp taken away", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { delete(r.Annotations, revisions.AnnotationChangedBy) }, field: revisions.AnnotationChangedBy},
 		{name: "a label of its own", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { r.Labels["backup.example/keep"] = "yes" }, allowed: true},
+		{name: "clusterctl move takes every annotation off before deleting the source's record", user: "admin", change: func(r *rgv1alpha1.RolloutRevision) {
+			r.Annotations = map[string]string{DeleteForMoveAnnotation: ""}
+		}, allowed: true},
+		{name: "a stamp changed under the move's annotation", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) {
+			r.Annotations = map[string]string{DeleteForMoveAnnotation: "", revisions.AnnotationChangedBy: "system:admin"}
+		}, field: revisions.AnnotationChangedBy},
 		{name: "the guard renumbers", user: guard, change: func(r *rgv1alpha1.RolloutRevision) { r.Revision = 4 }, allowed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
