@@ -59,6 +59,10 @@ type Migration struct {
 	// Recorder merges a migrated record into one of the same content that
 	// exists already.
 	Recorder *Recorder
+	// Done, when set, is marked once the Migration has finished, for the
+	// reconcilers that judge unsigned stamps against the records it
+	// brings (Stamps).
+	Done *MigrationDone
 }
 
 // Start runs the Migration until it has done its job or ctx ends, trying
@@ -72,6 +76,7 @@ func (m Migration) Start(ctx context.Context) error {
 		moved, labelled, err := m.run(ctx)
 		if err == nil {
 			logger.Info("earlier history migrated", "controllerRevisionsMoved", moved, "ownerLabelsSet", labelled)
+			m.Done.finish()
 			return nil
 		}
 		pause := backoff.Step()

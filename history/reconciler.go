@@ -119,6 +119,14 @@ type Reconciler struct {
 	// Workers is how many objects are reconciled at once (never the same
 	// object twice at once); 0 means DefaultWorkers.
 	Workers int
+	// Stamps, when set, tells the stamps the guard wrote from those it
+	// did not: only the former are recorded as they say; nil records
+	// every stamp as written.
+	Stamps *Stamps
+	// Migrated, when set, says whether the history Migration has
+	// finished; until it has, an object whose stamps are not signed waits
+	// (a record it brings may confirm them).
+	Migrated *MigrationDone
 }
 
 // SetupWithManager registers the reconciler. It runs on the elected leader
@@ -170,10 +178,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if paused, err := r.clusterPaused(ctx, obj); err != nil || paused {
 		if paused {
 			log.FromContext(ctx).V(1).Info("not recording while the object's Cluster is paused; looking again later", "after", PausedRecheck.String())
+			err = r.pruneWhilePaused(ctx, req.NamespacedName, obj)
 		}
 		return ctrl.Result{RequeueAfter: PausedRecheck}, err
 	}
 	live, err := r.recordLive(ctx, req.NamespacedName, obj)
+	if live.wait {
+		log.FromContext(ctx).V(1).Info("not recording unsigned stamps before the earlier history is migrated; looking again later", "after", migrationRecheck.String())
+		return ctrl.Result{RequeueAfter: migrationRecheck}, nil
+	}
 	if err != nil || live.obj == nil {
 		return ctrl.Result{}, err
 	}
@@ -206,6 +219,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
+// migrationRecheck is how long the reconciler waits before it looks again
+// at an object whose unsigned stamps wait for the history Migration.
+const migrationRecheck = 2 * time.Second
+
 // PausedRecheck is how long the reconciler waits before it looks again at
 // an object whose Cluster is paused.
 const PausedRecheck = 30 * time.Second
@@ -237,6 +254,39 @@ func (r *Reconciler) clusterPaused(ctx context.Context, obj client.Object) (bool
 	return ptr.Deref(cluster.Spec.Paused, false), nil
 }
 
+// pruneWhilePaused prunes the history of obj, whose Cluster is paused,
+// as Reconcile prunes any other: recording waits while the Cluster is
+// paused, pruning does not.
+//
+// Why: every edit of a paused Cluster's pool still records the revision it
+// replaces (at admission); were pruning to wait as well, its history — in
+// the API server and in the revision index of every replica — would grow
+// with each edit for as long as the Cluster stays paused.
+func (r *Reconciler) pruneWhilePaused(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	revs, err := r.list(ctx, obj, false)
+	if err != nil || len(revs) < r.limit()+r.batch() {
+		return err
+	}
+	hash, noted := CachedHash(obj)
+	if !noted || hash == "" {
+		whole, err := r.whole(ctx, key, obj)
+		if err != nil || whole == nil {
+			return err
+		}
+		snap, err := r.Kind.Snapshot(whole)
+		if err != nil {
+			return nil // nothing to tell the live revision by: wait
+		}
+		hash = snap.Hash
+	}
+	if withoutData(revs) {
+		if revs, err = r.list(ctx, obj, true); err != nil {
+			return err
+		}
+	}
+	return r.prune(ctx, obj, hash, revs)
+}
+
 // workers is Workers, or DefaultWorkers.
 func (r *Reconciler) workers() int {
 	if r.Workers > 0 {
@@ -259,6 +309,9 @@ type liveRevision struct {
 	// listed is obj's history when recording listed it, the content's own
 	// record as stored included; nil when it did not.
 	listed []revisions.Revision
+	// wait is true when nothing was recorded because obj's stamps are not
+	// signed and the history Migration has not finished.
+	wait bool
 }
 
 // recordLive makes sure the live revision of cached, the object as the
@@ -269,10 +322,18 @@ type liveRevision struct {
 // of this copy if Pending still holds it (kept), else the whole object is
 // read from ObjectReader.
 func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cached client.Object) (liveRevision, error) {
-	rec := stampsOf(ctx, cached)
 	kept, haveKept := r.kept(cached)
-	if hash, ok, err := r.heldFromCache(ctx, cached, rec); err != nil || ok {
-		return liveRevision{obj: cached, hash: hash, stamped: rec.Revision}, err
+	if hash, _ := CachedHash(cached); r.ObjectReader != nil && hash != "" {
+		rec, written, err := r.stampsOf(ctx, cached, hash)
+		if err != nil {
+			return liveRevision{}, err
+		}
+		if !written && !r.Migrated.Done() {
+			return liveRevision{wait: true}, nil
+		}
+		if hash, ok, err := r.heldFromCache(ctx, cached, rec); err != nil || ok {
+			return liveRevision{obj: cached, hash: hash, stamped: rec.Revision}, err
+		}
 	}
 	obj, snap := cached, kept
 	if !haveKept {
@@ -280,19 +341,37 @@ func (r *Reconciler) recordLive(ctx context.Context, key client.ObjectKey, cache
 		if obj, err = r.whole(ctx, key, cached); err != nil || obj == nil {
 			return liveRevision{}, err
 		}
-		if obj != cached {
-			rec = stampsOf(ctx, obj) // the object as read now
-		}
 		if snap, err = r.Kind.Snapshot(obj); err != nil {
 			log.FromContext(ctx).Error(err, "cannot take the revision of the object; not recorded")
 			return liveRevision{}, nil
 		}
+	}
+	rec, written, err := r.stampsOf(ctx, obj, snap.Hash)
+	if err != nil {
+		return liveRevision{}, err
+	}
+	if !written {
+		if !r.Migrated.Done() {
+			return liveRevision{wait: true}, nil
+		}
+		log.FromContext(ctx).Info("the object's revision stamps were not written by rollout-guard (created while it was not admitting changes?); recording its content as of unknown author and number",
+			"claimedRevision", obj.GetAnnotations()[revisions.AnnotationRevision], "claimedBy", obj.GetAnnotations()[revisions.AnnotationChangedBy], "revision", rec.Revision)
 	}
 	done, err := r.Recorder.record(ctx, obj, r.Kind.GVK, snap, rec)
 	if err != nil {
 		return liveRevision{}, err
 	}
 	return liveRevision{obj: obj, hash: snap.Hash, stamped: rec.Revision, listed: done.listed}, nil
+}
+
+// stampsOf returns the record obj's stamps make for its content hash, and
+// whether the guard wrote them (Stamps.Of); every stamp is written when
+// the Reconciler has no Stamps.
+func (r *Reconciler) stampsOf(ctx context.Context, obj client.Object, hash string) (revisions.Record, bool, error) {
+	if r.Stamps == nil {
+		return stampsOf(ctx, obj), true, nil
+	}
+	return r.Stamps.Of(ctx, obj, r.Kind.GVK.Kind, hash)
 }
 
 // whole returns the object whole: cached itself for a kind the cache keeps
@@ -438,16 +517,16 @@ func (r *Reconciler) renumberReturned(ctx context.Context, key client.ObjectKey,
 	if !live.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
-	stamps, err := revisions.RecordFromAnnotations(live.GetAnnotations())
-	if err != nil {
-		stamps = revisions.Record{}
-	}
-	if stamps.Revision >= highest {
-		return nil
-	}
 	snap, err := r.Kind.Snapshot(live)
 	if err != nil {
 		return nil // Reconcile logged it for the cached copy.
+	}
+	stamps, written, err := r.stampsOf(ctx, live, snap.Hash)
+	if err != nil {
+		return err
+	}
+	if !written || stamps.Revision >= highest {
+		return nil // stamps the guard did not write were numbered by it
 	}
 	for _, rev := range revs {
 		if rev.Snapshot.Hash == snap.Hash && rev.Record.Revision >= highest {
@@ -521,8 +600,16 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, liveHash stri
 }
 
 // pruned returns the revisions of revs (oldest first) that pruning back
-// to limit removes: the oldest ones, but never the live content nor the
-// revisions that raised the highest Kubernetes and etcd versions.
+// to limit removes: the oldest ones, in-place revisions first, but never
+// the live content, the revisions that raised the highest Kubernetes and
+// etcd versions, nor the newest limit revisions that rolled machines out
+// (every change type but revisions.ChangeInPlace).
+//
+// Why in-place revisions go first and never flush the rollouts: an
+// in-place change (a label, an annotation of the machine template) costs
+// a namespace editor one edit each, and the machines are what they were;
+// were every revision alike, 29 label edits would prune every earlier
+// rollout, and with them the revisions an undo goes back to.
 func pruned(revs []revisions.Revision, liveHash string, limit int) []revisions.Revision {
 	excess := len(revs) - limit
 	if excess <= 0 {
@@ -530,15 +617,36 @@ func pruned(revs []revisions.Revision, liveHash string, limit int) []revisions.R
 	}
 	highest := revisions.HighestOf(revs)
 	keep := map[int64]bool{highest.KubernetesRevision: true, highest.EtcdRevision: true}
-	var out []revisions.Revision
+	kept := 0
 	for _, rev := range revs {
-		if len(out) == excess {
-			break
-		}
 		if rev.Snapshot.Hash == liveHash || keep[rev.Record.Revision] {
-			continue
+			kept++
 		}
-		out = append(out, rev)
+	}
+	// The newest rollouts, up to limit revisions kept in all.
+	for i := len(revs) - 1; i >= 0 && kept < limit; i-- {
+		rev := revs[i]
+		if rev.Record.ChangeType != revisions.ChangeInPlace && rev.Snapshot.Hash != liveHash && !keep[rev.Record.Revision] {
+			keep[rev.Record.Revision] = true
+			kept++
+		}
+	}
+	removable := func(rev revisions.Revision) bool {
+		return rev.Snapshot.Hash != liveHash && !keep[rev.Record.Revision]
+	}
+	var out []revisions.Revision
+	taken := map[string]bool{}
+	for _, inPlaceOnly := range []bool{true, false} {
+		for _, rev := range revs {
+			if len(out) == excess {
+				return out
+			}
+			if taken[rev.Name+"/"+rev.Snapshot.Hash] || !removable(rev) || (inPlaceOnly && rev.Record.ChangeType != revisions.ChangeInPlace) {
+				continue
+			}
+			taken[rev.Name+"/"+rev.Snapshot.Hash] = true
+			out = append(out, rev)
+		}
 	}
 	return out
 }

@@ -477,6 +477,7 @@ func (r *Recorder) RecordRefusedOverride(ctx context.Context, owner client.Objec
 				list = nil // a damaged list is replaced rather than blocking the record
 			}
 		}
+		refused.By, refused.Reason = revisions.Bound(refused.By), revisions.Bound(refused.Reason)
 		list = append(list, refused)
 		if len(list) > MaxRefusedOverrides {
 			list = list[len(list)-MaxRefusedOverrides:]

@@ -194,12 +194,24 @@ func slim(in any) (any, error) {
 	if !ok {
 		return in, nil
 	}
-	annotations := obj.Annotations
+	annotations, cloned := obj.Annotations, false
 	if _, ok := annotations[AnnotationRefusedOverrides]; ok {
-		annotations = maps.Clone(annotations)
+		annotations, cloned = maps.Clone(annotations), true
 		delete(annotations, AnnotationRefusedOverrides)
 		if len(annotations) == 0 {
 			annotations = nil
+		}
+	}
+	// A client's string kept whole by a record (one written before the
+	// guard bounded them) is held bounded, as the guard reads it
+	// (revisions.BoundStamp): the Index's memory per record stays small
+	// whatever a client once sent.
+	for k, v := range annotations {
+		if bounded, ok := revisions.BoundStamp(k, v); ok {
+			if !cloned {
+				annotations, cloned = maps.Clone(annotations), true
+			}
+			annotations[k] = bounded
 		}
 	}
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name, ResourceVersion: obj.ResourceVersion,

@@ -51,6 +51,13 @@ type Policy struct {
 	// would be. nil: judged against its Cluster's Machines and workers
 	// only.
 	Recorded RecordedRuns
+	// StampsWritten, when set, says whether the guard wrote the revision
+	// stamps of a control plane the policy reads (its highest run): one
+	// whose stamps it did not write — created while the guard was down —
+	// is judged without them, so a forged highest-run neither lowers nor
+	// raises what the policy believes. nil takes every stamp as written
+	// (the CLI, which holds no key: the guard's answer decides).
+	StampsWritten func(ctx context.Context, obj client.Object) bool
 }
 
 // RecordedRuns finds what the control planes of a Cluster ran, from the
@@ -61,6 +68,23 @@ type RecordedRuns interface {
 	// ClusterRuns returns the runs recorded for the control planes of
 	// Cluster cluster in namespace.
 	ClusterRuns(ctx context.Context, namespace, cluster string) ([]revisions.ClusterRun, error)
+}
+
+// withoutForgedStamps returns kcp, or a copy without its revision stamps
+// when p.StampsWritten says the guard did not write them.
+func (p Policy) withoutForgedStamps(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) *controlplanev1.KubeadmControlPlane {
+	if p.StampsWritten == nil || kcp == nil || p.StampsWritten(ctx, kcp) {
+		return kcp
+	}
+	out := kcp.DeepCopy()
+	ann := map[string]string{}
+	for k, v := range out.Annotations {
+		if !strings.HasPrefix(k, revisions.Prefix) || k == revisions.AnnotationOverride {
+			ann[k] = v
+		}
+	}
+	out.Annotations = ann
+	return out
 }
 
 func (p Policy) facts() factReader {
@@ -383,7 +407,7 @@ func (p Policy) DecideCluster(ctx context.Context, oldCluster, newCluster *clust
 		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, got, p.facts().getOptions()...)
 		switch {
 		case err == nil:
-			kcp = readKCP(got)
+			kcp = readKCP(p.withoutForgedStamps(ctx, got))
 			change.OldEtcdImageTag, change.NewEtcdImageTag = kcp.etcdTag, kcp.etcdTag
 			change.RunningVersions = kcp.running
 			change.History = kcp.run().history

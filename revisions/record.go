@@ -199,7 +199,8 @@ func StampsOf(obj interface{ GetAnnotations() map[string]string }) Record {
 // RecordFromAnnotations reads the stamps of an object or a RolloutRevision.
 // Missing or empty stamps give zero values; a malformed one gives an error
 // naming the annotation. History is returned ascending, without duplicates,
-// and includes Revision when Revision is set.
+// and includes Revision when Revision is set. Every string a client sets
+// comes back bounded (Record.Bounded), however long it is stored.
 func RecordFromAnnotations(ann map[string]string) (Record, error) {
 	var r Record
 	if s := ann[AnnotationRevision]; s != "" {
@@ -251,7 +252,7 @@ func RecordFromAnnotations(ann map[string]string) (Record, error) {
 	if by != "" || reason != "" || rules != "" {
 		r.Override = &Override{By: by, Reason: reason, Rules: splitRules(rules)}
 	}
-	return r, nil
+	return r.Bounded(), nil
 }
 
 // Annotations returns the stamps of r, for the mutating webhook to set on an
@@ -264,7 +265,10 @@ func RecordFromAnnotations(ann map[string]string) (Record, error) {
 // RecordFromAnnotations reads "" and a missing key the same. History and
 // Restarts are not among them: RolloutRevision records them (the
 // stamper sets AnnotationRestart, the latest restart, itself).
+//
+// Every string a client sets is bounded (Bounded).
 func (r Record) Annotations() map[string]string {
+	r = r.Bounded()
 	ann := map[string]string{
 		AnnotationRevision:       "",
 		AnnotationChangedBy:      r.ChangedBy,
@@ -406,7 +410,7 @@ func mergeRestarts(a, b []Restart) []Restart {
 
 // RestartStamp returns the value of AnnotationRestart for r.
 func RestartStamp(r Restart) (string, error) {
-	data, err := json.Marshal(r)
+	data, err := json.Marshal(r.Bounded())
 	if err != nil {
 		return "", fmt.Errorf("encoding the restart of rollout.after %s: %w", r.After, err)
 	}

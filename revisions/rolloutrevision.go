@@ -72,7 +72,7 @@ func RolloutRevision(owner metav1.Object, ownerGVK schema.GroupVersionKind, snap
 	if h := normalizeHistory(rec.History, rec.Revision); len(h) > 0 {
 		ann[AnnotationRevisionHistory] = formatHistory(h)
 	}
-	if rs := mergeRestarts(nil, rec.Restarts); len(rs) > 0 {
+	if rs := mergeRestarts(nil, rec.Bounded().Restarts); len(rs) > 0 {
 		raw, err := json.Marshal(rs)
 		if err == nil { // a []Restart always marshals
 			ann[AnnotationRestarts] = string(raw)
@@ -213,8 +213,16 @@ func FromRolloutRevision(cr *rgv1alpha1.RolloutRevision) (Revision, error) {
 	if cr.Revision < 0 {
 		return Revision{}, fmt.Errorf("decode RolloutRevision %s: revision %d is negative", name, cr.Revision)
 	}
-	if cr.Revision > 0 {
-		rec.Revision = cr.Revision
+	// One number: the AnnotationRevision stamp, which the guard's
+	// numbering reads from the metadata (FromMetadata), and the revision
+	// field, which it writes alike. A record whose two disagree was
+	// changed outside the guard (webhooks.RevisionGuard refuses that) and
+	// is not trusted as either.
+	switch {
+	case cr.Revision > 0 && rec.Revision == 0:
+		rec.Revision = cr.Revision // a record without its stamp: the field
+	case cr.Revision > 0 && cr.Revision != rec.Revision:
+		return Revision{}, fmt.Errorf("decode RolloutRevision %s: revision %d and annotation %s %d disagree: the record was changed outside rollout-guard", name, cr.Revision, AnnotationRevision, rec.Revision)
 	}
 	rec.History = normalizeHistory(rec.History, rec.Revision)
 	return Revision{Snapshot: snap, Record: rec, Name: cr.Name, ResourceVersion: cr.ResourceVersion, Labelled: labelled(cr.Labels, rec.Revision)}, nil

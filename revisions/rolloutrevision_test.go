@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -284,4 +285,39 @@ func TestFromMetadata(t *testing.T) {
 	}
 	_, err := revisions.FromMetadata(nil)
 	assert.Error(t, err)
+}
+
+// TestOneNumberPerRecord: a record's number is one: the revision field and
+// the revision stamp the guard writes alike; a record whose two disagree
+// (changed outside the guard) is not read as either.
+func TestOneNumberPerRecord(t *testing.T) {
+	md := newMD()
+	cr := revisions.RolloutRevision(md, mdGVK, mdSnap(t, md), revisions.Record{Revision: 4})
+	got, err := revisions.FromRolloutRevision(cr)
+	require.NoError(t, err)
+	meta, err := revisions.FromMetadata(cr)
+	require.NoError(t, err)
+	assert.Equal(t, got.Record.Revision, meta.Record.Revision, "numbering (metadata) and undo (the object) read one number")
+
+	cr.Revision = 9
+	_, err = revisions.FromRolloutRevision(cr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "revision 9 and annotation rollout-guard.io/revision 4 disagree")
+}
+
+func TestBoundKeepsTheBeginningAndSaysHowLong(t *testing.T) {
+	long := strings.Repeat("é", 200_000) // 400,000 bytes
+	got := revisions.Bound(long)
+	assert.LessOrEqual(t, len(got), revisions.MaxClientText)
+	assert.True(t, utf8.ValidString(got))
+	assert.True(t, strings.HasSuffix(got, "… (truncated, 400000 bytes)"), got[len(got)-40:])
+	assert.Equal(t, got, revisions.Bound(got), "idempotent")
+	assert.Equal(t, "short", revisions.Bound("short"))
+	rec := revisions.Record{ChangeCause: long, Override: &revisions.Override{Reason: long}, Restarts: []revisions.Restart{{Cause: long, After: "x"}}}
+	ann := rec.Annotations()
+	assert.LessOrEqual(t, len(ann[revisions.AnnotationChangeCause]), revisions.MaxClientText)
+	assert.LessOrEqual(t, len(ann[revisions.AnnotationOverrideReason]), revisions.MaxClientText)
+	back, err := revisions.RecordFromAnnotations(map[string]string{revisions.AnnotationChangeCause: long})
+	require.NoError(t, err)
+	assert.Equal(t, got, back.ChangeCause, "read bounded, however long it is stored")
 }

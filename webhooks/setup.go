@@ -24,6 +24,7 @@ import (
 	"github.com/rollout-guard/rollout-guard/history"
 	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/policy"
+	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
 // Paths of the webhooks registered by path, as config/webhook/manifests.yaml
@@ -52,6 +53,13 @@ type Options struct {
 	// Enforcement is what the validating webhooks do with a change the
 	// policy refuses (EnforcementDeny when empty).
 	Enforcement Enforcement
+	// Self is the user name the guard writes as (SelfUser): the only one
+	// RevisionGuard lets change a RolloutRevision's record.
+	Self string
+	// StampKey signs the stamps the mutating webhooks write and verifies
+	// those of stored objects (LoadStampKey); empty, the guard signs
+	// nothing and takes every stamp as written.
+	StampKey revisions.StampKey
 	// Watches, when set, follows the watches of the manager's caches (its
 	// Wrap must wrap the manager's rest.Config): while one is down, changes
 	// are judged from live reads instead of possibly stale caches.
@@ -75,6 +83,7 @@ type Options struct {
 //	/mutate-cluster-x-k8s-io-v1beta2-clusterclass
 //	/mutate-cluster-x-k8s-io-v1beta2-cluster
 //	/mutate-rollout-guard-io-v1alpha1-rolloutrevision (OwnerLabeler)
+//	/validate-rollout-guard-io-v1alpha1-rolloutrevision (RevisionGuard)
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := AddIndexes(ctx, mgr); err != nil {
 		return err
@@ -87,16 +96,17 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	// control planes ran, as their records say: from the revision Index,
 	// else one List of the records' metadata.
 	recorded := history.ClusterHistory{Reader: mgr.GetAPIReader()}
+	stamps := StampsOf(opts)
 	if opts.Recorder != nil {
 		recorded.Index = opts.Recorder.Index
 	}
 	cached := policy.Policy{Reader: machines.Reader(mgr.GetCache()), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds,
-		Live: mgr.GetAPIReader(), Recorded: recorded}
+		Live: mgr.GetAPIReader(), Recorded: recorded, StampsWritten: stampsWritten(stamps)}
 	var judge policy.Decider = cached
 	if opts.Watches != nil {
 		judge = FreshPolicy{
 			Cached:  cached,
-			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ControlPlaneKinds: opts.ControlPlaneKinds, Recorded: recorded},
+			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ControlPlaneKinds: opts.ControlPlaneKinds, Recorded: recorded, StampsWritten: stampsWritten(stamps)},
 			Watches: opts.Watches,
 		}
 	}
@@ -115,6 +125,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	msV, machineV := NewMachineValidators(judge, overrides)
 	mdV.Enforcement, kcpV.Enforcement, clusterV.Enforcement, mpV.Enforcement = opts.Enforcement, opts.Enforcement, opts.Enforcement, opts.Enforcement
 	msV.Enforcement, machineV.Enforcement = opts.Enforcement, opts.Enforcement
+	mdV.Stamps, kcpV.Stamps, clusterV.Stamps, mpV.Stamps = stamps, stamps, stamps, stamps
 
 	// Every handler decodes worker pools and control planes without what
 	// none of them reads (leanDecoder); other objects whole.
@@ -132,20 +143,63 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		if err != nil {
 			return err
 		}
-		v := &Validator[*unstructured.Unstructured]{Policy: judge, Overrides: overrides, Recording: recording, GroupKind: gk, Enforcement: opts.Enforcement}
+		v := &Validator[*unstructured.Unstructured]{Policy: judge, Overrides: overrides, Recording: recording, GroupKind: gk, Enforcement: opts.Enforcement, Stamps: stamps}
 		validating := admission.WithValidator[*unstructured.Unstructured](mgr.GetScheme(), v)
 		validating.WithContextFunc = withCaller
 		mgr.GetWebhookServer().Register(ValidateContractControlPlanePath(gk), validating)
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder, Restorers: restorers}
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder, Restorers: restorers, Key: opts.StampKey, Stamps: stamps}
 		mgr.GetWebhookServer().Register(MutateContractControlPlanePath(gk), &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
 	for _, kind := range kinds.WithRevisions() {
 		path := mutatePath(kind.GVK)
-		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder, Restorers: restorers}
+		stamper := &Stamper{Kind: kind, Recorder: opts.Recorder, Stored: stored, Policy: judge, Overrides: overrides, Decoder: decoder, Restorers: restorers, Key: opts.StampKey, Stamps: stamps}
 		mgr.GetWebhookServer().Register(path, &webhook.Admission{Handler: stamper, WithContextFunc: withCaller})
 	}
 	mgr.GetWebhookServer().Register(MutateRolloutRevisionPath, &webhook.Admission{Handler: OwnerLabeler{}})
+	mgr.GetWebhookServer().Register(ValidateRolloutRevisionPath, &webhook.Admission{Handler: RevisionGuard{Self: opts.Self}, WithContextFunc: withCaller})
 	return nil
+}
+
+// StampsOf returns what tells the stamps the guard wrote from those it did
+// not (history.Stamps) with opts' key and recorder; nil without a key.
+func StampsOf(opts Options) *history.Stamps {
+	if len(opts.StampKey) == 0 {
+		return nil
+	}
+	return &history.Stamps{Key: opts.StampKey, Recorder: opts.Recorder}
+}
+
+// stampsWritten is policy.Policy.StampsWritten of stamps: whether the
+// guard wrote the stamps of a control plane the policy reads, from its
+// signature over its content's hash — noted by the cache on a copy it
+// keeps without all of its content (history.CachedHash), else taken of
+// the object — or a record that holds them.
+func stampsWritten(stamps *history.Stamps) func(ctx context.Context, obj client.Object) bool {
+	if stamps == nil {
+		return nil
+	}
+	return func(ctx context.Context, obj client.Object) bool {
+		kind, ok := kinds.HistoryOf(obj)
+		if !ok {
+			return true
+		}
+		hash, noted := history.CachedHash(obj)
+		if noted && hash == "" {
+			// A cached copy whose content the cache could not hash (it
+			// cannot be read as a revision): its stamps stand, as before
+			// the guard signed them, rather than lowering what it ran.
+			return true
+		}
+		if !noted {
+			snap, err := kind.Snapshot(obj)
+			if err != nil {
+				return false
+			}
+			hash = snap.Hash
+		}
+		_, written, err := stamps.Of(ctx, obj, kind.GVK.Kind, hash)
+		return err == nil && written
+	}
 }
 
 // ContractHistoryKind resolves a control-plane kind listed with

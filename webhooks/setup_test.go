@@ -96,3 +96,11 @@ func TestEveryStamperIsRegisteredAsTheOthers(t *testing.T) {
 		}, ops, kind.GVK.Kind)
 	}
 }
+
+// TestRevisionGuardServesThePathOfTheManifests: the RolloutRevision record
+// guard is registered at the path the shipped configuration calls.
+func TestRevisionGuardServesThePathOfTheManifests(t *testing.T) {
+	manifests, err := os.ReadFile("../config/webhook/manifests.yaml")
+	require.NoError(t, err)
+	assert.Contains(t, string(manifests), "path: "+ValidateRolloutRevisionPath+"\n")
+}

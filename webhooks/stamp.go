@@ -51,6 +51,12 @@ type Stamper struct {
 	// it carried elsewhere, kept as they are (a move or a restore); nil
 	// keeps none.
 	Restorers Restorers
+	// Key signs the stamps the Stamper writes (revisions.AnnotationSignature);
+	// empty signs none.
+	Key revisions.StampKey
+	// Stamps tells whether the guard wrote the stamps of a stored object;
+	// nil takes every stamp as written.
+	Stamps *history.Stamps
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Decoder decodes admission requests.

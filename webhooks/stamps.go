@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -20,10 +21,19 @@ import (
 // change is one request's change of an object, as the stamper reads it.
 type change struct {
 	req admission.Request
-	// oldObj is nil on create.
+	// oldObj is nil on create. When the guard did not write the stamps
+	// of the stored object (history.Stamps), oldObj and oldAnn are a copy
+	// without them, and stored is the request's old object as sent.
 	oldObj, newObj client.Object
 	oldAnn, newAnn map[string]string
-	newSnap        revisions.Snapshot
+	// stored is the request's old object as sent: what the replaced
+	// revision is checked against (Persisted) and recorded of.
+	stored  client.Object
+	newSnap revisions.Snapshot
+	// oldSnap and oldRec are the replaced revision's content and record
+	// (on an update).
+	oldSnap revisions.Snapshot
+	oldRec  revisions.Record
 	// id names the object in messages: "Kind namespace/name".
 	id   string
 	user string
@@ -44,7 +54,10 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 		return nil, err
 	}
 	if s.restores(ctx, c) {
-		return nil, nil
+		return s.signed(c, map[string]*string{}), nil
+	}
+	if err := s.readOld(ctx, &c); err != nil {
+		return nil, err
 	}
 	rec, restart, err := s.revision(ctx, c)
 	if err != nil {
@@ -63,7 +76,91 @@ func (s *Stamper) stamps(ctx context.Context, req admission.Request, oldObj, new
 	if !c.dryRun && c.oldObj != nil {
 		s.admitted.remember(s.Kind, c.newObj, c.newSnap)
 	}
-	return out, nil
+	return s.signed(c, out), nil
+}
+
+// readOld reads the revision an update replaces: its content, and the
+// record its stamps make when the guard wrote them (Stamps). Stamps it did
+// not write — an object created while it was down, carrying whatever its
+// client set — are taken off the old object the rest of the request reads
+// (the policy's highest run included), and the replaced revision is
+// recorded as of unknown author and number.
+func (s *Stamper) readOld(ctx context.Context, c *change) error {
+	if c.oldObj == nil {
+		return nil
+	}
+	c.stored = c.oldObj
+	var err error
+	if c.oldSnap, err = s.admitted.snapshot(s.Kind, c.oldObj); err != nil {
+		return fmt.Errorf("rollout-guard could not take the previous revision of %s: %w", c.id, err)
+	}
+	if s.Stamps == nil {
+		c.oldRec, err = revisions.RecordFromAnnotations(c.oldAnn)
+		if err != nil {
+			log.FromContext(ctx).Info("ignoring malformed revision stamps on the stored object", "object", c.id, "error", err.Error())
+			c.oldRec = revisions.Record{}
+		}
+		if c.oldRec.Revision == 0 {
+			c.oldRec = history.Adopted(c.oldObj)
+		}
+		return nil
+	}
+	rec, written, err := s.Stamps.Of(ctx, c.oldObj, s.Kind.GVK.Kind, c.oldSnap.Hash)
+	if err != nil {
+		return fmt.Errorf("rollout-guard could not tell whether it wrote the stamps of %s: %w", c.id, err)
+	}
+	c.oldRec = rec
+	if !written {
+		log.FromContext(ctx).Info("the stored object's revision stamps were not written by rollout-guard; judged and recorded without them (author and number unknown)",
+			"object", c.id, "claimedRevision", c.oldAnn[revisions.AnnotationRevision], "claimedBy", c.oldAnn[revisions.AnnotationChangedBy], "user", c.user)
+		stripped, ok := c.oldObj.DeepCopyObject().(client.Object)
+		if !ok {
+			return fmt.Errorf("rollout-guard could not copy the previous %s", c.id)
+		}
+		stripped.SetAnnotations(history.Strip(c.oldAnn))
+		c.oldObj, c.oldAnn = stripped, stripped.GetAnnotations()
+	}
+	return nil
+}
+
+// signed returns out with the signature of the stamps the object carries
+// once out is applied (revisions.AnnotationSignature): bound to the
+// object's UID on an update, to its namespace, kind and name and this
+// moment on a create (the API server gives it a UID only after the
+// mutating webhooks). A Stamper without a Key signs nothing.
+func (s *Stamper) signed(c change, out map[string]*string) map[string]*string {
+	if len(s.Key) == 0 {
+		return out
+	}
+	after := maps.Clone(c.newAnn)
+	if after == nil {
+		after = map[string]string{}
+	}
+	for k, v := range out {
+		if v == nil {
+			delete(after, k)
+		} else {
+			after[k] = *v
+		}
+	}
+	stamps := revisions.Signed(after, history.AnnotationCachedHash)
+	if len(stamps) == 0 {
+		out[revisions.AnnotationSignature] = nil
+		return out
+	}
+	ns := c.newObj.GetNamespace()
+	if ns == "" {
+		ns = c.req.Namespace
+	}
+	b := revisions.Binding{Kind: s.Kind.GVK.Kind, Namespace: ns, Name: c.newObj.GetName(), Hash: c.newSnap.Hash}
+	if c.oldObj != nil {
+		b.UID = string(c.newObj.GetUID())
+		if b.UID == "" {
+			b.UID = string(c.req.UID) // never: an update's object has its UID
+		}
+	}
+	out[revisions.AnnotationSignature] = strPtr(s.Key.Sign(stamps, b, c.now))
+	return out
 }
 
 // readChange gathers what the stamps of one request are made of.
@@ -130,18 +227,7 @@ func (s *Stamper) revision(ctx context.Context, c change) (revisions.Record, *re
 		return revisions.Record{Revision: 1, History: []int64{1}, ChangedBy: c.user, ChangedAt: c.now, FieldManager: fieldManagerOf(c.req),
 			ChangeCause: firstNonEmpty(c.clientCause, "created"), ChangeType: revisions.ChangeCreated}, nil, nil
 	}
-	oldSnap, err := s.admitted.snapshot(s.Kind, c.oldObj)
-	if err != nil {
-		return revisions.Record{}, nil, fmt.Errorf("rollout-guard could not take the previous revision of %s: %w", c.id, err)
-	}
-	oldRec, err := revisions.RecordFromAnnotations(c.oldAnn)
-	if err != nil {
-		log.FromContext(ctx).Info("ignoring malformed revision stamps on the stored object", "object", c.id, "error", err.Error())
-		oldRec = revisions.Record{}
-	}
-	if oldRec.Revision == 0 {
-		oldRec = history.Adopted(c.oldObj)
-	}
+	oldSnap, oldRec := c.oldSnap, c.oldRec
 	if oldSnap.Hash == c.newSnap.Hash {
 		restart, err := s.restart(ctx, c, oldSnap, oldRec)
 		return oldRec, restart, err
@@ -162,7 +248,7 @@ func (s *Stamper) restart(ctx context.Context, c change, oldSnap revisions.Snaps
 	// This stamp replaces the stored one: make sure the restart stored is
 	// recorded, as the reconciler may not have seen it.
 	if !c.dryRun && c.oldAnn[revisions.AnnotationRestart] != "" {
-		if err := s.recordStored(ctx, c.oldObj, oldSnap, oldRec, "the restart before", c.user); err != nil {
+		if err := s.recordStored(ctx, c.stored, oldSnap, oldRec, "the restart before", c.user); err != nil {
 			return nil, fmt.Errorf("rollout-guard could not record the last restart of %s: %w", c.id, err)
 		}
 	}
@@ -179,12 +265,12 @@ func (s *Stamper) nextRevision(ctx context.Context, c change, oldSnap revisions.
 		// Not stored: answered as it would be, recording nothing. A request
 		// of the API server's own carries the stored object (its retry, if
 		// this was one made with an old copy, records).
-		stored, err := s.Stored.Verified(ctx, s.Kind, c.oldObj, oldSnap, fmt.Sprintf("revision %d", oldRec.Revision), c.user)
+		stored, err := s.Stored.Verified(ctx, s.Kind, c.stored, oldSnap, fmt.Sprintf("revision %d", oldRec.Revision), c.user)
 		if err != nil {
 			return revisions.Record{}, fmt.Errorf("rollout-guard could not check revision %d of %s against the API server: %w", oldRec.Revision, c.id, err)
 		}
 		if stored {
-			highest, err := s.Recorder.RecordReplaced(ctx, c.oldObj, s.Kind.GVK, oldSnap, oldRec)
+			highest, err := s.Recorder.RecordReplaced(ctx, c.stored, s.Kind.GVK, oldSnap, oldRec)
 			if err != nil {
 				return revisions.Record{}, fmt.Errorf("rollout-guard could not record revision %d of %s: %w", oldRec.Revision, c.id, err)
 			}

@@ -39,6 +39,11 @@ type Validator[T client.Object] struct {
 	// Enforcement is EnforcementDeny (refuse what the policy refuses, the
 	// default when empty) or EnforcementWarn.
 	Enforcement Enforcement
+	// Stamps, when set, tells whether the guard wrote the stamps of the
+	// stored object: a control plane whose highest-run stamp it did not
+	// write is judged without its stamps. nil takes every stamp as
+	// written.
+	Stamps *history.Stamps
 }
 
 // Enforcement is what the validating webhooks do with a change the policy
@@ -117,6 +122,11 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 		oldObj = nil
 	}
 	kind := v.GroupKind.Kind
+	var err error
+	if oldObj, err = v.withoutForgedStamps(ctx, oldObj); err != nil {
+		countDecision(kind, outcomeError, skew.Decision{}, 0)
+		return nil, err
+	}
 	d, warnings, err := v.Policy.Decide(ctx, oldObj, newObj)
 	if err != nil {
 		countDecision(kind, outcomeError, d, 0)
@@ -156,6 +166,34 @@ func (v *Validator[T]) judge(ctx context.Context, oldObj client.Object, newObj T
 	notHonoured := field.Forbidden(field.NewPath("metadata", "annotations").Key(revisions.AnnotationOverride),
 		fmt.Sprintf("override not honoured: user %s is not in an override group (%s)", req.UserInfo.Username, v.Overrides))
 	return toAdmission(v.GroupKind, newObj.GetName(), d, field.ErrorList{notHonoured}, warnings)
+}
+
+// withoutForgedStamps returns oldObj, or a copy without its revision
+// stamps when it carries a highest run (what the policy reads of them) the
+// guard did not write (history.Stamps).
+func (v *Validator[T]) withoutForgedStamps(ctx context.Context, oldObj client.Object) (client.Object, error) {
+	if v.Stamps == nil || oldObj == nil || oldObj.GetAnnotations()[revisions.AnnotationHighestRun] == "" {
+		return oldObj, nil
+	}
+	kind, ok := kinds.HistoryOf(oldObj)
+	if !ok {
+		return oldObj, nil
+	}
+	snap, err := kind.Snapshot(oldObj)
+	if err != nil {
+		return oldObj, nil // the policy says what it cannot read
+	}
+	if _, written, err := v.Stamps.Of(ctx, oldObj, kind.GVK.Kind, snap.Hash); err != nil {
+		return nil, fmt.Errorf("rollout-guard could not tell whether it wrote the stamps of %s %s/%s: %w", kind.GVK.Kind, oldObj.GetNamespace(), oldObj.GetName(), err)
+	} else if written {
+		return oldObj, nil
+	}
+	out, ok := oldObj.DeepCopyObject().(client.Object)
+	if !ok {
+		return oldObj, nil
+	}
+	out.SetAnnotations(history.Strip(oldObj.GetAnnotations()))
+	return out, nil
 }
 
 // warnOnly answers a change the policy refuses, when the guard only warns:

@@ -45,6 +45,7 @@ import (
 var version = "dev"
 
 type options struct {
+	stampKeySecret string
 	webhookHost    string
 	webhookPort    int
 	certDir        string
@@ -90,6 +91,7 @@ func main() {
 	fs.StringVar(&o.armNamespace, "arm-namespace", "", "namespace of the RoleBinding "+arming.Name+" the guard creates once it serves, arming its webhooks (their match condition "+arming.ConditionName+" names this namespace: docs/upgrading.md, Arming); default: the pod's namespace")
 	fs.BoolVar(&o.waveHold, "wave-hold", false, "serve Cluster API's BeforeClusterUpgrade Runtime Extension on the webhook port (discovery at "+upgradehold.DiscoveryPath+", handler "+upgradehold.HandlerName+"): a topology Cluster labelled "+waves.Label+"=N starts upgrading to a version only once every Cluster of a lower wave in its namespace whose topology is at that version is done upgrading and has stayed so for --wave-soak; until then Cluster API holds it and says why in its TopologyReconciled condition. Needs Cluster API's RuntimeSDK feature gate and an ExtensionConfig (config/wave-hold; docs/install-gitops.md, Waves for GitOps). false: those paths are not served")
 	fs.DurationVar(&o.waveSoak, "wave-soak", 5*time.Minute, "with --wave-hold, how long a Cluster of an earlier wave must have stayed done upgrading (machines up to date and ready, nothing rolling out or remediated, as its conditions say) before a later wave starts its upgrade to the same version; 0 starts it as soon as the earlier wave is done")
+	fs.StringVar(&o.stampKeySecret, "stamp-key-secret", webhooks.StampKeySecretName, "name of the Secret, in the guard's namespace (--arm-namespace), holding the key the guard signs revision stamps with: stamps it did not sign (an object created while it was down) are not history; the guard creates the Secret, or fills it when it holds no key, and needs no rights on any other Secret (config/rbac/stamp_key_role.yaml)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	flag.Usage = func() {
@@ -209,6 +211,19 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// Read directly: a cached read would list and watch every Secret.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating the client that reads the stamp key: %w", err)
+	}
+	stampKey, err := webhooks.LoadStampKey(ctx, direct, armNamespace, o.stampKeySecret)
+	if err != nil {
+		return err
+	}
+	self, err := webhooks.SelfUser(ctx, direct)
+	if err != nil {
+		return err
+	}
 	recorder := &history.Recorder{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	if o.revisionIndex {
 		if recorder.Index, err = history.NewIndex(mgr); err != nil {
@@ -221,6 +236,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		Watches:           watches,
 		ControlPlaneKinds: controlPlaneKinds,
 		Enforcement:       enforcement,
+		StampKey:          stampKey,
+		Self:              self,
 	}); err != nil {
 		return err
 	}
@@ -230,6 +247,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		ext := &upgradehold.Extension{Reader: mgr.GetAPIReader(), Soak: o.waveSoak, Log: ctrl.Log.WithName("wave-hold")}
 		ext.Register(mgr.GetWebhookServer())
 	}
+	stamps := &history.Stamps{Key: stampKey, Recorder: recorder}
+	migrated := &history.MigrationDone{}
 	historyKinds := kinds.WithRevisions()
 	for _, gk := range controlPlaneKinds {
 		kind, err := webhooks.ContractHistoryKind(mgr, gk)
@@ -239,7 +258,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		historyKinds = append(historyKinds, kind)
 	}
 	for _, kind := range historyKinds {
-		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit, PruneBatch: o.pruneBatch}
+		r := &history.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Kind: kind, Limit: o.historyLimit, PruneBatch: o.pruneBatch,
+			Stamps: stamps, Migrated: migrated}
 		if !webhooks.RevisionContentCached(kind.GVK) {
 			r.ObjectReader = mgr.GetAPIReader()
 			r.Pending = pending
@@ -248,7 +268,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			return err
 		}
 	}
-	if err := mgr.Add(history.Migration{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder}); err != nil {
+	if err := mgr.Add(history.Migration{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Done: migrated}); err != nil {
 		return fmt.Errorf("adding the history migration: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -129,6 +129,9 @@ func createOrReplace(ctx context.Context, c client.Client, obj client.Object) er
 		}
 	case err != nil:
 		return fmt.Errorf("reading %T %s: %w", obj, obj.GetName(), err)
+	case obj.GetObjectKind().GroupVersionKind().Kind == "Secret":
+		// A Secret the guard fills (its stamp key) keeps what it holds,
+		// as `kubectl apply` of a manifest without data keeps it.
 	default:
 		obj.SetResourceVersion(existing.GetResourceVersion())
 		if err := c.Update(ctx, obj); err != nil {

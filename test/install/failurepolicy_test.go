@@ -136,12 +136,17 @@ func TestWebhookFailurePolicyPerOperation(t *testing.T) {
 		"stamp.cluster.rollout-guard.io":                    {"cluster.x-k8s.io/clusters", []admissionregistrationv1.OperationType{update}, fail},
 		"stamp-create.cluster.rollout-guard.io":             {"cluster.x-k8s.io/clusters", []admissionregistrationv1.OperationType{create}, ignore},
 		"owner-label.rolloutrevision.rollout-guard.io":      {rolloutRevisions, []admissionregistrationv1.OperationType{create, update}, ignore},
+		"validate-record.rolloutrevision.rollout-guard.io":  {rolloutRevisions, []admissionregistrationv1.OperationType{update}, fail},
 	}
 	// The table itself keeps the rule it pins: for the policed kinds,
 	// CREATE only → Ignore, UPDATE → Fail, never both operations in one
-	// webhook; the guard's own history store only Ignore.
+	// webhook; the guard's own history store Ignore but for the record
+	// guard, which refuses updates of a record's number, owner and stamps
+	// by anyone but the guard (the history is the policy's memory).
 	for name, w := range want {
 		switch {
+		case w.resource == rolloutRevisions && name == "validate-record.rolloutrevision.rollout-guard.io":
+			require.Equal(t, fail, w.policy, "table row %s", name)
 		case w.resource == rolloutRevisions:
 			require.Equal(t, ignore, w.policy, "table row %s", name)
 		case slices.Equal(w.operations, []admissionregistrationv1.OperationType{create}):

@@ -63,7 +63,7 @@ func TestNamespaceOptOutComponent(t *testing.T) {
 		return names
 	}
 	assert.Equal(t, validating(def), validating(m), "the component selects the webhooks config/default registers, and adds none")
-	assert.Len(t, validating(m), 12, "config/webhook/manifests.yaml registers 12 validating webhooks: an UPDATE and a CREATE one for each of 6 kinds")
+	assert.Len(t, validating(m), 13, "config/webhook/manifests.yaml registers 13 validating webhooks: an UPDATE and a CREATE one for each of 6 kinds, and the RolloutRevision record guard")
 	for _, u := range def {
 		got := m.find(t, u.GetKind(), u.GetName()).DeepCopy()
 		if u.GetKind() == "ValidatingWebhookConfiguration" {
@@ -181,7 +181,7 @@ func TestNamespaceOptOutThroughTheAPIServer(t *testing.T) {
 
 	registered := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: validatingName}, registered))
-	require.Len(t, registered.Webhooks, 12)
+	require.Len(t, registered.Webhooks, 13)
 	for _, w := range registered.Webhooks {
 		assert.Equal(t, optOutSelector, w.NamespaceSelector, "webhook %s as the API server stores it", w.Name)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,6 +65,12 @@ var (
 	armedRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"rollout-guard-armed"}, Verbs: []string{"get"}},
 	}
+	// stampKeyRules: in the guard's namespace only, read and fill the
+	// Secret of the key it signs revision stamps with, by name; no other
+	// Secret, no create, list or watch.
+	stampKeyRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"rollout-guard-stamp-key"}, Verbs: []string{"get", "update"}},
+	}
 	metricsReaderRules = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
 	// historyReaderRules: read RolloutRevisions, nothing else.
 	historyReaderRules = []rbacv1.PolicyRule{{APIGroups: []string{"rollout-guard.io"}, Resources: []string{"rolloutrevisions"}, Verbs: []string{"get", "list", "watch"}}}
@@ -71,11 +78,12 @@ var (
 	// rollout-guard-control-planes.
 	aggregationLabel = map[string]string{"rollout-guard.io/aggregate-to-control-planes": "true"}
 	// writableResources are the only resources any shipped rule may write.
-	writableResources = []string{"rolloutrevisions", "controllerrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews", "rolebindings", "roles"}
+	writableResources = []string{"secrets", "rolloutrevisions", "controllerrevisions", "leases", "events", "tokenreviews", "subjectaccessreviews", "rolebindings", "roles"}
 )
 
 // TestShippedRBACIsLeastPrivilege pins every rule config/rbac ships and
-// checks the invariants behind them: no wildcard, no Secret, writes only to
+// checks the invariants behind them: no wildcard, no Secret but its stamp
+// key (by name: get and update), writes only to
 // the guard's history (and the deletion of the earlier releases' history it
 // migrates), its lease and events, and the two review APIs.
 func TestShippedRBACIsLeastPrivilege(t *testing.T) {
@@ -90,6 +98,7 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 	}
 	assert.Equal(t, armingRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-arming")).Rules)
 	assert.Equal(t, armedRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-armed")).Rules)
+	assert.Equal(t, stampKeyRules, as[rbacv1.Role](t, m.find(t, "Role", "rollout-guard-stamp-key")).Rules)
 	aggregated := as[rbacv1.ClusterRole](t, m.find(t, "ClusterRole", "rollout-guard-control-planes"))
 	assert.Empty(t, aggregated.Rules, "kube-controller-manager fills the aggregated role")
 	require.NotNil(t, aggregated.AggregationRule)
@@ -106,7 +115,9 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 		for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames, r.NonResourceURLs} {
 			assert.NotContains(t, list, "*", "no wildcard: %v", r)
 		}
-		assert.NotContains(t, r.Resources, "secrets")
+		if !reflect.DeepEqual(r, stampKeyRules[0]) {
+			assert.NotContains(t, r.Resources, "secrets")
+		}
 		if slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
 			for _, res := range r.Resources {
 				assert.Contains(t, writableResources, res, "write access in %v", r)
@@ -117,7 +128,7 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 
 // TestShippedRBACWritesOnlyHistoryAndLease checks, over every role
 // config/rbac ships, the promise docs/reliability.md makes: no access to
-// Secrets in any form, and writes only to RolloutRevisions (the history)
+// Secrets but its own stamp key (get and update, by name), and writes only to RolloutRevisions (the history)
 // cluster-wide, deletes of the ControllerRevisions earlier releases kept
 // history in (migrated once, at start) and, in the guard's own namespace, to its leader-election
 // Lease, the Events announcing it and the RoleBinding that arms its
@@ -152,6 +163,11 @@ func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
 	require.NotEmpty(t, rules)
 	for _, sr := range rules {
 		r := sr.rule
+		if reflect.DeepEqual(r, stampKeyRules[0]) {
+			// The stamp key, by name, in the guard's namespace.
+			assert.Equal(t, framework.GuardNamespace, sr.namespace, "%v", r)
+			continue
+		}
 		assert.NotContains(t, r.Resources, "secrets", "access to Secrets: %v", r)
 		assert.NotContains(t, r.APIGroups, "*", "%v", r)
 		assert.NotContains(t, r.Resources, "*", "%v", r)
@@ -208,7 +224,7 @@ func TestShippedRBACWritesOnlyHistoryAndLease(t *testing.T) {
 		assert.Equal(t, guardSA, b.Subjects, "RoleBinding %s", b.Name)
 		bindings++
 	}
-	assert.Equal(t, 4, bindings, "the guard's ClusterRole, the aggregated control-plane readers, the leader-election Role, the arming Role; the metrics reader is bound by the operator, the marker's Role by the guard once it serves")
+	assert.Equal(t, 5, bindings, "the guard's ClusterRole, the aggregated control-plane readers, the leader-election Role, the arming Role, the stamp-key Role; the metrics reader is bound by the operator, the marker's Role by the guard once it serves")
 }
 
 // TestGuardRunsAsItsServiceAccount asks the API server who the guard is and

@@ -66,10 +66,18 @@ func (c *Session) LoadHistory(ctx context.Context, cl *Clients, obj client.Objec
 			}
 			return s, nil
 		}
+		// Stamps the guard did not sign (an object created while it was
+		// down, carrying its client's stamps) add nothing to the guard's
+		// record of the live content: it stands. The CLI holds no key, so
+		// it cannot check a signature; the guard does, and records such
+		// content as of unknown author, under a number of its own.
+		signed := obj.GetAnnotations()[revisions.AnnotationSignature] != ""
 		merged := false
 		for i := range s.Revs {
 			if s.Revs[i].Snapshot.Hash == live.Hash {
-				s.Revs[i].Record = revisions.Merge(s.Revs[i].Record, rec)
+				if signed || s.Revs[i].Record.Revision == rec.Revision || slices.Contains(s.Revs[i].Record.History, rec.Revision) {
+					s.Revs[i].Record = revisions.Merge(s.Revs[i].Record, rec)
+				}
 				merged = true
 			}
 		}
