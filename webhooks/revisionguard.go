@@ -29,7 +29,8 @@ var ValidateRolloutRevisionPath = validatePath(rgv1alpha1.GroupVersion.WithKind(
 
 // RevisionGuard is the validating webhook of RolloutRevision updates: only
 // the guard itself may change what a record says of its revision — its
-// number (revision), its owner references, and the product's labels and
+// number (revision), its owner references (taking one off, as the garbage
+// collector orphans a record, excepted), and the product's labels and
 // annotations (owner, hash, number, author, cause, restarts) — the API
 // server keeping its data immutable (a CEL rule of the CRD).
 //
@@ -94,7 +95,7 @@ func RecordChanges(oldRev, newRev *rgv1alpha1.RolloutRevision, takeOff bool) fie
 	if oldRev.Revision != newRev.Revision {
 		errs = append(errs, field.Forbidden(field.NewPath("revision"), fmt.Sprintf("changed from %d to %d: %s", oldRev.Revision, newRev.Revision, way)))
 	}
-	if !reflect.DeepEqual(ownerRefs(oldRev), ownerRefs(newRev)) {
+	if !ownersTakenOffOnly(ownerRefs(oldRev), ownerRefs(newRev)) {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "ownerReferences"), way))
 	}
 	for _, m := range []struct {
@@ -113,6 +114,21 @@ func RecordChanges(oldRev, newRev *rgv1alpha1.RolloutRevision, takeOff bool) fie
 		}
 	}
 	return errs
+}
+
+// ownersTakenOffOnly says whether after holds only owner references before
+// holds, unchanged: what Kubernetes' garbage collector does to the
+// dependents of an object deleted with --cascade=orphan. Taking an owner
+// off re-parents nothing (the record keeps its owner label, which only the
+// guard may change) and changes no number or stamp; refusing it would hang
+// the orphaning delete on its finalizer.
+func ownersTakenOffOnly(before, after []metav1.OwnerReference) bool {
+	for _, ref := range after {
+		if !slices.ContainsFunc(before, func(b metav1.OwnerReference) bool { return reflect.DeepEqual(b, ref) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // ownerRefs returns the owner references of rev, nil for none.

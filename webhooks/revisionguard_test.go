@@ -40,6 +40,11 @@ func TestOnlyTheGuardRewritesARecord(t *testing.T) {
 	}{
 		{name: "a new number", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { r.Revision = 99 }, field: "revision"},
 		{name: "another owner", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { r.OwnerReferences[0].UID = "uid-2" }, field: "metadata.ownerReferences"},
+		{name: "another owner added", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) {
+			r.OwnerReferences = append(r.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "KubeadmControlPlane", Name: "other", UID: "uid-2"})
+		}, field: "metadata.ownerReferences"},
+		{name: "the owner taken off, as the garbage collector orphans a record", user: "system:serviceaccount:kube-system:generic-garbage-collector",
+			change: func(r *rgv1alpha1.RolloutRevision) { r.OwnerReferences = nil }, allowed: true},
 		{name: "the owner label", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { r.Labels[revisions.LabelOwnerUID] = "uid-2" }, field: revisions.LabelOwnerUID},
 		{name: "another author", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { r.Annotations[revisions.AnnotationChangedBy] = "system:admin" }, field: revisions.AnnotationChangedBy},
 		{name: "a stamp taken away", user: "mallory", change: func(r *rgv1alpha1.RolloutRevision) { delete(r.Annotations, revisions.AnnotationChangedBy) }, field: revisions.AnnotationChangedBy},
