@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -121,40 +122,56 @@ func Strip(ann map[string]string) map[string]string {
 }
 
 // RecordOf returns the record kept of owner's content hash, and whether
-// there is one: from the Index when it can answer, else from the API
-// server.
+// there is one: from the Index when it can answer from the records'
+// metadata, else from the API server. It looks under every name a record
+// of that content may have (revisions.Names) and takes a record only when
+// its full digest is hash; a record of an earlier release, whose metadata
+// carries no digest (revisions.ErrNoDigest), is read whole.
 func (r *Recorder) RecordOf(ctx context.Context, owner client.Object, hash string) (revisions.Record, bool, error) {
 	if r == nil {
 		return revisions.Record{}, false, nil
 	}
-	name := revisions.Name(owner.GetName(), hash)
-	if meta, ok, err := r.Index.Get(ctx, owner.GetNamespace(), name); err != nil {
-		return revisions.Record{}, false, err
-	} else if ok {
+	readWhole := false
+	for _, name := range revisions.Names(owner.GetName(), hash) {
+		meta, ok, err := r.Index.Get(ctx, owner.GetNamespace(), name)
+		if err != nil {
+			return revisions.Record{}, false, err
+		}
+		if !ok {
+			readWhole = true
+			break
+		}
 		if meta == nil || meta.Labels[revisions.LabelOwnerUID] != string(owner.GetUID()) {
-			return revisions.Record{}, false, nil
+			continue
 		}
 		rev, err := revisions.FromMetadata(meta)
-		if err != nil || rev.Snapshot.Hash != hash {
-			return revisions.Record{}, false, nil
+		if errors.Is(err, revisions.ErrNoDigest) {
+			readWhole = true
+			break
 		}
-		return rev.Record, true, nil
-	}
-	cr := &rgv1alpha1.RolloutRevision{}
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, cr); err != nil {
-		if apierrors.IsNotFound(err) {
-			return revisions.Record{}, false, nil
+		if err == nil && rev.Snapshot.Hash == hash {
+			return rev.Record, true, nil
 		}
-		return revisions.Record{}, false, err
 	}
-	if revisions.OwnerUID(cr) != owner.GetUID() {
+	if !readWhole {
 		return revisions.Record{}, false, nil
 	}
-	rev, err := revisions.FromRolloutRevision(cr)
-	if err != nil || rev.Snapshot.Hash != hash {
-		return revisions.Record{}, false, nil
+	for _, name := range revisions.Names(owner.GetName(), hash) {
+		cr := &rgv1alpha1.RolloutRevision{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, cr); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return revisions.Record{}, false, err
+		}
+		if revisions.OwnerUID(cr) != owner.GetUID() {
+			continue
+		}
+		if rev, err := revisions.FromRolloutRevision(cr); err == nil && rev.Snapshot.Hash == hash {
+			return rev.Record, true, nil
+		}
 	}
-	return rev.Record, true, nil
+	return revisions.Record{}, false, nil
 }
 
 // history lists owner's recorded history, from the Index when it can
