@@ -154,7 +154,7 @@ func TestEveryWebhookWaitsToBeArmed(t *testing.T) {
 			assert.Equal(t, framework.GuardNamespace, u.GetName(), "the namespace armed names")
 		}
 	}
-	assert.Len(t, conditions, 19, "webhooks in config/default: four validating and five mutating webhooks (the revision stampers of MachineDeployments, MachinePools, KubeadmControlPlanes, ClusterClasses and Clusters), each once for UPDATE and once for CREATE, and the mutating webhook of the RolloutRevisions' owner label")
+	assert.Len(t, conditions, 24, "webhooks in config/default: six validating webhooks (MachineDeployments, MachinePools, KubeadmControlPlanes, MachineSets, Machines and Clusters) and five mutating ones (the revision stampers of MachineDeployments, MachinePools, KubeadmControlPlanes, ClusterClasses and Clusters), each once for UPDATE and once for CREATE, the validating webhook of RolloutRevision records and the mutating webhook of the RolloutRevisions' owner label")
 	for name, mcs := range conditions {
 		require.NotEmpty(t, mcs, name)
 		last := mcs[len(mcs)-1]

@@ -87,7 +87,7 @@ func TestServingCertificateNames(t *testing.T) {
 	dnsNames, _, err := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	require.NoError(t, err)
 	clientConfigs, _ := webhookConfigurations(t, m)
-	require.Len(t, clientConfigs, 19, "four validating and five mutating webhooks (the revision stampers of MachineDeployments, MachinePools, KubeadmControlPlanes, ClusterClasses and Clusters), each once for UPDATE and once for CREATE, and the mutating webhook of the RolloutRevisions' owner label")
+	require.Len(t, clientConfigs, 24, "webhooks in config/default: six validating webhooks (MachineDeployments, MachinePools, KubeadmControlPlanes, MachineSets, Machines and Clusters) and five mutating ones (the revision stampers of MachineDeployments, MachinePools, KubeadmControlPlanes, ClusterClasses and Clusters), each once for UPDATE and once for CREATE, the validating webhook of RolloutRevision records and the mutating webhook of the RolloutRevisions' owner label")
 	for name, cc := range clientConfigs {
 		require.NotNil(t, cc.Service, "webhook %s calls a Service", name)
 		svc := m.find(t, "Service", cc.Service.Name)
