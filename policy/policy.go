@@ -56,8 +56,10 @@ type Policy struct {
 	// whose stamps it did not write — created while the guard was down —
 	// is judged without them, so a forged highest-run neither lowers nor
 	// raises what the policy believes. nil takes every stamp as written
-	// (the CLI, which holds no key: the guard's answer decides).
-	StampsWritten func(ctx context.Context, obj client.Object) bool
+	// (the CLI, which holds no key: the guard's answer decides). An error
+	// (the records could not be read) refuses the change: judged without
+	// stamps the guard did write, a downgrade could pass.
+	StampsWritten func(ctx context.Context, obj client.Object) (bool, error)
 }
 
 // RecordedRuns finds what the control planes of a Cluster ran, from the
@@ -72,9 +74,13 @@ type RecordedRuns interface {
 
 // withoutForgedStamps returns kcp, or a copy without its revision stamps
 // when p.StampsWritten says the guard did not write them.
-func (p Policy) withoutForgedStamps(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) *controlplanev1.KubeadmControlPlane {
-	if p.StampsWritten == nil || kcp == nil || p.StampsWritten(ctx, kcp) {
-		return kcp
+func (p Policy) withoutForgedStamps(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) (*controlplanev1.KubeadmControlPlane, error) {
+	if p.StampsWritten == nil || kcp == nil {
+		return kcp, nil
+	}
+	written, err := p.StampsWritten(ctx, kcp)
+	if err != nil || written {
+		return kcp, err
 	}
 	out := kcp.DeepCopy()
 	ann := map[string]string{}
@@ -84,7 +90,7 @@ func (p Policy) withoutForgedStamps(ctx context.Context, kcp *controlplanev1.Kub
 		}
 	}
 	out.Annotations = ann
-	return out
+	return out, nil
 }
 
 func (p Policy) facts() factReader {
@@ -407,7 +413,11 @@ func (p Policy) DecideCluster(ctx context.Context, oldCluster, newCluster *clust
 		err := p.facts().reader.Get(ctx, types.NamespacedName{Namespace: newCluster.Namespace, Name: ref.Name}, got, p.facts().getOptions()...)
 		switch {
 		case err == nil:
-			kcp = readKCP(p.withoutForgedStamps(ctx, got))
+			trusted, err := p.withoutForgedStamps(ctx, got)
+			if err != nil {
+				return skew.Decision{}, nil, fmt.Errorf("rollout-guard could not read the history of KubeadmControlPlane %s/%s: %w", newCluster.Namespace, ref.Name, err)
+			}
+			kcp = readKCP(trusted)
 			change.OldEtcdImageTag, change.NewEtcdImageTag = kcp.etcdTag, kcp.etcdTag
 			change.RunningVersions = kcp.running
 			change.History = kcp.run().history

@@ -174,31 +174,36 @@ func StampsOf(opts Options) *history.Stamps {
 // signature over its content's hash — noted by the cache on a copy it
 // keeps without all of its content (history.CachedHash), else taken of
 // the object — or a record that holds them.
-func stampsWritten(stamps *history.Stamps) func(ctx context.Context, obj client.Object) bool {
+func stampsWritten(stamps *history.Stamps) func(ctx context.Context, obj client.Object) (bool, error) {
 	if stamps == nil {
 		return nil
 	}
-	return func(ctx context.Context, obj client.Object) bool {
+	return func(ctx context.Context, obj client.Object) (bool, error) {
 		kind, ok := kinds.HistoryOf(obj)
 		if !ok {
-			return true
+			return true, nil
 		}
 		hash, noted := history.CachedHash(obj)
 		if noted && hash == "" {
 			// A cached copy whose content the cache could not hash (it
 			// cannot be read as a revision): its stamps stand, as before
 			// the guard signed them, rather than lowering what it ran.
-			return true
+			return true, nil
 		}
 		if !noted {
 			snap, err := kind.Snapshot(obj)
 			if err != nil {
-				return false
+				// Content that cannot be read as a revision: its stamps
+				// stand, as for the cache's copy above.
+				return true, nil
 			}
 			hash = snap.Hash
 		}
 		_, written, err := stamps.Of(ctx, obj, kind.GVK.Kind, hash)
-		return err == nil && written
+		if err != nil {
+			return false, fmt.Errorf("telling whether rollout-guard wrote the revision stamps of %s %s/%s: %w", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+		return written, nil
 	}
 }
 
