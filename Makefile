@@ -256,7 +256,7 @@ bench-rollout: tools build ## The user's view: a whole demo cluster rolled out i
 # make soak runs the guard for $(SOAK) under a mixed load (edits, rollout
 # restarts, kube-apiserver restarts, certificate rotations) and fails on a
 # growth trend of its memory, goroutines or descriptors, a failed policed edit
-# or incomplete history (docs/reliability.md, Soak). Not part of make test.
+# or incomplete history (test/reliability.md, Soak). Not part of make test.
 SOAK ?= 30m
 SOAK_FLAGS ?=
 

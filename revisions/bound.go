@@ -17,8 +17,8 @@ import (
 // its comment, and a change-cause comes from tools (kubectl, GitOps
 // controllers) a user cannot always shorten. Why bound it at all: the
 // guard keeps each one on the object, in a record, and in the revision
-// index of every replica; a 240 KB cause per edit grew each replica until
-// it was killed at its memory limit, and again after each restart.
+// index of every replica, so causes as large as annotations allow would
+// grow each replica past its memory limit (docs/security.md, G7).
 const MaxClientText = 1024
 
 // Bound returns s when it holds at most MaxClientText bytes, else its

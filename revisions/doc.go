@@ -8,7 +8,8 @@
 // A revision has two parts:
 //
 //   - a Snapshot: the content a rollout is made of, in a canonical JSON form
-//     with a short hash (MachineDeployment and MachinePool: spec.template;
+//     with its SHA-256 digest, which alone decides that two contents are
+//     one (names of records carry its short form, ShortHash) (MachineDeployment and MachinePool: spec.template;
 //     KubeadmControlPlane: spec.version, spec.machineTemplate and
 //     spec.kubeadmConfigSpec; a contract control plane: spec.version and
 //     spec.machineTemplate; a ClusterClass: its spec; a Cluster: its

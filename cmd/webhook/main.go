@@ -337,10 +337,9 @@ const defaultGCPercent = 50
 // unless GOGC is set. The guard's heap is mostly its informer caches, which
 // live as long as the process, and once they are synced it allocates
 // little; Go's default (100) lets the heap grow to twice the caches before
-// collecting, about 30 MiB more resident memory at 2,000 clusters. The
-// price is collector CPU: about a third more per recorded edit, and a
-// slower tail in bursts (test/bench/history.md, Scale; docs/install.md,
-// Sizing).
+// collecting. The price is collector CPU per recorded edit and a slower
+// tail in bursts; the figures of both are in docs/benchmarks.md and
+// docs/install.md, Sizing.
 func collectAtHalfGrowth() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)

@@ -58,10 +58,11 @@ func revisionObject(set *core.RevisionSet, r revisions.Revision) (*unstructured.
 	u.SetNamespace(set.Obj.GetNamespace())
 	u.SetName(set.Obj.GetName())
 	// The RolloutRevision codec writes a record's stamps as the object
-	// carries them.
-	// carries them; the content's digest is the record's, never a stamp.
+	// carries them; the content's digest, its run and its Cluster are the
+	// record's, never stamps.
 	cr := revisions.RolloutRevision(set.Obj, set.Kind.GVK, r.Snapshot, r.Record)
 	delete(cr.Annotations, revisions.AnnotationDigest)
+	delete(cr.Annotations, revisions.AnnotationRun)
 	u.SetAnnotations(cr.Annotations)
 	return u, nil
 }
