@@ -311,6 +311,12 @@ func (m Migration) setCluster(ctx context.Context, meta *metav1.PartialObjectMet
 	if kind != revisions.KindKubeadmControlPlane && kind != revisions.KindContractControlPlane || meta.Labels[revisions.LabelCluster] != "" {
 		return false, nil
 	}
+	if meta.Annotations[revisions.AnnotationRun] != "" {
+		// Written by this release, which names the Cluster whenever the
+		// control plane had one: none to find, and no read of its owner
+		// at every start.
+		return false, nil
+	}
 	ref := metav1.GetControllerOfNoCopy(meta)
 	if ref == nil {
 		return false, nil // orphaned: which Cluster it was of is not known

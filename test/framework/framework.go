@@ -154,8 +154,9 @@ type Environment struct {
 	guardCertDir    string
 	guardCABundle   []byte
 	guardTail       *tailWriter
-	races           *raceWatcher // race reports of the guard processes
-	raceTest        atomic.Bool  // a test runs the race-enabled guard (WithRaceGuard)
+	races           *raceWatcher  // race reports of the guard processes
+	guardIndex      *indexWatcher // whether the running guard has filled its revision Index
+	raceTest        atomic.Bool   // a test runs the race-enabled guard (WithRaceGuard)
 	// clientAuth is the client CA and kube-apiserver's client certificate
 	// of Options.GuardClientAuth; nil when it is off.
 	clientAuth *clientAuth
@@ -180,7 +181,7 @@ type Environment struct {
 // stopped.
 func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	begin := time.Now()
-	e := &Environment{opts: opts, stopped: make(chan struct{}), guardTail: newTailWriter(40), races: &raceWatcher{}}
+	e := &Environment{opts: opts, stopped: make(chan struct{}), guardTail: newTailWriter(40), races: &raceWatcher{}, guardIndex: &indexWatcher{}}
 	defer func() {
 		if retErr == nil {
 			return

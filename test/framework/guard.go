@@ -156,7 +156,8 @@ func (e *Environment) StartGuardWith(ctx context.Context, extraArgs ...string) e
 	args = append(args, extraArgs...)
 
 	e.guardTail.reset()
-	out := io.MultiWriter(e.log, e.guardTail, e.races)
+	e.guardIndex.reset()
+	out := io.MultiWriter(e.log, e.guardTail, e.races, e.guardIndex)
 	g.cmd = exec.Command(filepath.Join(e.BinDir, e.guardBinary()), args...)
 	g.cmd.Dir = e.WorkDir
 	g.cmd.Stdout, g.cmd.Stderr = out, out

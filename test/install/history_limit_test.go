@@ -62,16 +62,21 @@ type pruneCase struct {
 // TestHistoryLimitPrunesThroughTheAPIServer makes more admitted template
 // changes than the shipped --history-limit (history.DefaultLimit) keeps and
 // checks, through the API server and the CLI, that the guard's reconciler
-// removed exactly the oldest revisions: never the live one, nor those that
-// raised a control plane's highest Kubernetes and etcd versions.
+// removed exactly the oldest revisions, in-place ones first: never the live
+// one, nor those that raised a control plane's highest Kubernetes and etcd
+// versions, nor the newest revisions that rolled machines out (an in-place
+// edit costs one label, so they must not flush the rollouts an undo goes
+// back to).
 func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
 	require.Equal(t, 20, history.DefaultLimit, "the expected numbers below assume the shipped limit")
 	require.Equal(t, 10, history.DefaultPruneBatch, "the expected numbers below assume the shipped prune batch")
 
-	// MachineDeployment: created as revision 1, then 29 label changes
-	// (revisions 2..30); the 20 newest are 11..30. The history is pruned
-	// once it holds history.DefaultPruneBatch (10) revisions beyond the
-	// limit: at revision 30.
+	// MachineDeployment: created as revision 1 (its machines rolled out),
+	// then 29 label changes of its machine template (revisions 2..30), each
+	// made in place. The history is pruned once it holds
+	// history.DefaultPruneBatch (10) revisions beyond the limit, at revision
+	// 30: the 10 oldest in-place revisions go (2..11), the rollout 1 stays,
+	// with the 19 newest (12..30).
 	var mdPatches []string
 	for i := 2; i <= 30; i++ {
 		mdPatches = append(mdPatches, fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{"step":"%d"}}}}}`, i))
@@ -101,8 +106,8 @@ func TestHistoryLimitPrunesThroughTheAPIServer(t *testing.T) {
 			kind:     kinds.MachineDeployment,
 			create:   pruneMachineDeployment,
 			patches:  mdPatches,
-			want:     numbers(11, 30),
-			versions: map[int64]string{11: "v1.34.2", 30: "v1.34.2"},
+			want:     append([]int64{1}, numbers(12, 30)...),
+			versions: map[int64]string{1: "v1.34.2", 12: "v1.34.2", 30: "v1.34.2"},
 		},
 		{
 			name:     "KubeadmControlPlane",
@@ -134,6 +139,10 @@ func testPrune(t *testing.T, ns string, tc pruneCase) {
 	// revision missing at the end is known to have been recorded, then
 	// pruned, rather than never recorded.
 	recorded := watchRecorded(t, ns)
+	// The requests counted are those of the guard in steady state: once
+	// its revision Index is filled (before that it reads records from the
+	// API server, as a guard just started does).
+	env.WaitGuardIndexFilled(t)
 	requestsBefore := revisionRequests(t)
 
 	obj := tc.create(ns)

@@ -107,7 +107,7 @@ func TestServingCertificateNames(t *testing.T) {
 	for _, w := range mutating.Webhooks {
 		registered = append(registered, w.ClientConfig)
 	}
-	require.Len(t, registered, 19)
+	require.Len(t, registered, 24)
 	for _, cc := range registered {
 		require.NotNil(t, cc.URL)
 		u, err := url.Parse(*cc.URL)
