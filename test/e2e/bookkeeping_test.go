@@ -59,14 +59,25 @@ func TestBookkeepingWakesNoHistoryReconcile(t *testing.T) {
 		patch(false, fmt.Sprintf(`{"metadata":{"labels":{"bookkeeping":"l%d"}}}`, i))
 		patch(false, fmt.Sprintf(`{"spec":{"replicas":%d}}`, 3+i%2))
 	}
+	// The reconcile that records an edit is counted once it has returned,
+	// a moment after its record is there: wait for the count to move.
+	reconciledSince := func(before float64) float64 {
+		t.Helper()
+		var n float64
+		framework.WaitFor(t, 30*time.Second, 100*time.Millisecond, "a history reconcile of the template edit", func() (bool, string) {
+			n = reconciles() - before
+			return n > 0, fmt.Sprintf("%v reconciles since", n)
+		})
+		return n
+	}
 	// Watch events of an object arrive in order: once the template edit
 	// after them is recorded, the guard has seen all sixty.
 	templateEdit()
-	withBookkeeping := reconciles() - before
+	withBookkeeping := reconciledSince(before)
 
 	before = reconciles()
 	templateEdit()
-	alone := reconciles() - before
+	alone := reconciledSince(before)
 
 	t.Logf("history reconciles of the MachineDeployment: %v after 60 bookkeeping updates and a template edit, %v for a template edit alone", withBookkeeping, alone)
 	require.Positive(t, alone, "a template edit wakes the reconciler")
