@@ -27,7 +27,8 @@ import (
 // override overrode, and the CLI checks a change with it before sending
 // (reading through a live client), so all three judge alike.
 type Policy struct {
-	// Reader reads Clusters, control planes, worker pools and Machines.
+	// Reader reads Clusters, control planes, worker pools, MachineSets and
+	// Machines.
 	Reader client.Reader
 	// Mapper resolves the kinds of control planes other than KubeadmControlPlane.
 	Mapper meta.RESTMapper

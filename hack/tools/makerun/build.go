@@ -19,10 +19,13 @@ import (
 // Runner runs the steps of a plan into BinDir, reporting to Report. Go's
 // output of each build goes to LogDir/build-<first output>.log.
 type Runner struct {
+	// BinDir is where the binaries go (the repository's bin/).
 	BinDir string
+	// LogDir is where go's output of each build goes.
 	LogDir string
 	// Lanes caps how many lanes of a stage run side by side.
-	Lanes  int
+	Lanes int
+	// Report hears of each step's start, progress and end.
 	Report Reporter
 	// GoBuild runs go build of a step, the binary of its i-th package
 	// into targets[i]; nil is the real one (tests replace it).
@@ -41,9 +44,12 @@ type BuildEvents interface {
 
 // StepError is a failed step, with where its output went.
 type StepError struct {
+	// Step is the step that failed.
 	Step Step
-	Log  string
-	Err  error
+	// Log is the file go's output of the step went to.
+	Log string
+	// Err is what went wrong.
+	Err error
 }
 
 // Error names the step, what went wrong (go's last lines) and the log.

@@ -21,10 +21,12 @@ type Step struct {
 	// the lanes side by side.
 	Stage, Lane int
 	// Dir is the module directory go build runs in.
-	Dir      string
+	Dir string
+	// Packages are the main packages go build builds, in one invocation.
 	Packages []string
 	// Outputs names the binary of each package in the bin directory.
 	Outputs []string
+	// LDFlags are go build's -ldflags (the version stamped in).
 	LDFlags string
 	// Check, when set, is how to tell that the binary already there is the
 	// one this step would build, so that the step is skipped: the pinned
@@ -36,7 +38,9 @@ type Step struct {
 
 // VersionCheck runs a binary with Args and looks for Want in what it prints.
 type VersionCheck struct {
+	// Args are the arguments that make the binary print its version.
 	Args []string
+	// Want is what its output holds when it is the pinned version.
 	Want string
 }
 
