@@ -427,6 +427,12 @@ func TestGuardMayBindOnlyItsArmingRole(t *testing.T) {
 	assert.Contains(t, err.Error(), policy+"the RoleBinding rollout-guard-armed the guard makes binds the ServiceAccount rollout-guard-system/rollout-guard-armed alone (config/rbac/arming_policy.yaml)")
 	// As it must be: allowed.
 	require.NoError(t, guard.Update(ctx, rb.DeepCopy(), client.DryRunAll), "the guard updates the arming RoleBinding as it must be")
+	// Deleted while it binds the arming Role (a stolen token disarming the
+	// webhooks, again and again): refused. TestDisarmingIsUndoneAndTold
+	// shows the delete of one that binds another role, the guard's repair.
+	err = guard.Delete(ctx, rb.DeepCopy(), client.DryRunAll)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), policy+"the guard may delete the RoleBinding rollout-guard-armed only when it binds another role than the Role rollout-guard-armed, to make it anew (config/rbac/arming_policy.yaml)")
 
 	// The policy touches no one else: the admin binds what the guard may not.
 	require.NoError(t, env.Client.Create(ctx, binding("admin-made", "Role", "rollout-guard-leader-election", intruder)))

@@ -496,12 +496,12 @@ func TestArmingPolicyMatchesOnlyTheGuard(t *testing.T) {
 	require.NotNil(t, p.Spec.MatchConstraints)
 	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
 	rule := p.Spec.MatchConstraints.ResourceRules[0]
-	assert.Equal(t, []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}, rule.Operations)
+	assert.Equal(t, []admissionregistrationv1.OperationType{"CREATE", "UPDATE", "DELETE"}, rule.Operations)
 	assert.Equal(t, []string{"rbac.authorization.k8s.io"}, rule.APIGroups)
 	assert.Equal(t, []string{"rolebindings"}, rule.Resources)
 	assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: "by-the-guard",
 		Expression: "request.userInfo.username == '" + framework.GuardServiceAccount + "'"}}, p.Spec.MatchConditions)
-	assert.Len(t, p.Spec.Validations, 3, "the name, the role, the subjects")
+	assert.Len(t, p.Spec.Validations, 4, "the name, the delete of the arming binding, the role, the subjects")
 
 	b := as[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, m.find(t, "ValidatingAdmissionPolicyBinding", "rollout-guard-arming"))
 	assert.Equal(t, "rollout-guard-arming", b.Spec.PolicyName)
