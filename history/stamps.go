@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -135,7 +136,7 @@ func (r *Recorder) RecordOf(ctx context.Context, owner client.Object, hash strin
 	for _, name := range revisions.Names(owner.GetName(), hash) {
 		meta, ok, err := r.Index.Get(ctx, owner.GetNamespace(), name)
 		if err != nil {
-			return revisions.Record{}, false, err
+			return revisions.Record{}, false, fmt.Errorf("reading the revision index for RolloutRevision %s/%s: %w", owner.GetNamespace(), name, err)
 		}
 		if !ok {
 			readWhole = true
@@ -162,7 +163,7 @@ func (r *Recorder) RecordOf(ctx context.Context, owner client.Object, hash strin
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return revisions.Record{}, false, err
+			return revisions.Record{}, false, fmt.Errorf("reading RolloutRevision %s/%s: %w", owner.GetNamespace(), name, err)
 		}
 		if revisions.OwnerUID(cr) != owner.GetUID() {
 			continue

@@ -84,7 +84,10 @@ func (f factReader) ownerOf(ctx context.Context, kind, namespace, clusterName, v
 func (f factReader) controlPlaneOwner(ctx context.Context, namespace, clusterName, version string, gk schema.GroupKind, ref metav1.OwnerReference) (*owner, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := f.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: clusterName}, cluster, f.getOptions()...); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading Cluster %s/%s: %w", namespace, clusterName, err)
 	}
 	cpRef := cluster.Spec.ControlPlaneRef
 	if cpRef.Name != ref.Name || cpRef.Kind != gk.Kind || cpRef.APIGroup != gk.Group {
