@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/revisions"
 )
 
@@ -97,6 +96,41 @@ func (s *Stamps) Of(ctx context.Context, obj client.Object, kind, hash string) (
 	return out, false, nil
 }
 
+// Written says whether the guard wrote the stamps obj carries (Of), from
+// its signature over its content's hash — the hash the cache noted on a
+// copy it keeps without all of its content (CachedHash), else taken of the
+// object — or a record that holds them. An object of a kind without
+// history, or whose content cannot be read as a revision, keeps its stamps
+// (the policy says what it cannot read); a nil Stamps takes every stamp as
+// written. An error (the records could not be read) is for the caller to
+// refuse on: judged without stamps the guard did write, a downgrade could
+// pass.
+func (s *Stamps) Written(ctx context.Context, obj client.Object) (bool, error) {
+	if s == nil {
+		return true, nil
+	}
+	kind, ok := kinds.HistoryOf(obj)
+	if !ok {
+		return true, nil
+	}
+	hash, noted := CachedHash(obj)
+	if noted && hash == "" {
+		return true, nil
+	}
+	if !noted {
+		snap, err := kind.Snapshot(obj)
+		if err != nil {
+			return true, nil
+		}
+		hash = snap.Hash
+	}
+	_, written, err := s.Of(ctx, obj, kind.GVK.Kind, hash)
+	if err != nil {
+		return false, fmt.Errorf("telling whether rollout-guard wrote the revision stamps of %s %s/%s: %w", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return written, nil
+}
+
 // Signed says whether obj carries a signature of the guard over its stamps
 // for content hash.
 func (s *Stamps) Signed(obj client.Object, kind, hash string) bool {
@@ -107,19 +141,6 @@ func (s *Stamps) Signed(obj client.Object, kind, hash string) bool {
 	return s.Key.Verify(ann[revisions.AnnotationSignature], revisions.Signed(ann, AnnotationCachedHash),
 		revisions.Binding{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), Hash: hash},
 		obj.GetCreationTimestamp().Time)
-}
-
-// Strip returns obj's annotations without the stamps the guard writes (the
-// override a client asks with stays): what is left of an object whose
-// stamps the guard did not write.
-func Strip(ann map[string]string) map[string]string {
-	out := maps.Clone(ann)
-	for k := range out {
-		if strings.HasPrefix(k, revisions.Prefix) && k != revisions.AnnotationOverride {
-			delete(out, k)
-		}
-	}
-	return out
 }
 
 // RecordOf returns the record kept of owner's content hash, and whether

@@ -108,11 +108,6 @@ func TestStampsTheGuardDidNotWriteAreNotHistory(t *testing.T) {
 	}
 }
 
-func TestStripKeepsTheClientsOverride(t *testing.T) {
-	got := Strip(map[string]string{revisions.AnnotationRevision: "9", revisions.AnnotationHighestRun: "{}", revisions.AnnotationOverride: "why", "a": "b"})
-	assert.Equal(t, map[string]string{revisions.AnnotationOverride: "why", "a": "b"}, got)
-}
-
 // TestInPlaceRevisionsNeverFlushTheRollouts: 29 in-place edits (labels of
 // the machine template, one edit each) after a few rollouts prune
 // in-place revisions, never the rollouts an undo goes back to; with more

@@ -84,13 +84,7 @@ func (p Policy) withoutForgedStamps(ctx context.Context, kcp *controlplanev1.Kub
 		return kcp, err
 	}
 	out := kcp.DeepCopy()
-	ann := map[string]string{}
-	for k, v := range out.Annotations {
-		if !strings.HasPrefix(k, revisions.Prefix) || k == revisions.AnnotationOverride {
-			ann[k] = v
-		}
-	}
-	out.Annotations = ann
+	out.Annotations = revisions.Unstamped(out.Annotations)
 	return out, nil
 }
 

@@ -49,6 +49,20 @@ type Binding struct {
 	Hash string
 }
 
+// Unstamped returns ann without the stamps the guard writes (the override
+// a client asks with, AnnotationOverride, stays): what is left of an object
+// whose stamps the guard did not write, so that nothing of them is read as
+// history or as what the object has run.
+func Unstamped(ann map[string]string) map[string]string {
+	out := make(map[string]string, len(ann))
+	for k, v := range ann {
+		if !strings.HasPrefix(k, Prefix) || k == AnnotationOverride {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // Signed returns the annotations a signature covers: every annotation of
 // the product's prefix but the signature itself, the override a client
 // asks with (AnnotationOverride, the client's), and the keys named in

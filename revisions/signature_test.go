@@ -56,3 +56,10 @@ func TestSignedStampsLeaveOutTheClientsAndTheCaches(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{revisions.AnnotationRevision: "1"}, revisions.Signed(ann, revisions.Prefix+"cached"))
 }
+
+func TestUnstampedKeepsTheClientsOverride(t *testing.T) {
+	in := map[string]string{revisions.AnnotationRevision: "9", revisions.AnnotationHighestRun: "{}", revisions.AnnotationSignature: "sig",
+		revisions.AnnotationOverride: "why", "a": "b"}
+	assert.Equal(t, map[string]string{revisions.AnnotationOverride: "why", "a": "b"}, revisions.Unstamped(in))
+	assert.Len(t, in, 5, "the object's own annotations are left as they were")
+}

@@ -101,12 +101,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		recorded.Index = opts.Recorder.Index
 	}
 	cached := policy.Policy{Reader: machines.Reader(mgr.GetCache()), Mapper: mgr.GetRESTMapper(), Indexed: true, ControlPlaneKinds: opts.ControlPlaneKinds,
-		Live: mgr.GetAPIReader(), Recorded: recorded, StampsWritten: stampsWritten(stamps)}
+		Live: mgr.GetAPIReader(), Recorded: recorded, StampsWritten: stamps.Written}
 	var judge policy.Decider = cached
 	if opts.Watches != nil {
 		judge = FreshPolicy{
 			Cached:  cached,
-			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ControlPlaneKinds: opts.ControlPlaneKinds, Recorded: recorded, StampsWritten: stampsWritten(stamps)},
+			Live:    policy.Policy{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ControlPlaneKinds: opts.ControlPlaneKinds, Recorded: recorded, StampsWritten: stamps.Written},
 			Watches: opts.Watches,
 		}
 	}
@@ -167,44 +167,6 @@ func StampsOf(opts Options) *history.Stamps {
 		return nil
 	}
 	return &history.Stamps{Key: opts.StampKey, Recorder: opts.Recorder}
-}
-
-// stampsWritten is policy.Policy.StampsWritten of stamps: whether the
-// guard wrote the stamps of a control plane the policy reads, from its
-// signature over its content's hash — noted by the cache on a copy it
-// keeps without all of its content (history.CachedHash), else taken of
-// the object — or a record that holds them.
-func stampsWritten(stamps *history.Stamps) func(ctx context.Context, obj client.Object) (bool, error) {
-	if stamps == nil {
-		return nil
-	}
-	return func(ctx context.Context, obj client.Object) (bool, error) {
-		kind, ok := kinds.HistoryOf(obj)
-		if !ok {
-			return true, nil
-		}
-		hash, noted := history.CachedHash(obj)
-		if noted && hash == "" {
-			// A cached copy whose content the cache could not hash (it
-			// cannot be read as a revision): its stamps stand, as before
-			// the guard signed them, rather than lowering what it ran.
-			return true, nil
-		}
-		if !noted {
-			snap, err := kind.Snapshot(obj)
-			if err != nil {
-				// Content that cannot be read as a revision: its stamps
-				// stand, as for the cache's copy above.
-				return true, nil
-			}
-			hash = snap.Hash
-		}
-		_, written, err := stamps.Of(ctx, obj, kind.GVK.Kind, hash)
-		if err != nil {
-			return false, fmt.Errorf("telling whether rollout-guard wrote the revision stamps of %s %s/%s: %w", kind.GVK.Kind, obj.GetNamespace(), obj.GetName(), err)
-		}
-		return written, nil
-	}
 }
 
 // ContractHistoryKind resolves a control-plane kind listed with

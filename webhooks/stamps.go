@@ -117,7 +117,7 @@ func (s *Stamper) readOld(ctx context.Context, c *change) error {
 		if !ok {
 			return fmt.Errorf("rollout-guard could not copy the previous %s", c.id)
 		}
-		stripped.SetAnnotations(history.Strip(c.oldAnn))
+		stripped.SetAnnotations(revisions.Unstamped(c.oldAnn))
 		c.oldObj, c.oldAnn = stripped, stripped.GetAnnotations()
 	}
 	return nil

@@ -175,16 +175,8 @@ func (v *Validator[T]) withoutForgedStamps(ctx context.Context, oldObj client.Ob
 	if v.Stamps == nil || oldObj == nil || oldObj.GetAnnotations()[revisions.AnnotationHighestRun] == "" {
 		return oldObj, nil
 	}
-	kind, ok := kinds.HistoryOf(oldObj)
-	if !ok {
-		return oldObj, nil
-	}
-	snap, err := kind.Snapshot(oldObj)
-	if err != nil {
-		return oldObj, nil // the policy says what it cannot read
-	}
-	if _, written, err := v.Stamps.Of(ctx, oldObj, kind.GVK.Kind, snap.Hash); err != nil {
-		return nil, fmt.Errorf("rollout-guard could not tell whether it wrote the stamps of %s %s/%s: %w", kind.GVK.Kind, oldObj.GetNamespace(), oldObj.GetName(), err)
+	if written, err := v.Stamps.Written(ctx, oldObj); err != nil {
+		return nil, fmt.Errorf("rollout-guard could not judge %s/%s: %w", oldObj.GetNamespace(), oldObj.GetName(), err)
 	} else if written {
 		return oldObj, nil
 	}
@@ -192,7 +184,7 @@ func (v *Validator[T]) withoutForgedStamps(ctx context.Context, oldObj client.Ob
 	if !ok {
 		return oldObj, nil
 	}
-	out.SetAnnotations(history.Strip(oldObj.GetAnnotations()))
+	out.SetAnnotations(revisions.Unstamped(oldObj.GetAnnotations()))
 	return out, nil
 }
 

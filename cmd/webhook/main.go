@@ -230,7 +230,7 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 			return err
 		}
 	}
-	if err := webhooks.SetupWithManager(ctx, mgr, webhooks.Options{
+	guard := webhooks.Options{
 		OverrideGroups:    splitList(o.overrideGroups),
 		Recorder:          recorder,
 		Watches:           watches,
@@ -238,7 +238,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		Enforcement:       enforcement,
 		StampKey:          stampKey,
 		Self:              self,
-	}); err != nil {
+	}
+	if err := webhooks.SetupWithManager(ctx, mgr, guard); err != nil {
 		return err
 	}
 	if o.waveHold {
@@ -247,7 +248,8 @@ func run(ctx context.Context, o options, draining *atomic.Bool) error {
 		ext := &upgradehold.Extension{Reader: mgr.GetAPIReader(), Soak: o.waveSoak, Log: ctrl.Log.WithName("wave-hold")}
 		ext.Register(mgr.GetWebhookServer())
 	}
-	stamps := &history.Stamps{Key: stampKey, Recorder: recorder}
+	// The reconcilers tell the stamps the guard wrote as its webhooks do.
+	stamps := webhooks.StampsOf(guard)
 	migrated := &history.MigrationDone{}
 	historyKinds := kinds.WithRevisions()
 	for _, gk := range controlPlaneKinds {
