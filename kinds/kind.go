@@ -125,12 +125,21 @@ func clusterName(obj client.Object, spec string) string {
 	if spec != "" {
 		return spec
 	}
+	if owner := OwnerCluster(obj); owner != "" {
+		return owner
+	}
+	return obj.GetLabels()[clusterv1.ClusterNameLabel]
+}
+
+// OwnerCluster returns the name of the Cluster of Cluster API's group that
+// owns obj, "" when none does.
+func OwnerCluster(obj client.Object) string {
 	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "Cluster" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
+		if ref.Kind == "Cluster" && ref.APIVersion != "" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
 			return ref.Name
 		}
 	}
-	return obj.GetLabels()[clusterv1.ClusterNameLabel]
+	return ""
 }
 
 // ControlPlaneClusterName is the Cluster a control plane of any kind

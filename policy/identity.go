@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rollout-guard/rollout-guard/kinds"
 	"github.com/rollout-guard/rollout-guard/skew"
 )
 
@@ -64,27 +63,16 @@ func identityOf(oldObj, newObj client.Object, naming string) clusterIdentity {
 		}
 	}
 	if oldObj != nil {
-		add(ownerClusterOf(oldObj))
+		add(kinds.OwnerCluster(oldObj))
 	}
 	add(naming)
 	if oldObj != nil {
 		add(oldObj.GetLabels()[clusterNameLabel])
-		id.moved = ownerClusterOf(oldObj) != ownerClusterOf(newObj) || oldObj.GetLabels()[clusterNameLabel] != newObj.GetLabels()[clusterNameLabel]
+		id.moved = kinds.OwnerCluster(oldObj) != kinds.OwnerCluster(newObj) || oldObj.GetLabels()[clusterNameLabel] != newObj.GetLabels()[clusterNameLabel]
 	}
-	add(ownerClusterOf(newObj))
+	add(kinds.OwnerCluster(newObj))
 	add(newObj.GetLabels()[clusterNameLabel])
 	return id
-}
-
-// ownerClusterOf returns the name of the Cluster of Cluster API's group
-// that owns obj, "" when none does.
-func ownerClusterOf(obj client.Object) string {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "Cluster" && ref.APIVersion != "" && schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group == clusterv1.GroupVersion.Group {
-			return ref.Name
-		}
-	}
-	return ""
 }
 
 // workersOfAll lists the workers of every Cluster of id (workersOf), one
