@@ -46,13 +46,7 @@ func TestAnUpgradedGuardKeepsEarlierHistory(t *testing.T) {
 
 	// The earlier release's objects, created while no guard runs (creates
 	// fail open), as they were: stamps and all.
-	require.NoError(t, env.StopGuard())
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			require.NoError(t, env.StartGuard(context.Background()))
-		}
-	})
+	restartGuard := stopGuard(t)
 	uids := map[string]types.UID{}
 	for _, file := range []string{"machinedeployment.yaml", "kubeadmcontrolplane.yaml"} {
 		obj := readEarlier(t, file, ns)
@@ -82,8 +76,7 @@ func TestAnUpgradedGuardKeepsEarlierHistory(t *testing.T) {
 		Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":{}}}`)}, Revision: 4}
 	require.NoError(t, env.Client.Create(ctx, foreign), "a StatefulSet's ControllerRevision")
 
-	require.NoError(t, env.StartGuard(ctx))
-	restarted = true
+	restartGuard()
 
 	for ref, file := range map[string]string{"md/demo-md-0": "md-history.json", "kcp/demo-control-plane": "kcp-history.json"} {
 		want := readEarlierHistory(t, file)

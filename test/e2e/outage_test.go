@@ -26,13 +26,7 @@ import (
 func TestCreatesFailOpenWhileTheGuardIsDown(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
-	require.NoError(t, env.StopGuard())
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			require.NoError(t, env.StartGuard(context.Background()))
-		}
-	})
+	restartGuard := stopGuard(t)
 
 	pool := builder.MachineDeployment(w.Namespace, "c1-md-1").WithSpecOf(w.MD).
 		WithLabels(map[string]string{clusterv1.ClusterNameLabel: "c1"}).Build()
@@ -55,8 +49,7 @@ func TestCreatesFailOpenWhileTheGuardIsDown(t *testing.T) {
 	require.Error(t, err, "a KubeadmControlPlane version change passed with the guard down")
 	assert.Regexp(t, `failed calling webhook "(stamp|validate)\.kubeadmcontrolplane\.rollout-guard\.io"`, err.Error())
 
-	require.NoError(t, env.StartGuard(ctx))
-	restarted = true
+	restartGuard()
 	for _, obj := range []client.Object{pool, controlPlane} {
 		var got []revisions.Revision
 		require.Eventually(t, func() bool {

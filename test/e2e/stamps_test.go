@@ -52,13 +52,7 @@ func TestForgedStampsOnACreateAreNotHistory(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, framework.WorldSpec{Version: "v1.34.2", WorkerVersion: "v1.34.2"})
 	editor := namespaceEditor(t, w.Namespace, "mallory")
-	require.NoError(t, env.StopGuard())
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			require.NoError(t, env.StartGuard(context.Background()))
-		}
-	})
+	restartGuard := stopGuard(t)
 
 	pool := builder.MachineDeployment(w.Namespace, "c1-md-forged").WithSpecOf(w.MD).
 		WithLabels(map[string]string{clusterv1.ClusterNameLabel: "c1"}).Build()
@@ -72,8 +66,7 @@ func TestForgedStampsOnACreateAreNotHistory(t *testing.T) {
 	controlPlane.SetAnnotations(forgedStamps(`{"kubernetes":"v1.36.0","kubernetesRevision":7,"etcd":"3.6.5","etcdRevision":7}`))
 	require.NoError(t, editor.Create(ctx, controlPlane), "a control plane created with forged stamps while the guard is down")
 
-	require.NoError(t, env.StartGuard(ctx))
-	restarted = true
+	restartGuard()
 
 	for _, obj := range []client.Object{pool, controlPlane} {
 		var got []revisions.Revision
