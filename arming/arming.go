@@ -57,7 +57,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -219,8 +221,8 @@ func (a *Armer) Start(ctx context.Context) error {
 	}
 	changed := make(chan struct{}, 1)
 	if a.Watch != nil {
-		go a.follow(ctx, &rbacv1.RoleBindingList{}, "RoleBinding", changed)
-		go a.follow(ctx, &rbacv1.RoleList{}, "Role", changed)
+		go a.follow(ctx, &rbacv1.RoleBindingList{}, &rbacv1.RoleBinding{}, changed)
+		go a.follow(ctx, &rbacv1.RoleList{}, &rbacv1.Role{}, changed)
 	}
 	wait := interval // after a failure or a repair, doubled up to maxInterval
 	for {
@@ -302,56 +304,33 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// follow watches the objects of list's kind named Name in the guard's
-// namespace and signals changed on each event, and whenever a watch
-// (re)opens, for what changed while none was open.
-func (a *Armer) follow(ctx context.Context, list client.ObjectList, kind string, changed chan<- struct{}) {
-	interval, maxInterval, _ := a.intervals()
-	wait := interval
-	refusedLogged := false
-	for ctx.Err() == nil {
-		w, err := a.Watch.Watch(ctx, list, client.InNamespace(a.Namespace), client.MatchingFields{"metadata.name": Name})
-		if err != nil {
-			if !refusedLogged {
-				a.Log.Error(err, "cannot watch what arms the webhooks: a change of it is seen at the next resync only", "kind", kind, "namespace", a.Namespace, "name", Name)
-				refusedLogged = true
-			}
-			if !sleep(ctx, wait) {
-				return
-			}
-			wait = min(2*wait, maxInterval)
-			continue
-		}
-		opened := time.Now()
-		signal(changed)
-		a.drain(ctx, w, changed)
-		w.Stop()
-		// A watch that ends at once (an error event, a server that closes
-		// it) is opened again at a falling pace.
-		if time.Since(opened) < maxInterval {
-			if !sleep(ctx, wait) {
-				return
-			}
-			wait = min(2*wait, maxInterval)
-		} else {
-			wait = interval
-		}
+// follow runs an informer (client-go's, with its reflector's relist and
+// backoff) over the objects of list's kind named Name in the guard's
+// namespace, and signals changed on each event it delivers — the first
+// list included, for what changed while no watch was open.
+func (a *Armer) follow(ctx context.Context, list client.ObjectList, obj client.Object, changed chan<- struct{}) {
+	byName := []client.ListOption{client.InNamespace(a.Namespace), client.MatchingFields{"metadata.name": Name}}
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			out := list.DeepCopyObject().(client.ObjectList)
+			err := a.Watch.List(ctx, out, append(byName, &client.ListOptions{Raw: &o})...)
+			return out, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return a.Watch.Watch(ctx, list.DeepCopyObject().(client.ObjectList), append(byName, &client.ListOptions{Raw: &o})...)
+		},
 	}
-}
-
-// drain signals changed for every event of w until it ends or ctx does.
-func (a *Armer) drain(ctx context.Context, w watch.Interface, changed chan<- struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return
-			}
-			signal(changed)
-		}
-	}
+	wake := func(any) { signal(changed) }
+	_, informer := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    obj,
+		Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    wake,
+			UpdateFunc: func(_, _ any) { signal(changed) },
+			DeleteFunc: wake,
+		},
+	})
+	informer.RunWithContext(ctx)
 }
 
 // signal wakes the Armer without blocking: one pending signal is enough.
