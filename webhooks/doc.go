@@ -2,8 +2,10 @@
 // (Validator) and a revision-stamping mutating webhook (Stamper) for
 // MachineDeployments, MachinePools, KubeadmControlPlanes and the control
 // planes of other providers, a validating and a stamping webhook for
-// topology Clusters (their spec.topology), and a stamping webhook for
-// ClusterClasses (their spec) (v1beta2; v1beta1 requests arrive converted by Cluster API's conversion
+// topology Clusters (their spec.topology), a stamping webhook for
+// ClusterClasses (their spec), and validating webhooks for MachineSets and
+// Machines, judged as worker pools where they do not carry a verified
+// owner's version (v1beta2; v1beta1 requests arrive converted by Cluster API's conversion
 // webhook because the registration uses matchPolicy Equivalent).
 //
 // A validating handler decodes the request, gathers the rest of the cluster's
@@ -16,12 +18,16 @@
 //
 // What the handlers record — the revision a change replaces, a restart, a
 // refused override — they record only of an old object the API server stored
-// (Persisted), never from a request body alone. The one claim about the past
-// they keep is the stamps of a created object whose user may create
-// RolloutRevisions (Restorers): clusterctl move and restores, whose users
-// could write that history anyway. A third mutating webhook,
-// OwnerLabeler, keeps a RolloutRevision's owner label equal to its owner
-// reference, which a move rewrites.
+// (Persisted), never from a request body alone. The Stamper signs the
+// stamps it writes with the guard's key (StampKey); stamps it did not sign
+// are not history (history.Stamps): the policy judges an object without
+// them, and they are recorded as of unknown author. The one claim about the
+// past it takes from a request is the stamps of a created object whose user
+// may create RolloutRevisions (Restorers): clusterctl move and restores,
+// whose users could write that history anyway; it signs them anew. A third
+// mutating webhook, OwnerLabeler, keeps a RolloutRevision's owner label
+// equal to its owner reference, which a move rewrites, and a validating one,
+// RevisionGuard, lets no one but the guard change what a record says.
 //
 // What differs between kinds (how to decode one lean, trim it for the
 // cache, take its revision) the handlers ask of package kinds. The package
