@@ -80,8 +80,8 @@ const ServiceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccou
 // What the Armer found wrong with the RoleBinding and put right: the values
 // of the label found of rollout_guard_arming_repairs_total.
 const (
-	// FoundDeleted: the RoleBinding was gone after the webhooks had been
-	// armed.
+	// FoundDeleted: the RoleBinding was missing (counted as a repair only
+	// once the webhooks had been armed: before that it is the first arming).
 	FoundDeleted = "deleted"
 	// FoundSubjects: it bound someone other than the marker ServiceAccount
 	// alone.
@@ -310,7 +310,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // list included, for what changed while no watch was open.
 func (a *Armer) follow(ctx context.Context, list client.ObjectList, obj client.Object, changed chan<- struct{}) {
 	byName := []client.ListOption{client.InNamespace(a.Namespace), client.MatchingFields{"metadata.name": Name}}
-	lw := &toolscache.ListWatch{
+	// One object by name: a plain List request; a list streamed as watch
+	// events would bring nothing here.
+	lw := toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			out := list.DeepCopyObject().(client.ObjectList)
 			err := a.Watch.List(ctx, out, append(byName, &client.ListOptions{Raw: &o})...)
@@ -319,7 +321,7 @@ func (a *Armer) follow(ctx context.Context, list client.ObjectList, obj client.O
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return a.Watch.Watch(ctx, list.DeepCopyObject().(client.ObjectList), append(byName, &client.ListOptions{Raw: &o})...)
 		},
-	}
+	}, listsPlainly{})
 	wake := func(any) { signal(changed) }
 	_, informer := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
 		ListerWatcher: lw,
@@ -332,6 +334,13 @@ func (a *Armer) follow(ctx context.Context, list client.ObjectList, obj client.O
 	})
 	informer.RunWithContext(ctx)
 }
+
+// listsPlainly tells client-go's reflector that a list is to be read with
+// a List request (watchlist.DoesClientNotSupportWatchListSemantics).
+type listsPlainly struct{}
+
+// IsWatchListSemanticsUnSupported is true: see listsPlainly.
+func (listsPlainly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // signal wakes the Armer without blocking: one pending signal is enough.
 func signal(changed chan<- struct{}) {
@@ -488,7 +497,7 @@ func wrap(err error, namespace string) error {
 		return nil
 	}
 	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("arming the webhooks with RoleBinding %s/%s: %w (the guard's Role rollout-guard-arming in config/rbac grants create on rolebindings and bind on Role %s; apply it)", namespace, Name, err, Name)
+		return fmt.Errorf("arming the webhooks with RoleBinding %s/%s: %w (the guard's Role rollout-guard-arming, config/rbac/arming_role.yaml, grants what arming needs on that RoleBinding and on Role %s; apply it)", namespace, Name, err, Name)
 	}
 	return fmt.Errorf("arming the webhooks with RoleBinding %s/%s: %w", namespace, Name, err)
 }

@@ -87,7 +87,11 @@ func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) cli
 		}
 		return c.Create(ctx, obj, opts...)
 	}
-	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
+	byName := func(o client.Object) []string { return []string{o.GetName()} }
+	// The Armer lists and watches both by name, as a field selector.
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+		WithIndex(&rbacv1.RoleBinding{}, "metadata.name", byName).WithIndex(&rbacv1.Role{}, "metadata.name", byName).
+		WithInterceptorFuncs(funcs).Build()
 }
 
 // start runs a until the test ends.
@@ -328,7 +332,7 @@ func TestArmerSaysWhatRightIsMissing(t *testing.T) {
 	err := a.Checker(nil)
 	require.Error(t, err, "unarmed: not ready")
 	assert.Contains(t, err.Error(), "webhooks not armed: arming the webhooks with RoleBinding guard-ns/rollout-guard-armed: ")
-	assert.Contains(t, err.Error(), "(the guard's Role rollout-guard-arming in config/rbac grants create on rolebindings and bind on Role rollout-guard-armed; apply it)")
+	assert.Contains(t, err.Error(), "(the guard's Role rollout-guard-arming, config/rbac/arming_role.yaml, grants what arming needs on that RoleBinding and on Role rollout-guard-armed; apply it)")
 	assert.Zero(t, gauge())
 }
 

@@ -99,7 +99,7 @@ func TestWebhooksArmOnlyOnceTheGuardServes(t *testing.T) {
 	require.Error(t, err, "a guard that cannot arm is never ready")
 	assert.Contains(t, err.Error(), "cannot arm the webhooks: the API server does not call them, nothing is policed")
 	assert.Contains(t, err.Error(), `cannot get resource \"rolebindings\" in API group \"rbac.authorization.k8s.io\" in the namespace \"rollout-guard-system\"`, "the guard reads the RoleBinding before it creates or corrects it")
-	assert.Contains(t, err.Error(), "the guard's Role rollout-guard-arming in config/rbac grants create on rolebindings and bind on Role rollout-guard-armed; apply it")
+	assert.Contains(t, err.Error(), "the guard's Role rollout-guard-arming, config/rbac/arming_role.yaml, grants what arming needs on that RoleBinding and on Role rollout-guard-armed; apply it")
 	assert.False(t, armed(ctx, t))
 	require.NoError(t, downgrade("v1.35.0"), "a guard that cannot arm blocks nothing")
 
